@@ -1,0 +1,388 @@
+//! Node configuration: identity, voter set, mode, fencing and timeouts.
+//!
+//! # Defaults and why
+//!
+//! | setting | default | why |
+//! |---|---|---|
+//! | `heartbeat_interval` | 100 ms | well above LAN round trips, cheap (one small datagram per peer) |
+//! | `death_timeout` | 4 × heartbeat (400 ms) | three heartbeats in a row may be lost before a follower gives up on its leader (Tarantool's `4 · replication_timeout`) |
+//! | `election_timeout` | = death timeout | a round must cover a pre-vote round trip, one fsync and a vote round trip; rounds that cannot be won end early (split-vote detection), so this only bounds rounds whose messages were lost |
+//! | `election_jitter` | election timeout / 10 | randomness only breaks ties: Raft's `[T, 2T)` adds up to a whole timeout to every failover, Tarantool's 0–10 % adds at most a tenth |
+//! | `quorum` | majority of voters | any two quorums intersect, so two leaders of one term are impossible |
+//! | `mode` | [`Mode::Candidate`] | every voter may lead |
+//! | `pre_vote` | on | an isolated node never inflates its term |
+//! | `rng_seed` | 0 (the node id is mixed in) | deterministic by default; drivers should pass a random seed |
+
+use alloc::vec::Vec;
+use core::time::Duration;
+
+use crate::NodeId;
+
+/// Whether and how a node takes part in elections (Tarantool's `election_mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[non_exhaustive]
+pub enum Mode {
+    /// Never votes, never campaigns; still follows terms and the leader.
+    Off,
+    /// Votes, never campaigns.
+    Voter,
+    /// Votes, and campaigns when the leader is gone.
+    #[default]
+    Candidate,
+    /// Votes; campaigns only for one term after [`Input::Promote`](crate::Input::Promote).
+    Manual,
+}
+
+/// How a leader fences itself when it may no longer be the only leader.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[non_exhaustive]
+pub enum Fencing {
+    /// The leader never steps down on its own (classic Raft).
+    Off,
+    /// The leader steps down once it has not heard from a quorum within the
+    /// death timeout.
+    #[default]
+    Soft,
+    /// The leader holds a drift-bounded lease and steps down when it expires.
+    Strict,
+}
+
+/// A configuration that [`Config::validate`] refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// Node id 0 is reserved for "no node".
+    #[error("node id must not be 0 (0 means \"no node\")")]
+    ZeroId,
+    /// The voter set is empty.
+    #[error("the voter set is empty: at least one voter is required")]
+    NoVoters,
+    /// A voter or observer id is 0.
+    #[error("the {list} list contains id 0, which means \"no node\"")]
+    ZeroPeerId {
+        /// `"voters"` or `"observers"`.
+        list: &'static str,
+    },
+    /// A node is listed both as voter and as observer.
+    #[error("node {id} is listed both as a voter and as an observer")]
+    ObserverIsVoter {
+        /// The id in both lists.
+        id: NodeId,
+    },
+    /// A duration that must be positive is zero.
+    #[error("{name} must be greater than zero")]
+    ZeroDuration {
+        /// The setting's name.
+        name: &'static str,
+    },
+    /// The death timeout does not exceed the heartbeat interval, so a healthy
+    /// leader would be declared dead between two heartbeats.
+    #[error(
+        "death_timeout ({death_timeout:?}) must be longer than heartbeat_interval ({heartbeat_interval:?})"
+    )]
+    DeathTimeoutTooShort {
+        /// The configured death timeout.
+        death_timeout: Duration,
+        /// The configured heartbeat interval.
+        heartbeat_interval: Duration,
+    },
+    /// The election jitter exceeds the election timeout.
+    #[error("election_jitter ({jitter:?}) must not exceed election_timeout ({election_timeout:?})")]
+    JitterTooLarge {
+        /// The configured jitter.
+        jitter: Duration,
+        /// The configured election timeout.
+        election_timeout: Duration,
+    },
+    /// The quorum is zero.
+    #[error("quorum must be at least 1")]
+    ZeroQuorum,
+    /// The quorum is larger than the voter set, so no election can be won.
+    #[error("quorum {quorum} is larger than the {voters} voters: no election could ever be won")]
+    QuorumUnreachable {
+        /// The configured quorum.
+        quorum: usize,
+        /// Number of voters.
+        voters: usize,
+    },
+    /// The quorum is not a majority: two disjoint groups could each elect a
+    /// leader in the same term.
+    #[error(
+        "quorum {quorum} of {voters} voters is not a majority (needs at least {majority}): two leaders could be elected in one term; use unsafe_allow_minority_quorum to override"
+    )]
+    UnsafeQuorum {
+        /// The configured quorum.
+        quorum: usize,
+        /// Number of voters.
+        voters: usize,
+        /// The smallest safe quorum.
+        majority: usize,
+    },
+}
+
+/// Configuration of one [`Node`](crate::Node).
+///
+/// Built with [`Config::new`] and the builder methods; checked by
+/// [`Config::validate`] (which [`Node::new`](crate::Node::new) calls).
+#[derive(Clone, Debug)]
+pub struct Config {
+    id: NodeId,
+    voters: Vec<NodeId>,
+    observers: Vec<NodeId>,
+    mode: Mode,
+    fencing: Fencing,
+    heartbeat_interval: Duration,
+    death_timeout: Option<Duration>,
+    election_timeout: Option<Duration>,
+    election_jitter: Option<Duration>,
+    quorum: Option<usize>,
+    allow_minority_quorum: bool,
+    pre_vote: bool,
+    rng_seed: u64,
+    logger: Option<slog::Logger>,
+}
+
+impl Config {
+    /// A configuration for node `id` in a cluster whose voters are `voters`
+    /// (which may or may not include `id`; a node outside the voter set is an
+    /// observer). Duplicate voter ids are merged.
+    pub fn new(id: NodeId, voters: impl IntoIterator<Item = NodeId>) -> Config {
+        let mut voters: Vec<NodeId> = voters.into_iter().collect();
+        voters.sort_unstable();
+        voters.dedup();
+        Config {
+            id,
+            voters,
+            observers: Vec::new(),
+            mode: Mode::default(),
+            fencing: Fencing::default(),
+            heartbeat_interval: Duration::from_millis(100),
+            death_timeout: None,
+            election_timeout: None,
+            election_jitter: None,
+            quorum: None,
+            allow_minority_quorum: false,
+            pre_vote: true,
+            rng_seed: 0,
+            logger: None,
+        }
+    }
+
+    /// Non-voting members the leader also heartbeats, so they learn the leader.
+    pub fn observers(mut self, observers: impl IntoIterator<Item = NodeId>) -> Config {
+        self.observers = observers.into_iter().collect();
+        self.observers.sort_unstable();
+        self.observers.dedup();
+        self
+    }
+
+    /// Election participation; see [`Mode`].
+    pub fn mode(mut self, mode: Mode) -> Config {
+        self.mode = mode;
+        self
+    }
+
+    /// Leader fencing; see [`Fencing`].
+    pub fn fencing(mut self, fencing: Fencing) -> Config {
+        self.fencing = fencing;
+        self
+    }
+
+    /// How often a leader heartbeats (default 100 ms).
+    pub fn heartbeat_interval(mut self, interval: Duration) -> Config {
+        self.heartbeat_interval = interval;
+        self
+    }
+
+    /// How long a follower waits without hearing its leader before declaring
+    /// it dead (default 4 × heartbeat interval). Also how long a voter refuses
+    /// to help depose a leader it heard from (leader stickiness).
+    pub fn death_timeout(mut self, timeout: Duration) -> Config {
+        self.death_timeout = Some(timeout);
+        self
+    }
+
+    /// How long one pre-vote or vote round lasts before it is retried
+    /// (default: the death timeout). A random jitter is added per round.
+    pub fn election_timeout(mut self, timeout: Duration) -> Config {
+        self.election_timeout = Some(timeout);
+        self
+    }
+
+    /// Upper bound of the random delay added to each election round and to
+    /// the leader-death deadline (default: election timeout / 10).
+    pub fn election_jitter(mut self, jitter: Duration) -> Config {
+        self.election_jitter = Some(jitter);
+        self
+    }
+
+    /// Votes needed to win an election (default: a majority of voters). A
+    /// value that is not a majority is refused unless
+    /// [`unsafe_allow_minority_quorum`](Config::unsafe_allow_minority_quorum) is set.
+    pub fn quorum(mut self, quorum: usize) -> Config {
+        self.quorum = Some(quorum);
+        self
+    }
+
+    /// **Unsafe.** Accept a quorum that is not a majority. Two leaders may then
+    /// be elected in the same term by disjoint groups. Exists for bootstrap
+    /// tooling and tests only.
+    pub fn unsafe_allow_minority_quorum(mut self, allow: bool) -> Config {
+        self.allow_minority_quorum = allow;
+        self
+    }
+
+    /// Run a pre-vote round before bumping the term (default on).
+    pub fn pre_vote(mut self, enabled: bool) -> Config {
+        self.pre_vote = enabled;
+        self
+    }
+
+    /// Seed of the node's PRNG (PCG-64 MCG). The node id is mixed in, so
+    /// nodes sharing a seed still draw different timeouts.
+    pub fn rng_seed(mut self, seed: u64) -> Config {
+        self.rng_seed = seed;
+        self
+    }
+
+    /// Logger for decisions; the node adds `node` and `term` key-values.
+    /// Discarded when unset.
+    pub fn logger(mut self, logger: slog::Logger) -> Config {
+        self.logger = Some(logger);
+        self
+    }
+
+    /// This node's id.
+    pub fn id(&self) -> NodeId {
+        self.id
+    }
+
+    /// The voters, sorted, without duplicates.
+    pub fn voters(&self) -> &[NodeId] {
+        &self.voters
+    }
+
+    /// The observers, sorted, without duplicates.
+    pub fn observer_ids(&self) -> &[NodeId] {
+        &self.observers
+    }
+
+    /// The configured mode.
+    pub fn election_mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// The configured fencing mode.
+    pub fn fencing_mode(&self) -> Fencing {
+        self.fencing
+    }
+
+    /// The heartbeat interval.
+    pub fn heartbeat(&self) -> Duration {
+        self.heartbeat_interval
+    }
+
+    /// The effective death timeout.
+    pub fn effective_death_timeout(&self) -> Duration {
+        self.death_timeout.unwrap_or(self.heartbeat_interval.saturating_mul(4))
+    }
+
+    /// The effective election timeout.
+    pub fn effective_election_timeout(&self) -> Duration {
+        self.election_timeout
+            .unwrap_or_else(|| self.effective_death_timeout())
+    }
+
+    /// The effective election jitter bound.
+    pub fn effective_election_jitter(&self) -> Duration {
+        self.election_jitter
+            .unwrap_or_else(|| self.effective_election_timeout() / 10)
+    }
+
+    /// The effective quorum.
+    pub fn effective_quorum(&self) -> usize {
+        self.quorum.unwrap_or(self.voters.len() / 2 + 1)
+    }
+
+    /// Whether pre-vote is enabled.
+    pub fn pre_vote_enabled(&self) -> bool {
+        self.pre_vote
+    }
+
+    /// The configured seed.
+    pub fn seed(&self) -> u64 {
+        self.rng_seed
+    }
+
+    pub(crate) fn take_logger(&self) -> Option<slog::Logger> {
+        self.logger.clone()
+    }
+
+    /// Checks the configuration; [`Node::new`](crate::Node::new) calls this.
+    ///
+    /// # Errors
+    /// A [`ConfigError`] naming the first setting that is wrong.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.id == 0 {
+            return Err(ConfigError::ZeroId);
+        }
+        if self.voters.is_empty() {
+            return Err(ConfigError::NoVoters);
+        }
+        if self.voters.contains(&0) {
+            return Err(ConfigError::ZeroPeerId { list: "voters" });
+        }
+        if self.observers.contains(&0) {
+            return Err(ConfigError::ZeroPeerId { list: "observers" });
+        }
+        if let Some(&id) = self.observers.iter().find(|o| self.voters.contains(o)) {
+            return Err(ConfigError::ObserverIsVoter { id });
+        }
+        let heartbeat_interval = self.heartbeat_interval;
+        let death_timeout = self.effective_death_timeout();
+        let election_timeout = self.effective_election_timeout();
+        for (name, d) in [
+            ("heartbeat_interval", heartbeat_interval),
+            ("death_timeout", death_timeout),
+            ("election_timeout", election_timeout),
+        ] {
+            if d.is_zero() {
+                return Err(ConfigError::ZeroDuration { name });
+            }
+        }
+        if death_timeout <= heartbeat_interval {
+            return Err(ConfigError::DeathTimeoutTooShort {
+                death_timeout,
+                heartbeat_interval,
+            });
+        }
+        let jitter = self.effective_election_jitter();
+        if jitter > election_timeout {
+            return Err(ConfigError::JitterTooLarge {
+                jitter,
+                election_timeout,
+            });
+        }
+        let quorum = self.effective_quorum();
+        let voters = self.voters.len();
+        let majority = voters / 2 + 1;
+        if quorum == 0 {
+            return Err(ConfigError::ZeroQuorum);
+        }
+        if quorum > voters {
+            return Err(ConfigError::QuorumUnreachable { quorum, voters });
+        }
+        if quorum < majority && !self.allow_minority_quorum {
+            return Err(ConfigError::UnsafeQuorum {
+                quorum,
+                voters,
+                majority,
+            });
+        }
+        Ok(())
+    }
+}

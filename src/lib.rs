@@ -1,0 +1,144 @@
+//! # tenure
+//!
+//! A sans-IO, Raft-style **leader election and fencing engine**. Systems that
+//! have their own replication embed it to decide who leads, without two
+//! leaders acting at once.
+//!
+//! The core, [`Node`], is a pure state machine: no clocks, sockets, files,
+//! threads, async or global randomness. Time arrives as `now` on every call,
+//! randomness comes from a seeded PRNG in the [`Config`], and the same
+//! configuration and inputs always produce the same actions.
+//!
+//! ## The run loop
+//!
+//! A driver owns the I/O and repeats: receive → step → persist → ack →
+//! send → sleep until [`Node::next_deadline`]. Here three nodes run in
+//! memory with a synchronous "disk" and a perfect network:
+//!
+//! ```
+//! use std::collections::VecDeque;
+//! use tenure::{Action, Config, Event, HardState, Input, Instant, Node, Role};
+//!
+//! let ids = [1, 2, 3];
+//! let mut nodes: Vec<Node> = ids
+//!     .iter()
+//!     .map(|&id| {
+//!         let config = Config::new(id, ids).rng_seed(42);
+//!         // A fresh node starts from the default state; a restarted node
+//!         // from what its storage confirmed last.
+//!         Node::new(config, HardState::default(), Instant::ZERO).unwrap()
+//!     })
+//!     .collect();
+//! let mut disk = [HardState::default(); 3];
+//! let mut network: VecDeque<(u64, u64, tenure::Message)> = VecDeque::new();
+//! let mut now = Instant::ZERO;
+//! let mut actions = Vec::new();
+//!
+//! for _ in 0..100 {
+//!     // Sleep until the earliest deadline, then tick every node that is due.
+//!     now = nodes.iter().filter_map(|n| n.next_deadline()).min().unwrap();
+//!     for node in nodes.iter_mut() {
+//!         if node.next_deadline().is_some_and(|d| d <= now) {
+//!             node.step_into(now, Input::Tick, &mut actions);
+//!             network.extend(drain(node.id(), &mut actions, &mut disk, node, now));
+//!         }
+//!     }
+//!     // Deliver messages (instantly, in order) until the network is quiet.
+//!     while let Some((from, to, message)) = network.pop_front() {
+//!         let node = &mut nodes[(to - 1) as usize];
+//!         node.step_into(now, Input::Receive { from, message }, &mut actions);
+//!         network.extend(drain(to, &mut actions, &mut disk, node, now));
+//!     }
+//!     if nodes.iter().any(|n| n.status().role == Role::Leader) {
+//!         break;
+//!     }
+//! }
+//!
+//! /// Executes actions in order. Persist is written "durably", then
+//! /// acknowledged; the engine releases the sends that waited for it.
+//! fn drain(
+//!     id: u64,
+//!     actions: &mut Vec<Action>,
+//!     disk: &mut [HardState; 3],
+//!     node: &mut Node,
+//!     now: Instant,
+//! ) -> Vec<(u64, u64, tenure::Message)> {
+//!     let mut sends = Vec::new();
+//!     while !actions.is_empty() {
+//!         for action in std::mem::take(actions) {
+//!             match action {
+//!                 Action::Persist(state) => {
+//!                     disk[(id - 1) as usize] = state; // fsync here
+//!                     node.step_into(now, Input::Persisted(state), actions);
+//!                 }
+//!                 Action::Send { to, message } => sends.push((id, to, message)),
+//!                 Action::Event(Event::BecameLeader { term, .. }) => {
+//!                     println!("node {id} leads term {term}");
+//!                 }
+//!                 Action::Event(_) => {}
+//!                 _ => {}
+//!             }
+//!         }
+//!     }
+//!     sends
+//! }
+//!
+//! let leaders: Vec<_> = nodes.iter().filter(|n| n.status().role == Role::Leader).collect();
+//! assert_eq!(leaders.len(), 1);
+//! let term = leaders[0].status().term;
+//! // Every node knows the leader and has the term on disk.
+//! assert!(nodes.iter().all(|n| n.status().leader == Some(leaders[0].id())));
+//! assert!(disk.iter().all(|d| d.term == term));
+//! ```
+//!
+//! ## Rules and where they live
+//!
+//! Every rule is named in a doc comment and in the `rule` key of its log
+//! line; search for the name to find it:
+//! `term_check`, `higher_term_adopted`, `stale_term_answered`,
+//! `one_vote_per_term`, `log_up_to_date`, `persist_before_send`,
+//! `self_vote_with_term_bump`, `self_vote_durable_before_candidacy`,
+//! `no_candidacy_on_volatile_state`, `pre_vote`, `pre_vote_grant`,
+//! `pre_vote_changes_nothing`, `leader_stickiness`,
+//! `restart_waits_death_timeout`, `leader_death`, `election_timeout`,
+//! `split_vote_ends_round`, `quorum_wins`, `one_leader_per_term`,
+//! `follow_leader`, `leader_heartbeats_at_once`, `demote_moves_leadership`,
+//! `resign_releases_followers`, `promote_one_campaign`,
+//! `timeout_now_campaigns`, `members_only`, `voters_only`.
+//!
+//! ## Features
+//! - `std` (default): `std::error::Error` for errors, std support in slog.
+//! - `serde` (default): serde derives on messages and durable state.
+//!
+//! Without default features the crate is `no_std` + `alloc`.
+
+#![cfg_attr(not(feature = "std"), no_std)]
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+#![warn(unreachable_pub)]
+
+extern crate alloc;
+
+mod config;
+mod hard_state;
+mod message;
+mod node;
+mod position;
+mod quorum;
+mod rng;
+mod status;
+mod time;
+
+pub use config::{Config, ConfigError, Fencing, Mode};
+pub use hard_state::HardState;
+pub use message::{Message, MessageKind};
+pub use node::{Action, Input, Node};
+pub use position::{LogPosition, VClock};
+pub use status::{Event, PromoteFailure, Role, Status, StepDownReason, TransferFailure};
+pub use time::Instant;
+
+/// Identifies a node. `0` is never a valid id.
+pub type NodeId = u64;
+
+/// Re-exported so drivers need not depend on `core::time` paths.
+pub use core::time::Duration;

@@ -1,0 +1,69 @@
+//! Messages between nodes. Every message carries the sender's term (for
+//! pre-vote requests and grants: the proposed term).
+//!
+//! Messages are plain data: the core produces them in
+//! [`Action::Send`](crate::Action::Send) and consumes them in
+//! [`Input::Receive`](crate::Input::Receive). Encoding them is an adapter's
+//! job (see the `serde` feature).
+
+/// One message between two nodes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct Message<P = ()> {
+    /// The sender's term; for [`MessageKind::PreVoteRequest`] and a granted
+    /// [`MessageKind::PreVoteResponse`], the term the pre-candidate proposes.
+    pub term: u64,
+    /// What the message says.
+    pub kind: MessageKind<P>,
+}
+
+/// The body of a [`Message`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
+pub enum MessageKind<P = ()> {
+    /// "Would you vote for me in `term`?" Changes nobody's term or vote.
+    PreVoteRequest {
+        /// The pre-candidate's log position.
+        position: P,
+    },
+    /// Answer to a pre-vote. A grant echoes the request's term; a rejection
+    /// carries the voter's own term so a lagging pre-candidate catches up
+    /// (etcd #8501).
+    PreVoteResponse {
+        /// Whether the pre-vote was granted.
+        granted: bool,
+    },
+    /// "Vote for me in `term`." Sent only once the candidate's term and
+    /// self-vote are durable.
+    VoteRequest {
+        /// The candidate's log position.
+        position: P,
+        /// Set when the leader handed leadership to this candidate
+        /// (TimeoutNow): voters skip leader stickiness, because the leader has
+        /// already given up its lease.
+        transfer: bool,
+    },
+    /// Answer to a vote request. A grant is sent only once it is durable.
+    VoteResponse {
+        /// Whether the vote was granted.
+        granted: bool,
+    },
+    /// The leader of `term` is alive. `seq` numbers heartbeat rounds.
+    Heartbeat {
+        /// The heartbeat round.
+        seq: u64,
+    },
+    /// Acknowledges a heartbeat; also the answer that tells a stale leader
+    /// about a newer term.
+    HeartbeatResponse {
+        /// The round acknowledged.
+        seq: u64,
+        /// The responder's log position.
+        position: P,
+    },
+    /// The leader of `term` resigned; followers may campaign at once.
+    Resign,
+    /// The leader hands leadership to the receiver: campaign now.
+    TimeoutNow,
+}

@@ -1,0 +1,492 @@
+//! Terms, pre-vote, votes and candidacy (Raft §5.2, §5.4.1; thesis §9.6).
+
+use alloc::vec::Vec;
+use core::cmp::Ordering;
+
+use super::{Action, Node, Round, RoundKind};
+use crate::config::Mode;
+use crate::message::{Message, MessageKind};
+use crate::position::LogPosition;
+use crate::quorum::Outcome;
+use crate::status::{Event, PromoteFailure, Role, StepDownReason};
+use crate::time::Instant;
+use crate::NodeId;
+
+impl<P: LogPosition> Node<P> {
+    /// Entry point for every peer message. Rule `term_check` (Raft §5.1):
+    /// lower terms are ignored (a stale leader or candidate is answered with
+    /// the current term), higher terms are adopted, except where pre-vote and
+    /// stickiness say otherwise.
+    pub(super) fn on_message(
+        &mut self,
+        now: Instant,
+        from: NodeId,
+        message: Message<P>,
+        out: &mut Vec<Action<P>>,
+    ) {
+        if from == self.id || !self.is_member(from) {
+            slog::debug!(self.log, "message from unknown or self sender ignored";
+                "rule" => "members_only", "term" => self.term, "from" => from);
+            return;
+        }
+        // Only voters ask for votes, answer them, lead or hand over.
+        let voter_only = !matches!(message.kind, MessageKind::HeartbeatResponse { .. });
+        if voter_only && !self.voters.contains(from) {
+            slog::debug!(self.log, "election message from a non-voter ignored";
+                "rule" => "voters_only", "term" => self.term, "from" => from);
+            return;
+        }
+        match message.term.cmp(&self.term) {
+            Ordering::Less => self.on_stale_message(from, message, out),
+            Ordering::Greater => self.on_higher_term(now, from, message, out),
+            Ordering::Equal => self.on_current_term(now, from, message.term, message.kind, out),
+        }
+    }
+
+    /// Rule `stale_term_answered`: a message from an older term changes
+    /// nothing; requests and heartbeats are answered with the current term so
+    /// a stale candidate or leader steps down, and a lagging pre-candidate
+    /// catches up (etcd #8501).
+    fn on_stale_message(&mut self, from: NodeId, message: Message<P>, out: &mut Vec<Action<P>>) {
+        slog::debug!(self.log, "stale message ignored";
+            "rule" => "stale_term_answered", "term" => self.term,
+            "from" => from, "message_term" => message.term);
+        let term = self.term;
+        match message.kind {
+            MessageKind::Heartbeat { seq } => {
+                let position = self.position.clone();
+                self.send(from, term, MessageKind::HeartbeatResponse { seq, position }, false, out);
+            }
+            MessageKind::VoteRequest { .. } => {
+                self.send(from, term, MessageKind::VoteResponse { granted: false }, false, out);
+            }
+            MessageKind::PreVoteRequest { .. } => {
+                self.send(from, term, MessageKind::PreVoteResponse { granted: false }, false, out);
+            }
+            _ => {}
+        }
+    }
+
+    fn on_higher_term(
+        &mut self,
+        now: Instant,
+        from: NodeId,
+        message: Message<P>,
+        out: &mut Vec<Action<P>>,
+    ) {
+        match message.kind {
+            // Rule `pre_vote_changes_nothing`: a pre-vote request or grant
+            // never moves anybody's term.
+            MessageKind::PreVoteRequest { position } => {
+                self.on_pre_vote_request(now, from, message.term, &position, out);
+            }
+            MessageKind::PreVoteResponse { granted: true } => {
+                self.on_pre_vote_response(now, from, message.term, true, out);
+            }
+            // Rule `leader_stickiness` (thesis §4.2.3): while a live leader
+            // was heard within the death timeout (or since restart), a vote
+            // request's higher term is not even adopted.
+            MessageKind::VoteRequest { transfer, .. } if !transfer && self.promise_active(now) => {
+                slog::info!(self.log, "vote request ignored: a leader was heard within the death timeout";
+                    "rule" => "leader_stickiness", "term" => self.term,
+                    "from" => from, "request_term" => message.term);
+            }
+            kind => {
+                slog::info!(self.log, "newer term seen, follow";
+                    "rule" => "higher_term_adopted", "term" => self.term,
+                    "from" => from, "new_term" => message.term);
+                self.adopt_term(now, message.term, out);
+                self.on_current_term(now, from, message.term, kind, out);
+            }
+        }
+    }
+
+    fn on_current_term(
+        &mut self,
+        now: Instant,
+        from: NodeId,
+        msg_term: u64,
+        kind: MessageKind<P>,
+        out: &mut Vec<Action<P>>,
+    ) {
+        match kind {
+            MessageKind::PreVoteRequest { position } => {
+                self.on_pre_vote_request(now, from, msg_term, &position, out);
+            }
+            MessageKind::PreVoteResponse { granted } => {
+                // A grant echoes the proposed term (term + 1), so a grant at
+                // the current term is stale; a rejection carries the voter's
+                // term, which is the current one.
+                if !granted {
+                    self.on_pre_vote_response(now, from, self.term + 1, false, out);
+                }
+            }
+            MessageKind::VoteRequest { position, transfer } => {
+                self.on_vote_request(now, from, &position, transfer, out);
+            }
+            MessageKind::VoteResponse { granted } => self.on_vote_response(now, from, granted, out),
+            MessageKind::Heartbeat { seq } => self.on_heartbeat(now, from, seq, out),
+            MessageKind::HeartbeatResponse { seq, position } => {
+                self.on_heartbeat_response(now, from, seq, position);
+            }
+            MessageKind::Resign => self.on_resign(now, from, out),
+            MessageKind::TimeoutNow => self.on_timeout_now(from, out),
+        }
+    }
+
+    /// Rule `higher_term_adopted` (Raft §5.1): become a follower of `term`
+    /// with no vote and no known leader. A leader steps down; a promotion
+    /// ends. The stickiness anchor (`leader_contact`) is kept on purpose: a
+    /// new term does not release this node's promise to the old leader.
+    pub(super) fn adopt_term(&mut self, now: Instant, term: u64, out: &mut Vec<Action<P>>) {
+        debug_assert!(term > self.term);
+        let old_term = self.term;
+        let was_leader = self.role == Role::Leader;
+        self.term = term;
+        self.vote = None;
+        self.role = Role::Follower;
+        self.round = Round::IDLE;
+        self.drop_stale_held();
+        if was_leader {
+            self.emit(
+                Event::SteppedDown {
+                    term: old_term,
+                    reason: StepDownReason::HigherTerm,
+                },
+                out,
+            );
+        }
+        self.set_leader(None, out);
+        self.end_promotion(Some(PromoteFailure::OutdatedTerm { term }), out);
+        self.campaign_at = self.campaign_at.max(now);
+    }
+
+    /// Whether this node is bound by a promise not to help elect anyone
+    /// (itself included): it leads, it heard a leader within the death
+    /// timeout (rule `leader_stickiness`), or it restarted less than a death
+    /// timeout ago (rule `restart_waits_death_timeout`). The strict-fencing
+    /// lease is sound only because of this promise.
+    pub(super) fn promise_active(&self, now: Instant) -> bool {
+        self.role == Role::Leader || now < self.promise_until()
+    }
+
+    /// The instant the promise ends (for a non-leader).
+    pub(super) fn promise_until(&self) -> Instant {
+        let contact = self
+            .leader_contact
+            .map_or(Instant::ZERO, |c| c + self.timing.death);
+        contact.max(self.restart_embargo_until)
+    }
+
+    /// Whether the mode and voter status allow campaigning at all right now
+    /// (a promotion counts).
+    pub(super) fn may_ever_campaign(&self) -> bool {
+        self.self_index.is_some()
+            && (self.mode == Mode::Candidate || (self.mode == Mode::Manual && self.promoting))
+    }
+
+    /// Whether the follower timer may start a campaign now.
+    fn may_campaign(&self, now: Instant) -> bool {
+        self.may_ever_campaign()
+            && self.leader.is_none()
+            && now >= self.no_campaign_before
+            && !self.promise_active(now)
+    }
+
+    /// Timers of a non-leader.
+    pub(super) fn follower_tick(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
+        // Rule `leader_death`: no leader message for a death timeout.
+        if let (Some(leader), Some(contact)) = (self.leader, self.leader_contact) {
+            if now >= contact + self.timing.death {
+                slog::info!(self.log, "leader declared dead";
+                    "rule" => "leader_death", "term" => self.term, "leader" => leader,
+                    "last_heard" => %contact);
+                self.set_leader(None, out);
+            }
+        }
+        // Timers freeze while a write is in flight (rule
+        // `no_candidacy_on_volatile_state`).
+        if self.in_flight.is_some() {
+            return;
+        }
+        match self.round.kind {
+            RoundKind::PreVote | RoundKind::Vote if now >= self.round.deadline => {
+                self.round_timed_out(now, out);
+            }
+            RoundKind::Idle if now >= self.campaign_at && self.may_campaign(now) => {
+                self.start_pre_vote(now, out);
+            }
+            _ => {}
+        }
+    }
+
+    fn round_timed_out(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
+        slog::info!(self.log, "election round timed out";
+            "rule" => "election_timeout", "term" => self.term,
+            "round" => ?self.round.kind, "round_term" => self.round.term);
+        if self.promoting {
+            // A promotion is one campaign; never retried in a loop
+            // (Tarantool dd89c57e78).
+            self.abandon_round(now);
+            self.end_promotion(Some(PromoteFailure::NoQuorum), out);
+        } else if self.may_campaign(now) {
+            self.start_pre_vote(now, out);
+        } else {
+            self.abandon_round(now);
+        }
+    }
+
+    /// Back to follower; the next own attempt waits a randomized round.
+    pub(super) fn abandon_round(&mut self, now: Instant) {
+        self.role = Role::Follower;
+        self.round = Round::IDLE;
+        self.campaign_at = now + self.round_length();
+    }
+
+    /// Rule `pre_vote` (thesis §9.6): ask for term + 1 without changing
+    /// anyone's term or vote. A pre-candidate forgets its leader (etcd #9586).
+    pub(super) fn start_pre_vote(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
+        if !self.pre_vote {
+            self.start_campaign(false, out);
+            return;
+        }
+        let Some(me) = self.self_index else { return };
+        self.role = Role::PreCandidate;
+        self.set_leader(None, out);
+        let deadline = now + self.round_length();
+        self.round = Round {
+            kind: RoundKind::PreVote,
+            term: self.term + 1,
+            deadline,
+            split_handled: false,
+            transfer: false,
+        };
+        self.tally.reset();
+        self.tally.record(me, true);
+        slog::info!(self.log, "start pre-vote";
+            "rule" => "pre_vote", "term" => self.term, "proposed" => self.round.term);
+        if self.tally.outcome(self.voters.quorum()) == Outcome::Won {
+            self.start_campaign(false, out);
+            return;
+        }
+        let proposed = self.round.term;
+        for i in 0..self.voters.len() {
+            let to = self.voters.ids()[i];
+            if to != self.id {
+                let position = self.position.clone();
+                self.send(to, proposed, MessageKind::PreVoteRequest { position }, false, out);
+            }
+        }
+    }
+
+    /// Rule `self_vote_with_term_bump`: term + 1 and the self-vote are decided
+    /// together and written as one state; the node stays a pre-candidate
+    /// until storage confirms it (Tarantool gh-8497).
+    pub(super) fn start_campaign(&mut self, transfer: bool, out: &mut Vec<Action<P>>) {
+        if self.self_index.is_none() {
+            return;
+        }
+        self.term += 1;
+        self.vote = Some(self.id);
+        self.role = Role::PreCandidate;
+        self.drop_stale_held();
+        self.set_leader(None, out);
+        self.round = Round {
+            kind: RoundKind::AwaitDurable,
+            term: self.term,
+            deadline: Instant::MAX,
+            split_handled: false,
+            transfer,
+        };
+        slog::info!(self.log, "bump term and vote for self";
+            "rule" => "self_vote_with_term_bump", "term" => self.term, "transfer" => transfer);
+    }
+
+    /// The self-vote is durable: ask for votes.
+    pub(super) fn become_candidate(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
+        let Some(me) = self.self_index else { return };
+        self.role = Role::Candidate;
+        let deadline = now + self.round_length();
+        self.round.kind = RoundKind::Vote;
+        self.round.deadline = deadline;
+        self.tally.reset();
+        self.tally.record(me, true);
+        slog::info!(self.log, "enter candidate state with 1 self vote";
+            "rule" => "self_vote_durable_before_candidacy", "term" => self.term);
+        self.emit(Event::CampaignStarted { term: self.term }, out);
+        if self.tally.outcome(self.voters.quorum()) == Outcome::Won {
+            self.become_leader(now, out);
+            return;
+        }
+        let transfer = self.round.transfer;
+        let term = self.term;
+        for i in 0..self.voters.len() {
+            let to = self.voters.ids()[i];
+            if to != self.id {
+                let position = self.position.clone();
+                self.send(to, term, MessageKind::VoteRequest { position, transfer }, true, out);
+            }
+        }
+    }
+
+    /// Why this node would refuse to help elect `from` (pre-vote or vote),
+    /// or `None` if it may. Shared by both rounds so they cannot disagree.
+    fn refusal(&self, now: Instant, position: &P, bypass_promise: bool) -> Option<&'static str> {
+        if self.mode == Mode::Off || self.self_index.is_none() {
+            Some("this node does not vote (mode off or observer)")
+        } else if !bypass_promise && self.promise_active(now) {
+            Some("a leader was heard within the death timeout, or this node restarted less than a death timeout ago")
+        } else if !position.is_at_least(&self.position) {
+            Some("the candidate's log position is behind this node's")
+        } else {
+            None
+        }
+    }
+
+    /// Rule `pre_vote_grant`: grant if this node would vote for `from` in
+    /// `proposed` now. Granting changes nothing here, and does not refresh
+    /// leader contact (hashicorp #609); it only defers this node's own
+    /// campaign by one round so the pre-candidate's vote request finds it
+    /// still uncommitted.
+    fn on_pre_vote_request(
+        &mut self,
+        now: Instant,
+        from: NodeId,
+        proposed: u64,
+        position: &P,
+        out: &mut Vec<Action<P>>,
+    ) {
+        let mut reason = self.refusal(now, position, false);
+        if reason.is_none()
+            && proposed == self.term
+            && (self.leader.is_some() || self.vote.is_some_and(|v| v != from))
+        {
+            reason = Some("already voted or following a leader in that term");
+        }
+        let term = self.term;
+        if let Some(reason) = reason {
+            slog::info!(self.log, "pre-vote refused"; "rule" => "pre_vote_grant",
+                "term" => term, "from" => from, "reason" => reason);
+            self.send(from, term, MessageKind::PreVoteResponse { granted: false }, false, out);
+            return;
+        }
+        slog::info!(self.log, "pre-vote granted"; "rule" => "pre_vote_grant",
+            "term" => term, "from" => from, "proposed" => proposed);
+        if self.role == Role::Follower {
+            self.campaign_at = self.campaign_at.max(now + self.timing.election);
+        }
+        self.send(from, proposed, MessageKind::PreVoteResponse { granted: true }, false, out);
+    }
+
+    fn on_pre_vote_response(
+        &mut self,
+        now: Instant,
+        from: NodeId,
+        proposed: u64,
+        granted: bool,
+        out: &mut Vec<Action<P>>,
+    ) {
+        if self.round.kind != RoundKind::PreVote || self.round.term != proposed {
+            return;
+        }
+        let Some(index) = self.voters.index_of(from) else { return };
+        if !self.tally.record(index, granted) {
+            return;
+        }
+        match self.tally.outcome(self.voters.quorum()) {
+            Outcome::Won => {
+                slog::info!(self.log, "pre-vote won"; "rule" => "pre_vote",
+                    "term" => self.term, "granted" => self.tally.granted());
+                self.start_campaign(false, out);
+            }
+            Outcome::Lost => {
+                slog::info!(self.log, "pre-vote lost: a quorum refused"; "rule" => "pre_vote",
+                    "term" => self.term);
+                self.abandon_round(now);
+                self.end_promotion(Some(PromoteFailure::NoQuorum), out);
+            }
+            Outcome::Pending => {}
+        }
+    }
+
+    /// Rule `one_vote_per_term` (Raft §5.2) with `log_up_to_date` (§5.4.1)
+    /// and `leader_stickiness`: grant if this node has not voted for another
+    /// in this term, knows no leader of it, is not bound by its promise
+    /// (unless the candidate was handed leadership), and the candidate's log
+    /// is at least as up to date. The grant is sent only once durable.
+    fn on_vote_request(
+        &mut self,
+        now: Instant,
+        from: NodeId,
+        position: &P,
+        transfer: bool,
+        out: &mut Vec<Action<P>>,
+    ) {
+        let term = self.term;
+        if self.vote == Some(from) {
+            // Repeat the (same) durable answer; a lost grant must be resendable.
+            self.send(from, term, MessageKind::VoteResponse { granted: true }, true, out);
+            return;
+        }
+        let reason = if self.vote.is_some() {
+            Some("already voted in this term")
+        } else if self.leader.is_some() || self.role == Role::Leader {
+            Some("the leader of this term is known")
+        } else {
+            self.refusal(now, position, transfer)
+        };
+        if let Some(reason) = reason {
+            slog::info!(self.log, "vote refused"; "rule" => "one_vote_per_term",
+                "term" => term, "from" => from, "reason" => reason);
+            self.send(from, term, MessageKind::VoteResponse { granted: false }, false, out);
+            return;
+        }
+        slog::info!(self.log, "vote granted, follow"; "rule" => "one_vote_per_term",
+            "term" => term, "to" => from, "transfer" => transfer);
+        self.vote = Some(from);
+        if self.role != Role::Follower {
+            // A pre-candidate gives up its own round for the candidate it voted for.
+            self.role = Role::Follower;
+            self.round = Round::IDLE;
+            self.end_promotion(Some(PromoteFailure::OtherLeader { leader: None }), out);
+        }
+        self.campaign_at = now + self.round_length();
+        self.send(from, term, MessageKind::VoteResponse { granted: true }, true, out);
+    }
+
+    /// Rule `quorum_wins` and `split_vote_ends_round`: a quorum of durable
+    /// grants from configured voters makes the candidate leader; once a
+    /// quorum is out of reach the round is cut to a short random delay (once
+    /// per round) instead of waiting out the election timeout.
+    fn on_vote_response(&mut self, now: Instant, from: NodeId, granted: bool, out: &mut Vec<Action<P>>) {
+        if self.role != Role::Candidate || self.round.kind != RoundKind::Vote {
+            return;
+        }
+        let Some(index) = self.voters.index_of(from) else { return };
+        if !self.tally.record(index, granted) {
+            return;
+        }
+        match self.tally.outcome(self.voters.quorum()) {
+            Outcome::Won => {
+                slog::info!(self.log, "quorum of votes"; "rule" => "quorum_wins",
+                    "term" => self.term, "votes" => self.tally.granted(),
+                    "quorum" => self.voters.quorum());
+                self.become_leader(now, out);
+            }
+            Outcome::Lost if self.promoting => {
+                slog::info!(self.log, "promotion lost the vote"; "rule" => "split_vote_ends_round",
+                    "term" => self.term);
+                self.abandon_round(now);
+                self.end_promotion(Some(PromoteFailure::NoQuorum), out);
+            }
+            Outcome::Lost if !self.round.split_handled => {
+                self.round.split_handled = true;
+                let retry = now + self.jitter.up_to(self.timing.jitter);
+                self.round.deadline = self.round.deadline.min(retry);
+                slog::info!(self.log, "split vote is discovered"; "rule" => "split_vote_ends_round",
+                    "term" => self.term, "retry_at" => %self.round.deadline);
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! Promote, demote and leadership transfer.
+
+use alloc::vec::Vec;
+
+use super::{Action, Node};
+use crate::config::Mode;
+use crate::message::MessageKind;
+use crate::position::LogPosition;
+use crate::status::{Event, PromoteFailure, Role, StepDownReason, TransferFailure};
+use crate::time::Instant;
+use crate::NodeId;
+
+impl<P: LogPosition> Node<P> {
+    /// Rule `promote_one_campaign` (Tarantool box.ctl.promote): in `Manual`
+    /// or `Candidate` mode, start one campaign now, skipping the wait for the
+    /// leader's death timeout and a demote's embargo, but never this node's
+    /// promise to a live leader (which protects that leader's lease). The
+    /// outcome is `BecameLeader` or one `PromoteFailed`; never a retry loop.
+    pub(super) fn on_promote(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
+        let allowed = self.self_index.is_some() && matches!(self.mode, Mode::Candidate | Mode::Manual);
+        if !allowed {
+            slog::info!(self.log, "promote refused: mode or observer status forbids campaigning";
+                "rule" => "promote_one_campaign", "term" => self.term, "mode" => ?self.mode);
+            self.emit(Event::PromoteFailed { reason: PromoteFailure::NotAllowed }, out);
+            return;
+        }
+        match self.role {
+            Role::Leader => {
+                slog::info!(self.log, "promote ignored: already leader";
+                    "rule" => "promote_one_campaign", "term" => self.term);
+                return;
+            }
+            Role::PreCandidate | Role::Candidate => {
+                // Already campaigning: make it count as the promotion rather
+                // than starting another round (no term inflation).
+                self.promoting = true;
+                return;
+            }
+            _ => {}
+        }
+        if self.promise_active(now) {
+            slog::info!(self.log, "promote refused: a leader may still be alive";
+                "rule" => "promote_one_campaign", "term" => self.term, "leader" => ?self.leader);
+            let leader = self.leader;
+            self.emit(Event::PromoteFailed { reason: PromoteFailure::OtherLeader { leader } }, out);
+            return;
+        }
+        slog::info!(self.log, "promoted: campaign for one term";
+            "rule" => "promote_one_campaign", "term" => self.term);
+        self.promoting = true;
+        self.start_pre_vote(now, out);
+    }
+
+    /// Ends a promotion, reporting `failure` if one was in progress.
+    pub(super) fn end_promotion(&mut self, failure: Option<PromoteFailure>, out: &mut Vec<Action<P>>) {
+        if !self.promoting {
+            return;
+        }
+        self.promoting = false;
+        if let Some(reason) = failure {
+            slog::info!(self.log, "promotion failed"; "rule" => "promote_one_campaign",
+                "term" => self.term, "reason" => ?reason);
+            self.emit(Event::PromoteFailed { reason }, out);
+        }
+    }
+
+    /// Rule `demote_moves_leadership` (Tarantool gh-9855): a leader resigns
+    /// in the same term, tells its followers, and does not campaign for a
+    /// death timeout, so another node takes over. On a (pre-)candidate it
+    /// cancels the campaign; on any node it starts the same embargo.
+    pub(super) fn on_demote(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
+        self.no_campaign_before = now + self.timing.death;
+        match self.role {
+            Role::Leader => {
+                self.step_down(StepDownReason::Demoted, out);
+                let term = self.term;
+                for i in 0..self.peers.len() {
+                    let to = self.peers[i].id;
+                    self.send(to, term, MessageKind::Resign, true, out);
+                }
+            }
+            Role::PreCandidate | Role::Candidate => {
+                slog::info!(self.log, "demote: campaign cancelled"; "rule" => "demote_moves_leadership",
+                    "term" => self.term);
+                self.abandon_round(now);
+                self.end_promotion(Some(PromoteFailure::Cancelled), out);
+            }
+            _ => {
+                slog::info!(self.log, "demote on a follower: no campaign for a death timeout";
+                    "rule" => "demote_moves_leadership", "term" => self.term);
+            }
+        }
+        self.campaign_at = self.campaign_at.max(self.no_campaign_before);
+    }
+
+    /// Leadership transfer arrives with the fencing work; until then it is
+    /// refused with a typed reason.
+    pub(super) fn on_transfer(&mut self, _now: Instant, to: NodeId, out: &mut Vec<Action<P>>) {
+        self.emit(
+            Event::TransferFailed {
+                to,
+                reason: TransferFailure::NotSupported,
+            },
+            out,
+        );
+    }
+
+    /// Rule `timeout_now_campaigns`: the leader of this term hands over; a
+    /// voter in `Candidate` or `Manual` mode campaigns at once, skipping
+    /// pre-vote, with the transfer flag that lets voters skip stickiness.
+    pub(super) fn on_timeout_now(&mut self, from: NodeId, out: &mut Vec<Action<P>>) {
+        let eligible = self.self_index.is_some() && matches!(self.mode, Mode::Candidate | Mode::Manual);
+        if self.leader != Some(from) || !eligible || self.role != Role::Follower {
+            slog::info!(self.log, "TimeoutNow ignored"; "rule" => "timeout_now_campaigns",
+                "term" => self.term, "from" => from);
+            return;
+        }
+        slog::info!(self.log, "leadership handed over: campaign now"; "rule" => "timeout_now_campaigns",
+            "term" => self.term, "from" => from);
+        self.leader_contact = None;
+        self.start_campaign(true, out);
+    }
+}

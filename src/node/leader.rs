@@ -1,0 +1,137 @@
+//! Following a leader, leading, heartbeats and stepping down.
+
+use alloc::vec::Vec;
+
+use super::{Action, Node, Round};
+use crate::message::MessageKind;
+use crate::position::LogPosition;
+use crate::status::{Event, PromoteFailure, Role, StepDownReason};
+use crate::time::Instant;
+use crate::NodeId;
+
+impl<P: LogPosition> Node<P> {
+    /// Rule `follow_leader` (Raft §5.2): a heartbeat of the current term
+    /// makes a (pre-)candidate concede and refreshes leader contact, which
+    /// starts a new stickiness promise. Rule `one_leader_per_term`: a second
+    /// claimant in a term whose leader is known is reported and ignored.
+    pub(super) fn on_heartbeat(&mut self, now: Instant, from: NodeId, seq: u64, out: &mut Vec<Action<P>>) {
+        let known = if self.role == Role::Leader {
+            Some(self.id)
+        } else {
+            self.leader
+        };
+        if let Some(known) = known.filter(|&k| k != from) {
+            slog::warn!(self.log, "conflicting leader detected in one term";
+                "rule" => "one_leader_per_term", "term" => self.term,
+                "known" => known, "claimed" => from);
+            self.emit(
+                Event::ConflictingLeader {
+                    term: self.term,
+                    known,
+                    claimed: from,
+                },
+                out,
+            );
+            return;
+        }
+        if self.role != Role::Follower {
+            slog::info!(self.log, "leader of my term found, concede"; "rule" => "follow_leader",
+                "term" => self.term, "leader" => from);
+            self.role = Role::Follower;
+            self.round = Round::IDLE;
+            self.end_promotion(Some(PromoteFailure::OtherLeader { leader: Some(from) }), out);
+        }
+        if self.leader.is_none() {
+            slog::info!(self.log, "leader is known, follow"; "rule" => "follow_leader",
+                "term" => self.term, "leader" => from);
+        }
+        self.set_leader(Some(from), out);
+        self.leader_contact = Some(now);
+        self.campaign_at = now + self.timing.death + self.death_jitter;
+        let position = self.position.clone();
+        let term = self.term;
+        self.send(from, term, MessageKind::HeartbeatResponse { seq, position }, false, out);
+    }
+
+    /// A peer acknowledged a heartbeat of this leader's term.
+    pub(super) fn on_heartbeat_response(&mut self, now: Instant, from: NodeId, seq: u64, position: P) {
+        if self.role != Role::Leader || seq > self.heartbeat_seq {
+            return;
+        }
+        if let Some(peer) = self.peers.iter_mut().find(|p| p.id == from) {
+            peer.last_ack = Some(now);
+            peer.acked_seq = peer.acked_seq.max(seq);
+            peer.position = Some(position);
+        }
+    }
+
+    /// Rule `leader_heartbeats_at_once`: a new leader announces itself
+    /// immediately so followers stop campaigning.
+    pub(super) fn become_leader(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
+        self.role = Role::Leader;
+        self.round = Round::IDLE;
+        self.promoting = false;
+        self.leader_contact = Some(now);
+        for peer in &mut self.peers {
+            peer.last_ack = None;
+            peer.acked_seq = 0;
+            peer.position = None;
+        }
+        slog::info!(self.log, "enter leader state"; "rule" => "quorum_wins",
+            "term" => self.term, "quorum" => self.voters.quorum());
+        self.emit(Event::BecameLeader { term: self.term }, out);
+        self.set_leader(Some(self.id), out);
+        self.broadcast_heartbeat(now, out);
+    }
+
+    pub(super) fn leader_tick(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
+        if now >= self.next_heartbeat {
+            self.broadcast_heartbeat(now, out);
+        }
+    }
+
+    fn broadcast_heartbeat(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
+        self.heartbeat_seq += 1;
+        self.next_heartbeat = now + self.timing.heartbeat;
+        self.leader_contact = Some(now);
+        let (term, seq) = (self.term, self.heartbeat_seq);
+        for i in 0..self.peers.len() {
+            let to = self.peers[i].id;
+            self.send(to, term, MessageKind::Heartbeat { seq }, true, out);
+        }
+    }
+
+    /// Leaves leadership in the same term (no term bump). The caller decides
+    /// what follows (resign message, campaign embargo).
+    pub(super) fn step_down(&mut self, reason: StepDownReason, out: &mut Vec<Action<P>>) {
+        slog::warn!(self.log, "resigning from leader state"; "rule" => "step_down",
+            "term" => self.term, "reason" => ?reason);
+        self.role = Role::Follower;
+        self.round = Round::IDLE;
+        self.leader_contact = None;
+        self.next_heartbeat = Instant::MAX;
+        self.emit(
+            Event::SteppedDown {
+                term: self.term,
+                reason,
+            },
+            out,
+        );
+        self.set_leader(None, out);
+    }
+
+    /// Rule `resign_releases_followers`: the leader of this term resigned
+    /// and gave up any lease before saying so, so followers drop their
+    /// promise to it and may campaign after a short random delay instead of a
+    /// death timeout.
+    pub(super) fn on_resign(&mut self, now: Instant, from: NodeId, out: &mut Vec<Action<P>>) {
+        if self.leader != Some(from) {
+            return;
+        }
+        slog::info!(self.log, "the leader has resigned"; "rule" => "resign_releases_followers",
+            "term" => self.term, "leader" => from);
+        self.set_leader(None, out);
+        self.leader_contact = None;
+        self.campaign_at = now + self.jitter.up_to(self.timing.jitter);
+    }
+}

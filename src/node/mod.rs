@@ -1,0 +1,447 @@
+//! The election state machine.
+//!
+//! [`Node`] is pure: it reads no clock, touches no I/O and draws randomness
+//! only from its seeded PRNG. Each call to [`Node::step_into`] takes the
+//! current time and one [`Input`], and appends [`Action`]s to a buffer the
+//! caller owns. The rules live in one file per concern:
+//!
+//! - `durable.rs`: volatile vs persisted term and vote, held sends, persist acks;
+//! - `election.rs`: terms, pre-vote, votes, candidacy, split votes;
+//! - `leader.rs`: following, heartbeats, acknowledgements, stepping down;
+//! - `handover.rs`: promote, demote, transfer.
+
+mod durable;
+mod election;
+mod handover;
+mod leader;
+
+use alloc::vec::Vec;
+use core::time::Duration;
+
+use slog::{Logger, o};
+
+use crate::config::{Config, ConfigError, Mode};
+use crate::hard_state::HardState;
+use crate::message::Message;
+use crate::position::LogPosition;
+use crate::quorum::{Tally, VoterSet};
+use crate::rng::Jitter;
+use crate::status::{Event, Role, Status};
+use crate::time::Instant;
+use crate::NodeId;
+
+/// Everything a driver feeds into [`Node::step`].
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Input<P = ()> {
+    /// Time passed; due at or after [`Node::next_deadline`]. Timers run only
+    /// on `Tick`.
+    Tick,
+    /// A message from peer `from` (already decoded and authenticated as
+    /// coming from `from` by the transport).
+    Receive {
+        /// The sender.
+        from: NodeId,
+        /// The message.
+        message: Message<P>,
+    },
+    /// Storage confirmed the state of the last [`Action::Persist`].
+    Persisted(HardState),
+    /// Campaign now, for one term (modes `Manual` and `Candidate`).
+    Promote,
+    /// Resign leadership in the same term; do not campaign for a death timeout.
+    Demote,
+    /// Hand leadership to `to`.
+    TransferLeadership {
+        /// The intended new leader.
+        to: NodeId,
+    },
+    /// The application's current log position.
+    LogPosition(P),
+}
+
+/// Everything [`Node::step`] asks the driver to do, in order.
+///
+/// Execute actions in the order given. The engine already holds back every
+/// message that depends on an unconfirmed write, so a `Send` never needs to
+/// wait for an earlier `Persist`; but a `Persist` must be acknowledged with
+/// [`Input::Persisted`] only after it is durable (fsync).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Action<P = ()> {
+    /// Durably store this state, then feed [`Input::Persisted`] with it.
+    /// Later `Persist`s supersede earlier ones; at most one is outstanding.
+    Persist(HardState),
+    /// Send `message` to `to` (best effort: loss is tolerated).
+    Send {
+        /// The receiver.
+        to: NodeId,
+        /// The message.
+        message: Message<P>,
+    },
+    /// Tell the application.
+    Event(Event),
+}
+
+/// What the current election round is doing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum RoundKind {
+    /// No round: follower or leader.
+    Idle,
+    /// Pre-vote for `Round::term`.
+    PreVote,
+    /// Won the pre-vote (or skipped it); waiting for term + self-vote to be durable.
+    AwaitDurable,
+    /// Asking for votes in `Round::term`.
+    Vote,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Round {
+    kind: RoundKind,
+    /// The term the round is for.
+    term: u64,
+    /// When the round gives up.
+    deadline: Instant,
+    /// The split-vote shortcut is taken at most once per round.
+    split_handled: bool,
+    /// Campaign started by TimeoutNow: voters skip stickiness.
+    transfer: bool,
+}
+
+impl Round {
+    const IDLE: Round = Round {
+        kind: RoundKind::Idle,
+        term: 0,
+        deadline: Instant::MAX,
+        split_handled: false,
+        transfer: false,
+    };
+}
+
+/// A message waiting for the state it asserts to become durable.
+#[derive(Clone, Debug, PartialEq)]
+struct Held<P> {
+    needed: HardState,
+    to: NodeId,
+    message: Message<P>,
+}
+
+/// What the leader knows of one peer.
+#[derive(Clone, Debug, PartialEq)]
+struct PeerProgress<P> {
+    id: NodeId,
+    /// Local time the last acknowledgement arrived.
+    last_ack: Option<Instant>,
+    /// Highest heartbeat round acknowledged.
+    acked_seq: u64,
+    /// Log position from the last acknowledgement.
+    position: Option<P>,
+}
+
+/// Timing derived from the configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Timing {
+    heartbeat: Duration,
+    death: Duration,
+    election: Duration,
+    jitter: Duration,
+}
+
+/// One member of an election group: a pure state machine.
+///
+/// # Driving it
+/// 1. Feed every event as an [`Input`] with the current time to
+///    [`step_into`](Node::step_into) (or [`step`](Node::step)).
+/// 2. Execute the returned [`Action`]s in order: `Persist` durably then feed
+///    `Persisted`; `Send` over the network; `Event` to the application.
+/// 3. Sleep until [`next_deadline`](Node::next_deadline) or the next message,
+///    then feed [`Input::Tick`].
+///
+/// # Time
+/// `now` must not go backwards; a smaller `now` is treated as the largest
+/// seen so far (and logged).
+///
+/// # Untrusted peers
+/// Every message is legal in every state: stale, duplicated, reordered,
+/// misdirected or nonsensical messages are logged and ignored; nothing a peer
+/// sends makes `step` panic.
+#[derive(Clone)]
+pub struct Node<P = ()> {
+    id: NodeId,
+    mode: Mode,
+    timing: Timing,
+    pre_vote: bool,
+    voters: VoterSet,
+    /// Index of this node in `voters`, `None` for an observer.
+    self_index: Option<usize>,
+    observers: Vec<NodeId>,
+    log: Logger,
+    jitter: Jitter,
+    /// Largest `now` seen.
+    now: Instant,
+
+    // Durable state and the write pipeline (durable.rs).
+    persisted: HardState,
+    in_flight: Option<HardState>,
+    held: Vec<Held<P>>,
+
+    // Volatile state: decisions are made on these.
+    term: u64,
+    vote: Option<NodeId>,
+    role: Role,
+    leader: Option<NodeId>,
+    /// When a leader message was last accepted (any term). Anchors the
+    /// stickiness promise: no votes for a death timeout after it.
+    leader_contact: Option<Instant>,
+    /// Restart promise: no votes (own or others') before this instant.
+    restart_embargo_until: Instant,
+    /// After a demote: no own campaign before this instant.
+    no_campaign_before: Instant,
+    /// A follower starts a pre-vote at this instant (if it may campaign).
+    campaign_at: Instant,
+    /// Random extra wait after the leader's death, drawn per leader.
+    death_jitter: Duration,
+    round: Round,
+    tally: Tally,
+    /// A promotion in progress (one campaign).
+    promoting: bool,
+    position: P,
+
+    // Leader state (leader.rs).
+    next_heartbeat: Instant,
+    heartbeat_seq: u64,
+    peers: Vec<PeerProgress<P>>,
+}
+
+impl<P: LogPosition> Node<P> {
+    /// A node restarted from `state`, the last [`HardState`] its storage
+    /// confirmed (`HardState::default()` for a brand-new node).
+    ///
+    /// The node starts as a follower and neither votes nor campaigns for one
+    /// death timeout: a leader may be alive and leasing, and this node may
+    /// have promised it not to help depose it before the restart.
+    ///
+    /// # Errors
+    /// The configuration's [`ConfigError`], if [`Config::validate`] refuses it.
+    pub fn new(config: Config, state: HardState, now: Instant) -> Result<Node<P>, ConfigError> {
+        config.validate()?;
+        let id = config.id();
+        let voters = VoterSet::new(config.voters().to_vec(), config.effective_quorum());
+        let timing = Timing {
+            heartbeat: config.heartbeat(),
+            death: config.effective_death_timeout(),
+            election: config.effective_election_timeout(),
+            jitter: config.effective_election_jitter(),
+        };
+        let root = config
+            .take_logger()
+            .unwrap_or_else(|| Logger::root(slog::Discard, o!()));
+        let log = root.new(o!("node" => id));
+        let mut jitter = Jitter::new(config.seed(), id);
+        let death_jitter = jitter.up_to(timing.jitter);
+        let peers = voters
+            .ids()
+            .iter()
+            .chain(config.observer_ids())
+            .filter(|&&p| p != id)
+            .map(|&p| PeerProgress {
+                id: p,
+                last_ack: None,
+                acked_seq: 0,
+                position: None,
+            })
+            .collect();
+        let node = Node {
+            id,
+            mode: config.election_mode(),
+            timing,
+            pre_vote: config.pre_vote_enabled(),
+            self_index: voters.index_of(id),
+            tally: Tally::new(&voters),
+            voters,
+            observers: config.observer_ids().to_vec(),
+            log,
+            jitter,
+            now,
+            persisted: state,
+            in_flight: None,
+            held: Vec::new(),
+            term: state.term,
+            vote: state.vote,
+            role: Role::Follower,
+            leader: None,
+            leader_contact: None,
+            restart_embargo_until: now + timing.death,
+            no_campaign_before: now,
+            campaign_at: now + timing.death + death_jitter,
+            death_jitter,
+            round: Round::IDLE,
+            promoting: false,
+            position: P::default(),
+            next_heartbeat: Instant::MAX,
+            heartbeat_seq: 0,
+            peers,
+        };
+        slog::info!(node.log, "start as follower";
+            "rule" => "restart_waits_death_timeout", "term" => node.term,
+            "vote" => ?node.vote, "no_votes_until" => %node.restart_embargo_until);
+        Ok(node)
+    }
+
+    /// Feeds one input and returns the actions it caused.
+    pub fn step(&mut self, now: Instant, input: Input<P>) -> Vec<Action<P>> {
+        let mut out = Vec::new();
+        self.step_into(now, input, &mut out);
+        out
+    }
+
+    /// Feeds one input and appends the actions it caused to `out`. Does not
+    /// allocate when `out` has room (a follower's heartbeat never allocates).
+    pub fn step_into(&mut self, now: Instant, input: Input<P>, out: &mut Vec<Action<P>>) {
+        let now = self.observe_time(now);
+        match input {
+            Input::Tick => self.on_tick(now, out),
+            Input::Receive { from, message } => self.on_message(now, from, message, out),
+            Input::Persisted(state) => self.on_persisted(now, state, out),
+            Input::Promote => self.on_promote(now, out),
+            Input::Demote => self.on_demote(now, out),
+            Input::TransferLeadership { to } => self.on_transfer(now, to, out),
+            Input::LogPosition(position) => self.position = position,
+        }
+        // Coalesce this step's decisions into at most one write.
+        self.flush_persist(out);
+    }
+
+    /// The next instant at which [`Input::Tick`] has work to do, or `None`
+    /// when only an input can change anything. Ticking earlier is harmless.
+    #[must_use]
+    pub fn next_deadline(&self) -> Option<Instant> {
+        if self.role == Role::Leader {
+            return Some(self.next_heartbeat);
+        }
+        let mut deadline = None;
+        if let (Some(_), Some(contact)) = (self.leader, self.leader_contact) {
+            deadline = Some(contact + self.timing.death);
+        }
+        // Timers are frozen while a write is in flight: a node never acts as
+        // candidate on a state that is not yet durable.
+        if self.in_flight.is_some() {
+            return deadline;
+        }
+        let election = match self.round.kind {
+            RoundKind::PreVote | RoundKind::Vote => Some(self.round.deadline),
+            RoundKind::AwaitDurable => None,
+            RoundKind::Idle if self.may_ever_campaign() => Some(
+                self.campaign_at
+                    .max(self.no_campaign_before)
+                    .max(self.promise_until()),
+            ),
+            RoundKind::Idle => None,
+        };
+        match (deadline, election) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// A snapshot of the node's state.
+    #[must_use]
+    pub fn status(&self) -> Status {
+        Status {
+            id: self.id,
+            role: self.role,
+            term: self.term,
+            vote: self.vote,
+            leader: self.leader,
+            persisted: self.persisted,
+            write_in_flight: self.in_flight.is_some(),
+            leader_idle: if self.role == Role::Leader {
+                Some(Duration::ZERO)
+            } else {
+                self.leader_contact
+                    .map(|c| self.now.saturating_duration_since(c))
+            },
+            mode: self.mode,
+            is_voter: self.self_index.is_some(),
+        }
+    }
+
+    /// This node's id.
+    #[must_use]
+    pub fn id(&self) -> NodeId {
+        self.id
+    }
+
+    /// The log position last reported with [`Input::LogPosition`].
+    #[must_use]
+    pub fn position(&self) -> &P {
+        &self.position
+    }
+
+    fn observe_time(&mut self, now: Instant) -> Instant {
+        if now < self.now {
+            slog::warn!(self.log, "time went backwards; using the latest instant seen";
+                "rule" => "monotonic_time", "term" => self.term,
+                "given" => %now, "latest" => %self.now);
+        } else {
+            self.now = now;
+        }
+        self.now
+    }
+
+    fn on_tick(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
+        if self.role == Role::Leader {
+            self.leader_tick(now, out);
+        } else {
+            self.follower_tick(now, out);
+        }
+    }
+
+    /// Whether `id` is a configured voter or observer (anyone else is ignored).
+    fn is_member(&self, id: NodeId) -> bool {
+        self.voters.contains(id) || self.observers.binary_search(&id).is_ok()
+    }
+
+    fn emit(&self, event: Event, out: &mut Vec<Action<P>>) {
+        out.push(Action::Event(event));
+    }
+
+    /// Sets the known leader, reporting a change.
+    fn set_leader(&mut self, leader: Option<NodeId>, out: &mut Vec<Action<P>>) {
+        if self.leader != leader {
+            self.leader = leader;
+            if leader.is_some() {
+                // Fresh tie-breaking delay for this leader's eventual death.
+                self.death_jitter = self.jitter.up_to(self.timing.jitter);
+            }
+            self.emit(
+                Event::LeaderChanged {
+                    term: self.term,
+                    leader,
+                },
+                out,
+            );
+        }
+    }
+
+    /// A fresh randomized round length: the election timeout plus jitter.
+    fn round_length(&mut self) -> Duration {
+        self.timing.election + self.jitter.up_to(self.timing.jitter)
+    }
+}
+
+impl<P: core::fmt::Debug> core::fmt::Debug for Node<P> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Node")
+            .field("id", &self.id)
+            .field("role", &self.role)
+            .field("term", &self.term)
+            .field("vote", &self.vote)
+            .field("leader", &self.leader)
+            .field("persisted", &self.persisted)
+            .field("in_flight", &self.in_flight)
+            .field("round", &self.round)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,170 @@
+//! What a node reports: its [`Status`] snapshot and the [`Event`]s it emits.
+
+use core::time::Duration;
+
+use crate::config::Mode;
+use crate::hard_state::HardState;
+use crate::NodeId;
+
+/// A node's role in its current term.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[non_exhaustive]
+pub enum Role {
+    /// Follows the leader of its term (or waits for one).
+    Follower,
+    /// Runs a pre-vote round, or waits for its term bump and self-vote to
+    /// become durable before it may campaign.
+    PreCandidate,
+    /// Asks for votes; its term and self-vote are durable.
+    Candidate,
+    /// Won its term.
+    Leader,
+}
+
+/// Why a leader stopped leading.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[non_exhaustive]
+pub enum StepDownReason {
+    /// A message showed a newer term.
+    HigherTerm,
+    /// [`Input::Demote`](crate::Input::Demote).
+    Demoted,
+    /// Soft fencing: no quorum heard within the death timeout.
+    QuorumLost,
+    /// Strict fencing: the lease ran out.
+    LeaseExpired,
+    /// Leadership was handed to another node.
+    Transferred,
+}
+
+/// Why a promotion did not make this node leader.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[non_exhaustive]
+pub enum PromoteFailure {
+    /// The mode (`Off`, `Voter`) or observer status forbids campaigning.
+    NotAllowed,
+    /// Not enough voters granted within one election timeout.
+    NoQuorum,
+    /// Another node won the term, or a live leader kept the voters loyal.
+    OtherLeader {
+        /// The leader, when known.
+        leader: Option<NodeId>,
+    },
+    /// A newer term appeared while campaigning.
+    OutdatedTerm {
+        /// The newer term.
+        term: u64,
+    },
+    /// Cancelled by [`Input::Demote`](crate::Input::Demote).
+    Cancelled,
+}
+
+/// Why a leadership transfer did not happen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[non_exhaustive]
+pub enum TransferFailure {
+    /// This node is not the leader.
+    NotLeader,
+    /// The target is not a configured voter (or is this node).
+    NotAVoter,
+    /// No new leader within one election timeout.
+    TimedOut,
+    /// The term changed before the target won.
+    TermChanged,
+    /// This version does not implement transfers yet.
+    NotSupported,
+}
+
+/// Something the application may want to react to.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[non_exhaustive]
+pub enum Event {
+    /// This node won `term` (client-go's OnStartedLeading).
+    #[non_exhaustive]
+    BecameLeader {
+        /// The term won.
+        term: u64,
+    },
+    /// This node stopped leading (client-go's OnStoppedLeading).
+    #[non_exhaustive]
+    SteppedDown {
+        /// The term it led.
+        term: u64,
+        /// Why.
+        reason: StepDownReason,
+    },
+    /// The known leader changed; `None` when it is unknown or declared dead
+    /// (client-go's OnNewLeader).
+    LeaderChanged {
+        /// The term of the new knowledge.
+        term: u64,
+        /// The leader, if known.
+        leader: Option<NodeId>,
+    },
+    /// This node's term and self-vote became durable and it asks for votes.
+    CampaignStarted {
+        /// The term campaigned for.
+        term: u64,
+    },
+    /// A second node claimed leadership of a term whose leader is known; the
+    /// claim is ignored. Indicates misconfiguration (a minority quorum) or a
+    /// node restarted from lost state.
+    ConflictingLeader {
+        /// The term.
+        term: u64,
+        /// The leader this node follows.
+        known: NodeId,
+        /// The conflicting claimant.
+        claimed: NodeId,
+    },
+    /// [`Input::Promote`](crate::Input::Promote) did not make this node leader.
+    PromoteFailed {
+        /// Why.
+        reason: PromoteFailure,
+    },
+    /// [`Input::TransferLeadership`](crate::Input::TransferLeadership) did not
+    /// complete.
+    TransferFailed {
+        /// The intended new leader.
+        to: NodeId,
+        /// Why.
+        reason: TransferFailure,
+    },
+}
+
+/// A snapshot of a node, from [`Node::status`](crate::Node::status).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Status {
+    /// This node.
+    pub id: NodeId,
+    /// Its role.
+    pub role: Role,
+    /// Its volatile term (decided, maybe not yet durable).
+    pub term: u64,
+    /// Its volatile vote in `term`.
+    pub vote: Option<NodeId>,
+    /// The leader of `term`, if known and not declared dead.
+    pub leader: Option<NodeId>,
+    /// The last state storage confirmed; the only state peers ever see.
+    pub persisted: HardState,
+    /// Whether a `Persist` is awaiting its `Persisted`.
+    pub write_in_flight: bool,
+    /// Time since a leader message was last accepted (`Some(0)` on the
+    /// leader itself), `None` if never.
+    pub leader_idle: Option<Duration>,
+    /// The configured mode.
+    pub mode: Mode,
+    /// Whether this node is a voter (otherwise an observer).
+    pub is_voter: bool,
+}

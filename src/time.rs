@@ -1,0 +1,102 @@
+//! Caller-supplied monotonic time.
+//!
+//! The core never reads a clock. Every entry point takes `now: Instant`, an
+//! opaque count of nanoseconds from an epoch the driver chooses (usually the
+//! moment the driver started). Drivers convert from `std::time::Instant` or
+//! `tokio::time::Instant` by subtracting their start instant.
+//!
+//! The clock must keep counting while the machine is suspended (on Linux,
+//! `CLOCK_BOOTTIME` rather than `CLOCK_MONOTONIC`): the strict-fencing lease
+//! argument bounds how fast clocks may drift apart, and a clock that stops
+//! during suspend drifts without bound.
+
+use core::fmt;
+use core::ops::{Add, Sub};
+use core::time::Duration;
+
+/// A point in time: nanoseconds since an epoch chosen by the driver.
+///
+/// Arithmetic saturates instead of panicking: `Instant::MAX` is "never".
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct Instant(u64);
+
+impl Instant {
+    /// The driver's epoch.
+    pub const ZERO: Instant = Instant(0);
+    /// The far future; adding to it saturates here.
+    pub const MAX: Instant = Instant(u64::MAX);
+
+    /// An instant `nanos` nanoseconds after the epoch.
+    pub const fn from_nanos(nanos: u64) -> Instant {
+        Instant(nanos)
+    }
+
+    /// An instant `millis` milliseconds after the epoch (saturating).
+    pub const fn from_millis(millis: u64) -> Instant {
+        Instant(millis.saturating_mul(1_000_000))
+    }
+
+    /// Nanoseconds since the epoch.
+    pub const fn as_nanos(self) -> u64 {
+        self.0
+    }
+
+    /// Time elapsed from `earlier` to `self`, or zero if `earlier` is later.
+    pub const fn saturating_duration_since(self, earlier: Instant) -> Duration {
+        Duration::from_nanos(self.0.saturating_sub(earlier.0))
+    }
+}
+
+/// Converts a duration to nanoseconds, saturating at `u64::MAX` (~584 years).
+pub(crate) fn duration_nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl Add<Duration> for Instant {
+    type Output = Instant;
+    fn add(self, rhs: Duration) -> Instant {
+        Instant(self.0.saturating_add(duration_nanos(rhs)))
+    }
+}
+
+impl Sub<Duration> for Instant {
+    type Output = Instant;
+    fn sub(self, rhs: Duration) -> Instant {
+        Instant(self.0.saturating_sub(duration_nanos(rhs)))
+    }
+}
+
+impl fmt::Debug for Instant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Seconds with millisecond precision read best in traces.
+        write!(f, "{}.{:09}s", self.0 / 1_000_000_000, self.0 % 1_000_000_000)
+    }
+}
+
+impl fmt::Display for Instant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arithmetic_saturates_instead_of_panicking() {
+        assert_eq!(Instant::MAX + Duration::from_secs(1), Instant::MAX);
+        assert_eq!(Instant::ZERO - Duration::from_secs(1), Instant::ZERO);
+        assert_eq!(Instant::from_millis(u64::MAX), Instant::MAX);
+        assert_eq!(Instant::ZERO + Duration::MAX, Instant::MAX);
+    }
+
+    #[test]
+    fn duration_since_is_zero_when_earlier_is_later() {
+        let a = Instant::from_millis(5);
+        let b = Instant::from_millis(7);
+        assert_eq!(b.saturating_duration_since(a), Duration::from_millis(2));
+        assert_eq!(a.saturating_duration_since(b), Duration::ZERO);
+    }
+}
