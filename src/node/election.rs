@@ -118,7 +118,7 @@ impl<P: LogPosition> Node<P> {
                 // the current term is stale; a rejection carries the voter's
                 // term, which is the current one.
                 if !granted {
-                    self.on_pre_vote_response(now, from, self.term + 1, false, out);
+                    self.on_pre_vote_response(now, from, self.term.saturating_add(1), false, out);
                 }
             }
             MessageKind::VoteRequest { position, transfer } => {
@@ -130,7 +130,7 @@ impl<P: LogPosition> Node<P> {
                 self.on_heartbeat_response(now, from, seq, position);
             }
             MessageKind::Resign => self.on_resign(now, from, out),
-            MessageKind::TimeoutNow => self.on_timeout_now(from, out),
+            MessageKind::TimeoutNow => self.on_timeout_now(now, from, out),
         }
     }
 
@@ -247,16 +247,17 @@ impl<P: LogPosition> Node<P> {
     /// anyone's term or vote. A pre-candidate forgets its leader (etcd #9586).
     pub(super) fn start_pre_vote(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
         if !self.pre_vote {
-            self.start_campaign(false, out);
+            self.start_campaign(now, false, out);
             return;
         }
         let Some(me) = self.self_index else { return };
+        let Some(proposed) = self.term_space_left(now) else { return };
         self.role = Role::PreCandidate;
         self.set_leader(None, out);
         let deadline = now + self.round_length();
         self.round = Round {
             kind: RoundKind::PreVote,
-            term: self.term + 1,
+            term: proposed,
             deadline,
             split_handled: false,
             transfer: false,
@@ -266,10 +267,9 @@ impl<P: LogPosition> Node<P> {
         slog::info!(self.log, "start pre-vote";
             "rule" => "pre_vote", "term" => self.term, "proposed" => self.round.term);
         if self.tally.outcome(self.voters.quorum()) == Outcome::Won {
-            self.start_campaign(false, out);
+            self.start_campaign(now, false, out);
             return;
         }
-        let proposed = self.round.term;
         for i in 0..self.voters.len() {
             let to = self.voters.ids()[i];
             if to != self.id {
@@ -282,11 +282,12 @@ impl<P: LogPosition> Node<P> {
     /// Rule `self_vote_with_term_bump`: term + 1 and the self-vote are decided
     /// together and written as one state; the node stays a pre-candidate
     /// until storage confirms it (Tarantool gh-8497).
-    pub(super) fn start_campaign(&mut self, transfer: bool, out: &mut Vec<Action<P>>) {
+    pub(super) fn start_campaign(&mut self, now: Instant, transfer: bool, out: &mut Vec<Action<P>>) {
         if self.self_index.is_none() {
             return;
         }
-        self.term += 1;
+        let Some(term) = self.term_space_left(now) else { return };
+        self.term = term;
         self.vote = Some(self.id);
         self.role = Role::PreCandidate;
         self.drop_stale_held();
@@ -300,6 +301,20 @@ impl<P: LogPosition> Node<P> {
         };
         slog::info!(self.log, "bump term and vote for self";
             "rule" => "self_vote_with_term_bump", "term" => self.term, "transfer" => transfer);
+    }
+
+    /// The next term, or `None` (logged, round abandoned) when the term
+    /// space is exhausted: a peer announced term `u64::MAX`. Campaigning
+    /// would wrap to term 0 and break every invariant, so this node stops
+    /// campaigning instead.
+    fn term_space_left(&mut self, now: Instant) -> Option<u64> {
+        let next = self.term.checked_add(1);
+        if next.is_none() {
+            slog::error!(self.log, "term space exhausted; not campaigning";
+                "rule" => "term_check", "term" => self.term);
+            self.abandon_round(now);
+        }
+        next
     }
 
     /// The self-vote is durable: ask for votes.
@@ -397,7 +412,7 @@ impl<P: LogPosition> Node<P> {
             Outcome::Won => {
                 slog::info!(self.log, "pre-vote won"; "rule" => "pre_vote",
                     "term" => self.term, "granted" => self.tally.granted());
-                self.start_campaign(false, out);
+                self.start_campaign(now, false, out);
             }
             Outcome::Lost => {
                 slog::info!(self.log, "pre-vote lost: a quorum refused"; "rule" => "pre_vote",

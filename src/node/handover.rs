@@ -108,7 +108,7 @@ impl<P: LogPosition> Node<P> {
     /// Rule `timeout_now_campaigns`: the leader of this term hands over; a
     /// voter in `Candidate` or `Manual` mode campaigns at once, skipping
     /// pre-vote, with the transfer flag that lets voters skip stickiness.
-    pub(super) fn on_timeout_now(&mut self, from: NodeId, out: &mut Vec<Action<P>>) {
+    pub(super) fn on_timeout_now(&mut self, now: Instant, from: NodeId, out: &mut Vec<Action<P>>) {
         let eligible = self.self_index.is_some() && matches!(self.mode, Mode::Candidate | Mode::Manual);
         if self.leader != Some(from) || !eligible || self.role != Role::Follower {
             slog::info!(self.log, "TimeoutNow ignored"; "rule" => "timeout_now_campaigns",
@@ -117,7 +117,6 @@ impl<P: LogPosition> Node<P> {
         }
         slog::info!(self.log, "leadership handed over: campaign now"; "rule" => "timeout_now_campaigns",
             "term" => self.term, "from" => from);
-        self.leader_contact = None;
-        self.start_campaign(true, out);
+        self.start_campaign(now, true, out);
     }
 }

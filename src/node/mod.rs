@@ -332,7 +332,8 @@ impl<P: LogPosition> Node<P> {
         let election = match self.round.kind {
             RoundKind::PreVote | RoundKind::Vote => Some(self.round.deadline),
             RoundKind::AwaitDurable => None,
-            RoundKind::Idle if self.may_ever_campaign() => Some(
+            // With a live leader only its death can start anything.
+            RoundKind::Idle if self.leader.is_none() && self.may_ever_campaign() => Some(
                 self.campaign_at
                     .max(self.no_campaign_before)
                     .max(self.promise_until()),

@@ -282,6 +282,8 @@ impl<P: LogPosition> Sim<P> {
         let slot = self.slots.get_mut(&id).unwrap();
         slot.node = Some(Node::new(config, slot.disk, self.now).unwrap());
         slot.stalled = false;
+        // Volatile state that never became durable is legitimately lost.
+        slot.last_term = slot.disk.term;
     }
 
     pub fn stall_disk(&mut self, id: NodeId) {
