@@ -288,7 +288,8 @@ impl Config {
 
     /// The effective death timeout.
     pub fn effective_death_timeout(&self) -> Duration {
-        self.death_timeout.unwrap_or(self.heartbeat_interval.saturating_mul(4))
+        self.death_timeout
+            .unwrap_or(self.heartbeat_interval.saturating_mul(4))
     }
 
     /// The effective election timeout.

@@ -104,7 +104,8 @@
 //! `split_vote_ends_round`, `quorum_wins`, `one_leader_per_term`,
 //! `follow_leader`, `leader_heartbeats_at_once`, `demote_moves_leadership`,
 //! `resign_releases_followers`, `promote_one_campaign`,
-//! `timeout_now_campaigns`, `members_only`, `voters_only`.
+//! `timeout_now_campaigns`, `pre_vote_duel_ranked`, `term_check` (term
+//! space exhaustion), `members_only`, `voters_only`.
 //!
 //! ## Features
 //! - `std` (default): `std::error::Error` for errors, std support in slog.

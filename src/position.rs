@@ -75,7 +75,10 @@ impl VClock {
 
     /// Non-zero components in source order.
     pub fn iter(&self) -> impl Iterator<Item = (NodeId, u64)> + '_ {
-        self.0.iter().map(|(&k, &v)| (k, v)).filter(|&(_, v)| v != 0)
+        self.0
+            .iter()
+            .map(|(&k, &v)| (k, v))
+            .filter(|&(_, v)| v != 0)
     }
 }
 

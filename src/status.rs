@@ -2,9 +2,9 @@
 
 use core::time::Duration;
 
+use crate::NodeId;
 use crate::config::Mode;
 use crate::hard_state::HardState;
-use crate::NodeId;
 
 /// A node's role in its current term.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -14,7 +14,11 @@ use tenure::{Action, Config, HardState, Input, Instant, Message, MessageKind, Mo
 enum Op {
     Advance(u16),
     Tick,
-    Receive { from: u64, term: u64, kind: MessageKind<u64> },
+    Receive {
+        from: u64,
+        term: u64,
+        kind: MessageKind<u64>,
+    },
     AckWrite,
     BogusAck(HardState),
     Promote,
@@ -39,19 +43,37 @@ impl Arbitrary for Op {
                 let position = u64::arbitrary(g) % 4;
                 let kind = match u8::arbitrary(g) % 8 {
                     0 => MessageKind::PreVoteRequest { position },
-                    1 => MessageKind::PreVoteResponse { granted: bool::arbitrary(g) },
-                    2 => MessageKind::VoteRequest { position, transfer: bool::arbitrary(g) },
-                    3 => MessageKind::VoteResponse { granted: bool::arbitrary(g) },
-                    4 => MessageKind::Heartbeat { seq: u64::arbitrary(g) % 5 },
-                    5 => MessageKind::HeartbeatResponse { seq: u64::arbitrary(g) % 5, position },
+                    1 => MessageKind::PreVoteResponse {
+                        granted: bool::arbitrary(g),
+                    },
+                    2 => MessageKind::VoteRequest {
+                        position,
+                        transfer: bool::arbitrary(g),
+                    },
+                    3 => MessageKind::VoteResponse {
+                        granted: bool::arbitrary(g),
+                    },
+                    4 => MessageKind::Heartbeat {
+                        seq: u64::arbitrary(g) % 5,
+                    },
+                    5 => MessageKind::HeartbeatResponse {
+                        seq: u64::arbitrary(g) % 5,
+                        position,
+                    },
                     6 => MessageKind::Resign,
                     _ => MessageKind::TimeoutNow,
                 };
                 Op::Receive { from, term, kind }
             }
             10..=11 => Op::AckWrite,
-            12 => Op::BogusAck(HardState::new(small_term(g), *g.choose(&[None, Some(1), Some(2)]).unwrap())),
-            13 => g.choose(&[Op::Promote, Op::Demote, Op::Transfer(2), Op::Restart]).unwrap().clone(),
+            12 => Op::BogusAck(HardState::new(
+                small_term(g),
+                *g.choose(&[None, Some(1), Some(2)]).unwrap(),
+            )),
+            13 => g
+                .choose(&[Op::Promote, Op::Demote, Op::Transfer(2), Op::Restart])
+                .unwrap()
+                .clone(),
             14 => Op::Position(u64::arbitrary(g) % 4),
             _ => Op::Tick,
         }
@@ -76,7 +98,15 @@ struct Case {
 impl Arbitrary for Case {
     fn arbitrary(g: &mut Gen) -> Case {
         Case {
-            mode: *g.choose(&[Mode::Candidate, Mode::Candidate, Mode::Manual, Mode::Voter, Mode::Off]).unwrap(),
+            mode: *g
+                .choose(&[
+                    Mode::Candidate,
+                    Mode::Candidate,
+                    Mode::Manual,
+                    Mode::Voter,
+                    Mode::Off,
+                ])
+                .unwrap(),
             pre_vote: bool::arbitrary(g) || bool::arbitrary(g),
             seed: u64::arbitrary(g),
             ops: Vec::arbitrary(g),
@@ -85,7 +115,10 @@ impl Arbitrary for Case {
 
     fn shrink(&self) -> Box<dyn Iterator<Item = Case>> {
         let base = self.clone();
-        Box::new(self.ops.shrink().map(move |ops| Case { ops, ..base.clone() }))
+        Box::new(self.ops.shrink().map(move |ops| Case {
+            ops,
+            ..base.clone()
+        }))
     }
 }
 
@@ -115,7 +148,13 @@ fn run(case: &Case) -> Result<Vec<Action<u64>>, String> {
                 continue;
             }
             Op::Tick => Input::Tick,
-            Op::Receive { from, term, kind } => Input::Receive { from: *from, message: Message { term: *term, kind: kind.clone() } },
+            Op::Receive { from, term, kind } => Input::Receive {
+                from: *from,
+                message: Message {
+                    term: *term,
+                    kind: kind.clone(),
+                },
+            },
             Op::AckWrite => match in_flight.take() {
                 Some(s) => {
                     disk = s;
@@ -149,7 +188,9 @@ fn run(case: &Case) -> Result<Vec<Action<u64>>, String> {
         let actions = node.step(now, input);
         for a in &actions {
             if let Action::Persist(s) = a {
-                if s.term < disk.term || (s.term == disk.term && disk.vote.is_some() && s.vote != disk.vote) {
+                if s.term < disk.term
+                    || (s.term == disk.term && disk.vote.is_some() && s.vote != disk.vote)
+                {
                     return Err(format!("op {i}: persist {s:?} over durable {disk:?}"));
                 }
                 if in_flight.is_some() {
@@ -159,31 +200,61 @@ fn run(case: &Case) -> Result<Vec<Action<u64>>, String> {
             }
             if let Action::Send { message, .. } = a {
                 // Nothing asserts a term that is not durable.
-                let asserts_term = !matches!(message.kind, MessageKind::PreVoteRequest { .. } | MessageKind::PreVoteResponse { granted: true });
-                if asserts_term && message.term != node.status().persisted.term && message.term > disk.term {
-                    return Err(format!("op {i}: sent {message:?} with term above durable {disk:?}"));
+                let asserts_term = !matches!(
+                    message.kind,
+                    MessageKind::PreVoteRequest { .. }
+                        | MessageKind::PreVoteResponse { granted: true }
+                );
+                if asserts_term
+                    && message.term != node.status().persisted.term
+                    && message.term > disk.term
+                {
+                    return Err(format!(
+                        "op {i}: sent {message:?} with term above durable {disk:?}"
+                    ));
                 }
-                if matches!(message.kind, MessageKind::VoteResponse { granted: true }) && disk.vote.is_none() {
-                    return Err(format!("op {i}: vote grant sent before the vote was durable"));
+                if matches!(message.kind, MessageKind::VoteResponse { granted: true })
+                    && disk.vote.is_none()
+                {
+                    return Err(format!(
+                        "op {i}: vote grant sent before the vote was durable"
+                    ));
                 }
             }
         }
         let st = node.status();
         if st.term < last.term {
-            return Err(format!("op {i}: term decreased {} -> {}", last.term, st.term));
+            return Err(format!(
+                "op {i}: term decreased {} -> {}",
+                last.term, st.term
+            ));
         }
         if st.term == last.term && last.vote.is_some() && st.vote != last.vote {
-            return Err(format!("op {i}: vote changed within term {}: {:?} -> {:?}", st.term, last.vote, st.vote));
+            return Err(format!(
+                "op {i}: vote changed within term {}: {:?} -> {:?}",
+                st.term, last.vote, st.vote
+            ));
         }
-        if matches!(st.role, Role::Leader | Role::Candidate) && st.persisted != HardState::new(st.term, Some(1)) {
-            return Err(format!("op {i}: {:?} on a non-durable self-vote ({:?})", st.role, st.persisted));
+        if matches!(st.role, Role::Leader | Role::Candidate)
+            && st.persisted != HardState::new(st.term, Some(1))
+        {
+            return Err(format!(
+                "op {i}: {:?} on a non-durable self-vote ({:?})",
+                st.role, st.persisted
+            ));
         }
         if matches!(case.mode, Mode::Off | Mode::Voter) && st.role != Role::Follower {
-            return Err(format!("op {i}: {:?} mode node became {:?}", case.mode, st.role));
+            return Err(format!(
+                "op {i}: {:?} mode node became {:?}",
+                case.mode, st.role
+            ));
         }
         if let Some(t) = tick_at {
             if node.next_deadline().is_some_and(|d| d <= t) {
-                return Err(format!("op {i}: deadline {:?} not after the tick at {t:?} (busy loop)", node.next_deadline()));
+                return Err(format!(
+                    "op {i}: deadline {:?} not after the tick at {t:?} (busy loop)",
+                    node.next_deadline()
+                ));
             }
         }
         last = st;
@@ -192,11 +263,17 @@ fn run(case: &Case) -> Result<Vec<Action<u64>>, String> {
     Ok(trace)
 }
 
+#[allow(clippy::disallowed_methods)] // the test picks a fresh seed from the wall clock and prints it
 fn seed() -> u64 {
     let seed = std::env::var("TENURE_QC_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64);
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
     eprintln!("quickcheck seed: {seed} (replay with TENURE_QC_SEED={seed})");
     seed
 }
@@ -240,16 +317,43 @@ fn the_invariant_checker_catches_a_double_vote() {
         seed: 1,
         ops: vec![
             Op::Advance(500),
-            Op::Receive { from: 2, term: 1, kind: MessageKind::VoteRequest { position: 0, transfer: false } },
+            Op::Receive {
+                from: 2,
+                term: 1,
+                kind: MessageKind::VoteRequest {
+                    position: 0,
+                    transfer: false,
+                },
+            },
             Op::AckWrite,
         ],
     };
     assert!(run(&case).is_ok());
     // Restarting from a default state (what a broken storage would do) lets
     // the node vote again in term 1: the persist check must flag it.
-    let mut node: Node<u64> = Node::new(config(&case), HardState::default(), Instant::from_millis(2000)).unwrap();
-    let actions = node.step(Instant::from_millis(2500), Input::Receive { from: 3, message: Message { term: 1, kind: MessageKind::VoteRequest { position: 0, transfer: false } } });
-    assert!(actions.contains(&Action::Persist(HardState::new(1, Some(3)))), "the node votes again when its storage lost the vote");
+    let mut node: Node<u64> = Node::new(
+        config(&case),
+        HardState::default(),
+        Instant::from_millis(2000),
+    )
+    .unwrap();
+    let actions = node.step(
+        Instant::from_millis(2500),
+        Input::Receive {
+            from: 3,
+            message: Message {
+                term: 1,
+                kind: MessageKind::VoteRequest {
+                    position: 0,
+                    transfer: false,
+                },
+            },
+        },
+    );
+    assert!(
+        actions.contains(&Action::Persist(HardState::new(1, Some(3)))),
+        "the node votes again when its storage lost the vote"
+    );
 }
 
 #[test]
@@ -264,7 +368,10 @@ fn generator_produces_long_varied_histories() {
         .filter(|c| {
             let mut c = (*c).clone();
             c.ops.splice(0..0, [Op::Advance(1000), Op::Tick]);
-            run(&c).unwrap().iter().any(|a| matches!(a, Action::Event(tenure::Event::CampaignStarted { .. })))
+            run(&c)
+                .unwrap()
+                .iter()
+                .any(|a| matches!(a, Action::Event(tenure::Event::CampaignStarted { .. })))
         })
         .count();
     assert!(leaders > 0, "no generated history ever reached candidacy");

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{ms, split, Out};
+use common::{Out, ms, split};
 use tenure::{
     Action, Config, ConfigError, Event, HardState, Input, Instant, Message, MessageKind, Mode,
     Node, NodeId, PromoteFailure, Role, StepDownReason, VClock,
@@ -26,8 +26,20 @@ fn node(id: NodeId) -> Node {
     Node::new(cfg(id), HardState::default(), Instant::ZERO).unwrap()
 }
 
-fn recv<P: tenure::LogPosition>(n: &mut Node<P>, now: Instant, from: NodeId, term: u64, kind: MessageKind<P>) -> Out<P> {
-    split(n.step(now, Input::Receive { from, message: Message { term, kind } }))
+fn recv<P: tenure::LogPosition>(
+    n: &mut Node<P>,
+    now: Instant,
+    from: NodeId,
+    term: u64,
+    kind: MessageKind<P>,
+) -> Out<P> {
+    split(n.step(
+        now,
+        Input::Receive {
+            from,
+            message: Message { term, kind },
+        },
+    ))
 }
 
 /// Acknowledges every Persist synchronously and returns everything emitted.
@@ -52,13 +64,23 @@ fn hb(seq: u64) -> MessageKind {
 }
 
 fn vote_req() -> MessageKind {
-    MessageKind::VoteRequest { position: (), transfer: false }
+    MessageKind::VoteRequest {
+        position: (),
+        transfer: false,
+    }
 }
 
 /// Node 1 follows leader 2 in `term`, with everything durable.
 fn follower_of_2(term: u64, now: Instant) -> Node {
     let mut n = node(1);
-    drive(&mut n, now, Input::Receive { from: 2, message: Message { term, kind: hb(1) } });
+    drive(
+        &mut n,
+        now,
+        Input::Receive {
+            from: 2,
+            message: Message { term, kind: hb(1) },
+        },
+    );
     assert_eq!(n.status().leader, Some(2));
     n
 }
@@ -68,10 +90,34 @@ fn leader_1() -> Node {
     let mut n = node(1);
     let t = n.next_deadline().unwrap();
     let out = drive(&mut n, t, Input::Tick);
-    assert!(out.sends.iter().any(|(_, m)| matches!(m.kind, MessageKind::PreVoteRequest { .. })));
-    drive(&mut n, t, Input::Receive { from: 2, message: Message { term: 1, kind: MessageKind::PreVoteResponse { granted: true } } });
+    assert!(
+        out.sends
+            .iter()
+            .any(|(_, m)| matches!(m.kind, MessageKind::PreVoteRequest { .. }))
+    );
+    drive(
+        &mut n,
+        t,
+        Input::Receive {
+            from: 2,
+            message: Message {
+                term: 1,
+                kind: MessageKind::PreVoteResponse { granted: true },
+            },
+        },
+    );
     assert_eq!(n.status().role, Role::Candidate);
-    drive(&mut n, t, Input::Receive { from: 2, message: Message { term: 1, kind: MessageKind::VoteResponse { granted: true } } });
+    drive(
+        &mut n,
+        t,
+        Input::Receive {
+            from: 2,
+            message: Message {
+                term: 1,
+                kind: MessageKind::VoteResponse { granted: true },
+            },
+        },
+    );
     assert_eq!(n.status().role, Role::Leader);
     n
 }
@@ -84,7 +130,11 @@ fn leader_1() -> Node {
 fn rule1_lower_term_heartbeat_is_ignored_and_answered_with_current_term() {
     let mut n = follower_of_2(5, at(10));
     let out = recv(&mut n, at(20), 3, 4, hb(9));
-    assert_eq!(n.status().leader, Some(2), "a stale leader must not be followed");
+    assert_eq!(
+        n.status().leader,
+        Some(2),
+        "a stale leader must not be followed"
+    );
     assert_eq!(n.status().term, 5);
     assert_eq!(out.sends.len(), 1);
     let (to, m) = &out.sends[0];
@@ -97,7 +147,16 @@ fn rule1_stale_candidate_is_refused_with_current_term() {
     let mut n = follower_of_2(5, at(10));
     let out = recv(&mut n, at(20), 3, 3, vote_req());
     assert_eq!(n.status().vote, None);
-    assert_eq!(out.sends, vec![(3, Message { term: 5, kind: MessageKind::VoteResponse { granted: false } })]);
+    assert_eq!(
+        out.sends,
+        vec![(
+            3,
+            Message {
+                term: 5,
+                kind: MessageKind::VoteResponse { granted: false }
+            }
+        )]
+    );
 }
 
 /// Raft §5.1: a higher term makes the node a follower of that term with no
@@ -105,17 +164,46 @@ fn rule1_stale_candidate_is_refused_with_current_term() {
 #[test]
 fn rule1_higher_term_makes_leader_a_follower_without_vote_or_leader() {
     let mut n = leader_1();
-    let out = recv(&mut n, at(900), 3, 7, MessageKind::HeartbeatResponse { seq: 1, position: () });
+    let out = recv(
+        &mut n,
+        at(900),
+        3,
+        7,
+        MessageKind::HeartbeatResponse {
+            seq: 1,
+            position: (),
+        },
+    );
     let st = n.status();
-    assert_eq!((st.role, st.term, st.vote, st.leader), (Role::Follower, 7, None, None));
-    assert!(out.events.iter().any(|e| matches!(e, Event::SteppedDown { term: 1, reason: StepDownReason::HigherTerm, .. })));
+    assert_eq!(
+        (st.role, st.term, st.vote, st.leader),
+        (Role::Follower, 7, None, None)
+    );
+    assert!(out.events.iter().any(|e| matches!(
+        e,
+        Event::SteppedDown {
+            term: 1,
+            reason: StepDownReason::HigherTerm,
+            ..
+        }
+    )));
     assert_eq!(out.persists, vec![HardState::new(7, None)]);
 }
 
 #[test]
 fn rule1_higher_term_heartbeat_is_followed() {
     let mut n = follower_of_2(2, at(10));
-    drive(&mut n, at(20), Input::Receive { from: 3, message: Message { term: 3, kind: hb(1) } });
+    drive(
+        &mut n,
+        at(20),
+        Input::Receive {
+            from: 3,
+            message: Message {
+                term: 3,
+                kind: hb(1),
+            },
+        },
+    );
     let st = n.status();
     assert_eq!((st.term, st.leader, st.vote), (3, Some(3), None));
 }
@@ -126,36 +214,142 @@ fn rule1_higher_term_heartbeat_is_followed() {
 #[test]
 fn rule2_one_vote_per_term() {
     let mut n = node(1);
-    let out = drive(&mut n, at(500), Input::Receive { from: 2, message: Message { term: 1, kind: vote_req() } });
-    assert_eq!(out.sends, vec![(2, Message { term: 1, kind: MessageKind::VoteResponse { granted: true } })]);
-    let out = drive(&mut n, at(501), Input::Receive { from: 3, message: Message { term: 1, kind: vote_req() } });
-    assert_eq!(out.sends, vec![(3, Message { term: 1, kind: MessageKind::VoteResponse { granted: false } })]);
+    let out = drive(
+        &mut n,
+        at(500),
+        Input::Receive {
+            from: 2,
+            message: Message {
+                term: 1,
+                kind: vote_req(),
+            },
+        },
+    );
+    assert_eq!(
+        out.sends,
+        vec![(
+            2,
+            Message {
+                term: 1,
+                kind: MessageKind::VoteResponse { granted: true }
+            }
+        )]
+    );
+    let out = drive(
+        &mut n,
+        at(501),
+        Input::Receive {
+            from: 3,
+            message: Message {
+                term: 1,
+                kind: vote_req(),
+            },
+        },
+    );
+    assert_eq!(
+        out.sends,
+        vec![(
+            3,
+            Message {
+                term: 1,
+                kind: MessageKind::VoteResponse { granted: false }
+            }
+        )]
+    );
     assert_eq!(n.status().vote, Some(2));
     // Asking again gets the same answer (a lost grant can be resent).
-    let out = drive(&mut n, at(502), Input::Receive { from: 2, message: Message { term: 1, kind: vote_req() } });
-    assert_eq!(out.sends, vec![(2, Message { term: 1, kind: MessageKind::VoteResponse { granted: true } })]);
+    let out = drive(
+        &mut n,
+        at(502),
+        Input::Receive {
+            from: 2,
+            message: Message {
+                term: 1,
+                kind: vote_req(),
+            },
+        },
+    );
+    assert_eq!(
+        out.sends,
+        vec![(
+            2,
+            Message {
+                term: 1,
+                kind: MessageKind::VoteResponse { granted: true }
+            }
+        )]
+    );
 }
 
 #[test]
 fn rule2_vote_survives_restart() {
     let mut n = node(1);
-    drive(&mut n, at(500), Input::Receive { from: 2, message: Message { term: 1, kind: vote_req() } });
+    drive(
+        &mut n,
+        at(500),
+        Input::Receive {
+            from: 2,
+            message: Message {
+                term: 1,
+                kind: vote_req(),
+            },
+        },
+    );
     let durable = n.status().persisted;
     assert_eq!(durable, HardState::new(1, Some(2)));
     // Restart from the durable state, then wait out the restart promise.
     let mut n: Node = Node::new(cfg(1), durable, at(1000)).unwrap();
-    let out = drive(&mut n, at(1500), Input::Receive { from: 3, message: Message { term: 1, kind: vote_req() } });
-    assert_eq!(out.sends, vec![(3, Message { term: 1, kind: MessageKind::VoteResponse { granted: false } })]);
+    let out = drive(
+        &mut n,
+        at(1500),
+        Input::Receive {
+            from: 3,
+            message: Message {
+                term: 1,
+                kind: vote_req(),
+            },
+        },
+    );
+    assert_eq!(
+        out.sends,
+        vec![(
+            3,
+            Message {
+                term: 1,
+                kind: MessageKind::VoteResponse { granted: false }
+            }
+        )]
+    );
     assert_eq!(n.status().vote, Some(2));
 }
 
 #[test]
 fn rule2_no_vote_in_off_mode() {
-    let mut n: Node = Node::new(cfg(1).mode(Mode::Off), HardState::default(), Instant::ZERO).unwrap();
-    let out = drive(&mut n, at(500), Input::Receive { from: 2, message: Message { term: 1, kind: vote_req() } });
+    let mut n: Node =
+        Node::new(cfg(1).mode(Mode::Off), HardState::default(), Instant::ZERO).unwrap();
+    let out = drive(
+        &mut n,
+        at(500),
+        Input::Receive {
+            from: 2,
+            message: Message {
+                term: 1,
+                kind: vote_req(),
+            },
+        },
+    );
     assert_eq!(n.status().vote, None);
     assert_eq!(n.status().term, 1, "off mode still follows terms");
-    assert_eq!(out.sends, vec![(2, Message { term: 1, kind: MessageKind::VoteResponse { granted: false } })]);
+    assert_eq!(
+        out.sends,
+        vec![(
+            2,
+            Message {
+                term: 1,
+                kind: MessageKind::VoteResponse { granted: false }
+            }
+        )]
+    );
 }
 
 /// Raft §5.4.1: a vote goes only to a candidate whose log is at least as
@@ -164,13 +358,42 @@ fn rule2_no_vote_in_off_mode() {
 fn rule2_vote_refused_to_shorter_log() {
     let mut n: Node<u64> = Node::new(cfg(1), HardState::default(), Instant::ZERO).unwrap();
     n.step(at(1), Input::LogPosition(10));
-    let req = |p| MessageKind::VoteRequest { position: p, transfer: false };
-    let out = drive(&mut n, at(500), Input::Receive { from: 2, message: Message { term: 1, kind: req(9) } });
+    let req = |p| MessageKind::VoteRequest {
+        position: p,
+        transfer: false,
+    };
+    let out = drive(
+        &mut n,
+        at(500),
+        Input::Receive {
+            from: 2,
+            message: Message {
+                term: 1,
+                kind: req(9),
+            },
+        },
+    );
     assert_eq!(n.status().vote, None);
-    assert!(matches!(out.sends[0].1.kind, MessageKind::VoteResponse { granted: false }));
-    let out = drive(&mut n, at(501), Input::Receive { from: 3, message: Message { term: 1, kind: req(10) } });
+    assert!(matches!(
+        out.sends[0].1.kind,
+        MessageKind::VoteResponse { granted: false }
+    ));
+    let out = drive(
+        &mut n,
+        at(501),
+        Input::Receive {
+            from: 3,
+            message: Message {
+                term: 1,
+                kind: req(10),
+            },
+        },
+    );
     assert_eq!(n.status().vote, Some(3));
-    assert!(matches!(out.sends[0].1.kind, MessageKind::VoteResponse { granted: true }));
+    assert!(matches!(
+        out.sends[0].1.kind,
+        MessageKind::VoteResponse { granted: true }
+    ));
 }
 
 /// Tarantool gh-8497: the term bump and the self-vote are one write.
@@ -179,7 +402,16 @@ fn rule2_term_bump_and_self_vote_are_one_durable_step() {
     let mut n = node(1);
     let t = n.next_deadline().unwrap();
     drive(&mut n, t, Input::Tick);
-    let out = split(n.step(t, Input::Receive { from: 2, message: Message { term: 1, kind: MessageKind::PreVoteResponse { granted: true } } }));
+    let out = split(n.step(
+        t,
+        Input::Receive {
+            from: 2,
+            message: Message {
+                term: 1,
+                kind: MessageKind::PreVoteResponse { granted: true },
+            },
+        },
+    ));
     assert_eq!(out.persists, vec![HardState::new(1, Some(1))]);
 }
 
@@ -190,10 +422,23 @@ fn rule3_vote_grant_is_held_until_persisted() {
     let mut n = node(1);
     let out = recv(&mut n, at(500), 2, 1, vote_req());
     assert_eq!(out.persists, vec![HardState::new(1, Some(2))]);
-    assert!(out.sends.is_empty(), "grant left before the vote was durable: {:?}", out.sends);
+    assert!(
+        out.sends.is_empty(),
+        "grant left before the vote was durable: {:?}",
+        out.sends
+    );
     assert!(n.status().write_in_flight);
     let out = split(n.step(at(510), Input::Persisted(HardState::new(1, Some(2)))));
-    assert_eq!(out.sends, vec![(2, Message { term: 1, kind: MessageKind::VoteResponse { granted: true } })]);
+    assert_eq!(
+        out.sends,
+        vec![(
+            2,
+            Message {
+                term: 1,
+                kind: MessageKind::VoteResponse { granted: true }
+            }
+        )]
+    );
 }
 
 #[test]
@@ -204,7 +449,10 @@ fn rule3_rejection_asserting_a_new_term_is_held_too() {
     recv(&mut n, at(500), 2, 1, vote_req());
     // ...then node 3 asks in the same term before the write lands.
     let out = recv(&mut n, at(501), 3, 1, vote_req());
-    assert!(out.sends.is_empty(), "a rejection at term 1 asserts term 1, which is not durable yet");
+    assert!(
+        out.sends.is_empty(),
+        "a rejection at term 1 asserts term 1, which is not durable yet"
+    );
     let out = split(n.step(at(510), Input::Persisted(HardState::new(1, Some(2)))));
     assert_eq!(out.sends.len(), 2);
 }
@@ -214,15 +462,32 @@ fn rule3_candidate_requests_wait_for_durable_self_vote() {
     let mut n = node(1);
     let t = n.next_deadline().unwrap();
     drive(&mut n, t, Input::Tick);
-    let out = split(n.step(t, Input::Receive { from: 2, message: Message { term: 1, kind: MessageKind::PreVoteResponse { granted: true } } }));
+    let out = split(n.step(
+        t,
+        Input::Receive {
+            from: 2,
+            message: Message {
+                term: 1,
+                kind: MessageKind::PreVoteResponse { granted: true },
+            },
+        },
+    ));
     assert!(out.sends.is_empty());
-    assert_eq!(n.status().role, Role::PreCandidate, "never Candidate on a non-durable self-vote");
+    assert_eq!(
+        n.status().role,
+        Role::PreCandidate,
+        "never Candidate on a non-durable self-vote"
+    );
     // Ticks during the write do nothing.
     assert!(n.step(t + ms(10_000), Input::Tick).is_empty());
     let out = split(n.step(t + ms(10_000), Input::Persisted(HardState::new(1, Some(1)))));
     assert_eq!(n.status().role, Role::Candidate);
     assert_eq!(out.sends.len(), 2);
-    assert!(out.sends.iter().all(|(_, m)| m.term == 1 && matches!(m.kind, MessageKind::VoteRequest { .. })));
+    assert!(
+        out.sends
+            .iter()
+            .all(|(_, m)| m.term == 1 && matches!(m.kind, MessageKind::VoteRequest { .. }))
+    );
 }
 
 #[test]
@@ -238,7 +503,10 @@ fn rule3_pending_writes_coalesce() {
     // The first ack triggers a single write of the newest state.
     let out = split(n.step(at(503), Input::Persisted(HardState::new(1, Some(2)))));
     assert_eq!(out.persists, vec![HardState::new(3, None)]);
-    assert!(out.sends.is_empty(), "messages of terms 1 and 2 are stale and dropped, term 3 not yet durable");
+    assert!(
+        out.sends.is_empty(),
+        "messages of terms 1 and 2 are stale and dropped, term 3 not yet durable"
+    );
     let out = split(n.step(at(504), Input::Persisted(HardState::new(3, None))));
     assert_eq!(out.sends.len(), 1);
     assert_eq!(out.sends[0].0, 2);
@@ -260,23 +528,62 @@ fn rule3_mismatched_persist_ack_is_ignored() {
 #[test]
 fn rule4_minority_quorum_is_refused_unless_explicitly_unsafe() {
     let c = Config::new(1, [1, 2, 3, 4]).quorum(2);
-    assert_eq!(c.validate(), Err(ConfigError::UnsafeQuorum { quorum: 2, voters: 4, majority: 3 }));
-    assert!(c.clone().unsafe_allow_minority_quorum(true).validate().is_ok());
-    assert_eq!(Config::new(1, [1, 2, 3]).quorum(4).validate(), Err(ConfigError::QuorumUnreachable { quorum: 4, voters: 3 }));
-    assert_eq!(Config::new(1, [1, 2, 3]).quorum(0).validate(), Err(ConfigError::ZeroQuorum));
+    assert_eq!(
+        c.validate(),
+        Err(ConfigError::UnsafeQuorum {
+            quorum: 2,
+            voters: 4,
+            majority: 3
+        })
+    );
+    assert!(
+        c.clone()
+            .unsafe_allow_minority_quorum(true)
+            .validate()
+            .is_ok()
+    );
+    assert_eq!(
+        Config::new(1, [1, 2, 3]).quorum(4).validate(),
+        Err(ConfigError::QuorumUnreachable {
+            quorum: 4,
+            voters: 3
+        })
+    );
+    assert_eq!(
+        Config::new(1, [1, 2, 3]).quorum(0).validate(),
+        Err(ConfigError::ZeroQuorum)
+    );
     assert!(Config::new(1, [1, 2, 3]).quorum(3).validate().is_ok());
-    assert!(matches!(Node::<()>::new(c, HardState::default(), Instant::ZERO), Err(ConfigError::UnsafeQuorum { .. })));
+    assert!(matches!(
+        Node::<()>::new(c, HardState::default(), Instant::ZERO),
+        Err(ConfigError::UnsafeQuorum { .. })
+    ));
 }
 
 #[test]
 fn rule4_config_errors_name_the_setting() {
     assert_eq!(Config::new(0, [1]).validate(), Err(ConfigError::ZeroId));
     assert_eq!(Config::new(1, []).validate(), Err(ConfigError::NoVoters));
-    assert_eq!(Config::new(1, [0, 1]).validate(), Err(ConfigError::ZeroPeerId { list: "voters" }));
-    assert_eq!(Config::new(1, [1, 2]).observers([2]).validate(), Err(ConfigError::ObserverIsVoter { id: 2 }));
-    let e = Config::new(1, [1]).heartbeat_interval(ms(100)).death_timeout(ms(100)).validate().unwrap_err();
+    assert_eq!(
+        Config::new(1, [0, 1]).validate(),
+        Err(ConfigError::ZeroPeerId { list: "voters" })
+    );
+    assert_eq!(
+        Config::new(1, [1, 2]).observers([2]).validate(),
+        Err(ConfigError::ObserverIsVoter { id: 2 })
+    );
+    let e = Config::new(1, [1])
+        .heartbeat_interval(ms(100))
+        .death_timeout(ms(100))
+        .validate()
+        .unwrap_err();
     assert!(e.to_string().contains("death_timeout"), "{e}");
-    assert_eq!(Config::new(1, [1]).election_timeout(ms(0)).validate(), Err(ConfigError::ZeroDuration { name: "election_timeout" }));
+    assert_eq!(
+        Config::new(1, [1]).election_timeout(ms(0)).validate(),
+        Err(ConfigError::ZeroDuration {
+            name: "election_timeout"
+        })
+    );
 }
 
 #[test]
@@ -290,15 +597,45 @@ fn rule4_votes_count_only_from_configured_voters_once() {
     let t = n.next_deadline().unwrap();
     drive(&mut n, t, Input::Tick);
     for from in [2, 3] {
-        drive(&mut n, t, Input::Receive { from, message: Message { term: 1, kind: MessageKind::PreVoteResponse { granted: true } } });
+        drive(
+            &mut n,
+            t,
+            Input::Receive {
+                from,
+                message: Message {
+                    term: 1,
+                    kind: MessageKind::PreVoteResponse { granted: true },
+                },
+            },
+        );
     }
     assert_eq!(n.status().role, Role::Candidate);
     // Votes from an observer, an unknown node and a duplicate do not count.
     for from in [9, 42, 2, 2, 2] {
-        drive(&mut n, t, Input::Receive { from, message: Message { term: 1, kind: MessageKind::VoteResponse { granted: true } } });
+        drive(
+            &mut n,
+            t,
+            Input::Receive {
+                from,
+                message: Message {
+                    term: 1,
+                    kind: MessageKind::VoteResponse { granted: true },
+                },
+            },
+        );
     }
     assert_eq!(n.status().role, Role::Candidate);
-    drive(&mut n, t, Input::Receive { from: 4, message: Message { term: 1, kind: MessageKind::VoteResponse { granted: true } } });
+    drive(
+        &mut n,
+        t,
+        Input::Receive {
+            from: 4,
+            message: Message {
+                term: 1,
+                kind: MessageKind::VoteResponse { granted: true },
+            },
+        },
+    );
     assert_eq!(n.status().role, Role::Leader);
 }
 
@@ -308,10 +645,25 @@ fn rule4_votes_count_only_from_configured_voters_once() {
 #[test]
 fn rule5_pre_vote_changes_nothing() {
     let mut n = node(1);
-    let out = recv(&mut n, at(500), 2, 1, MessageKind::PreVoteRequest { position: () });
+    let out = recv(
+        &mut n,
+        at(500),
+        2,
+        1,
+        MessageKind::PreVoteRequest { position: () },
+    );
     assert_eq!((n.status().term, n.status().vote), (0, None));
     assert!(out.persists.is_empty());
-    assert_eq!(out.sends, vec![(2, Message { term: 1, kind: MessageKind::PreVoteResponse { granted: true } })]);
+    assert_eq!(
+        out.sends,
+        vec![(
+            2,
+            Message {
+                term: 1,
+                kind: MessageKind::PreVoteResponse { granted: true }
+            }
+        )]
+    );
 }
 
 /// Thesis §4.2.3: a node that heard a live leader within the death timeout
@@ -319,16 +671,57 @@ fn rule5_pre_vote_changes_nothing() {
 #[test]
 fn rule5_leader_stickiness_refuses_pre_votes_and_votes() {
     let mut n = follower_of_2(3, at(1000));
-    let out = recv(&mut n, at(1100), 3, 4, MessageKind::PreVoteRequest { position: () });
-    assert_eq!(out.sends, vec![(3, Message { term: 3, kind: MessageKind::PreVoteResponse { granted: false } })]);
+    let out = recv(
+        &mut n,
+        at(1100),
+        3,
+        4,
+        MessageKind::PreVoteRequest { position: () },
+    );
+    assert_eq!(
+        out.sends,
+        vec![(
+            3,
+            Message {
+                term: 3,
+                kind: MessageKind::PreVoteResponse { granted: false }
+            }
+        )]
+    );
     let out = recv(&mut n, at(1100), 3, 4, vote_req());
     assert!(out.sends.is_empty() && out.persists.is_empty());
-    assert_eq!((n.status().term, n.status().leader), (3, Some(2)), "higher term of a request adopted while sticky");
+    assert_eq!(
+        (n.status().term, n.status().leader),
+        (3, Some(2)),
+        "higher term of a request adopted while sticky"
+    );
     // Once the death timeout has passed without the leader, both are granted.
-    let out = recv(&mut n, at(1400), 3, 4, MessageKind::PreVoteRequest { position: () });
-    assert!(matches!(out.sends[0].1.kind, MessageKind::PreVoteResponse { granted: true }));
-    let out = drive(&mut n, at(1400), Input::Receive { from: 3, message: Message { term: 4, kind: vote_req() } });
-    assert!(matches!(out.sends[0].1.kind, MessageKind::VoteResponse { granted: true }));
+    let out = recv(
+        &mut n,
+        at(1400),
+        3,
+        4,
+        MessageKind::PreVoteRequest { position: () },
+    );
+    assert!(matches!(
+        out.sends[0].1.kind,
+        MessageKind::PreVoteResponse { granted: true }
+    ));
+    let out = drive(
+        &mut n,
+        at(1400),
+        Input::Receive {
+            from: 3,
+            message: Message {
+                term: 4,
+                kind: vote_req(),
+            },
+        },
+    );
+    assert!(matches!(
+        out.sends[0].1.kind,
+        MessageKind::VoteResponse { granted: true }
+    ));
     assert_eq!(n.status().term, 4);
 }
 
@@ -340,13 +733,38 @@ fn rule5_pre_vote_rejection_carries_voter_term_and_lagging_node_catches_up() {
     let t = n.next_deadline().unwrap();
     let out = drive(&mut n, t, Input::Tick);
     assert!(out.sends.iter().all(|(_, m)| m.term == 1));
-    drive(&mut n, t, Input::Receive { from: 2, message: Message { term: 6, kind: MessageKind::PreVoteResponse { granted: false } } });
+    drive(
+        &mut n,
+        t,
+        Input::Receive {
+            from: 2,
+            message: Message {
+                term: 6,
+                kind: MessageKind::PreVoteResponse { granted: false },
+            },
+        },
+    );
     assert_eq!((n.status().term, n.status().role), (6, Role::Follower));
 
     // And the voter side: a request for a term below mine is refused with mine.
     let mut v = follower_of_2(6, at(10));
-    let out = recv(&mut v, at(20), 3, 4, MessageKind::PreVoteRequest { position: () });
-    assert_eq!(out.sends, vec![(3, Message { term: 6, kind: MessageKind::PreVoteResponse { granted: false } })]);
+    let out = recv(
+        &mut v,
+        at(20),
+        3,
+        4,
+        MessageKind::PreVoteRequest { position: () },
+    );
+    assert_eq!(
+        out.sends,
+        vec![(
+            3,
+            Message {
+                term: 6,
+                kind: MessageKind::PreVoteResponse { granted: false }
+            }
+        )]
+    );
 }
 
 /// etcd #9586: a pre-candidate forgets its leader; hashicorp #609: granting a
@@ -358,9 +776,22 @@ fn rule5_pre_candidate_forgets_leader_and_pre_vote_grant_keeps_leader_idle() {
     drive(&mut n, at(500), Input::Tick);
     assert_eq!(n.status().leader, None);
     let idle_before = n.status().leader_idle.unwrap();
-    let out = recv(&mut n, at(500), 3, 3, MessageKind::PreVoteRequest { position: () });
-    assert!(matches!(out.sends[0].1.kind, MessageKind::PreVoteResponse { granted: true }));
-    assert_eq!(n.status().leader_idle.unwrap(), idle_before, "pre-vote grant refreshed leader contact");
+    let out = recv(
+        &mut n,
+        at(500),
+        3,
+        3,
+        MessageKind::PreVoteRequest { position: () },
+    );
+    assert!(matches!(
+        out.sends[0].1.kind,
+        MessageKind::PreVoteResponse { granted: true }
+    ));
+    assert_eq!(
+        n.status().leader_idle.unwrap(),
+        idle_before,
+        "pre-vote grant refreshed leader contact"
+    );
 
     // A node that pre-votes forgets the leader it had.
     let mut p = follower_of_2(2, at(100));
@@ -382,7 +813,11 @@ fn rule5_isolated_node_never_inflates_its_term() {
     for _ in 0..200 {
         now = n.next_deadline().unwrap();
         let out = drive(&mut n, now, Input::Tick);
-        pre_votes += out.sends.iter().filter(|(_, m)| matches!(m.kind, MessageKind::PreVoteRequest { .. })).count();
+        pre_votes += out
+            .sends
+            .iter()
+            .filter(|(_, m)| matches!(m.kind, MessageKind::PreVoteRequest { .. }))
+            .count();
     }
     assert!(pre_votes > 10, "it should keep trying ({pre_votes})");
     assert!(now > at(20_000));
@@ -393,7 +828,11 @@ fn rule5_isolated_node_never_inflates_its_term() {
 // ---------------------------------------------------------------- rule 6: modes
 
 fn ticks(n: &mut Node, until: Instant) -> Out<()> {
-    let mut all = Out { persists: vec![], sends: vec![], events: vec![] };
+    let mut all = Out {
+        persists: vec![],
+        sends: vec![],
+        events: vec![],
+    };
     while let Some(d) = n.next_deadline().filter(|&d| d <= until) {
         let o = drive(n, d, Input::Tick);
         all.persists.extend(o.persists);
@@ -406,48 +845,132 @@ fn ticks(n: &mut Node, until: Instant) -> Out<()> {
 #[test]
 fn rule6_off_and_voter_never_campaign_but_follow() {
     for mode in [Mode::Off, Mode::Voter] {
-        let mut n: Node = Node::new(cfg(1).mode(mode), HardState::default(), Instant::ZERO).unwrap();
+        let mut n: Node =
+            Node::new(cfg(1).mode(mode), HardState::default(), Instant::ZERO).unwrap();
         let out = ticks(&mut n, at(60_000));
-        assert!(out.sends.is_empty() && out.persists.is_empty(), "{mode:?} campaigned");
-        drive(&mut n, at(60_001), Input::Receive { from: 2, message: Message { term: 3, kind: hb(1) } });
-        assert_eq!((n.status().term, n.status().leader), (3, Some(2)), "{mode:?} must follow");
+        assert!(
+            out.sends.is_empty() && out.persists.is_empty(),
+            "{mode:?} campaigned"
+        );
+        drive(
+            &mut n,
+            at(60_001),
+            Input::Receive {
+                from: 2,
+                message: Message {
+                    term: 3,
+                    kind: hb(1),
+                },
+            },
+        );
+        assert_eq!(
+            (n.status().term, n.status().leader),
+            (3, Some(2)),
+            "{mode:?} must follow"
+        );
         let out = split(n.step(at(60_002), Input::Promote));
         if mode == Mode::Voter {
-            assert!(out.events.contains(&Event::PromoteFailed { reason: PromoteFailure::NotAllowed }));
+            assert!(out.events.contains(&Event::PromoteFailed {
+                reason: PromoteFailure::NotAllowed
+            }));
         }
     }
 }
 
 #[test]
 fn rule6_voter_votes_off_does_not() {
-    let mut v: Node = Node::new(cfg(1).mode(Mode::Voter), HardState::default(), Instant::ZERO).unwrap();
-    drive(&mut v, at(500), Input::Receive { from: 2, message: Message { term: 1, kind: vote_req() } });
+    let mut v: Node = Node::new(
+        cfg(1).mode(Mode::Voter),
+        HardState::default(),
+        Instant::ZERO,
+    )
+    .unwrap();
+    drive(
+        &mut v,
+        at(500),
+        Input::Receive {
+            from: 2,
+            message: Message {
+                term: 1,
+                kind: vote_req(),
+            },
+        },
+    );
     assert_eq!(v.status().vote, Some(2));
 }
 
 #[test]
 fn rule6_manual_campaigns_only_for_one_term_after_promote() {
-    let mut n: Node = Node::new(cfg(1).mode(Mode::Manual), HardState::default(), Instant::ZERO).unwrap();
+    let mut n: Node = Node::new(
+        cfg(1).mode(Mode::Manual),
+        HardState::default(),
+        Instant::ZERO,
+    )
+    .unwrap();
     assert!(ticks(&mut n, at(10_000)).sends.is_empty());
     let out = drive(&mut n, at(10_000), Input::Promote);
     assert_eq!(out.sends.len(), 2, "promote starts a pre-vote now");
-    drive(&mut n, at(10_001), Input::Receive { from: 2, message: Message { term: 1, kind: MessageKind::PreVoteResponse { granted: true } } });
+    drive(
+        &mut n,
+        at(10_001),
+        Input::Receive {
+            from: 2,
+            message: Message {
+                term: 1,
+                kind: MessageKind::PreVoteResponse { granted: true },
+            },
+        },
+    );
     assert_eq!((n.status().role, n.status().term), (Role::Candidate, 1));
     // Nobody answers the vote: one election timeout later it gives up, once.
     let out = ticks(&mut n, at(60_000));
-    assert!(out.events.contains(&Event::PromoteFailed { reason: PromoteFailure::NoQuorum }));
-    assert_eq!((n.status().role, n.status().term), (Role::Follower, 1), "no retry loop, no term inflation");
+    assert!(out.events.contains(&Event::PromoteFailed {
+        reason: PromoteFailure::NoQuorum
+    }));
+    assert_eq!(
+        (n.status().role, n.status().term),
+        (Role::Follower, 1),
+        "no retry loop, no term inflation"
+    );
 }
 
 #[test]
 fn rule6_observer_follows_never_votes_or_campaigns() {
-    let mut o: Node = Node::new(Config::new(9, [1, 2, 3]).rng_seed(3), HardState::default(), Instant::ZERO).unwrap();
+    let mut o: Node = Node::new(
+        Config::new(9, [1, 2, 3]).rng_seed(3),
+        HardState::default(),
+        Instant::ZERO,
+    )
+    .unwrap();
     assert!(!o.status().is_voter);
     assert!(ticks(&mut o, at(60_000)).sends.is_empty());
-    let out = drive(&mut o, at(60_000), Input::Receive { from: 2, message: Message { term: 2, kind: vote_req() } });
+    let out = drive(
+        &mut o,
+        at(60_000),
+        Input::Receive {
+            from: 2,
+            message: Message {
+                term: 2,
+                kind: vote_req(),
+            },
+        },
+    );
     assert_eq!(o.status().vote, None);
-    assert!(matches!(out.sends[0].1.kind, MessageKind::VoteResponse { granted: false }));
-    drive(&mut o, at(60_001), Input::Receive { from: 2, message: Message { term: 2, kind: hb(1) } });
+    assert!(matches!(
+        out.sends[0].1.kind,
+        MessageKind::VoteResponse { granted: false }
+    ));
+    drive(
+        &mut o,
+        at(60_001),
+        Input::Receive {
+            from: 2,
+            message: Message {
+                term: 2,
+                kind: hb(1),
+            },
+        },
+    );
     assert_eq!(o.status().leader, Some(2));
 }
 
@@ -455,11 +978,16 @@ fn rule6_observer_follows_never_votes_or_campaigns() {
 
 #[test]
 fn rule7_vote_requests_carry_the_reported_position() {
-    let mut n: Node<(u64, u64)> = Node::new(cfg(1).pre_vote(false), HardState::default(), Instant::ZERO).unwrap();
+    let mut n: Node<(u64, u64)> =
+        Node::new(cfg(1).pre_vote(false), HardState::default(), Instant::ZERO).unwrap();
     n.step(at(1), Input::LogPosition((3, 17)));
     let t = n.next_deadline().unwrap();
     let out = drive(&mut n, t, Input::Tick);
-    assert!(out.sends.iter().all(|(_, m)| m.kind == MessageKind::VoteRequest { position: (3, 17), transfer: false }));
+    assert!(out.sends.iter().all(|(_, m)| m.kind
+        == MessageKind::VoteRequest {
+            position: (3, 17),
+            transfer: false
+        }));
 }
 
 #[test]
@@ -468,11 +996,40 @@ fn rule7_vclock_incomparable_is_refused() {
     let theirs: VClock = [(1, 4), (2, 6)].into_iter().collect();
     let mut n: Node<VClock> = Node::new(cfg(1), HardState::default(), Instant::ZERO).unwrap();
     n.step(at(1), Input::LogPosition(mine.clone()));
-    let out = drive(&mut n, at(500), Input::Receive { from: 2, message: Message { term: 1, kind: MessageKind::VoteRequest { position: theirs, transfer: false } } });
+    let out = drive(
+        &mut n,
+        at(500),
+        Input::Receive {
+            from: 2,
+            message: Message {
+                term: 1,
+                kind: MessageKind::VoteRequest {
+                    position: theirs,
+                    transfer: false,
+                },
+            },
+        },
+    );
     assert_eq!(n.status().vote, None);
-    assert!(matches!(out.sends[0].1.kind, MessageKind::VoteResponse { granted: false }));
+    assert!(matches!(
+        out.sends[0].1.kind,
+        MessageKind::VoteResponse { granted: false }
+    ));
     let ahead: VClock = [(1, 5), (2, 6)].into_iter().collect();
-    drive(&mut n, at(501), Input::Receive { from: 3, message: Message { term: 1, kind: MessageKind::VoteRequest { position: ahead, transfer: false } } });
+    drive(
+        &mut n,
+        at(501),
+        Input::Receive {
+            from: 3,
+            message: Message {
+                term: 1,
+                kind: MessageKind::VoteRequest {
+                    position: ahead,
+                    transfer: false,
+                },
+            },
+        },
+    );
     assert_eq!(n.status().vote, Some(3));
 }
 
@@ -502,7 +1059,10 @@ fn rule8_follower_declares_leader_dead_after_death_timeout() {
     assert_eq!(n.status().leader, Some(2));
     let out = drive(&mut n, at(1400), Input::Tick);
     assert_eq!(n.status().leader, None);
-    assert!(out.events.contains(&Event::LeaderChanged { term: 1, leader: None }));
+    assert!(out.events.contains(&Event::LeaderChanged {
+        term: 1,
+        leader: None
+    }));
 }
 
 #[test]
@@ -511,7 +1071,17 @@ fn rule8_restart_does_not_campaign_before_a_death_timeout() {
     assert!(n.next_deadline().unwrap() >= at(10_400));
     assert!(drive(&mut n, at(10_399), Input::Tick).sends.is_empty());
     // It does not grant votes either during that time.
-    let out = drive(&mut n, at(10_100), Input::Receive { from: 2, message: Message { term: 6, kind: vote_req() } });
+    let out = drive(
+        &mut n,
+        at(10_100),
+        Input::Receive {
+            from: 2,
+            message: Message {
+                term: 6,
+                kind: vote_req(),
+            },
+        },
+    );
     assert!(out.sends.is_empty());
     assert_eq!(n.status().term, 5);
 }
@@ -520,7 +1090,8 @@ fn rule8_restart_does_not_campaign_before_a_death_timeout() {
 fn rule8_election_rounds_are_randomized_within_jitter() {
     let mut lengths = std::collections::BTreeSet::new();
     for seed in 0..20 {
-        let mut n: Node = Node::new(cfg(1).rng_seed(seed), HardState::default(), Instant::ZERO).unwrap();
+        let mut n: Node =
+            Node::new(cfg(1).rng_seed(seed), HardState::default(), Instant::ZERO).unwrap();
         let first = n.next_deadline().unwrap();
         assert!(first >= at(400) && first <= at(440), "{first:?}");
         drive(&mut n, first, Input::Tick);
@@ -535,21 +1106,52 @@ fn rule8_election_rounds_are_randomized_within_jitter() {
 /// Tarantool gh-5285: once a quorum is out of reach, the round ends early.
 #[test]
 fn rule8_split_vote_ends_the_round_early() {
-    let mut n: Node = Node::new(Config::new(1, [1, 2, 3, 4]).election_timeout(ms(1000)).election_jitter(ms(50)).rng_seed(5), HardState::default(), Instant::ZERO).unwrap();
+    let mut n: Node = Node::new(
+        Config::new(1, [1, 2, 3, 4])
+            .election_timeout(ms(1000))
+            .election_jitter(ms(50))
+            .rng_seed(5),
+        HardState::default(),
+        Instant::ZERO,
+    )
+    .unwrap();
     let t = n.next_deadline().unwrap();
     drive(&mut n, t, Input::Tick);
     for from in [2, 3] {
-        drive(&mut n, t, Input::Receive { from, message: Message { term: 1, kind: MessageKind::PreVoteResponse { granted: true } } });
+        drive(
+            &mut n,
+            t,
+            Input::Receive {
+                from,
+                message: Message {
+                    term: 1,
+                    kind: MessageKind::PreVoteResponse { granted: true },
+                },
+            },
+        );
     }
     assert_eq!(n.status().role, Role::Candidate);
     let full_round = n.next_deadline().unwrap();
     assert!(full_round >= t + ms(1000));
     // Two of four refuse: 1 + 1 unknown < quorum 3.
     for from in [2, 3] {
-        drive(&mut n, t, Input::Receive { from, message: Message { term: 1, kind: MessageKind::VoteResponse { granted: false } } });
+        drive(
+            &mut n,
+            t,
+            Input::Receive {
+                from,
+                message: Message {
+                    term: 1,
+                    kind: MessageKind::VoteResponse { granted: false },
+                },
+            },
+        );
     }
     let early = n.next_deadline().unwrap();
-    assert!(early <= t + ms(50), "split vote should retry within the jitter, got {early:?}");
+    assert!(
+        early <= t + ms(50),
+        "split vote should retry within the jitter, got {early:?}"
+    );
 }
 
 // ---------------------------------------------------------------- rule 9: leadership
@@ -559,10 +1161,39 @@ fn rule9_quorum_of_durable_votes_makes_leader_who_heartbeats_at_once() {
     let mut n = node(1);
     let t = n.next_deadline().unwrap();
     drive(&mut n, t, Input::Tick);
-    drive(&mut n, t, Input::Receive { from: 3, message: Message { term: 1, kind: MessageKind::PreVoteResponse { granted: true } } });
-    let out = drive(&mut n, t, Input::Receive { from: 3, message: Message { term: 1, kind: MessageKind::VoteResponse { granted: true } } });
-    assert!(out.events.iter().any(|e| matches!(e, Event::BecameLeader { term: 1, .. })));
-    let hbs: Vec<_> = out.sends.iter().filter(|(_, m)| matches!(m.kind, MessageKind::Heartbeat { .. })).map(|(to, _)| *to).collect();
+    drive(
+        &mut n,
+        t,
+        Input::Receive {
+            from: 3,
+            message: Message {
+                term: 1,
+                kind: MessageKind::PreVoteResponse { granted: true },
+            },
+        },
+    );
+    let out = drive(
+        &mut n,
+        t,
+        Input::Receive {
+            from: 3,
+            message: Message {
+                term: 1,
+                kind: MessageKind::VoteResponse { granted: true },
+            },
+        },
+    );
+    assert!(
+        out.events
+            .iter()
+            .any(|e| matches!(e, Event::BecameLeader { term: 1, .. }))
+    );
+    let hbs: Vec<_> = out
+        .sends
+        .iter()
+        .filter(|(_, m)| matches!(m.kind, MessageKind::Heartbeat { .. }))
+        .map(|(to, _)| *to)
+        .collect();
     assert_eq!(hbs, vec![2, 3]);
 }
 
@@ -571,7 +1202,14 @@ fn rule9_second_leader_claim_in_a_term_is_reported_and_ignored() {
     let mut n = follower_of_2(4, at(10));
     let out = recv(&mut n, at(20), 3, 4, hb(1));
     assert_eq!(n.status().leader, Some(2));
-    assert_eq!(out.events, vec![Event::ConflictingLeader { term: 4, known: 2, claimed: 3 }]);
+    assert_eq!(
+        out.events,
+        vec![Event::ConflictingLeader {
+            term: 4,
+            known: 2,
+            claimed: 3
+        }]
+    );
     assert!(out.sends.is_empty());
 }
 
@@ -583,7 +1221,14 @@ fn rule9_demote_steps_down_in_same_term_and_waits_a_death_timeout() {
     let st = n.status();
     assert_eq!((st.role, st.term), (Role::Follower, 1));
     assert!(out.persists.is_empty(), "no term bump");
-    assert!(out.events.iter().any(|e| matches!(e, Event::SteppedDown { term: 1, reason: StepDownReason::Demoted, .. })));
+    assert!(out.events.iter().any(|e| matches!(
+        e,
+        Event::SteppedDown {
+            term: 1,
+            reason: StepDownReason::Demoted,
+            ..
+        }
+    )));
     assert!(out.sends.iter().all(|(_, m)| m.kind == MessageKind::Resign));
     assert!(n.next_deadline().unwrap() >= now + ms(400));
     assert!(ticks(&mut n, now + ms(399)).sends.is_empty());
@@ -610,10 +1255,18 @@ fn rule10_log_lines_name_the_rule_and_node() {
     impl slog::Drain for Capture {
         type Ok = ();
         type Err = slog::Never;
-        fn log(&self, record: &slog::Record<'_>, values: &slog::OwnedKVList) -> Result<(), slog::Never> {
+        fn log(
+            &self,
+            record: &slog::Record<'_>,
+            values: &slog::OwnedKVList,
+        ) -> Result<(), slog::Never> {
             struct Kv(String);
             impl slog::Serializer for Kv {
-                fn emit_arguments(&mut self, key: slog::Key, val: &std::fmt::Arguments<'_>) -> slog::Result {
+                fn emit_arguments(
+                    &mut self,
+                    key: slog::Key,
+                    val: &std::fmt::Arguments<'_>,
+                ) -> slog::Result {
                     self.0.push_str(&format!(" {key}={val}"));
                     Ok(())
                 }
@@ -627,10 +1280,61 @@ fn rule10_log_lines_name_the_rule_and_node() {
     }
     let lines = Arc::new(Mutex::new(Vec::new()));
     let logger = slog::Logger::root(Capture(lines.clone()), slog::o!());
-    let mut n: Node = Node::new(cfg(1).logger(logger), HardState::default(), Instant::ZERO).unwrap();
-    drive(&mut n, at(500), Input::Receive { from: 2, message: Message { term: 1, kind: vote_req() } });
+    let mut n: Node =
+        Node::new(cfg(1).logger(logger), HardState::default(), Instant::ZERO).unwrap();
+    drive(
+        &mut n,
+        at(500),
+        Input::Receive {
+            from: 2,
+            message: Message {
+                term: 1,
+                kind: vote_req(),
+            },
+        },
+    );
     let lines = lines.lock().unwrap();
-    let grant = lines.iter().find(|l| l.starts_with("vote granted")).expect("a grant log line");
+    let grant = lines
+        .iter()
+        .find(|l| l.starts_with("vote granted"))
+        .expect("a grant log line");
     assert!(grant.contains("rule=one_vote_per_term"), "{grant}");
-    assert!(grant.contains("node=1") && grant.contains("term=1"), "{grant}");
+    assert!(
+        grant.contains("node=1") && grant.contains("term=1"),
+        "{grant}"
+    );
+}
+
+/// Two pre-candidates for the same term: the lower-ranked one yields, so the
+/// vote is not split (failover speed, rule 8).
+#[test]
+fn rule8_dueling_pre_candidates_rank_so_exactly_one_yields() {
+    let start = |id| {
+        let mut n = node(id);
+        let t = n.next_deadline().unwrap();
+        drive(&mut n, t, Input::Tick);
+        assert_eq!(n.status().role, Role::PreCandidate);
+        (n, t)
+    };
+    let (mut one, t1) = start(1);
+    let (mut two, t2) = start(2);
+    let now = t1.max(t2);
+    let req = |_: ()| MessageKind::PreVoteRequest { position: () };
+    // Node 1 ranks higher on equal positions (lower id): it refuses node 2...
+    let out = drive(&mut one, now, Input::Receive { from: 2, message: Message { term: 1, kind: req(()) } });
+    assert!(matches!(out.sends[0].1.kind, MessageKind::PreVoteResponse { granted: false }));
+    assert_eq!(one.status().role, Role::PreCandidate);
+    // ...and node 2 yields to node 1.
+    let out = drive(&mut two, now, Input::Receive { from: 1, message: Message { term: 1, kind: req(()) } });
+    assert!(matches!(out.sends[0].1.kind, MessageKind::PreVoteResponse { granted: true }));
+    assert_eq!(two.status().role, Role::Follower);
+
+    // A newer log outranks a lower id.
+    let mut a: Node<u64> = Node::new(cfg(1), HardState::default(), Instant::ZERO).unwrap();
+    a.step(at(1), Input::LogPosition(3));
+    let t = a.next_deadline().unwrap();
+    drive(&mut a, t, Input::Tick);
+    let out = drive(&mut a, t, Input::Receive { from: 2, message: Message { term: 1, kind: MessageKind::PreVoteRequest { position: 4 } } });
+    assert!(matches!(out.sends[0].1.kind, MessageKind::PreVoteResponse { granted: true }));
+    assert_eq!(a.status().role, Role::Follower);
 }

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{ms, Sim};
+use common::{Sim, ms};
 use tenure::{Config, Event, Input, Mode, NodeId, Role};
 
 fn cfg(id: NodeId, voters: Vec<NodeId>) -> Config {
@@ -95,7 +95,11 @@ fn isolated_follower_rejoins_without_term_bump() {
     let f = (1..=3).find(|&i| i != l).unwrap();
     s.isolate(f);
     s.run_for(ms(10_000));
-    assert_eq!(s.node(f).status().term, 1, "isolated node inflated its term");
+    assert_eq!(
+        s.node(f).status().term,
+        1,
+        "isolated node inflated its term"
+    );
     assert_eq!(s.node(l).status().role, Role::Leader);
     s.heal();
     s.run_for(ms(2000));
@@ -180,9 +184,23 @@ fn crash_with_write_in_flight_loses_only_what_never_left() {
     }
     s.run_for(ms(3000));
     assert!(s.leaders().is_empty());
-    assert!(s.slots.values().all(|sl| sl.node.as_ref().unwrap().status().role != Role::Candidate));
-    let grants = s.sent.iter().filter(|(_, _, _, m)| matches!(m.kind, tenure::MessageKind::VoteResponse { granted: true })).count();
-    let requests = s.sent.iter().filter(|(_, _, _, m)| matches!(m.kind, tenure::MessageKind::VoteRequest { .. })).count();
+    assert!(
+        s.slots
+            .values()
+            .all(|sl| sl.node.as_ref().unwrap().status().role != Role::Candidate)
+    );
+    let grants = s
+        .sent
+        .iter()
+        .filter(|(_, _, _, m)| {
+            matches!(m.kind, tenure::MessageKind::VoteResponse { granted: true })
+        })
+        .count();
+    let requests = s
+        .sent
+        .iter()
+        .filter(|(_, _, _, m)| matches!(m.kind, tenure::MessageKind::VoteRequest { .. }))
+        .count();
     assert_eq!((grants, requests), (0, 0));
     // Crash everyone (pending writes lost), restart, unstalled: election works.
     for id in 1..=3 {
@@ -205,10 +223,15 @@ fn write_stalled_in_flight_blocks_only_that_node() {
     s.run_for(ms(800));
     // The other follower campaigned; f voted in volatile state only, so the
     // candidate cannot win without f's durable grant.
-    assert!(s.leaders().is_empty(), "nobody can win while f's grant is not durable");
+    assert!(
+        s.leaders().is_empty(),
+        "nobody can win while f's grant is not durable"
+    );
     assert_ne!(s.node(f).status().role, Role::Candidate);
     s.unstall_disk(f);
-    let new = s.run_until_leader(ms(3000)).expect("election completes after the write lands");
+    let new = s
+        .run_until_leader(ms(3000))
+        .expect("election completes after the write lands");
     assert_ne!(new, l);
 }
 
@@ -225,7 +248,11 @@ fn vote_refused_to_shorter_log() {
     s.input(1, Input::Promote);
     let leader = s.run_until_leader(ms(3000)).unwrap();
     assert_ne!(leader, 1);
-    assert!(s.events_of(1).iter().any(|e| matches!(e, Event::PromoteFailed { .. })));
+    assert!(
+        s.events_of(1)
+            .iter()
+            .any(|e| matches!(e, Event::PromoteFailed { .. }))
+    );
 }
 
 #[test]
@@ -241,7 +268,10 @@ fn voter_and_off_nodes_never_lead_but_follow() {
     assert_eq!(s.run_until_leader(ms(2000)), Some(1));
     s.crash(1);
     s.run_for(ms(5000));
-    assert!(s.leaders().is_empty(), "voter and off nodes must not campaign");
+    assert!(
+        s.leaders().is_empty(),
+        "voter and off nodes must not campaign"
+    );
     s.restart(1);
     assert_eq!(s.run_until_leader(ms(3000)), Some(1));
 }
@@ -269,12 +299,18 @@ fn demote_moves_leadership() {
     let new = s.run_until_leader(ms(2000)).expect("someone else leads");
     assert_ne!(new, l);
     // Followers were released by the resign message: faster than a death timeout.
-    assert!(s.now.saturating_duration_since(t0) < ms(400), "{:?}", s.now.saturating_duration_since(t0));
+    assert!(
+        s.now.saturating_duration_since(t0) < ms(400),
+        "{:?}",
+        s.now.saturating_duration_since(t0)
+    );
 }
 
 #[test]
 fn observer_learns_the_leader() {
-    let mut s = Sim::<()>::with_configs(4, |id| Config::new(id, [1, 2, 3]).observers([4]).rng_seed(id));
+    let mut s = Sim::<()>::with_configs(4, |id| {
+        Config::new(id, [1, 2, 3]).observers([4]).rng_seed(id)
+    });
     let l = s.run_until_leader(ms(3000)).unwrap();
     assert_eq!(s.node(4).status().leader, Some(l));
     assert!(!s.node(4).status().is_voter);

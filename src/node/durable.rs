@@ -11,12 +11,12 @@
 use alloc::vec::Vec;
 
 use super::{Action, Held, Node, RoundKind};
+use crate::NodeId;
 use crate::hard_state::HardState;
 use crate::message::{Message, MessageKind};
 use crate::position::LogPosition;
 use crate::status::Role;
 use crate::time::Instant;
-use crate::NodeId;
 
 impl<P: LogPosition> Node<P> {
     /// Rule `persist_before_send`: sends `kind` to `to` stamped with
@@ -77,7 +77,12 @@ impl<P: LogPosition> Node<P> {
     /// Storage confirmed a write: release what it covers, and become a
     /// candidate if the confirmed state is this node's own term bump and
     /// self-vote (rule `self_vote_durable_before_candidacy`).
-    pub(super) fn on_persisted(&mut self, now: Instant, state: HardState, out: &mut Vec<Action<P>>) {
+    pub(super) fn on_persisted(
+        &mut self,
+        now: Instant,
+        state: HardState,
+        out: &mut Vec<Action<P>>,
+    ) {
         if self.in_flight != Some(state) {
             slog::error!(self.log, "Persisted does not match the write in flight; ignored";
                 "rule" => "persist_ack_matches_write", "term" => self.term,

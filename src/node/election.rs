@@ -4,13 +4,13 @@ use alloc::vec::Vec;
 use core::cmp::Ordering;
 
 use super::{Action, Node, Round, RoundKind};
+use crate::NodeId;
 use crate::config::Mode;
 use crate::message::{Message, MessageKind};
 use crate::position::LogPosition;
 use crate::quorum::Outcome;
 use crate::status::{Event, PromoteFailure, Role, StepDownReason};
 use crate::time::Instant;
-use crate::NodeId;
 
 impl<P: LogPosition> Node<P> {
     /// Entry point for every peer message. Rule `term_check` (Raft §5.1):
@@ -55,13 +55,31 @@ impl<P: LogPosition> Node<P> {
         match message.kind {
             MessageKind::Heartbeat { seq } => {
                 let position = self.position.clone();
-                self.send(from, term, MessageKind::HeartbeatResponse { seq, position }, false, out);
+                self.send(
+                    from,
+                    term,
+                    MessageKind::HeartbeatResponse { seq, position },
+                    false,
+                    out,
+                );
             }
             MessageKind::VoteRequest { .. } => {
-                self.send(from, term, MessageKind::VoteResponse { granted: false }, false, out);
+                self.send(
+                    from,
+                    term,
+                    MessageKind::VoteResponse { granted: false },
+                    false,
+                    out,
+                );
             }
             MessageKind::PreVoteRequest { .. } => {
-                self.send(from, term, MessageKind::PreVoteResponse { granted: false }, false, out);
+                self.send(
+                    from,
+                    term,
+                    MessageKind::PreVoteResponse { granted: false },
+                    false,
+                    out,
+                );
             }
             _ => {}
         }
@@ -251,7 +269,9 @@ impl<P: LogPosition> Node<P> {
             return;
         }
         let Some(me) = self.self_index else { return };
-        let Some(proposed) = self.term_space_left(now) else { return };
+        let Some(proposed) = self.term_space_left(now) else {
+            return;
+        };
         self.role = Role::PreCandidate;
         self.set_leader(None, out);
         let deadline = now + self.round_length();
@@ -274,7 +294,13 @@ impl<P: LogPosition> Node<P> {
             let to = self.voters.ids()[i];
             if to != self.id {
                 let position = self.position.clone();
-                self.send(to, proposed, MessageKind::PreVoteRequest { position }, false, out);
+                self.send(
+                    to,
+                    proposed,
+                    MessageKind::PreVoteRequest { position },
+                    false,
+                    out,
+                );
             }
         }
     }
@@ -282,11 +308,18 @@ impl<P: LogPosition> Node<P> {
     /// Rule `self_vote_with_term_bump`: term + 1 and the self-vote are decided
     /// together and written as one state; the node stays a pre-candidate
     /// until storage confirms it (Tarantool gh-8497).
-    pub(super) fn start_campaign(&mut self, now: Instant, transfer: bool, out: &mut Vec<Action<P>>) {
+    pub(super) fn start_campaign(
+        &mut self,
+        now: Instant,
+        transfer: bool,
+        out: &mut Vec<Action<P>>,
+    ) {
         if self.self_index.is_none() {
             return;
         }
-        let Some(term) = self.term_space_left(now) else { return };
+        let Some(term) = self.term_space_left(now) else {
+            return;
+        };
         self.term = term;
         self.vote = Some(self.id);
         self.role = Role::PreCandidate;
@@ -339,7 +372,13 @@ impl<P: LogPosition> Node<P> {
             let to = self.voters.ids()[i];
             if to != self.id {
                 let position = self.position.clone();
-                self.send(to, term, MessageKind::VoteRequest { position, transfer }, true, out);
+                self.send(
+                    to,
+                    term,
+                    MessageKind::VoteRequest { position, transfer },
+                    true,
+                    out,
+                );
             }
         }
     }
@@ -350,7 +389,9 @@ impl<P: LogPosition> Node<P> {
         if self.mode == Mode::Off || self.self_index.is_none() {
             Some("this node does not vote (mode off or observer)")
         } else if !bypass_promise && self.promise_active(now) {
-            Some("a leader was heard within the death timeout, or this node restarted less than a death timeout ago")
+            Some(
+                "a leader was heard within the death timeout, or this node restarted less than a death timeout ago",
+            )
         } else if !position.is_at_least(&self.position) {
             Some("the candidate's log position is behind this node's")
         } else {
@@ -378,11 +419,30 @@ impl<P: LogPosition> Node<P> {
         {
             reason = Some("already voted or following a leader in that term");
         }
+        let dueling = self.round.kind == RoundKind::PreVote && self.round.term == proposed;
+        if reason.is_none() && dueling {
+            if self.outranks(from, position) {
+                reason = Some("dueling pre-candidate ranked lower");
+            } else {
+                // Rule `pre_vote_duel_ranked`: yield to the better-placed
+                // pre-candidate so the two do not split the vote.
+                slog::info!(self.log, "yield to a better-placed pre-candidate";
+                    "rule" => "pre_vote_duel_ranked", "term" => self.term, "to" => from);
+                self.abandon_round(now);
+                self.end_promotion(Some(PromoteFailure::OtherLeader { leader: None }), out);
+            }
+        }
         let term = self.term;
         if let Some(reason) = reason {
             slog::info!(self.log, "pre-vote refused"; "rule" => "pre_vote_grant",
                 "term" => term, "from" => from, "reason" => reason);
-            self.send(from, term, MessageKind::PreVoteResponse { granted: false }, false, out);
+            self.send(
+                from,
+                term,
+                MessageKind::PreVoteResponse { granted: false },
+                false,
+                out,
+            );
             return;
         }
         slog::info!(self.log, "pre-vote granted"; "rule" => "pre_vote_grant",
@@ -390,7 +450,28 @@ impl<P: LogPosition> Node<P> {
         if self.role == Role::Follower {
             self.campaign_at = self.campaign_at.max(now + self.timing.election);
         }
-        self.send(from, proposed, MessageKind::PreVoteResponse { granted: true }, false, out);
+        self.send(
+            from,
+            proposed,
+            MessageKind::PreVoteResponse { granted: true },
+            false,
+            out,
+        );
+    }
+
+    /// Rule `pre_vote_duel_ranked`: between two pre-candidates for the same
+    /// term, the one with the newer log position ranks higher; on equal
+    /// positions the lower node id does. Both sides evaluate the same order,
+    /// so exactly one yields and the other can win without a split vote.
+    fn outranks(&self, other: NodeId, other_position: &P) -> bool {
+        let mine_newer = !other_position.is_at_least(&self.position);
+        let theirs_newer = !self.position.is_at_least(other_position);
+        match (mine_newer, theirs_newer) {
+            (true, false) => true,
+            (false, true) => false,
+            // Equal (or incomparable, which the log check already refused).
+            _ => self.id < other,
+        }
     }
 
     fn on_pre_vote_response(
@@ -404,7 +485,9 @@ impl<P: LogPosition> Node<P> {
         if self.round.kind != RoundKind::PreVote || self.round.term != proposed {
             return;
         }
-        let Some(index) = self.voters.index_of(from) else { return };
+        let Some(index) = self.voters.index_of(from) else {
+            return;
+        };
         if !self.tally.record(index, granted) {
             return;
         }
@@ -440,7 +523,13 @@ impl<P: LogPosition> Node<P> {
         let term = self.term;
         if self.vote == Some(from) {
             // Repeat the (same) durable answer; a lost grant must be resendable.
-            self.send(from, term, MessageKind::VoteResponse { granted: true }, true, out);
+            self.send(
+                from,
+                term,
+                MessageKind::VoteResponse { granted: true },
+                true,
+                out,
+            );
             return;
         }
         let reason = if self.vote.is_some() {
@@ -453,7 +542,13 @@ impl<P: LogPosition> Node<P> {
         if let Some(reason) = reason {
             slog::info!(self.log, "vote refused"; "rule" => "one_vote_per_term",
                 "term" => term, "from" => from, "reason" => reason);
-            self.send(from, term, MessageKind::VoteResponse { granted: false }, false, out);
+            self.send(
+                from,
+                term,
+                MessageKind::VoteResponse { granted: false },
+                false,
+                out,
+            );
             return;
         }
         slog::info!(self.log, "vote granted, follow"; "rule" => "one_vote_per_term",
@@ -466,18 +561,32 @@ impl<P: LogPosition> Node<P> {
             self.end_promotion(Some(PromoteFailure::OtherLeader { leader: None }), out);
         }
         self.campaign_at = now + self.round_length();
-        self.send(from, term, MessageKind::VoteResponse { granted: true }, true, out);
+        self.send(
+            from,
+            term,
+            MessageKind::VoteResponse { granted: true },
+            true,
+            out,
+        );
     }
 
     /// Rule `quorum_wins` and `split_vote_ends_round`: a quorum of durable
     /// grants from configured voters makes the candidate leader; once a
     /// quorum is out of reach the round is cut to a short random delay (once
     /// per round) instead of waiting out the election timeout.
-    fn on_vote_response(&mut self, now: Instant, from: NodeId, granted: bool, out: &mut Vec<Action<P>>) {
+    fn on_vote_response(
+        &mut self,
+        now: Instant,
+        from: NodeId,
+        granted: bool,
+        out: &mut Vec<Action<P>>,
+    ) {
         if self.role != Role::Candidate || self.round.kind != RoundKind::Vote {
             return;
         }
-        let Some(index) = self.voters.index_of(from) else { return };
+        let Some(index) = self.voters.index_of(from) else {
+            return;
+        };
         if !self.tally.record(index, granted) {
             return;
         }

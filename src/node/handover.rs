@@ -3,12 +3,12 @@
 use alloc::vec::Vec;
 
 use super::{Action, Node};
+use crate::NodeId;
 use crate::config::Mode;
 use crate::message::MessageKind;
 use crate::position::LogPosition;
 use crate::status::{Event, PromoteFailure, Role, StepDownReason, TransferFailure};
 use crate::time::Instant;
-use crate::NodeId;
 
 impl<P: LogPosition> Node<P> {
     /// Rule `promote_one_campaign` (Tarantool box.ctl.promote): in `Manual`
@@ -17,11 +17,17 @@ impl<P: LogPosition> Node<P> {
     /// promise to a live leader (which protects that leader's lease). The
     /// outcome is `BecameLeader` or one `PromoteFailed`; never a retry loop.
     pub(super) fn on_promote(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
-        let allowed = self.self_index.is_some() && matches!(self.mode, Mode::Candidate | Mode::Manual);
+        let allowed =
+            self.self_index.is_some() && matches!(self.mode, Mode::Candidate | Mode::Manual);
         if !allowed {
             slog::info!(self.log, "promote refused: mode or observer status forbids campaigning";
                 "rule" => "promote_one_campaign", "term" => self.term, "mode" => ?self.mode);
-            self.emit(Event::PromoteFailed { reason: PromoteFailure::NotAllowed }, out);
+            self.emit(
+                Event::PromoteFailed {
+                    reason: PromoteFailure::NotAllowed,
+                },
+                out,
+            );
             return;
         }
         match self.role {
@@ -42,7 +48,12 @@ impl<P: LogPosition> Node<P> {
             slog::info!(self.log, "promote refused: a leader may still be alive";
                 "rule" => "promote_one_campaign", "term" => self.term, "leader" => ?self.leader);
             let leader = self.leader;
-            self.emit(Event::PromoteFailed { reason: PromoteFailure::OtherLeader { leader } }, out);
+            self.emit(
+                Event::PromoteFailed {
+                    reason: PromoteFailure::OtherLeader { leader },
+                },
+                out,
+            );
             return;
         }
         slog::info!(self.log, "promoted: campaign for one term";
@@ -52,7 +63,11 @@ impl<P: LogPosition> Node<P> {
     }
 
     /// Ends a promotion, reporting `failure` if one was in progress.
-    pub(super) fn end_promotion(&mut self, failure: Option<PromoteFailure>, out: &mut Vec<Action<P>>) {
+    pub(super) fn end_promotion(
+        &mut self,
+        failure: Option<PromoteFailure>,
+        out: &mut Vec<Action<P>>,
+    ) {
         if !self.promoting {
             return;
         }
@@ -109,7 +124,8 @@ impl<P: LogPosition> Node<P> {
     /// voter in `Candidate` or `Manual` mode campaigns at once, skipping
     /// pre-vote, with the transfer flag that lets voters skip stickiness.
     pub(super) fn on_timeout_now(&mut self, now: Instant, from: NodeId, out: &mut Vec<Action<P>>) {
-        let eligible = self.self_index.is_some() && matches!(self.mode, Mode::Candidate | Mode::Manual);
+        let eligible =
+            self.self_index.is_some() && matches!(self.mode, Mode::Candidate | Mode::Manual);
         if self.leader != Some(from) || !eligible || self.role != Role::Follower {
             slog::info!(self.log, "TimeoutNow ignored"; "rule" => "timeout_now_campaigns",
                 "term" => self.term, "from" => from);

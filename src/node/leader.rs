@@ -3,18 +3,24 @@
 use alloc::vec::Vec;
 
 use super::{Action, Node, Round};
+use crate::NodeId;
 use crate::message::MessageKind;
 use crate::position::LogPosition;
 use crate::status::{Event, PromoteFailure, Role, StepDownReason};
 use crate::time::Instant;
-use crate::NodeId;
 
 impl<P: LogPosition> Node<P> {
     /// Rule `follow_leader` (Raft §5.2): a heartbeat of the current term
     /// makes a (pre-)candidate concede and refreshes leader contact, which
     /// starts a new stickiness promise. Rule `one_leader_per_term`: a second
     /// claimant in a term whose leader is known is reported and ignored.
-    pub(super) fn on_heartbeat(&mut self, now: Instant, from: NodeId, seq: u64, out: &mut Vec<Action<P>>) {
+    pub(super) fn on_heartbeat(
+        &mut self,
+        now: Instant,
+        from: NodeId,
+        seq: u64,
+        out: &mut Vec<Action<P>>,
+    ) {
         let known = if self.role == Role::Leader {
             Some(self.id)
         } else {
@@ -39,7 +45,10 @@ impl<P: LogPosition> Node<P> {
                 "term" => self.term, "leader" => from);
             self.role = Role::Follower;
             self.round = Round::IDLE;
-            self.end_promotion(Some(PromoteFailure::OtherLeader { leader: Some(from) }), out);
+            self.end_promotion(
+                Some(PromoteFailure::OtherLeader { leader: Some(from) }),
+                out,
+            );
         }
         if self.leader.is_none() {
             slog::info!(self.log, "leader is known, follow"; "rule" => "follow_leader",
@@ -50,11 +59,23 @@ impl<P: LogPosition> Node<P> {
         self.campaign_at = now + self.timing.death + self.death_jitter;
         let position = self.position.clone();
         let term = self.term;
-        self.send(from, term, MessageKind::HeartbeatResponse { seq, position }, false, out);
+        self.send(
+            from,
+            term,
+            MessageKind::HeartbeatResponse { seq, position },
+            false,
+            out,
+        );
     }
 
     /// A peer acknowledged a heartbeat of this leader's term.
-    pub(super) fn on_heartbeat_response(&mut self, now: Instant, from: NodeId, seq: u64, position: P) {
+    pub(super) fn on_heartbeat_response(
+        &mut self,
+        now: Instant,
+        from: NodeId,
+        seq: u64,
+        position: P,
+    ) {
         if self.role != Role::Leader || seq > self.heartbeat_seq {
             return;
         }

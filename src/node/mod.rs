@@ -20,6 +20,7 @@ use core::time::Duration;
 
 use slog::{Logger, o};
 
+use crate::NodeId;
 use crate::config::{Config, ConfigError, Mode};
 use crate::hard_state::HardState;
 use crate::message::Message;
@@ -28,7 +29,6 @@ use crate::quorum::{Tally, VoterSet};
 use crate::rng::Jitter;
 use crate::status::{Event, Role, Status};
 use crate::time::Instant;
-use crate::NodeId;
 
 /// Everything a driver feeds into [`Node::step`].
 #[derive(Clone, Debug, PartialEq)]

@@ -8,7 +8,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use tenure::{Action, Config, Event, HardState, Input, Instant, LogPosition, Message, Node, NodeId, Role};
+use tenure::{
+    Action, Config, Event, HardState, Input, Instant, LogPosition, Message, Node, NodeId, Role,
+};
 
 pub fn ms(v: u64) -> Duration {
     Duration::from_millis(v)
@@ -88,7 +90,9 @@ impl<P: LogPosition> Sim<P> {
 
     pub fn input(&mut self, id: NodeId, input: Input<P>) {
         let now = self.now;
-        let Some(node) = self.slots.get_mut(&id).unwrap().node.as_mut() else { return };
+        let Some(node) = self.slots.get_mut(&id).unwrap().node.as_mut() else {
+            return;
+        };
         let mut buf = std::mem::take(&mut self.buf);
         node.step_into(now, input, &mut buf);
         self.execute(id, &mut buf);
@@ -97,7 +101,7 @@ impl<P: LogPosition> Sim<P> {
 
     fn execute(&mut self, id: NodeId, buf: &mut Vec<Action<P>>) {
         while !buf.is_empty() {
-            let actions: Vec<_> = buf.drain(..).collect();
+            let actions = std::mem::take(buf);
             for action in actions {
                 match action {
                     Action::Persist(state) => {
@@ -108,7 +112,11 @@ impl<P: LogPosition> Sim<P> {
                         } else {
                             slot.disk = state;
                             let now = self.now;
-                            slot.node.as_mut().unwrap().step_into(now, Input::Persisted(state), buf);
+                            slot.node.as_mut().unwrap().step_into(
+                                now,
+                                Input::Persisted(state),
+                                buf,
+                            );
                         }
                     }
                     Action::Send { to, message } => {
@@ -136,12 +144,24 @@ impl<P: LogPosition> Sim<P> {
     /// Leader on a non-durable self-vote.
     fn check_invariants(&mut self, id: NodeId) {
         let slot = self.slots.get_mut(&id).unwrap();
-        let Some(node) = slot.node.as_ref() else { return };
+        let Some(node) = slot.node.as_ref() else {
+            return;
+        };
         let st = node.status();
-        assert!(st.term >= slot.last_term, "node {id}: term went back from {} to {}", slot.last_term, st.term);
+        assert!(
+            st.term >= slot.last_term,
+            "node {id}: term went back from {} to {}",
+            slot.last_term,
+            st.term
+        );
         slot.last_term = st.term;
         if matches!(st.role, Role::Leader | Role::Candidate) {
-            assert_eq!(st.persisted, HardState::new(st.term, Some(id)), "node {id} is {:?} on a non-durable self-vote", st.role);
+            assert_eq!(
+                st.persisted,
+                HardState::new(st.term, Some(id)),
+                "node {id} is {:?} on a non-durable self-vote",
+                st.role
+            );
         }
         if st.role == Role::Leader {
             let prev = *self.leaders.entry(st.term).or_insert(id);
@@ -180,7 +200,13 @@ impl<P: LogPosition> Sim<P> {
             }
             due.sort_by_key(|p| p.seq);
             for p in due {
-                self.input(p.to, Input::Receive { from: p.from, message: p.message });
+                self.input(
+                    p.to,
+                    Input::Receive {
+                        from: p.from,
+                        message: p.message,
+                    },
+                );
             }
             let ids: Vec<NodeId> = self.slots.keys().copied().collect();
             for id in ids {
@@ -219,7 +245,9 @@ impl<P: LogPosition> Sim<P> {
     pub fn agreed_leader(&self) -> Option<NodeId> {
         let mut leader = None;
         for slot in self.slots.values() {
-            let Some(n) = slot.node.as_ref() else { continue };
+            let Some(n) = slot.node.as_ref() else {
+                continue;
+            };
             let l = n.status().leader?;
             if leader.is_some_and(|x| x != l) {
                 return None;
@@ -233,7 +261,11 @@ impl<P: LogPosition> Sim<P> {
     pub fn leaders(&self) -> Vec<NodeId> {
         self.slots
             .iter()
-            .filter(|(_, s)| s.node.as_ref().is_some_and(|n| n.status().role == Role::Leader))
+            .filter(|(_, s)| {
+                s.node
+                    .as_ref()
+                    .is_some_and(|n| n.status().role == Role::Leader)
+            })
             .map(|(&id, _)| id)
             .collect()
     }
@@ -301,15 +333,26 @@ impl<P: LogPosition> Sim<P> {
     }
 
     pub fn events_of(&self, id: NodeId) -> Vec<Event> {
-        self.events.iter().filter(|(_, n, _)| *n == id).map(|(_, _, e)| e.clone()).collect()
+        self.events
+            .iter()
+            .filter(|(_, n, _)| *n == id)
+            .map(|(_, _, e)| e.clone())
+            .collect()
     }
 }
 
 /// A durable vote never changes within a term and terms never go back.
 pub fn check_durable_transition(id: NodeId, old: HardState, new: HardState) {
-    assert!(new.term >= old.term, "node {id}: durable term went back {old:?} -> {new:?}");
+    assert!(
+        new.term >= old.term,
+        "node {id}: durable term went back {old:?} -> {new:?}"
+    );
     if new.term == old.term && old.vote.is_some() {
-        assert_eq!(new.vote, old.vote, "node {id}: durable vote changed within term {}", new.term);
+        assert_eq!(
+            new.vote, old.vote,
+            "node {id}: durable vote changed within term {}",
+            new.term
+        );
     }
 }
 
@@ -321,7 +364,11 @@ pub struct Out<P> {
 }
 
 pub fn split<P>(actions: Vec<Action<P>>) -> Out<P> {
-    let mut out = Out { persists: vec![], sends: vec![], events: vec![] };
+    let mut out = Out {
+        persists: vec![],
+        sends: vec![],
+        events: vec![],
+    };
     for a in actions {
         match a {
             Action::Persist(s) => out.persists.push(s),
