@@ -11,7 +11,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use tenure::{Action, Config, Event, HardState, Input, Instant, Message, MessageKind, Node, NodeId};
+use tenure::{
+    Action, Config, Event, HardState, Input, Instant, Message, MessageKind, Node, NodeId,
+};
 
 const LATENCY: Duration = Duration::from_millis(2);
 
@@ -24,24 +26,47 @@ struct Cluster {
 
 impl Cluster {
     fn step(&mut self, id: NodeId, input: Input) {
-        let Some(node) = self.nodes.get_mut(&id) else { return };
+        let Some(node) = self.nodes.get_mut(&id) else {
+            return;
+        };
         let mut actions = node.step(self.now, input);
         while !actions.is_empty() {
             let mut next = Vec::new();
             for action in actions {
                 match action {
                     Action::Persist(state) => {
-                        println!("{:>9}  node {id}  persist term={} vote={:?}", fmt(self.now), state.term, state.vote);
+                        println!(
+                            "{:>9}  node {id}  persist term={} vote={:?}",
+                            fmt(self.now),
+                            state.term,
+                            state.vote
+                        );
                         self.disks.insert(id, state);
-                        next.extend(self.nodes.get_mut(&id).unwrap().step(self.now, Input::Persisted(state)));
+                        next.extend(
+                            self.nodes
+                                .get_mut(&id)
+                                .unwrap()
+                                .step(self.now, Input::Persisted(state)),
+                        );
                     }
                     Action::Send { to, message } => {
-                        if !matches!(message.kind, MessageKind::Heartbeat { .. } | MessageKind::HeartbeatResponse { .. }) {
-                            println!("{:>9}  node {id}  -> node {to}: {}", fmt(self.now), describe(&message));
+                        if !matches!(
+                            message.kind,
+                            MessageKind::Heartbeat { .. } | MessageKind::HeartbeatResponse { .. }
+                        ) {
+                            println!(
+                                "{:>9}  node {id}  -> node {to}: {}",
+                                fmt(self.now),
+                                describe(&message)
+                            );
                         }
                         self.in_flight.push((self.now + LATENCY, id, to, message));
                     }
-                    Action::Event(event) => println!("{:>9}  node {id}  ** {}", fmt(self.now), describe_event(&event)),
+                    Action::Event(event) => println!(
+                        "{:>9}  node {id}  ** {}",
+                        fmt(self.now),
+                        describe_event(&event)
+                    ),
                     _ => {}
                 }
             }
@@ -64,14 +89,20 @@ impl Cluster {
         }
         let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
         for id in ids {
-            if self.nodes[&id].next_deadline().is_some_and(|d| d <= self.now) {
+            if self.nodes[&id]
+                .next_deadline()
+                .is_some_and(|d| d <= self.now)
+            {
                 self.step(id, Input::Tick);
             }
         }
     }
 
     fn leader(&self) -> Option<NodeId> {
-        self.nodes.values().find(|n| n.status().role == tenure::Role::Leader).map(|n| n.id())
+        self.nodes
+            .values()
+            .find(|n| n.status().role == tenure::Role::Leader)
+            .map(|n| n.id())
     }
 }
 
@@ -81,10 +112,20 @@ fn fmt(t: Instant) -> String {
 
 fn describe(m: &Message) -> String {
     match &m.kind {
-        MessageKind::PreVoteRequest { .. } => format!("would you vote for me in term {}? (pre-vote)", m.term),
-        MessageKind::PreVoteResponse { granted } => format!("pre-vote {} (term {})", if *granted { "yes" } else { "no" }, m.term),
+        MessageKind::PreVoteRequest { .. } => {
+            format!("would you vote for me in term {}? (pre-vote)", m.term)
+        }
+        MessageKind::PreVoteResponse { granted } => format!(
+            "pre-vote {} (term {})",
+            if *granted { "yes" } else { "no" },
+            m.term
+        ),
         MessageKind::VoteRequest { .. } => format!("vote for me in term {}", m.term),
-        MessageKind::VoteResponse { granted } => format!("vote {} (term {})", if *granted { "granted" } else { "refused" }, m.term),
+        MessageKind::VoteResponse { granted } => format!(
+            "vote {} (term {})",
+            if *granted { "granted" } else { "refused" },
+            m.term
+        ),
         other => format!("{other:?} (term {})", m.term),
     }
 }
@@ -92,7 +133,10 @@ fn describe(m: &Message) -> String {
 fn describe_event(e: &Event) -> String {
     match e {
         Event::BecameLeader { term, .. } => format!("I am the leader of term {term}"),
-        Event::LeaderChanged { term, leader: Some(l) } => format!("leader of term {term} is node {l}"),
+        Event::LeaderChanged {
+            term,
+            leader: Some(l),
+        } => format!("leader of term {term} is node {l}"),
         Event::LeaderChanged { term, leader: None } => format!("no known leader (term {term})"),
         Event::CampaignStarted { term } => format!("campaigning for term {term}"),
         other => format!("{other:?}"),
@@ -109,7 +153,15 @@ fn main() {
     };
     let mut cluster = Cluster {
         now: Instant::ZERO,
-        nodes: ids.iter().map(|&id| (id, Node::new(config(id), HardState::default(), Instant::ZERO).unwrap())).collect(),
+        nodes: ids
+            .iter()
+            .map(|&id| {
+                (
+                    id,
+                    Node::new(config(id), HardState::default(), Instant::ZERO).unwrap(),
+                )
+            })
+            .collect(),
         disks: BTreeMap::new(),
         in_flight: Vec::new(),
     };
@@ -122,7 +174,10 @@ fn main() {
     while cluster.now < until {
         cluster.advance();
     }
-    println!("\n{:>9}  node {first} crashes (heartbeats stop)\n", fmt(cluster.now));
+    println!(
+        "\n{:>9}  node {first} crashes (heartbeats stop)\n",
+        fmt(cluster.now)
+    );
     let crashed_at = cluster.now;
     cluster.nodes.remove(&first);
     cluster.in_flight.retain(|m| m.2 != first && m.1 != first);
@@ -137,7 +192,11 @@ fn main() {
     }
     println!(
         "\nnode {second} took over {} ms after the crash; disks: {:?}",
-        cluster.now.saturating_duration_since(crashed_at).as_millis() - 50,
+        cluster
+            .now
+            .saturating_duration_since(crashed_at)
+            .as_millis()
+            - 50,
         cluster.disks
     );
 }

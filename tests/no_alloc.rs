@@ -15,7 +15,13 @@ fn heartbeat_paths_do_not_allocate() {
     let cfg = |id| Config::new(id, [1, 2, 3]).rng_seed(1);
     let mut follower: Node = Node::new(cfg(1), HardState::new(1, Some(2)), Instant::ZERO).unwrap();
     let mut out: Vec<Action> = Vec::with_capacity(16);
-    let hb = |seq| Input::Receive { from: 2, message: Message { term: 1, kind: MessageKind::Heartbeat { seq } } };
+    let hb = |seq| Input::Receive {
+        from: 2,
+        message: Message {
+            term: 1,
+            kind: MessageKind::Heartbeat { seq },
+        },
+    };
     // Warm up: learn the leader (emits an event).
     follower.step_into(Instant::from_millis(1), hb(1), &mut out);
     out.clear();
@@ -27,10 +33,18 @@ fn heartbeat_paths_do_not_allocate() {
         out.clear();
     }
     let stats = region.change();
-    assert_eq!(stats.allocations, 0, "follower heartbeat allocated: {stats:?}");
+    assert_eq!(
+        stats.allocations, 0,
+        "follower heartbeat allocated: {stats:?}"
+    );
 
     // A single-voter leader ticking heartbeats to an observer.
-    let mut leader: Node = Node::new(Config::new(1, [1]).observers([2]).rng_seed(1), HardState::default(), Instant::ZERO).unwrap();
+    let mut leader: Node = Node::new(
+        Config::new(1, [1]).observers([2]).rng_seed(1),
+        HardState::default(),
+        Instant::ZERO,
+    )
+    .unwrap();
     let mut now = Instant::ZERO;
     while leader.status().role != Role::Leader {
         now = leader.next_deadline().unwrap();
@@ -49,5 +63,8 @@ fn heartbeat_paths_do_not_allocate() {
         out.clear();
     }
     let stats = region.change();
-    assert_eq!(stats.allocations, 0, "leader heartbeat tick allocated: {stats:?}");
+    assert_eq!(
+        stats.allocations, 0,
+        "leader heartbeat tick allocated: {stats:?}"
+    );
 }

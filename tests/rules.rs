@@ -1321,12 +1321,38 @@ fn rule8_dueling_pre_candidates_rank_so_exactly_one_yields() {
     let now = t1.max(t2);
     let req = |_: ()| MessageKind::PreVoteRequest { position: () };
     // Node 1 ranks higher on equal positions (lower id): it refuses node 2...
-    let out = drive(&mut one, now, Input::Receive { from: 2, message: Message { term: 1, kind: req(()) } });
-    assert!(matches!(out.sends[0].1.kind, MessageKind::PreVoteResponse { granted: false }));
+    let out = drive(
+        &mut one,
+        now,
+        Input::Receive {
+            from: 2,
+            message: Message {
+                term: 1,
+                kind: req(()),
+            },
+        },
+    );
+    assert!(matches!(
+        out.sends[0].1.kind,
+        MessageKind::PreVoteResponse { granted: false }
+    ));
     assert_eq!(one.status().role, Role::PreCandidate);
     // ...and node 2 yields to node 1.
-    let out = drive(&mut two, now, Input::Receive { from: 1, message: Message { term: 1, kind: req(()) } });
-    assert!(matches!(out.sends[0].1.kind, MessageKind::PreVoteResponse { granted: true }));
+    let out = drive(
+        &mut two,
+        now,
+        Input::Receive {
+            from: 1,
+            message: Message {
+                term: 1,
+                kind: req(()),
+            },
+        },
+    );
+    assert!(matches!(
+        out.sends[0].1.kind,
+        MessageKind::PreVoteResponse { granted: true }
+    ));
     assert_eq!(two.status().role, Role::Follower);
 
     // A newer log outranks a lower id.
@@ -1334,7 +1360,20 @@ fn rule8_dueling_pre_candidates_rank_so_exactly_one_yields() {
     a.step(at(1), Input::LogPosition(3));
     let t = a.next_deadline().unwrap();
     drive(&mut a, t, Input::Tick);
-    let out = drive(&mut a, t, Input::Receive { from: 2, message: Message { term: 1, kind: MessageKind::PreVoteRequest { position: 4 } } });
-    assert!(matches!(out.sends[0].1.kind, MessageKind::PreVoteResponse { granted: true }));
+    let out = drive(
+        &mut a,
+        t,
+        Input::Receive {
+            from: 2,
+            message: Message {
+                term: 1,
+                kind: MessageKind::PreVoteRequest { position: 4 },
+            },
+        },
+    );
+    assert!(matches!(
+        out.sends[0].1.kind,
+        MessageKind::PreVoteResponse { granted: true }
+    ));
     assert_eq!(a.status().role, Role::Follower);
 }
