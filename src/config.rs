@@ -12,6 +12,9 @@
 //! | `mode` | [`Mode::Candidate`] | every voter may lead |
 //! | `pre_vote` | on | an isolated node never inflates its term |
 //! | `rng_seed` | 0 (the node id is mixed in) | deterministic by default; drivers should pass a random seed |
+//! | `fencing` | [`Fencing::Soft`] | an isolated leader steps down within a death timeout, at no cost |
+//! | `clock_drift_ppm` | 1000 (rate ratio 1.001) | any two ordinary server clocks (±200 ppm crystals, NTP-slewed ±500 ppm) stay within it |
+//! | `lease_margin` | heartbeat / 4 | time between checking the lease and the guarded action taking effect |
 
 use alloc::vec::Vec;
 use core::time::Duration;
@@ -98,6 +101,25 @@ pub enum ConfigError {
         /// The configured election timeout.
         election_timeout: Duration,
     },
+    /// The clock-drift bound is not between 0 and 1,000,000 ppm (a rate
+    /// ratio of at most 2).
+    #[error("clock_drift_ppm ({ppm}) must be at most 1000000 (a clock-rate ratio of 2)")]
+    DriftBoundTooLarge {
+        /// The configured bound.
+        ppm: u32,
+    },
+    /// The strict-fencing lease (death timeout / drift bound − margin) is not
+    /// longer than the heartbeat interval, so a leader would lose its lease
+    /// between two heartbeats.
+    #[error(
+        "strict-fencing lease ({lease:?} = death_timeout / drift bound - lease_margin) must be longer than heartbeat_interval ({heartbeat_interval:?})"
+    )]
+    LeaseTooShort {
+        /// The resulting lease duration.
+        lease: Duration,
+        /// The configured heartbeat interval.
+        heartbeat_interval: Duration,
+    },
     /// The quorum is zero.
     #[error("quorum must be at least 1")]
     ZeroQuorum,
@@ -143,6 +165,8 @@ pub struct Config {
     allow_minority_quorum: bool,
     pre_vote: bool,
     rng_seed: u64,
+    clock_drift_ppm: u32,
+    lease_margin: Option<Duration>,
     logger: Option<slog::Logger>,
 }
 
@@ -168,6 +192,8 @@ impl Config {
             allow_minority_quorum: false,
             pre_vote: true,
             rng_seed: 0,
+            clock_drift_ppm: 1000,
+            lease_margin: None,
             logger: None,
         }
     }
@@ -249,6 +275,24 @@ impl Config {
         self
     }
 
+    /// Bound on how much faster one node's clock may run than another's,
+    /// in parts per million (default 1000: a rate ratio of 1.001). Strict
+    /// fencing shortens the lease by this ratio. Clocks must keep counting
+    /// during suspend; a paused VM or a stepped clock breaks the bound, and
+    /// only fencing tokens protect against that.
+    pub fn clock_drift_ppm(mut self, ppm: u32) -> Config {
+        self.clock_drift_ppm = ppm;
+        self
+    }
+
+    /// How much earlier than the drift-bounded limit a strict-fencing lease
+    /// ends (default heartbeat / 4): the time between checking the lease and
+    /// the guarded action taking effect.
+    pub fn lease_margin(mut self, margin: Duration) -> Config {
+        self.lease_margin = Some(margin);
+        self
+    }
+
     /// Logger for decisions; the node adds `node` and `term` key-values.
     /// Discarded when unset.
     pub fn logger(mut self, logger: slog::Logger) -> Config {
@@ -309,6 +353,27 @@ impl Config {
         self.quorum.unwrap_or(self.voters.len() / 2 + 1)
     }
 
+    /// The configured clock-drift bound in ppm.
+    pub fn drift_ppm(&self) -> u32 {
+        self.clock_drift_ppm
+    }
+
+    /// The effective lease margin.
+    pub fn effective_lease_margin(&self) -> Duration {
+        self.lease_margin.unwrap_or(self.heartbeat_interval / 4)
+    }
+
+    /// How long a strict-fencing lease lasts after the send time of the
+    /// heartbeat round that a quorum acknowledged:
+    /// `death_timeout / (1 + clock_drift_ppm / 10⁶) − lease_margin`.
+    pub fn effective_lease_duration(&self) -> Duration {
+        let death = crate::time::duration_nanos(self.effective_death_timeout());
+        // Integer arithmetic: the same config gives the same lease everywhere.
+        let scaled = u128::from(death) * 1_000_000 / (1_000_000 + u128::from(self.clock_drift_ppm));
+        Duration::from_nanos(u64::try_from(scaled).unwrap_or(u64::MAX))
+            .saturating_sub(self.effective_lease_margin())
+    }
+
     /// Whether pre-vote is enabled.
     pub fn pre_vote_enabled(&self) -> bool {
         self.pre_vote
@@ -366,6 +431,18 @@ impl Config {
             return Err(ConfigError::JitterTooLarge {
                 jitter,
                 election_timeout,
+            });
+        }
+        if self.clock_drift_ppm > 1_000_000 {
+            return Err(ConfigError::DriftBoundTooLarge {
+                ppm: self.clock_drift_ppm,
+            });
+        }
+        let lease = self.effective_lease_duration();
+        if self.fencing == Fencing::Strict && lease <= heartbeat_interval {
+            return Err(ConfigError::LeaseTooShort {
+                lease,
+                heartbeat_interval,
             });
         }
         let quorum = self.effective_quorum();

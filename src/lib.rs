@@ -121,6 +121,7 @@
 extern crate alloc;
 
 mod config;
+mod fence;
 mod hard_state;
 mod message;
 mod node;
@@ -131,6 +132,7 @@ mod status;
 mod time;
 
 pub use config::{Config, ConfigError, Fencing, Mode};
+pub use fence::{Fence, FencingToken, Lease, StaleToken};
 pub use hard_state::HardState;
 pub use message::{Message, MessageKind};
 pub use node::{Action, Input, Node};

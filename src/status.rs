@@ -3,7 +3,8 @@
 use core::time::Duration;
 
 use crate::NodeId;
-use crate::config::Mode;
+use crate::config::{Fencing, Mode};
+use crate::fence::FencingToken;
 use crate::hard_state::HardState;
 
 /// A node's role in its current term.
@@ -79,8 +80,12 @@ pub enum TransferFailure {
     TimedOut,
     /// The term changed before the target won.
     TermChanged,
-    /// This version does not implement transfers yet.
-    NotSupported,
+    /// The target is this node.
+    TargetIsSelf,
+    /// Another transfer replaced this one.
+    Superseded,
+    /// The leader stepped down for another reason (demote, fencing).
+    SteppedDown,
 }
 
 /// Something the application may want to react to.
@@ -89,11 +94,15 @@ pub enum TransferFailure {
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 #[non_exhaustive]
 pub enum Event {
-    /// This node won `term` (client-go's OnStartedLeading).
+    /// This node won `term` (client-go's OnStartedLeading). Under strict
+    /// fencing the lease starts only with the first quorum-acknowledged
+    /// heartbeat round: check [`Node::lease`](crate::Node::lease) before acting.
     #[non_exhaustive]
     BecameLeader {
         /// The term won.
         term: u64,
+        /// The token to attach to this leadership's writes.
+        token: FencingToken,
     },
     /// This node stopped leading (client-go's OnStoppedLeading).
     #[non_exhaustive]
@@ -132,6 +141,11 @@ pub enum Event {
         /// Why.
         reason: PromoteFailure,
     },
+    /// The target of a transfer became leader.
+    TransferCompleted {
+        /// The new leader.
+        to: NodeId,
+    },
     /// [`Input::TransferLeadership`](crate::Input::TransferLeadership) did not
     /// complete.
     TransferFailed {
@@ -167,4 +181,13 @@ pub struct Status {
     pub mode: Mode,
     /// Whether this node is a voter (otherwise an observer).
     pub is_voter: bool,
+    /// The configured fencing mode.
+    pub fencing: Fencing,
+    /// This node's local instant until which it may act as the only leader
+    /// (strict fencing); `None` whenever it may not.
+    pub lease_until: Option<crate::time::Instant>,
+    /// The token of this node's leadership while it is leader.
+    pub fencing_token: Option<FencingToken>,
+    /// The node a leadership transfer is handing over to, while one runs.
+    pub transferring_to: Option<NodeId>,
 }

@@ -8,7 +8,9 @@
 use std::time::Duration;
 
 use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
-use tenure::{Action, Config, HardState, Input, Instant, Message, MessageKind, Mode, Node, Role};
+use tenure::{
+    Action, Config, Fencing, HardState, Input, Instant, Message, MessageKind, Mode, Node, Role,
+};
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -90,6 +92,7 @@ impl Arbitrary for Op {
 #[derive(Clone, Debug)]
 struct Case {
     mode: Mode,
+    fencing: Fencing,
     pre_vote: bool,
     seed: u64,
     ops: Vec<Op>,
@@ -106,6 +109,9 @@ impl Arbitrary for Case {
                     Mode::Voter,
                     Mode::Off,
                 ])
+                .unwrap(),
+            fencing: *g
+                .choose(&[Fencing::Off, Fencing::Soft, Fencing::Strict])
                 .unwrap(),
             pre_vote: bool::arbitrary(g) || bool::arbitrary(g),
             seed: u64::arbitrary(g),
@@ -126,6 +132,7 @@ fn config(case: &Case) -> Config {
     Config::new(1, [1, 2, 3])
         .observers([4])
         .mode(case.mode)
+        .fencing(case.fencing)
         .pre_vote(case.pre_vote)
         .heartbeat_interval(Duration::from_millis(100))
         .death_timeout(Duration::from_millis(400))
@@ -249,6 +256,23 @@ fn run(case: &Case) -> Result<Vec<Action<u64>>, String> {
                 case.mode, st.role
             ));
         }
+        if let Some(lease) = node.lease(now) {
+            if case.fencing != Fencing::Strict
+                || st.role != Role::Leader
+                || lease.valid_until <= now
+            {
+                return Err(format!(
+                    "op {i}: lease {lease:?} reported in {:?} as {:?}",
+                    case.fencing, st.role
+                ));
+            }
+            if lease.token.term != st.term || lease.token.leader != 1 {
+                return Err(format!(
+                    "op {i}: lease token {:?} does not match term {}",
+                    lease.token, st.term
+                ));
+            }
+        }
         if let Some(t) = tick_at {
             if node.next_deadline().is_some_and(|d| d <= t) {
                 return Err(format!(
@@ -313,6 +337,7 @@ fn same_seed_and_inputs_give_identical_actions() {
 fn the_invariant_checker_catches_a_double_vote() {
     let case = Case {
         mode: Mode::Candidate,
+        fencing: Fencing::Soft,
         pre_vote: true,
         seed: 1,
         ops: vec![

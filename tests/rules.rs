@@ -1045,6 +1045,21 @@ fn rule8_leader_heartbeats_every_interval() {
         let out = drive(&mut n, d, Input::Tick);
         assert_eq!(out.sends.len(), 2);
         rounds.push(d);
+        // Node 2 acknowledges, keeping the (soft-fenced) leader's quorum.
+        let MessageKind::Heartbeat { seq } = out.sends[0].1.kind else {
+            panic!("expected a heartbeat")
+        };
+        drive(
+            &mut n,
+            d,
+            Input::Receive {
+                from: 2,
+                message: Message {
+                    term: 1,
+                    kind: MessageKind::HeartbeatResponse { seq, position: () },
+                },
+            },
+        );
     }
     for w in rounds.windows(2) {
         assert_eq!(w[1].saturating_duration_since(w[0]), ms(100));

@@ -9,7 +9,7 @@ use crate::config::Mode;
 use crate::message::{Message, MessageKind};
 use crate::position::LogPosition;
 use crate::quorum::Outcome;
-use crate::status::{Event, PromoteFailure, Role, StepDownReason};
+use crate::status::{Event, PromoteFailure, Role, StepDownReason, TransferFailure};
 use crate::time::Instant;
 
 impl<P: LogPosition> Node<P> {
@@ -145,7 +145,7 @@ impl<P: LogPosition> Node<P> {
             MessageKind::VoteResponse { granted } => self.on_vote_response(now, from, granted, out),
             MessageKind::Heartbeat { seq } => self.on_heartbeat(now, from, seq, out),
             MessageKind::HeartbeatResponse { seq, position } => {
-                self.on_heartbeat_response(now, from, seq, position);
+                self.on_heartbeat_response(now, from, seq, position, out);
             }
             MessageKind::Resign => self.on_resign(now, from, out),
             MessageKind::TimeoutNow => self.on_timeout_now(now, from, out),
@@ -160,16 +160,29 @@ impl<P: LogPosition> Node<P> {
         debug_assert!(term > self.term);
         let old_term = self.term;
         let was_leader = self.role == Role::Leader;
+        // A transfer that already sent TimeoutNow expects this term change;
+        // any other transfer is aborted by it.
+        let handed_over = self.transfer.is_some_and(|t| t.timeout_now_sent);
+        if !handed_over {
+            self.fail_transfer(TransferFailure::TermChanged, out);
+        }
         self.term = term;
         self.vote = None;
         self.role = Role::Follower;
         self.round = Round::IDLE;
+        self.next_heartbeat = Instant::MAX;
+        self.lease_anchor = None;
         self.drop_stale_held();
         if was_leader {
+            let reason = if handed_over {
+                StepDownReason::Transferred
+            } else {
+                StepDownReason::HigherTerm
+            };
             self.emit(
                 Event::SteppedDown {
                     term: old_term,
-                    reason: StepDownReason::HigherTerm,
+                    reason,
                 },
                 out,
             );
@@ -221,6 +234,12 @@ impl<P: LogPosition> Node<P> {
                     "last_heard" => %contact);
                 self.set_leader(None, out);
             }
+        }
+        self.transfer_tick(now, out);
+        if self.promoting && now >= self.promote_deadline {
+            // Rule `promote_one_campaign`: bounded by one election timeout.
+            self.abandon_round(now);
+            self.end_promotion(Some(PromoteFailure::NoQuorum), out);
         }
         // Timers freeze while a write is in flight (rule
         // `no_candidacy_on_volatile_state`).

@@ -4,6 +4,7 @@ use alloc::vec::Vec;
 
 use super::{Action, Node};
 use crate::NodeId;
+use crate::config::Fencing;
 use crate::config::Mode;
 use crate::message::MessageKind;
 use crate::position::LogPosition;
@@ -12,10 +13,13 @@ use crate::time::Instant;
 
 impl<P: LogPosition> Node<P> {
     /// Rule `promote_one_campaign` (Tarantool box.ctl.promote): in `Manual`
-    /// or `Candidate` mode, start one campaign now, skipping the wait for the
-    /// leader's death timeout and a demote's embargo, but never this node's
-    /// promise to a live leader (which protects that leader's lease). The
-    /// outcome is `BecameLeader` or one `PromoteFailed`; never a retry loop.
+    /// or `Candidate` mode, start one campaign now (pre-vote, then vote),
+    /// skipping this node's own stickiness, restart wait and demote
+    /// embargo; the voters still apply theirs and the quorum. Under strict
+    /// fencing the node's own promise protects a live leader's lease and is
+    /// kept: promote then fails at once while a leader may be alive. Within
+    /// one election timeout the outcome is `BecameLeader` or exactly one
+    /// `PromoteFailed`; never a retry loop (Tarantool dd89c57e78).
     pub(super) fn on_promote(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
         let allowed =
             self.self_index.is_some() && matches!(self.mode, Mode::Candidate | Mode::Manual);
@@ -44,7 +48,7 @@ impl<P: LogPosition> Node<P> {
             }
             _ => {}
         }
-        if self.promise_active(now) {
+        if self.fencing == Fencing::Strict && self.promise_active(now) {
             slog::info!(self.log, "promote refused: a leader may still be alive";
                 "rule" => "promote_one_campaign", "term" => self.term, "leader" => ?self.leader);
             let leader = self.leader;
@@ -59,6 +63,7 @@ impl<P: LogPosition> Node<P> {
         slog::info!(self.log, "promoted: campaign for one term";
             "rule" => "promote_one_campaign", "term" => self.term);
         self.promoting = true;
+        self.promote_deadline = now + self.timing.election;
         self.start_pre_vote(now, out);
     }
 
@@ -87,6 +92,7 @@ impl<P: LogPosition> Node<P> {
         self.no_campaign_before = now + self.timing.death;
         match self.role {
             Role::Leader => {
+                self.fail_transfer(TransferFailure::SteppedDown, out);
                 self.step_down(StepDownReason::Demoted, out);
                 let term = self.term;
                 for i in 0..self.peers.len() {
@@ -106,18 +112,6 @@ impl<P: LogPosition> Node<P> {
             }
         }
         self.campaign_at = self.campaign_at.max(self.no_campaign_before);
-    }
-
-    /// Leadership transfer arrives with the fencing work; until then it is
-    /// refused with a typed reason.
-    pub(super) fn on_transfer(&mut self, _now: Instant, to: NodeId, out: &mut Vec<Action<P>>) {
-        self.emit(
-            Event::TransferFailed {
-                to,
-                reason: TransferFailure::NotSupported,
-            },
-            out,
-        );
     }
 
     /// Rule `timeout_now_campaigns`: the leader of this term hands over; a

@@ -4,9 +4,10 @@ use alloc::vec::Vec;
 
 use super::{Action, Node, Round};
 use crate::NodeId;
+use crate::fence::FencingToken;
 use crate::message::MessageKind;
 use crate::position::LogPosition;
-use crate::status::{Event, PromoteFailure, Role, StepDownReason};
+use crate::status::{Event, PromoteFailure, Role, StepDownReason, TransferFailure};
 use crate::time::Instant;
 
 impl<P: LogPosition> Node<P> {
@@ -68,31 +69,44 @@ impl<P: LogPosition> Node<P> {
         );
     }
 
-    /// A peer acknowledged a heartbeat of this leader's term.
+    /// A peer acknowledged a heartbeat of this leader's term: refresh the
+    /// fencing anchors, and hand over if a transfer waits for this peer.
     pub(super) fn on_heartbeat_response(
         &mut self,
         now: Instant,
         from: NodeId,
         seq: u64,
         position: P,
+        out: &mut Vec<Action<P>>,
     ) {
         if self.role != Role::Leader || seq > self.heartbeat_seq {
             return;
         }
-        if let Some(peer) = self.peers.iter_mut().find(|p| p.id == from) {
-            peer.last_ack = Some(now);
-            peer.acked_seq = peer.acked_seq.max(seq);
-            peer.position = Some(position);
-        }
+        let Some(peer) = self.peers.iter_mut().find(|p| p.id == from) else {
+            return;
+        };
+        peer.last_ack = Some(now);
+        peer.acked_seq = peer.acked_seq.max(seq);
+        peer.position = Some(position);
+        self.recompute_anchors();
+        self.maybe_send_timeout_now(from, out);
     }
 
     /// Rule `leader_heartbeats_at_once`: a new leader announces itself
-    /// immediately so followers stop campaigning.
+    /// immediately so followers stop campaigning. Its lease (strict fencing)
+    /// starts only once a quorum acknowledges a round of this term.
     pub(super) fn become_leader(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
         self.role = Role::Leader;
         self.round = Round::IDLE;
         self.promoting = false;
         self.leader_contact = Some(now);
+        self.leader_since = now;
+        self.soft_anchor = now;
+        self.strict_anchor = now;
+        self.lease_anchor = None;
+        self.lease_floor = now;
+        self.lease_forfeited = false;
+        self.transfer = None;
         for peer in &mut self.peers {
             peer.last_ack = None;
             peer.acked_seq = 0;
@@ -100,19 +114,25 @@ impl<P: LogPosition> Node<P> {
         }
         slog::info!(self.log, "enter leader state"; "rule" => "quorum_wins",
             "term" => self.term, "quorum" => self.voters.quorum());
-        self.emit(Event::BecameLeader { term: self.term }, out);
+        let token = FencingToken {
+            term: self.term,
+            leader: self.id,
+        };
+        self.emit(
+            Event::BecameLeader {
+                term: self.term,
+                token,
+            },
+            out,
+        );
         self.set_leader(Some(self.id), out);
         self.broadcast_heartbeat(now, out);
+        self.recompute_anchors();
     }
 
-    pub(super) fn leader_tick(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
-        if now >= self.next_heartbeat {
-            self.broadcast_heartbeat(now, out);
-        }
-    }
-
-    fn broadcast_heartbeat(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
+    pub(super) fn broadcast_heartbeat(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
         self.heartbeat_seq += 1;
+        self.record_round(self.heartbeat_seq, now);
         self.next_heartbeat = now + self.timing.heartbeat;
         self.leader_contact = Some(now);
         let (term, seq) = (self.term, self.heartbeat_seq);
@@ -127,10 +147,14 @@ impl<P: LogPosition> Node<P> {
     pub(super) fn step_down(&mut self, reason: StepDownReason, out: &mut Vec<Action<P>>) {
         slog::warn!(self.log, "resigning from leader state"; "rule" => "step_down",
             "term" => self.term, "reason" => ?reason);
+        self.fail_transfer(TransferFailure::SteppedDown, out);
         self.role = Role::Follower;
         self.round = Round::IDLE;
         self.leader_contact = None;
         self.next_heartbeat = Instant::MAX;
+        self.lease_anchor = None;
+        // Campaigning at once would only repeat what just failed.
+        self.campaign_at = self.now + self.round_length();
         self.emit(
             Event::SteppedDown {
                 term: self.term,

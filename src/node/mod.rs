@@ -8,12 +8,14 @@
 //! - `durable.rs`: volatile vs persisted term and vote, held sends, persist acks;
 //! - `election.rs`: terms, pre-vote, votes, candidacy, split votes;
 //! - `leader.rs`: following, heartbeats, acknowledgements, stepping down;
-//! - `handover.rs`: promote, demote, transfer.
+//! - `lease.rs`: soft and strict fencing, the lease argument, transfer;
+//! - `handover.rs`: promote, demote, TimeoutNow.
 
 mod durable;
 mod election;
 mod handover;
 mod leader;
+mod lease;
 
 use alloc::vec::Vec;
 use core::time::Duration;
@@ -21,7 +23,7 @@ use core::time::Duration;
 use slog::{Logger, o};
 
 use crate::NodeId;
-use crate::config::{Config, ConfigError, Mode};
+use crate::config::{Config, ConfigError, Fencing, Mode};
 use crate::hard_state::HardState;
 use crate::message::Message;
 use crate::position::LogPosition;
@@ -127,10 +129,21 @@ struct Held<P> {
     message: Message<P>,
 }
 
+/// A leadership transfer in progress.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Transfer {
+    to: NodeId,
+    /// One election timeout after it started.
+    deadline: Instant,
+    /// Whether `TimeoutNow` went out (the lease is then gone for the term).
+    timeout_now_sent: bool,
+}
+
 /// What the leader knows of one peer.
 #[derive(Clone, Debug, PartialEq)]
 struct PeerProgress<P> {
     id: NodeId,
+    is_voter: bool,
     /// Local time the last acknowledgement arrived.
     last_ack: Option<Instant>,
     /// Highest heartbeat round acknowledged.
@@ -170,7 +183,9 @@ struct Timing {
 pub struct Node<P = ()> {
     id: NodeId,
     mode: Mode,
+    fencing: Fencing,
     timing: Timing,
+    lease_duration: Duration,
     pre_vote: bool,
     voters: VoterSet,
     /// Index of this node in `voters`, `None` for an observer.
@@ -206,12 +221,31 @@ pub struct Node<P = ()> {
     tally: Tally,
     /// A promotion in progress (one campaign).
     promoting: bool,
+    /// When a promotion gives up.
+    promote_deadline: Instant,
     position: P,
 
-    // Leader state (leader.rs).
+    // Leader state (leader.rs, lease.rs).
     next_heartbeat: Instant,
     heartbeat_seq: u64,
     peers: Vec<PeerProgress<P>>,
+    /// Send times of recent heartbeat rounds, indexed by `seq % len`.
+    rounds: Vec<(u64, Instant)>,
+    leader_since: Instant,
+    /// Soft fencing: the newest instant by which a quorum was heard.
+    soft_anchor: Instant,
+    /// Strict fencing: send time of the newest quorum-acknowledged round
+    /// (or the start of leadership); drives the step-down deadline.
+    strict_anchor: Instant,
+    /// The same, restricted to rounds that may back a reported lease.
+    lease_anchor: Option<Instant>,
+    /// Rounds sent before this do not back a reported lease.
+    lease_floor: Instant,
+    /// `TimeoutNow` was sent this term: no lease until the term ends.
+    lease_forfeited: bool,
+    transfer: Option<Transfer>,
+    /// Reused buffer for quorum computations (no allocation per ack).
+    scratch: Vec<u64>,
 }
 
 impl<P: LogPosition> Node<P> {
@@ -228,6 +262,7 @@ impl<P: LogPosition> Node<P> {
         config.validate()?;
         let id = config.id();
         let voters = VoterSet::new(config.voters().to_vec(), config.effective_quorum());
+        let voters_len = voters.len();
         let timing = Timing {
             heartbeat: config.heartbeat(),
             death: config.effective_death_timeout(),
@@ -247,14 +282,21 @@ impl<P: LogPosition> Node<P> {
             .filter(|&&p| p != id)
             .map(|&p| PeerProgress {
                 id: p,
+                is_voter: voters.contains(p),
                 last_ack: None,
                 acked_seq: 0,
                 position: None,
             })
             .collect();
+        // Enough rounds to cover a lease: older acknowledgements cannot
+        // back a lease that has not already expired.
+        let round_slots =
+            (timing.death.as_nanos() / timing.heartbeat.as_nanos().max(1)).min(1022) as usize + 2;
         let node = Node {
             id,
             mode: config.election_mode(),
+            fencing: config.fencing_mode(),
+            lease_duration: config.effective_lease_duration(),
             timing,
             pre_vote: config.pre_vote_enabled(),
             self_index: voters.index_of(id),
@@ -278,10 +320,20 @@ impl<P: LogPosition> Node<P> {
             death_jitter,
             round: Round::IDLE,
             promoting: false,
+            promote_deadline: Instant::MAX,
             position: P::default(),
             next_heartbeat: Instant::MAX,
             heartbeat_seq: 0,
+            scratch: Vec::with_capacity(voters_len),
             peers,
+            rounds: alloc::vec![(0, Instant::ZERO); round_slots],
+            leader_since: Instant::ZERO,
+            soft_anchor: Instant::MAX,
+            strict_anchor: Instant::ZERO,
+            lease_anchor: None,
+            lease_floor: Instant::ZERO,
+            lease_forfeited: false,
+            transfer: None,
         };
         slog::info!(node.log, "start as follower";
             "rule" => "restart_waits_death_timeout", "term" => node.term,
@@ -317,12 +369,25 @@ impl<P: LogPosition> Node<P> {
     /// when only an input can change anything. Ticking earlier is harmless.
     #[must_use]
     pub fn next_deadline(&self) -> Option<Instant> {
+        let transfer = self.transfer.map(|t| t.deadline);
         if self.role == Role::Leader {
-            return Some(self.next_heartbeat);
+            return [
+                Some(self.next_heartbeat),
+                self.step_down_deadline(),
+                transfer,
+            ]
+            .into_iter()
+            .flatten()
+            .min();
         }
-        let mut deadline = None;
+        let mut deadline = transfer;
+        if self.promoting {
+            deadline =
+                Some(deadline.map_or(self.promote_deadline, |d| d.min(self.promote_deadline)));
+        }
         if let (Some(_), Some(contact)) = (self.leader, self.leader_contact) {
-            deadline = Some(contact + self.timing.death);
+            let death = contact + self.timing.death;
+            deadline = Some(deadline.map_or(death, |d| d.min(death)));
         }
         // Timers are frozen while a write is in flight: a node never acts as
         // candidate on a state that is not yet durable.
@@ -365,6 +430,10 @@ impl<P: LogPosition> Node<P> {
             },
             mode: self.mode,
             is_voter: self.self_index.is_some(),
+            fencing: self.fencing,
+            lease_until: self.lease(self.now).map(|l| l.valid_until),
+            fencing_token: self.token(),
+            transferring_to: self.transfer.map(|t| t.to),
         }
     }
 
@@ -423,6 +492,9 @@ impl<P: LogPosition> Node<P> {
                 },
                 out,
             );
+            if let Some(leader) = leader {
+                self.transfer_saw_leader(leader, out);
+            }
         }
     }
 

@@ -1,0 +1,90 @@
+//! Fencing tokens, leases, and the storage-side [`Fence`].
+//!
+//! # The write path
+//!
+//! 1. Before acting as leader (accepting a write, running the singleton
+//!    job), ask [`Node::lease(now)`](crate::Node::lease). `None` means "you
+//!    may not act as the only leader right now": refuse or redirect.
+//! 2. Attach the lease's [`FencingToken`] to the write.
+//! 3. The storage that applies writes keeps a [`Fence`] (persisted with the
+//!    data it guards) and calls [`Fence::check`] on every write's token. A
+//!    token older than one already seen is rejected, so a deposed leader
+//!    that was paused past its lease cannot overwrite its successor's work.
+//!
+//! The lease bounds the window with a clock-drift argument; the token closes
+//! the rest (pauses, slow disks, late packets), which no clock can bound.
+
+use crate::NodeId;
+use crate::time::Instant;
+
+/// Identifies one leadership: the term and the leader that won it. Ordered
+/// by term, then leader id; a later leadership always has a larger token
+/// (terms only grow and each term has at most one leader).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct FencingToken {
+    /// The term of the leadership.
+    pub term: u64,
+    /// The leader.
+    pub leader: NodeId,
+}
+
+/// Proof that this node may act as the only leader until `valid_until`
+/// (on this node's clock).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct Lease {
+    /// The token to attach to writes made under this lease.
+    pub token: FencingToken,
+    /// Local instant at which the lease ends.
+    pub valid_until: Instant,
+}
+
+/// A write carried a token older than one the fence has already accepted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("stale fencing token {presented:?}: {highest:?} was already accepted")]
+pub struct StaleToken {
+    /// The token the write carried.
+    pub presented: FencingToken,
+    /// The highest token accepted so far.
+    pub highest: FencingToken,
+}
+
+/// The storage side of fencing: remembers the highest token seen, accepts
+/// equal or higher tokens, rejects lower ones. Persist it atomically with
+/// the data it guards.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct Fence {
+    highest: Option<FencingToken>,
+}
+
+impl Fence {
+    /// A fence that has seen no token.
+    pub const fn new() -> Fence {
+        Fence { highest: None }
+    }
+
+    /// Accepts `token` if it is at least the highest seen (remembering it),
+    /// rejects it otherwise.
+    ///
+    /// # Errors
+    /// [`StaleToken`] when a higher token was already accepted.
+    pub fn check(&mut self, token: FencingToken) -> Result<(), StaleToken> {
+        match self.highest {
+            Some(highest) if token < highest => Err(StaleToken {
+                presented: token,
+                highest,
+            }),
+            _ => {
+                self.highest = Some(token);
+                Ok(())
+            }
+        }
+    }
+
+    /// The highest token accepted so far.
+    pub fn highest(&self) -> Option<FencingToken> {
+        self.highest
+    }
+}
