@@ -241,6 +241,18 @@ impl<P: LogPosition> Sim<P> {
         None
     }
 
+    /// Runs in 1 ms steps until `cond` holds or `limit` passes.
+    pub fn run_until_true(&mut self, limit: Duration, cond: impl Fn(&Sim<P>) -> bool) -> bool {
+        let end = self.now + limit;
+        while self.now < end {
+            if cond(self) {
+                return true;
+            }
+            self.run_for(ms(1));
+        }
+        cond(self)
+    }
+
     /// The leader every live voter agrees on, if any.
     pub fn agreed_leader(&self) -> Option<NodeId> {
         let mut leader = None;

@@ -1,0 +1,551 @@
+//! Leader fencing (soft, strict), fencing tokens, transfer, promote/demote.
+
+mod common;
+
+use common::{Sim, ms};
+use tenure::{
+    Config, Event, Fence, Fencing, FencingToken, Input, Instant, Mode, NodeId, PromoteFailure,
+    Role, StepDownReason, TransferFailure,
+};
+
+fn cfg(id: NodeId, voters: Vec<NodeId>) -> Config {
+    Config::new(id, voters)
+        .heartbeat_interval(ms(100))
+        .death_timeout(ms(400))
+        .election_timeout(ms(400))
+        .election_jitter(ms(40))
+        .rng_seed(3)
+}
+
+fn sim_with(fencing: Fencing) -> Sim {
+    Sim::new(3, move |id, v| cfg(id, v).fencing(fencing))
+}
+
+fn stepped_down_at(s: &Sim, id: NodeId) -> Option<(Instant, StepDownReason)> {
+    s.events.iter().find_map(|(t, n, e)| match e {
+        Event::SteppedDown { reason, .. } if *n == id => Some((*t, *reason)),
+        _ => None,
+    })
+}
+
+// ------------------------------------------------------------ fencing modes
+
+#[test]
+fn fencing_off_isolated_leader_stays_leader() {
+    let mut s = sim_with(Fencing::Off);
+    let l = s.run_until_leader(ms(2000)).unwrap();
+    s.isolate(l);
+    s.run_for(ms(10_000));
+    assert_eq!(s.node(l).status().role, Role::Leader);
+    assert!(stepped_down_at(&s, l).is_none());
+    assert_eq!(
+        s.node(l).lease(s.now),
+        None,
+        "no lease without strict fencing"
+    );
+}
+
+/// Tarantool gh-6661: an isolated leader must not keep leading. Soft
+/// fencing steps down within death timeout + one heartbeat of losing quorum.
+#[test]
+fn fencing_soft_isolated_leader_steps_down_within_death_timeout_plus_heartbeat() {
+    let mut s = sim_with(Fencing::Soft);
+    let l = s.run_until_leader(ms(2000)).unwrap();
+    s.run_for(ms(1000));
+    let cut = s.now;
+    s.isolate(l);
+    s.run_for(ms(2000));
+    let (at, reason) = stepped_down_at(&s, l).expect("soft fencing steps down");
+    assert_eq!(reason, StepDownReason::QuorumLost);
+    let after = at.saturating_duration_since(cut);
+    assert!(
+        after <= ms(400 + 100),
+        "stepped down {after:?} after losing quorum"
+    );
+    assert!(after >= ms(300), "stepped down too early: {after:?}");
+    let st = s.node(l).status();
+    assert_ne!(st.role, Role::Leader);
+    assert_eq!(st.term, 1, "same term, no bump");
+    // No heartbeats as leader after stepping down.
+    let late_heartbeats = s
+        .sent
+        .iter()
+        .filter(|(t, from, _, m)| {
+            *from == l && *t > at && matches!(m.kind, tenure::MessageKind::Heartbeat { .. })
+        })
+        .count();
+    assert_eq!(late_heartbeats, 0);
+}
+
+#[test]
+fn fencing_soft_keeps_leader_with_one_follower_gone() {
+    let mut s = sim_with(Fencing::Soft);
+    let l = s.run_until_leader(ms(2000)).unwrap();
+    let f = (1..=3).find(|&i| i != l).unwrap();
+    s.crash(f);
+    s.run_for(ms(5000));
+    assert_eq!(s.node(l).status().role, Role::Leader);
+}
+
+/// Strict fencing: the leader steps down exactly at `lease_until`, and no
+/// other node becomes leader before that instant.
+#[test]
+fn fencing_strict_steps_down_at_lease_until_before_anyone_else_leads() {
+    let mut s = sim_with(Fencing::Strict);
+    let l = s.run_until_leader(ms(2000)).unwrap();
+    s.run_for(ms(1000));
+    let lease = s
+        .node(l)
+        .lease(s.now)
+        .expect("a strict leader with a quorum holds a lease");
+    assert_eq!(lease.token, FencingToken { term: 1, leader: l });
+    assert_eq!(s.node(l).status().lease_until, Some(lease.valid_until));
+    s.isolate(l);
+    let mut last_lease = lease;
+    while s.node(l).status().role == Role::Leader {
+        if let Some(le) = s.node(l).lease(s.now) {
+            last_lease = le;
+        }
+        s.run_for(ms(1));
+    }
+    let (at, reason) = stepped_down_at(&s, l).unwrap();
+    assert_eq!(reason, StepDownReason::LeaseExpired);
+    assert_eq!(
+        at, last_lease.valid_until,
+        "steps down the moment the lease expires"
+    );
+    assert!(
+        s.run_until_true(ms(3000), |s| s.leaders().iter().any(|&x| x != l)),
+        "the others elect"
+    );
+    let new = s.leaders().into_iter().find(|&x| x != l).unwrap();
+    let elected_at = s
+        .events
+        .iter()
+        .find_map(|(t, n, e)| (matches!(e, Event::BecameLeader { .. }) && *n == new).then_some(*t))
+        .unwrap();
+    assert!(
+        elected_at > last_lease.valid_until,
+        "new leader at {elected_at:?}, old lease until {:?}",
+        last_lease.valid_until
+    );
+}
+
+#[test]
+fn fencing_strict_new_leader_has_no_lease_until_a_quorum_acks() {
+    let mut s = sim_with(Fencing::Strict);
+    while !s
+        .events
+        .iter()
+        .any(|(_, _, e)| matches!(e, Event::BecameLeader { .. }))
+    {
+        s.run_for(ms(1));
+        // Check at every millisecond: as soon as it leads, before acks arrive.
+        if let Some(l) = s.leaders().first().copied() {
+            if s.node(l).lease(s.now).is_none() {
+                let acks = s
+                    .sent
+                    .iter()
+                    .filter(|(_, _, to, m)| {
+                        *to == l && matches!(m.kind, tenure::MessageKind::HeartbeatResponse { .. })
+                    })
+                    .count();
+                assert_eq!(acks, 0);
+            }
+        }
+    }
+    let l = s.leaders()[0];
+    assert_eq!(
+        s.node(l).lease(s.now),
+        None,
+        "lease before the first quorum-acked round"
+    );
+    s.run_for(ms(5));
+    assert!(
+        s.node(l).lease(s.now).is_some(),
+        "lease after the first round is acknowledged"
+    );
+}
+
+#[test]
+fn strict_lease_is_shorter_than_death_timeout_by_drift_and_margin() {
+    let c = Config::new(1, [1, 2, 3])
+        .death_timeout(ms(1000))
+        .heartbeat_interval(ms(100))
+        .clock_drift_ppm(1000)
+        .lease_margin(ms(10));
+    // 1000 ms / 1.001 = 999.000999 ms, minus 10 ms.
+    assert_eq!(
+        c.effective_lease_duration(),
+        std::time::Duration::from_nanos(999_000_999 - 10_000_000)
+    );
+    let bad = Config::new(1, [1, 2, 3])
+        .fencing(Fencing::Strict)
+        .death_timeout(ms(150))
+        .heartbeat_interval(ms(100))
+        .lease_margin(ms(60));
+    assert!(matches!(
+        bad.validate(),
+        Err(tenure::ConfigError::LeaseTooShort { .. })
+    ));
+    assert!(matches!(
+        Config::new(1, [1]).clock_drift_ppm(2_000_000).validate(),
+        Err(tenure::ConfigError::DriftBoundTooLarge { .. })
+    ));
+}
+
+#[test]
+fn became_leader_carries_an_increasing_token() {
+    let mut s = sim_with(Fencing::Soft);
+    let l1 = s.run_until_leader(ms(2000)).unwrap();
+    s.crash(l1);
+    let l2 = s.run_until_leader(ms(3000)).unwrap();
+    let tokens: Vec<FencingToken> = s
+        .events
+        .iter()
+        .filter_map(|(_, _, e)| match e {
+            Event::BecameLeader { token, .. } => Some(*token),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(tokens.len(), 2);
+    assert!(tokens[0] < tokens[1]);
+    assert_eq!(
+        tokens[1],
+        FencingToken {
+            term: s.node(l2).status().term,
+            leader: l2
+        }
+    );
+    assert_eq!(s.node(l2).status().fencing_token, Some(tokens[1]));
+}
+
+// ------------------------------------------------------------ Fence
+
+#[test]
+fn fence_rejects_stale_accepts_equal_and_higher() {
+    let t = |term, leader| FencingToken { term, leader };
+    let mut fence = Fence::new();
+    assert_eq!(fence.check(t(3, 2)), Ok(()));
+    assert_eq!(fence.check(t(3, 2)), Ok(()), "equal is accepted");
+    let err = fence.check(t(2, 9)).unwrap_err();
+    assert_eq!((err.presented, err.highest), (t(2, 9), t(3, 2)));
+    assert!(err.to_string().contains("stale fencing token"));
+    assert_eq!(fence.check(t(4, 1)), Ok(()));
+    assert_eq!(fence.highest(), Some(t(4, 1)));
+    assert!(
+        fence.check(t(3, 2)).is_err(),
+        "the higher token is remembered"
+    );
+    let bytes = postcard::to_allocvec(&fence).unwrap();
+    let mut back: Fence = postcard::from_bytes(&bytes).unwrap();
+    assert_eq!(back, fence);
+    assert!(
+        back.check(t(3, 2)).is_err(),
+        "the fence survives a round trip"
+    );
+}
+
+// ------------------------------------------------------------ transfer
+
+fn transfer_events<P: tenure::LogPosition>(s: &Sim<P>, id: NodeId) -> Vec<Event> {
+    s.events_of(id)
+        .into_iter()
+        .filter(|e| {
+            matches!(
+                e,
+                Event::TransferCompleted { .. } | Event::TransferFailed { .. }
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn transfer_to_up_to_date_follower_completes_in_about_a_round_trip() {
+    let mut s = sim_with(Fencing::Strict);
+    let l = s.run_until_leader(ms(2000)).unwrap();
+    s.run_for(ms(1000));
+    let target = (1..=3).find(|&i| i != l).unwrap();
+    let t0 = s.now;
+    s.input(l, Input::TransferLeadership { to: target });
+    assert_eq!(
+        s.node(l).lease(s.now),
+        None,
+        "the lease is given up at once"
+    );
+    assert_eq!(s.node(l).status().lease_until, None);
+    let new = s.run_until_leader(ms(1000)).unwrap();
+    assert_eq!(new, target);
+    let took = s.now.saturating_duration_since(t0);
+    assert!(took <= ms(10), "transfer took {took:?} with 1 ms links");
+    s.run_for(ms(10));
+    assert_eq!(
+        transfer_events(&s, l),
+        vec![Event::TransferCompleted { to: target }]
+    );
+    assert!(s.events_of(l).iter().any(|e| matches!(
+        e,
+        Event::SteppedDown {
+            reason: StepDownReason::Transferred,
+            ..
+        }
+    )));
+}
+
+#[test]
+fn transfer_to_lagging_follower_waits_for_it_to_catch_up() {
+    let mut s: Sim<u64> = Sim::new(3, |id, v| cfg(id, v).fencing(Fencing::Strict));
+    let l = s.run_until_leader(ms(2000)).unwrap();
+    let target = (1..=3).find(|&i| i != l).unwrap();
+    s.input(l, Input::LogPosition(10));
+    s.input(target, Input::LogPosition(5));
+    s.run_for(ms(300));
+    s.input(l, Input::TransferLeadership { to: target });
+    s.run_for(ms(200));
+    assert_eq!(
+        s.agreed_leader(),
+        Some(l),
+        "must not hand over to a lagging target"
+    );
+    assert!(
+        !s.sent
+            .iter()
+            .any(|(_, _, _, m)| m.kind == tenure::MessageKind::TimeoutNow)
+    );
+    s.input(target, Input::LogPosition(10));
+    let ok = s.run_until_true(ms(500), |s| s.agreed_leader() == Some(target));
+    assert!(ok, "hand-over once caught up: {:?}", s.events);
+}
+
+#[test]
+fn transfer_to_non_voter_unknown_or_self_is_refused() {
+    let mut s = Sim::<()>::with_configs(4, |id| cfg(id, vec![1, 2, 3]).observers([4]).rng_seed(id));
+    let l = s.run_until_leader(ms(3000)).unwrap();
+    for (to, reason) in [
+        (4, TransferFailure::NotAVoter),
+        (42, TransferFailure::NotAVoter),
+        (l, TransferFailure::TargetIsSelf),
+    ] {
+        s.input(l, Input::TransferLeadership { to });
+        assert_eq!(
+            s.events_of(l).last(),
+            Some(&Event::TransferFailed { to, reason })
+        );
+    }
+    let f = (1..=3).find(|&i| i != l).unwrap();
+    s.input(f, Input::TransferLeadership { to: l });
+    assert_eq!(
+        s.events_of(f).last(),
+        Some(&Event::TransferFailed {
+            to: l,
+            reason: TransferFailure::NotLeader
+        })
+    );
+    assert_eq!(s.agreed_leader(), Some(l));
+}
+
+#[test]
+fn transfer_times_out_and_lease_returns_only_with_a_fresh_round() {
+    let mut s: Sim<u64> = Sim::new(3, |id, v| cfg(id, v).fencing(Fencing::Strict));
+    let l = s.run_until_leader(ms(2000)).unwrap();
+    let target = (1..=3).find(|&i| i != l).unwrap();
+    s.input(l, Input::LogPosition(10)); // the target never catches up
+    s.run_for(ms(500));
+    let t0 = s.now;
+    s.input(l, Input::TransferLeadership { to: target });
+    s.run_for(ms(399));
+    assert_eq!(s.node(l).lease(s.now), None);
+    s.run_for(ms(2));
+    assert_eq!(
+        transfer_events(&s, l),
+        vec![Event::TransferFailed {
+            to: target,
+            reason: TransferFailure::TimedOut
+        }]
+    );
+    let aborted = s.now;
+    assert_eq!(s.node(l).status().role, Role::Leader);
+    // The lease comes back once a round sent after the abort is acknowledged.
+    s.run_for(ms(150));
+    let lease = s
+        .node(l)
+        .lease(s.now)
+        .expect("lease regained by a fresh round");
+    assert!(
+        lease.valid_until > aborted + ms(300),
+        "lease must be anchored after the abort"
+    );
+    assert!(s.now.saturating_duration_since(t0) >= ms(400));
+}
+
+/// The target's voters still heard the leader a moment ago: without the
+/// transfer flag they would refuse (stickiness); with it they grant.
+#[test]
+fn transfer_bypasses_the_stickiness_that_protects_the_lease() {
+    let mut s = sim_with(Fencing::Strict);
+    let l = s.run_until_leader(ms(2000)).unwrap();
+    s.run_for(ms(350));
+    let target = (1..=3).find(|&i| i != l).unwrap();
+    let other = (1..=3).find(|&i| i != l && i != target).unwrap();
+    assert!(s.node(other).status().leader_idle.unwrap() < ms(100));
+    s.input(l, Input::TransferLeadership { to: target });
+    assert_eq!(s.run_until_leader(ms(100)), Some(target));
+    assert_eq!(s.node(other).status().leader, Some(target));
+}
+
+#[test]
+fn transfer_after_timeout_now_forfeits_the_lease_for_the_term() {
+    let mut s = sim_with(Fencing::Strict);
+    let l = s.run_until_leader(ms(2000)).unwrap();
+    s.run_for(ms(300));
+    let target = (1..=3).find(|&i| i != l).unwrap();
+    // The target is unreachable after TimeoutNow is sent: cut it right away.
+    s.input(l, Input::TransferLeadership { to: target });
+    s.crash(target);
+    s.run_for(ms(450));
+    assert!(transfer_events(&s, l).contains(&Event::TransferFailed {
+        to: target,
+        reason: TransferFailure::TimedOut
+    }));
+    // Strict: no lease can be regained this term, so the leader resigned.
+    assert!(s.events_of(l).iter().any(|e| matches!(
+        e,
+        Event::SteppedDown {
+            reason: StepDownReason::LeaseExpired,
+            ..
+        }
+    )));
+    assert_eq!(s.node(l).lease(s.now), None);
+}
+
+// ------------------------------------------------------------ promote / demote
+
+fn promote_failures(s: &Sim, id: NodeId) -> Vec<PromoteFailure> {
+    s.events_of(id)
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::PromoteFailed { reason } => Some(reason),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn promote_not_allowed_in_voter_or_off_mode() {
+    for mode in [Mode::Voter, Mode::Off] {
+        let mut s = Sim::<()>::new(3, move |id, v| cfg(id, v).mode(mode));
+        s.run_for(ms(500));
+        s.input(1, Input::Promote);
+        assert_eq!(promote_failures(&s, 1), vec![PromoteFailure::NotAllowed]);
+        assert_eq!(s.max_term(), 0);
+    }
+}
+
+#[test]
+fn promote_with_a_live_leader_fails_and_repeated_promotes_do_not_inflate_terms() {
+    for fencing in [Fencing::Strict, Fencing::Soft] {
+        let mut s = Sim::<()>::new(3, move |id, v| {
+            cfg(id, v).mode(Mode::Manual).fencing(fencing)
+        });
+        s.run_for(ms(500));
+        s.input(1, Input::Promote);
+        assert_eq!(s.run_until_leader(ms(1000)), Some(1));
+        for _ in 0..20 {
+            s.run_for(ms(50));
+            s.input(2, Input::Promote);
+        }
+        s.run_for(ms(1000));
+        assert_eq!(s.agreed_leader(), Some(1), "{fencing:?}");
+        assert_eq!(s.max_term(), 1, "{fencing:?}: promotes inflated the term");
+        let failures = promote_failures(&s, 2);
+        assert_eq!(
+            failures.len(),
+            20,
+            "{fencing:?}: each promote reports one outcome: {failures:?}"
+        );
+        assert!(
+            failures.iter().all(|f| matches!(
+                f,
+                PromoteFailure::OtherLeader { .. } | PromoteFailure::NoQuorum
+            )),
+            "{failures:?}"
+        );
+    }
+}
+
+#[test]
+fn promote_without_quorum_fails_within_one_election_timeout() {
+    let mut s = Sim::<()>::new(3, |id, v| cfg(id, v).mode(Mode::Manual));
+    s.run_for(ms(500));
+    s.isolate(1);
+    let t0 = s.now;
+    s.input(1, Input::Promote);
+    s.run_for(ms(1000));
+    let (at, reason) = s
+        .events
+        .iter()
+        .find_map(|(t, n, e)| match e {
+            Event::PromoteFailed { reason } if *n == 1 => Some((*t, *reason)),
+            _ => None,
+        })
+        .expect("a bounded outcome");
+    assert_eq!(reason, PromoteFailure::NoQuorum);
+    assert!(at.saturating_duration_since(t0) <= ms(400));
+    assert_eq!(s.node(1).status().term, 0, "pre-vote failed: no term bump");
+    assert_eq!(s.node(1).status().role, Role::Follower);
+}
+
+#[test]
+fn promote_outdated_term_and_other_leader_reasons() {
+    // Node 1 campaigns (pre-vote off so its vote round runs) while node 2
+    // wins a higher term.
+    let mut s = Sim::<()>::new(3, |id, v| cfg(id, v).mode(Mode::Manual).pre_vote(false));
+    s.run_for(ms(500));
+    s.cut(1, 3);
+    s.cut(3, 1);
+    s.cut(1, 2);
+    s.input(1, Input::Promote); // term 1, nobody hears it
+    s.input(2, Input::Promote);
+    s.input(2, Input::Promote);
+    s.run_for(ms(20));
+    s.heal();
+    s.run_for(ms(1000));
+    let f1 = promote_failures(&s, 1);
+    assert!(
+        matches!(
+            f1.as_slice(),
+            [PromoteFailure::OutdatedTerm { .. }]
+                | [PromoteFailure::OtherLeader { .. }]
+                | [PromoteFailure::NoQuorum]
+        ),
+        "{f1:?}"
+    );
+
+    // A demote cancels a running promotion.
+    let mut s = Sim::<()>::new(3, |id, v| cfg(id, v).mode(Mode::Manual));
+    s.run_for(ms(500));
+    s.isolate(1);
+    s.input(1, Input::Promote);
+    s.input(1, Input::Demote);
+    assert_eq!(promote_failures(&s, 1), vec![PromoteFailure::Cancelled]);
+}
+
+#[test]
+fn demote_resigns_in_same_term_and_does_not_campaign_for_a_death_timeout() {
+    let mut s = sim_with(Fencing::Strict);
+    let l = s.run_until_leader(ms(2000)).unwrap();
+    s.run_for(ms(300));
+    let term = s.max_term();
+    s.input(l, Input::Demote);
+    assert_eq!(s.node(l).lease(s.now), None);
+    assert!(s.events_of(l).iter().any(|e| matches!(
+        e,
+        Event::SteppedDown {
+            reason: StepDownReason::Demoted,
+            ..
+        }
+    )));
+    let new = s.run_until_leader(ms(2000)).unwrap();
+    assert_ne!(new, l, "leadership moved (Tarantool gh-9855)");
+    assert_eq!(s.max_term(), term + 1);
+}
