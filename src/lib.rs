@@ -105,11 +105,22 @@
 //! `follow_leader`, `leader_heartbeats_at_once`, `demote_moves_leadership`,
 //! `resign_releases_followers`, `promote_one_campaign`,
 //! `timeout_now_campaigns`, `pre_vote_duel_ranked`, `term_check` (term
-//! space exhaustion), `members_only`, `voters_only`.
+//! space exhaustion), `members_only`, `voters_only`, and for fencing
+//! `soft_fencing`, `strict_lease`, `transfer_leadership`.
+//!
+//! ## Fencing
+//!
+//! With [`Fencing::Strict`], [`Node::lease`] proves that no other node can be
+//! leader until the returned instant, given a bound on clock-rate drift; the
+//! argument is in the docs of [`Node::lease`]. Attach the lease's
+//! [`FencingToken`] to every write and let storage check it with a
+//! [`Fence`], which rejects tokens older than one it has seen.
 //!
 //! ## Features
 //! - `std` (default): `std::error::Error` for errors, std support in slog.
 //! - `serde` (default): serde derives on messages and durable state.
+//!
+//! - `sim`: the `sim` module, a deterministic cluster simulator.
 //!
 //! Without default features the crate is `no_std` + `alloc`.
 
@@ -128,6 +139,8 @@ mod node;
 mod position;
 mod quorum;
 mod rng;
+#[cfg(feature = "sim")]
+pub mod sim;
 mod status;
 mod time;
 
@@ -145,3 +158,8 @@ pub type NodeId = u64;
 
 /// Re-exported so drivers need not depend on `core::time` paths.
 pub use core::time::Duration;
+
+// The README's Rust examples are compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -1,52 +1,6 @@
 //! Leader fencing: soft step-down, the strict lease, and its proof.
 //!
-//! # The strict lease and why it is safe
-//!
-//! Let `E` be the death timeout and `ρ = 1 + clock_drift_ppm / 10⁶` the
-//! bound on how much faster any node's clock runs than any other's. The
-//! leader records the send time `s` (its own clock) of every heartbeat
-//! round. Once a quorum `Q` (the leader included) has acknowledged round
-//! `k` or a later one, the leader holds a lease until
-//!
-//! ```text
-//! lease_until = s_k + E / ρ − margin
-//! ```
-//!
-//! **Claim.** While the leader's clock reads below `lease_until`, no other
-//! node is or can become leader in this or a later term.
-//!
-//! **Argument.** Any successor needs the vote of a quorum, and every quorum
-//! intersects `Q`; let `v ∈ Q` be a voter in both. `v` accepted round `k`
-//! (or later) at some moment after `s_k`, and from then on it keeps the
-//! stickiness promise (rule `leader_stickiness`): for `E` on its own clock
-//! it grants no vote or pre-vote, adopts no higher term from a vote request,
-//! and casts no self-vote. A restarted `v` waits `E` before voting (rule
-//! `restart_waits_death_timeout`), so a crash does not shorten the promise.
-//! Hence `v` votes for a successor only after its clock advanced `E` past
-//! the receipt, so after the real time in which the leader's clock advanced
-//! at least `E / ρ` past `s_k`. At that moment the leader's clock reads at
-//! least `s_k + E / ρ > lease_until`: the lease is over before the
-//! successor even has its votes. Message delay and clock offset cancel out
-//! because the lease is anchored at the *send* time; only the rate ratio
-//! matters. `margin` covers the time between checking the lease and the
-//! guarded action taking effect.
-//!
-//! Two bypasses of the promise exist, and both end the lease first:
-//! - a transfer's `TimeoutNow` lets the target's voters skip stickiness, so
-//!   a leader gives up its lease when a transfer starts and, once it sent
-//!   `TimeoutNow`, claims none for the rest of the term (etcd #12704);
-//! - a `Resign` releases followers, and is sent only after stepping down.
-//!
-//! A new leader's lease starts only with the first quorum-acknowledged
-//! round of its term. The leader steps down the moment the lease (as
-//! computed from acknowledgements, before any transfer) ends; the deadline
-//! is part of [`Node::next_deadline`], never sampled at interval boundaries
-//! (etcd-io/raft #166).
-//!
-//! Assumptions: clocks keep counting during suspend and their rates stay
-//! within `ρ` of each other; durable state survives crashes. Pauses of the
-//! process between checking the lease and acting are not bounded by any
-//! clock: that is what fencing tokens are for.
+//! The strict lease's safety argument is the doc comment of [`Node::lease`].
 //!
 //! # Soft fencing
 //!
@@ -71,6 +25,55 @@ impl<P: LogPosition> Node<P> {
     /// Always `None` unless fencing is [`Fencing::Strict`], the node leads,
     /// a quorum acknowledged a heartbeat round of its term, no transfer is
     /// running, and the lease has not run out.
+    ///
+    /// # Why the strict lease is safe
+    ///
+    /// Let `E` be the death timeout and `ρ = 1 + clock_drift_ppm / 10⁶` the
+    /// bound on how much faster any node's clock runs than any other's. The
+    /// leader records the send time `s` (its own clock) of every heartbeat
+    /// round. Once a quorum `Q` (the leader included) has acknowledged round
+    /// `k` or a later one, the leader holds a lease until
+    ///
+    /// ```text
+    /// lease_until = s_k + E / ρ − margin
+    /// ```
+    ///
+    /// **Claim.** While the leader's clock reads below `lease_until`, no other
+    /// node is or can become leader in this or a later term.
+    ///
+    /// **Argument.** Any successor needs the vote of a quorum, and every quorum
+    /// intersects `Q`; let `v ∈ Q` be a voter in both. `v` accepted round `k`
+    /// (or later) at some moment after `s_k`, and from then on it keeps the
+    /// stickiness promise (rule `leader_stickiness`): for `E` on its own clock
+    /// it grants no vote or pre-vote, adopts no higher term from a vote request,
+    /// and casts no self-vote. A restarted `v` waits `E` before voting (rule
+    /// `restart_waits_death_timeout`), so a crash does not shorten the promise.
+    /// Hence `v` votes for a successor only after its clock advanced `E` past
+    /// the receipt, so after the real time in which the leader's clock advanced
+    /// at least `E / ρ` past `s_k`. At that moment the leader's clock reads at
+    /// least `s_k + E / ρ > lease_until`: the lease is over before the
+    /// successor even has its votes. Message delay and clock offset cancel out
+    /// because the lease is anchored at the *send* time; only the rate ratio
+    /// matters. `margin` covers the time between checking the lease and the
+    /// guarded action taking effect.
+    ///
+    /// Two bypasses of the promise exist, and both end the lease first:
+    /// - a transfer's `TimeoutNow` lets the target's voters skip stickiness, so
+    ///   a leader gives up its lease when a transfer starts and, once it sent
+    ///   `TimeoutNow`, claims none for the rest of the term (etcd #12704);
+    /// - a `Resign` releases followers, and is sent only after stepping down.
+    ///
+    /// A new leader's lease starts only with the first quorum-acknowledged
+    /// round of its term. The leader steps down the moment the lease (as
+    /// computed from acknowledgements, before any transfer) ends; the deadline
+    /// is part of [`Node::next_deadline`](crate::Node::next_deadline), never sampled at interval boundaries
+    /// (etcd-io/raft #166).
+    ///
+    /// Assumptions: clocks keep counting during suspend and their rates stay
+    /// within `ρ` of each other; durable state survives crashes. Pauses of the
+    /// process between checking the lease and acting are not bounded by any
+    /// clock: that is what fencing tokens are for.
+    ///
     #[must_use]
     pub fn lease(&self, now: Instant) -> Option<Lease> {
         if self.fencing != Fencing::Strict || self.role != Role::Leader || self.transfer.is_some() {

@@ -1,0 +1,195 @@
+//! Invariants evaluated after every simulated event.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::format;
+use std::string::String;
+
+use crate::{Event, FencingToken, HardState, Instant, Lease, NodeId, Role, Status};
+
+/// A broken invariant, with what is needed to replay it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// The run's seed.
+    pub seed: u64,
+    /// Real (simulated) instant of the violation.
+    pub at: Instant,
+    /// The invariant's name.
+    pub invariant: &'static str,
+    /// What exactly happened.
+    pub detail: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "invariant `{}` violated at {:?} (seed {}): {}",
+            self.invariant, self.at, self.seed, self.detail
+        )
+    }
+}
+
+/// What the checker sees of a live node at one instant.
+pub(crate) struct NodeView {
+    pub(crate) id: NodeId,
+    pub(crate) status: Status,
+    /// `lease(local now)`.
+    pub(crate) lease: Option<Lease>,
+}
+
+/// Safety invariants over a whole run:
+///
+/// - `one_leader_per_term`: at most one node is ever leader in a term;
+/// - `term_never_decreases`: per node, volatile within a life, durable always;
+/// - `vote_never_changes`: a durable vote never changes within a term;
+/// - `no_action_on_volatile_vote`: Leader or Candidate only on a durable self-vote;
+/// - `tokens_increase`: each node's successive leadership tokens increase;
+/// - `lease_exclusive`: at no real instant do two nodes hold a valid lease;
+/// - `lease_outlives_newer_leader`: no node holds a lease after a leader of a
+///   higher term was elected;
+/// - `lease_tokens_increase`: the tokens of valid leases never go back in
+///   real time (what a storage `Fence` relies on).
+#[derive(Clone, Debug, Default)]
+pub struct Checker {
+    last_term: BTreeMap<NodeId, u64>,
+    leaders_by_term: BTreeMap<u64, NodeId>,
+    last_token: BTreeMap<NodeId, FencingToken>,
+    max_elected_term: u64,
+    max_term: u64,
+    max_lease_token: Option<FencingToken>,
+    pending: Option<(Instant, &'static str, String)>,
+}
+
+impl Checker {
+    /// Highest term any node reached.
+    pub fn max_term(&self) -> u64 {
+        self.max_term
+    }
+
+    fn fail(&mut self, at: Instant, invariant: &'static str, detail: String) {
+        if self.pending.is_none() {
+            self.pending = Some((at, invariant, detail));
+        }
+    }
+
+    pub(crate) fn on_restart(&mut self, id: NodeId, disk: HardState) {
+        // Volatile state that never became durable is legitimately lost.
+        self.last_term.insert(id, disk.term);
+    }
+
+    pub(crate) fn on_durable(&mut self, id: NodeId, old: HardState, new: HardState, at: Instant) {
+        if new.term < old.term {
+            self.fail(
+                at,
+                "term_never_decreases",
+                format!("node {id} durable term {old:?} -> {new:?}"),
+            );
+        } else if new.term == old.term && old.vote.is_some() && new.vote != old.vote {
+            self.fail(
+                at,
+                "vote_never_changes",
+                format!("node {id} durable vote {old:?} -> {new:?}"),
+            );
+        }
+    }
+
+    pub(crate) fn on_event(&mut self, id: NodeId, event: &Event, at: Instant) {
+        if let Event::BecameLeader { term, token, .. } = event {
+            self.max_elected_term = self.max_elected_term.max(*term);
+            if let Some(prev) = self.last_token.insert(id, *token) {
+                if *token <= prev {
+                    self.fail(
+                        at,
+                        "tokens_increase",
+                        format!("node {id} token {token:?} after {prev:?}"),
+                    );
+                }
+            }
+            let first = *self.leaders_by_term.entry(*term).or_insert(id);
+            if first != id {
+                self.fail(
+                    at,
+                    "one_leader_per_term",
+                    format!("term {term}: node {first} and node {id}"),
+                );
+            }
+        }
+    }
+
+    pub(crate) fn check(
+        &mut self,
+        seed: u64,
+        now: Instant,
+        views: &[NodeView],
+    ) -> Option<Violation> {
+        for v in views {
+            let st = &v.status;
+            self.max_term = self.max_term.max(st.term);
+            let last = self.last_term.insert(v.id, st.term).unwrap_or(0);
+            if st.term < last {
+                let detail = format!("node {} term {} -> {}", v.id, last, st.term);
+                self.fail(now, "term_never_decreases", detail);
+            }
+            if matches!(st.role, Role::Leader | Role::Candidate)
+                && st.persisted != HardState::new(st.term, Some(v.id))
+            {
+                let detail = format!(
+                    "node {} is {:?} in term {} with durable {:?}",
+                    v.id, st.role, st.term, st.persisted
+                );
+                self.fail(now, "no_action_on_volatile_vote", detail);
+            }
+            if st.role == Role::Leader {
+                let first = *self.leaders_by_term.entry(st.term).or_insert(v.id);
+                if first != v.id {
+                    self.fail(
+                        now,
+                        "one_leader_per_term",
+                        format!("term {}: node {first} and node {}", st.term, v.id),
+                    );
+                }
+            }
+        }
+        let mut holder: Option<(NodeId, Lease)> = None;
+        for v in views {
+            let Some(lease) = v.lease else { continue };
+            if let Some((other, other_lease)) = holder {
+                let detail = format!(
+                    "node {other} holds {other_lease:?} while node {} holds {lease:?}",
+                    v.id
+                );
+                self.fail(now, "lease_exclusive", detail);
+            }
+            holder = Some((v.id, lease));
+            if self.max_elected_term > lease.token.term {
+                let detail = format!(
+                    "node {} holds {lease:?} after a leader of term {} was elected",
+                    v.id, self.max_elected_term
+                );
+                self.fail(now, "lease_outlives_newer_leader", detail);
+            }
+            if let Some(max) = self.max_lease_token {
+                if lease.token < max {
+                    self.fail(
+                        now,
+                        "lease_tokens_increase",
+                        format!("node {} holds {lease:?} after {max:?}", v.id),
+                    );
+                }
+            }
+            self.max_lease_token = Some(
+                self.max_lease_token
+                    .map_or(lease.token, |m| m.max(lease.token)),
+            );
+        }
+        self.pending
+            .take()
+            .map(|(at, invariant, detail)| Violation {
+                seed,
+                at,
+                invariant,
+                detail,
+            })
+    }
+}

@@ -1,0 +1,594 @@
+//! A deterministic cluster simulator (feature `sim`).
+//!
+//! It drives real [`Node`]s through their public API, the way a user's
+//! driver would, over a simulated network, disks and clocks, all derived
+//! from one seed:
+//!
+//! - one virtual real-time clock, and per node a local clock whose rate
+//!   differs from real time by up to half the configured skew, so any two
+//!   nodes' rates differ by at most `clock_skew_ppm` (set it above the
+//!   nodes' `clock_drift_ppm` to break the lease assumption on purpose);
+//! - a network with a uniform latency range, loss and duplication
+//!   (reordering follows from random latencies) and directional cuts;
+//! - disks with a write latency range, stalls, and crashes after which an
+//!   unacknowledged write may or may not have survived;
+//! - a fault schedule ([`Scenario`]).
+//!
+//! After every event the [`Checker`]'s invariants are evaluated; the first
+//! violation stops the run and is reported with the seed.
+
+mod check;
+mod scenario;
+
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap};
+use std::fmt::Write as _;
+use std::rc::Rc;
+use std::string::String;
+use std::time::Duration;
+use std::vec::Vec;
+
+use rand_core::{Rng, SeedableRng};
+use rand_pcg::Pcg64Mcg;
+
+pub use check::{Checker, Violation};
+pub use scenario::{Fault, Scenario};
+
+use crate::{Action, Config, Event, HardState, Input, Instant, Message, Node, NodeId, Role};
+
+/// Builds the configuration of node `id` given all voter ids.
+pub type NodeConfigFn = Rc<dyn Fn(NodeId, &[NodeId]) -> Config>;
+
+/// Environment of a simulation run.
+#[derive(Clone)]
+pub struct SimConfig {
+    /// Number of nodes, ids `1..=nodes`, all voters.
+    pub nodes: u64,
+    /// Seed of everything random in the run (node seeds derive from it).
+    pub seed: u64,
+    /// One-way message latency range.
+    pub latency: (Duration, Duration),
+    /// Probability that a message is lost.
+    pub loss: f64,
+    /// Probability that a message is delivered twice.
+    pub duplicate: f64,
+    /// Durable-write latency range.
+    pub write_latency: (Duration, Duration),
+    /// Largest difference between two nodes' clock rates, in ppm.
+    pub clock_skew_ppm: u32,
+    /// Node configuration.
+    pub node_config: NodeConfigFn,
+}
+
+impl core::fmt::Debug for SimConfig {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("SimConfig")
+            .field("nodes", &self.nodes)
+            .field("seed", &self.seed)
+            .field("latency", &self.latency)
+            .field("loss", &self.loss)
+            .field("duplicate", &self.duplicate)
+            .field("write_latency", &self.write_latency)
+            .field("clock_skew_ppm", &self.clock_skew_ppm)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SimConfig {
+    /// `nodes` voters with default node configuration, a 1–5 ms network, a
+    /// 1–3 ms disk and clocks within 100 ppm of each other.
+    pub fn new(nodes: u64, seed: u64) -> SimConfig {
+        SimConfig {
+            nodes,
+            seed,
+            latency: (Duration::from_millis(1), Duration::from_millis(5)),
+            loss: 0.0,
+            duplicate: 0.0,
+            write_latency: (Duration::from_millis(1), Duration::from_millis(3)),
+            clock_skew_ppm: 100,
+            node_config: Rc::new(|id, voters| Config::new(id, voters.iter().copied())),
+        }
+    }
+}
+
+/// A node's local clock: `local = offset + real · (1 + rate_ppm / 10⁶)`.
+#[derive(Clone, Copy, Debug)]
+struct Clock {
+    offset: u64,
+    rate_ppm: i64,
+}
+
+impl Clock {
+    fn local(&self, real: Instant) -> Instant {
+        let r = i128::from(real.as_nanos());
+        let scaled = r + r * i128::from(self.rate_ppm) / 1_000_000;
+        Instant::from_nanos(self.offset.saturating_add(scaled.max(0) as u64))
+    }
+
+    /// The first real instant at which the local clock reads `local` or more.
+    fn real(&self, local: Instant) -> Instant {
+        let l = i128::from(local.as_nanos().saturating_sub(self.offset));
+        let denom = 1_000_000 + i128::from(self.rate_ppm);
+        let real = (l * 1_000_000 + denom - 1) / denom;
+        let mut t = Instant::from_nanos(u64::try_from(real).unwrap_or(u64::MAX));
+        // Integer rounding: step forward until the local clock has arrived.
+        while self.local(t) < local && t < Instant::MAX {
+            t = Instant::from_nanos(t.as_nanos() + 1);
+        }
+        t
+    }
+}
+
+struct SimNode {
+    id: NodeId,
+    node: Option<Node>,
+    disk: HardState,
+    pending_write: Option<HardState>,
+    write_gen: u64,
+    stalled: bool,
+    clock: Clock,
+    timer_gen: u64,
+    incarnation: u64,
+}
+
+enum Payload {
+    Deliver {
+        from: NodeId,
+        to: NodeId,
+        message: Message,
+    },
+    WriteDone {
+        node: NodeId,
+        generation: u64,
+    },
+    Timer {
+        node: NodeId,
+        generation: u64,
+    },
+    Fault(Fault),
+    End,
+}
+
+struct Scheduled {
+    at: Instant,
+    seq: u64,
+    payload: Payload,
+}
+
+impl PartialEq for Scheduled {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for Scheduled {}
+impl PartialOrd for Scheduled {
+    fn partial_cmp(&self, other: &Self) -> Option<core::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Scheduled {
+    fn cmp(&self, other: &Self) -> core::cmp::Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+/// What one run produced.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    /// The run's seed.
+    pub seed: u64,
+    /// The first invariant violation, if any (the run stopped there).
+    pub violation: Option<Violation>,
+    /// Number of `BecameLeader` events.
+    pub elections: u64,
+    /// Highest term reached.
+    pub max_term: u64,
+    /// Events processed.
+    pub events: u64,
+    /// Events after which some node held a valid lease (shows that the
+    /// lease checks were exercised).
+    pub lease_events: u64,
+    /// Real instant the run ended.
+    pub ended_at: Instant,
+}
+
+/// A simulated cluster.
+pub struct Cluster {
+    cfg: SimConfig,
+    rng: Pcg64Mcg,
+    now: Instant,
+    seq: u64,
+    queue: BinaryHeap<Reverse<Scheduled>>,
+    nodes: Vec<SimNode>,
+    cut: BTreeSet<(NodeId, NodeId)>,
+    loss: f64,
+    checker: Checker,
+    trace: Option<String>,
+    buf: Vec<Action>,
+    report: Report,
+}
+
+impl Cluster {
+    /// A cluster at real time zero, every node freshly started.
+    pub fn new(cfg: SimConfig) -> Cluster {
+        let mut rng = Pcg64Mcg::seed_from_u64(cfg.seed);
+        let ids: Vec<NodeId> = (1..=cfg.nodes).collect();
+        let half = i64::from(cfg.clock_skew_ppm / 2);
+        let mut nodes = Vec::new();
+        for &id in &ids {
+            let rate_ppm = if half == 0 {
+                0
+            } else {
+                (rng.next_u64() % (2 * half as u64 + 1)) as i64 - half
+            };
+            let clock = Clock {
+                offset: rng.next_u64() % 1_000_000_000_000,
+                rate_ppm,
+            };
+            nodes.push(SimNode {
+                id,
+                node: None,
+                disk: HardState::default(),
+                pending_write: None,
+                write_gen: 0,
+                stalled: false,
+                clock,
+                timer_gen: 0,
+                incarnation: 0,
+            });
+        }
+        let loss = cfg.loss;
+        let mut cluster = Cluster {
+            cfg,
+            rng,
+            now: Instant::ZERO,
+            seq: 0,
+            queue: BinaryHeap::new(),
+            nodes,
+            cut: BTreeSet::new(),
+            loss,
+            checker: Checker::default(),
+            trace: None,
+            buf: Vec::new(),
+            report: Report::default(),
+        };
+        cluster.report.seed = cluster.cfg.seed;
+        for id in ids {
+            cluster.start_node(id);
+        }
+        cluster
+    }
+
+    /// Records a human-readable event log (see [`Cluster::trace`]).
+    pub fn enable_trace(&mut self) {
+        self.trace = Some(String::new());
+    }
+
+    /// The event log, if enabled.
+    pub fn trace(&self) -> Option<&str> {
+        self.trace.as_deref()
+    }
+
+    /// The current real instant.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// A node, if it is up.
+    pub fn node(&self, id: NodeId) -> Option<&Node> {
+        self.slot(id).and_then(|s| s.node.as_ref())
+    }
+
+    /// Node `id`'s local clock reading now.
+    pub fn local_now(&self, id: NodeId) -> Option<Instant> {
+        self.slot(id).map(|s| s.clock.local(self.now))
+    }
+
+    /// Nodes whose role is leader.
+    pub fn leaders(&self) -> Vec<NodeId> {
+        self.nodes
+            .iter()
+            .filter(|s| {
+                s.node
+                    .as_ref()
+                    .is_some_and(|n| n.status().role == Role::Leader)
+            })
+            .map(|s| s.id)
+            .collect()
+    }
+
+    fn slot(&self, id: NodeId) -> Option<&SimNode> {
+        self.nodes.get(usize::try_from(id).ok()?.checked_sub(1)?)
+    }
+
+    fn idx(&self, id: NodeId) -> Option<usize> {
+        usize::try_from(id)
+            .ok()?
+            .checked_sub(1)
+            .filter(|&i| i < self.nodes.len())
+    }
+
+    fn schedule(&mut self, at: Instant, payload: Payload) {
+        self.seq += 1;
+        self.queue.push(Reverse(Scheduled {
+            at,
+            seq: self.seq,
+            payload,
+        }));
+    }
+
+    fn uniform(&mut self, range: (Duration, Duration)) -> Duration {
+        let (lo, hi) = range;
+        let span = hi.saturating_sub(lo).as_nanos() as u64;
+        if span == 0 {
+            return lo;
+        }
+        lo + Duration::from_nanos(self.rng.next_u64() % (span + 1))
+    }
+
+    fn chance(&mut self, p: f64) -> bool {
+        p > 0.0 && (self.rng.next_u64() as f64 / u64::MAX as f64) < p
+    }
+
+    fn log(&mut self, id: NodeId, what: core::fmt::Arguments<'_>) {
+        if let Some(t) = self.trace.as_mut() {
+            let _ = writeln!(t, "{:>12} n{id} {what}", format!("{:?}", self.now));
+        }
+    }
+
+    fn start_node(&mut self, id: NodeId) {
+        let Some(i) = self.idx(id) else { return };
+        if self.nodes[i].node.is_some() {
+            return;
+        }
+        let voters: Vec<NodeId> = (1..=self.cfg.nodes).collect();
+        let config = (self.cfg.node_config)(id, &voters).rng_seed(self.rng.next_u64());
+        let local = self.nodes[i].clock.local(self.now);
+        let disk = self.nodes[i].disk;
+        match Node::new(config, disk, local) {
+            Ok(node) => {
+                self.nodes[i].node = Some(node);
+                self.nodes[i].incarnation += 1;
+                self.checker.on_restart(id, disk);
+                self.log(id, format_args!("start from {disk:?}"));
+                self.reschedule_timer(i);
+            }
+            Err(e) => panic!("simulated node {id} has an invalid configuration: {e}"),
+        }
+    }
+
+    fn reschedule_timer(&mut self, i: usize) {
+        let Some(deadline) = self.nodes[i].node.as_ref().and_then(|n| n.next_deadline()) else {
+            return;
+        };
+        let at = self.nodes[i].clock.real(deadline).max(self.now);
+        self.nodes[i].timer_gen += 1;
+        let (node, generation) = (self.nodes[i].id, self.nodes[i].timer_gen);
+        self.schedule(at, Payload::Timer { node, generation });
+    }
+
+    /// Feeds `input` to node `id` (if up) at the current real time.
+    pub fn input(&mut self, id: NodeId, input: Input) {
+        let Some(i) = self.idx(id) else { return };
+        let local = self.nodes[i].clock.local(self.now);
+        let mut buf = core::mem::take(&mut self.buf);
+        let Some(node) = self.nodes[i].node.as_mut() else {
+            return;
+        };
+        node.step_into(local, input, &mut buf);
+        for action in buf.drain(..) {
+            self.execute(i, action);
+        }
+        self.buf = buf;
+        self.reschedule_timer(i);
+    }
+
+    fn execute(&mut self, i: usize, action: Action) {
+        let id = self.nodes[i].id;
+        match action {
+            Action::Persist(state) => {
+                self.log(id, format_args!("persist {state:?}"));
+                self.nodes[i].pending_write = Some(state);
+                self.nodes[i].write_gen += 1;
+                if !self.nodes[i].stalled {
+                    let at = self.now + self.uniform(self.cfg.write_latency);
+                    let generation = self.nodes[i].write_gen;
+                    self.schedule(
+                        at,
+                        Payload::WriteDone {
+                            node: id,
+                            generation,
+                        },
+                    );
+                }
+            }
+            Action::Send { to, message } => {
+                if self.cut.contains(&(id, to)) || self.chance(self.loss) {
+                    return;
+                }
+                let copies = if self.chance(self.cfg.duplicate) {
+                    2
+                } else {
+                    1
+                };
+                for _ in 0..copies {
+                    let at = self.now + self.uniform(self.cfg.latency);
+                    self.schedule(
+                        at,
+                        Payload::Deliver {
+                            from: id,
+                            to,
+                            message: message.clone(),
+                        },
+                    );
+                }
+            }
+            Action::Event(event) => {
+                self.log(id, format_args!("{event:?}"));
+                if matches!(event, Event::BecameLeader { .. }) {
+                    self.report.elections += 1;
+                }
+                self.checker.on_event(id, &event, self.now);
+            }
+        }
+    }
+
+    fn complete_write(&mut self, i: usize) {
+        let Some(state) = self.nodes[i].pending_write.take() else {
+            return;
+        };
+        let id = self.nodes[i].id;
+        self.checker
+            .on_durable(id, self.nodes[i].disk, state, self.now);
+        self.nodes[i].disk = state;
+        self.input(id, Input::Persisted(state));
+    }
+
+    /// Applies a fault now.
+    pub fn apply(&mut self, fault: Fault) {
+        match fault {
+            Fault::Crash(id) => self.crash(id),
+            Fault::CrashLeader => {
+                if let Some(&l) = self.leaders().first() {
+                    self.crash(l);
+                }
+            }
+            Fault::Restart(id) => self.start_node(id),
+            Fault::RestartAll => {
+                for id in 1..=self.cfg.nodes {
+                    self.start_node(id);
+                }
+            }
+            Fault::Isolate(id) => self.isolate(id),
+            Fault::IsolateLeader => {
+                if let Some(&l) = self.leaders().first() {
+                    self.isolate(l);
+                }
+            }
+            Fault::Cut { from, to } => {
+                self.cut.insert((from, to));
+            }
+            Fault::Heal => self.cut.clear(),
+            Fault::SetLoss(p) => self.loss = p,
+            Fault::StallDisk(id) => {
+                if let Some(i) = self.idx(id) {
+                    self.nodes[i].stalled = true;
+                }
+            }
+            Fault::UnstallDisk(id) => {
+                if let Some(i) = self.idx(id) {
+                    self.nodes[i].stalled = false;
+                    if self.nodes[i].pending_write.is_some() {
+                        self.complete_write(i);
+                    }
+                }
+            }
+            Fault::Input(id, input) => self.input(id, input),
+        }
+    }
+
+    fn isolate(&mut self, id: NodeId) {
+        for other in 1..=self.cfg.nodes {
+            if other != id {
+                self.cut.insert((id, other));
+                self.cut.insert((other, id));
+            }
+        }
+        self.log(id, format_args!("isolated"));
+    }
+
+    fn crash(&mut self, id: NodeId) {
+        let Some(i) = self.idx(id) else { return };
+        if self.nodes[i].node.take().is_none() {
+            return;
+        }
+        // A write issued but not acknowledged may or may not have landed.
+        if let Some(state) = self.nodes[i].pending_write.take() {
+            if self.chance(0.5) {
+                self.checker
+                    .on_durable(id, self.nodes[i].disk, state, self.now);
+                self.nodes[i].disk = state;
+            }
+        }
+        self.nodes[i].write_gen += 1;
+        self.nodes[i].timer_gen += 1;
+        let disk = self.nodes[i].disk;
+        self.log(id, format_args!("crashed; disk {disk:?}"));
+    }
+
+    /// Runs `scenario` to its end or to the first violation.
+    pub fn run(mut self, scenario: &Scenario) -> Report {
+        for (after, fault) in &scenario.faults {
+            self.schedule(Instant::ZERO + *after, Payload::Fault(fault.clone()));
+        }
+        self.schedule(Instant::ZERO + scenario.duration, Payload::End);
+        let max_events = 50_000 + scenario.duration.as_millis() as u64 * 2_000;
+        while let Some(Reverse(ev)) = self.queue.pop() {
+            self.now = self.now.max(ev.at);
+            self.report.events += 1;
+            if self.report.events > max_events {
+                self.report.violation = Some(Violation {
+                    seed: self.cfg.seed,
+                    at: self.now,
+                    invariant: "progress",
+                    detail: String::from(
+                        "too many events: a node's deadline does not move forward",
+                    ),
+                });
+                break;
+            }
+            match ev.payload {
+                Payload::End => break,
+                Payload::Deliver { from, to, message } => {
+                    self.log(to, format_args!("<- n{from} {message:?}"));
+                    self.input(to, Input::Receive { from, message });
+                }
+                Payload::WriteDone { node, generation } => {
+                    if let Some(i) = self.idx(node) {
+                        if self.nodes[i].write_gen == generation && self.nodes[i].node.is_some() {
+                            self.complete_write(i);
+                        }
+                    }
+                }
+                Payload::Timer { node, generation } => {
+                    if let Some(i) = self.idx(node) {
+                        if self.nodes[i].timer_gen == generation {
+                            self.input(node, Input::Tick);
+                        }
+                    }
+                }
+                Payload::Fault(fault) => self.apply(fault),
+            }
+            if let Some(v) = self.check() {
+                self.log(0, format_args!("VIOLATION {v}"));
+                self.report.violation = Some(v);
+                break;
+            }
+        }
+        self.report.ended_at = self.now;
+        self.report.max_term = self.checker.max_term();
+        self.report
+    }
+
+    fn check(&mut self) -> Option<Violation> {
+        let now = self.now;
+        let seed = self.cfg.seed;
+        let views: Vec<check::NodeView> = self
+            .nodes
+            .iter()
+            .filter_map(|s| {
+                let node = s.node.as_ref()?;
+                let local = s.clock.local(now);
+                Some(check::NodeView {
+                    id: s.id,
+                    status: node.status(),
+                    lease: node.lease(local),
+                })
+            })
+            .collect();
+        if views.iter().any(|v| v.lease.is_some()) {
+            self.report.lease_events += 1;
+        }
+        self.checker.check(seed, now, &views)
+    }
+}

@@ -1,0 +1,122 @@
+//! Fault schedules.
+
+use std::string::String;
+use std::time::Duration;
+use std::vec::Vec;
+
+use rand_core::{Rng, SeedableRng};
+use rand_pcg::Pcg64Mcg;
+
+use crate::{Input, NodeId};
+
+/// One fault, applied at a scheduled instant.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum Fault {
+    /// The node stops; its unacknowledged write may or may not survive.
+    Crash(NodeId),
+    /// Crash whichever node leads now (nothing if none).
+    CrashLeader,
+    /// Restart a crashed node from its disk.
+    Restart(NodeId),
+    /// Restart every crashed node.
+    RestartAll,
+    /// Cut a node from everyone, both directions.
+    Isolate(NodeId),
+    /// Isolate whichever node leads now.
+    IsolateLeader,
+    /// Drop messages from `from` to `to` (one direction).
+    Cut {
+        /// Sender side.
+        from: NodeId,
+        /// Receiver side.
+        to: NodeId,
+    },
+    /// Remove every cut.
+    Heal,
+    /// Set the message loss probability.
+    SetLoss(f64),
+    /// Writes on this node stop completing.
+    StallDisk(NodeId),
+    /// The stalled write completes; writes flow again.
+    UnstallDisk(NodeId),
+    /// Feed an input (promote, demote, transfer) to a node.
+    Input(NodeId, Input),
+}
+
+/// A named fault schedule over a simulated duration.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    /// Name shown in reports.
+    pub name: String,
+    /// Simulated run length.
+    pub duration: Duration,
+    /// Faults with the real time (from start) they apply at.
+    pub faults: Vec<(Duration, Fault)>,
+}
+
+impl Scenario {
+    /// An empty schedule.
+    pub fn new(name: &str, duration: Duration) -> Scenario {
+        Scenario {
+            name: String::from(name),
+            duration,
+            faults: Vec::new(),
+        }
+    }
+
+    /// Adds `fault` at `at` from start.
+    pub fn with(mut self, at: Duration, fault: Fault) -> Scenario {
+        self.faults.push((at, fault));
+        self
+    }
+
+    /// A random schedule for `nodes` nodes: every 0.2–2 s one of
+    /// isolations, one-way cuts, heals, leader crashes, restarts, loss
+    /// changes, disk stalls, promotes, demotes and transfers. Everything
+    /// heals and restarts in the last fifth of the run.
+    pub fn random(seed: u64, nodes: u64, duration: Duration) -> Scenario {
+        let mut rng = Pcg64Mcg::seed_from_u64(seed ^ 0x5CE7_A210);
+        let mut s = Scenario::new("random", duration);
+        let quiet = duration.mul_f64(0.8);
+        let mut at = Duration::from_millis(500);
+        let mut pick = |n: u64| rng.next_u64() % n;
+        while at < quiet {
+            let node = 1 + pick(nodes);
+            let other = 1 + pick(nodes);
+            let fault = match pick(14) {
+                0 => Fault::IsolateLeader,
+                1 => Fault::Isolate(node),
+                2 | 3 => Fault::Cut {
+                    from: node,
+                    to: other,
+                },
+                4 | 5 => Fault::Heal,
+                6 => Fault::CrashLeader,
+                7 => Fault::Crash(node),
+                8 => Fault::RestartAll,
+                9 => Fault::SetLoss(pick(30) as f64 / 100.0),
+                10 => Fault::StallDisk(node),
+                11 => Fault::UnstallDisk(node),
+                12 => Fault::Input(
+                    node,
+                    if pick(2) == 0 {
+                        Input::Promote
+                    } else {
+                        Input::Demote
+                    },
+                ),
+                _ => Fault::Input(node, Input::TransferLeadership { to: other }),
+            };
+            s.faults.push((at, fault));
+            at += Duration::from_millis(200 + pick(1800));
+        }
+        s.faults.push((quiet, Fault::Heal));
+        s.faults.push((quiet, Fault::SetLoss(0.0)));
+        s.faults.push((quiet, Fault::RestartAll));
+        for id in 1..=nodes {
+            s.faults.push((quiet, Fault::UnstallDisk(id)));
+        }
+        s
+    }
+}
