@@ -549,3 +549,89 @@ fn demote_resigns_in_same_term_and_does_not_campaign_for_a_death_timeout() {
     assert_ne!(new, l, "leadership moved (Tarantool gh-9855)");
     assert_eq!(s.max_term(), term + 1);
 }
+
+/// Each promote failure reason, deterministically on one node.
+#[test]
+fn promote_reports_outdated_term_and_other_leader() {
+    use tenure::{Action, HardState, Message, MessageKind, Node};
+    fn promoted_candidate() -> (Node, Instant) {
+        let c = cfg(1, vec![1, 2, 3]).mode(Mode::Manual);
+        let mut n: Node = Node::new(c, HardState::default(), Instant::ZERO).unwrap();
+        let now = Instant::from_millis(1000);
+        n.step(now, Input::Promote);
+        let acts = n.step(
+            now,
+            Input::Receive {
+                from: 2,
+                message: Message {
+                    term: 1,
+                    kind: MessageKind::PreVoteResponse { granted: true },
+                },
+            },
+        );
+        for a in acts {
+            if let Action::Persist(s) = a {
+                n.step(now, Input::Persisted(s));
+            }
+        }
+        assert_eq!(n.status().role, Role::Candidate);
+        (n, now)
+    }
+    let failures = |acts: Vec<Action>| -> Vec<PromoteFailure> {
+        acts.into_iter()
+            .filter_map(|a| match a {
+                Action::Event(Event::PromoteFailed { reason }) => Some(reason),
+                _ => None,
+            })
+            .collect()
+    };
+
+    let (mut n, now) = promoted_candidate();
+    let acts = n.step(
+        now,
+        Input::Receive {
+            from: 3,
+            message: Message {
+                term: 5,
+                kind: MessageKind::VoteResponse { granted: false },
+            },
+        },
+    );
+    assert_eq!(
+        failures(acts),
+        vec![PromoteFailure::OutdatedTerm { term: 5 }]
+    );
+
+    let (mut n, now) = promoted_candidate();
+    let acts = n.step(
+        now,
+        Input::Receive {
+            from: 3,
+            message: Message {
+                term: 1,
+                kind: MessageKind::Heartbeat { seq: 1 },
+            },
+        },
+    );
+    assert_eq!(
+        failures(acts),
+        vec![PromoteFailure::OtherLeader { leader: Some(3) }]
+    );
+
+    let (mut n, now) = promoted_candidate();
+    let mut acts = Vec::new();
+    for from in [2, 3] {
+        acts.extend(n.step(
+            now,
+            Input::Receive {
+                from,
+                message: Message {
+                    term: 1,
+                    kind: MessageKind::VoteResponse { granted: false },
+                },
+            },
+        ));
+    }
+    assert_eq!(failures(acts), vec![PromoteFailure::NoQuorum]);
+    assert_eq!(n.status().term, 1, "one campaign, one term");
+}

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use tenure::{Action, Config, HardState, Input, Instant, Message, MessageKind, Mode, Node, Role};
+use tenure::{Action, Config, Fencing, HardState, Input, Instant, Message, MessageKind, Mode, Node, Role};
 
 #[derive(Arbitrary, Debug)]
 enum Kind {
@@ -46,8 +46,14 @@ struct Case {
 
 fuzz_target!(|case: Case| {
     let mode = [Mode::Candidate, Mode::Manual, Mode::Voter, Mode::Off][usize::from(case.mode % 4)];
+    let fencing = [Fencing::Off, Fencing::Soft, Fencing::Strict][usize::from(case.mode / 4 % 3)];
     let config = || {
-        Config::new(1, [1, 2, 3]).observers([4]).mode(mode).pre_vote(case.pre_vote).rng_seed(case.seed)
+        Config::new(1, [1, 2, 3])
+            .observers([4])
+            .mode(mode)
+            .fencing(fencing)
+            .pre_vote(case.pre_vote)
+            .rng_seed(case.seed)
     };
     let mut now = Instant::ZERO;
     let mut node: Node<u64> = Node::new(config(), HardState::default(), now).unwrap();
@@ -114,6 +120,11 @@ fuzz_target!(|case: Case| {
             }
         }
         let st = node.status();
+        if let Some(lease) = node.lease(now) {
+            assert_eq!(fencing, Fencing::Strict, "lease without strict fencing");
+            assert_eq!(st.role, Role::Leader, "lease while not leader");
+            assert!(lease.valid_until > now, "expired lease reported");
+        }
         assert!(st.term >= last.term, "term decreased");
         if st.term == last.term && last.vote.is_some() {
             assert_eq!(st.vote, last.vote, "vote changed within a term");
