@@ -53,6 +53,10 @@ pub(crate) struct NodeView {
 #[derive(Clone, Debug, Default)]
 pub struct Checker {
     last_term: BTreeMap<NodeId, u64>,
+    /// Highest term each node ever reported as durable (across restarts).
+    durable_term: BTreeMap<NodeId, u64>,
+    /// The durable vote each node reported per term (across restarts).
+    durable_votes: BTreeMap<(NodeId, u64), NodeId>,
     leaders_by_term: BTreeMap<u64, NodeId>,
     last_token: BTreeMap<NodeId, FencingToken>,
     max_elected_term: u64,
@@ -130,6 +134,30 @@ impl Checker {
             if st.term < last {
                 let detail = format!("node {} term {} -> {}", v.id, last, st.term);
                 self.fail(now, "term_never_decreases", detail);
+            }
+            let durable = self.durable_term.entry(v.id).or_insert(0);
+            if st.persisted.term < *durable {
+                let detail = format!(
+                    "node {} durable term went back from {} to {}",
+                    v.id, *durable, st.persisted.term
+                );
+                *durable = st.persisted.term;
+                self.fail(now, "term_never_decreases", detail);
+            } else {
+                *durable = st.persisted.term;
+            }
+            if let Some(vote) = st.persisted.vote {
+                let first = *self
+                    .durable_votes
+                    .entry((v.id, st.persisted.term))
+                    .or_insert(vote);
+                if first != vote {
+                    let detail = format!(
+                        "node {} voted {first} and then {vote} in term {}",
+                        v.id, st.persisted.term
+                    );
+                    self.fail(now, "vote_never_changes", detail);
+                }
             }
             if matches!(st.role, Role::Leader | Role::Candidate)
                 && st.persisted != HardState::new(st.term, Some(v.id))

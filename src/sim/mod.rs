@@ -19,6 +19,7 @@
 
 mod check;
 mod scenario;
+mod standard;
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
@@ -33,11 +34,27 @@ use rand_pcg::Pcg64Mcg;
 
 pub use check::{Checker, Violation};
 pub use scenario::{Fault, Scenario};
+pub use standard::{Standard, standard_scenarios};
 
 use crate::{Action, Config, Event, HardState, Input, Instant, Message, Node, NodeId, Role};
 
 /// Builds the configuration of node `id` given all voter ids.
 pub type NodeConfigFn = Rc<dyn Fn(NodeId, &[NodeId]) -> Config>;
+
+/// How the simulated driver treats durability. Everything but `Honest` is
+/// a deliberately broken driver, used to show that the checks can fail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum StorageMode {
+    /// Acknowledge a write only once it is durable.
+    #[default]
+    Honest,
+    /// Broken: acknowledge every write at once, make it durable later; a
+    /// crash loses what was acknowledged but not yet written.
+    AckBeforeDurable,
+    /// Broken: restart nodes from an empty state instead of their disk.
+    RestartFromEmpty,
+}
 
 /// Environment of a simulation run.
 #[derive(Clone)]
@@ -56,6 +73,8 @@ pub struct SimConfig {
     pub write_latency: (Duration, Duration),
     /// Largest difference between two nodes' clock rates, in ppm.
     pub clock_skew_ppm: u32,
+    /// Driver behaviour around durability.
+    pub storage: StorageMode,
     /// Node configuration.
     pub node_config: NodeConfigFn,
 }
@@ -70,6 +89,7 @@ impl core::fmt::Debug for SimConfig {
             .field("duplicate", &self.duplicate)
             .field("write_latency", &self.write_latency)
             .field("clock_skew_ppm", &self.clock_skew_ppm)
+            .field("storage", &self.storage)
             .finish_non_exhaustive()
     }
 }
@@ -86,6 +106,7 @@ impl SimConfig {
             duplicate: 0.0,
             write_latency: (Duration::from_millis(1), Duration::from_millis(3)),
             clock_skew_ppm: 100,
+            storage: StorageMode::Honest,
             node_config: Rc::new(|id, voters| Config::new(id, voters.iter().copied())),
         }
     }
@@ -146,6 +167,8 @@ enum Payload {
         generation: u64,
     },
     Fault(Fault),
+    /// Liveness mode: a leader known to a quorum must exist by now.
+    LivenessDeadline,
     End,
 }
 
@@ -190,6 +213,15 @@ pub struct Report {
     pub lease_events: u64,
     /// Real instant the run ended.
     pub ended_at: Instant,
+    /// Each failover's duration: from a leader crash or isolation to a new
+    /// leader known to a quorum.
+    pub failovers: Vec<Duration>,
+    /// Campaigns (`CampaignStarted`) during each failover.
+    pub failover_rounds: Vec<u32>,
+    /// Changes of the quorum-known leader not caused by a leader fault.
+    pub spurious_leader_changes: u64,
+    /// Whether the liveness deadline was checked (and met, if no violation).
+    pub liveness_checked: bool,
 }
 
 /// A simulated cluster.
@@ -205,6 +237,12 @@ pub struct Cluster {
     checker: Checker,
     trace: Option<String>,
     buf: Vec<Action>,
+    /// Acknowledgements a broken driver feeds back at once.
+    acks: Vec<(NodeId, HardState)>,
+    /// Failover measurement in progress: (start, campaigns so far).
+    failover: Option<(Instant, u32)>,
+    /// The leader known to a quorum, with its term.
+    quorum_leader: Option<(NodeId, u64)>,
     report: Report,
 }
 
@@ -250,6 +288,9 @@ impl Cluster {
             checker: Checker::default(),
             trace: None,
             buf: Vec::new(),
+            acks: Vec::new(),
+            failover: None,
+            quorum_leader: None,
             report: Report::default(),
         };
         cluster.report.seed = cluster.cfg.seed;
@@ -344,6 +385,9 @@ impl Cluster {
         let voters: Vec<NodeId> = (1..=self.cfg.nodes).collect();
         let config = (self.cfg.node_config)(id, &voters).rng_seed(self.rng.next_u64());
         let local = self.nodes[i].clock.local(self.now);
+        if self.cfg.storage == StorageMode::RestartFromEmpty {
+            self.nodes[i].disk = HardState::default();
+        }
         let disk = self.nodes[i].disk;
         match Node::new(config, disk, local) {
             Ok(node) => {
@@ -381,6 +425,9 @@ impl Cluster {
         }
         self.buf = buf;
         self.reschedule_timer(i);
+        while let Some((node, state)) = self.acks.pop() {
+            self.input(node, Input::Persisted(state));
+        }
     }
 
     fn execute(&mut self, i: usize, action: Action) {
@@ -390,7 +437,19 @@ impl Cluster {
                 self.log(id, format_args!("persist {state:?}"));
                 self.nodes[i].pending_write = Some(state);
                 self.nodes[i].write_gen += 1;
-                if !self.nodes[i].stalled {
+                if self.cfg.storage == StorageMode::AckBeforeDurable {
+                    // The broken driver lies: "durable" now, written later.
+                    self.acks.push((id, state));
+                    let at = self.now + self.uniform(self.cfg.write_latency);
+                    let generation = self.nodes[i].write_gen;
+                    self.schedule(
+                        at,
+                        Payload::WriteDone {
+                            node: id,
+                            generation,
+                        },
+                    );
+                } else if !self.nodes[i].stalled {
                     let at = self.now + self.uniform(self.cfg.write_latency);
                     let generation = self.nodes[i].write_gen;
                     self.schedule(
@@ -428,6 +487,11 @@ impl Cluster {
                 if matches!(event, Event::BecameLeader { .. }) {
                     self.report.elections += 1;
                 }
+                if matches!(event, Event::CampaignStarted { .. }) {
+                    if let Some((_, rounds)) = self.failover.as_mut() {
+                        *rounds += 1;
+                    }
+                }
                 self.checker.on_event(id, &event, self.now);
             }
         }
@@ -450,6 +514,7 @@ impl Cluster {
             Fault::Crash(id) => self.crash(id),
             Fault::CrashLeader => {
                 if let Some(&l) = self.leaders().first() {
+                    self.start_failover();
                     self.crash(l);
                 }
             }
@@ -462,11 +527,33 @@ impl Cluster {
             Fault::Isolate(id) => self.isolate(id),
             Fault::IsolateLeader => {
                 if let Some(&l) = self.leaders().first() {
+                    self.start_failover();
                     self.isolate(l);
                 }
             }
             Fault::Cut { from, to } => {
                 self.cut.insert((from, to));
+            }
+            Fault::LeaderDeaf => {
+                if let Some(&l) = self.leaders().first() {
+                    self.start_failover();
+                    for other in (1..=self.cfg.nodes).filter(|&o| o != l) {
+                        self.cut.insert((other, l));
+                    }
+                }
+            }
+            Fault::PartitionFromLeader => {
+                if let Some(&l) = self.leaders().first() {
+                    if let Some(f) = (1..=self.cfg.nodes).find(|&o| o != l) {
+                        self.cut.insert((l, f));
+                        self.cut.insert((f, l));
+                    }
+                }
+            }
+            Fault::StallLeaderDisk => {
+                if let Some(&l) = self.leaders().first() {
+                    self.apply(Fault::StallDisk(l));
+                }
             }
             Fault::Heal => self.cut.clear(),
             Fault::SetLoss(p) => self.loss = p,
@@ -487,6 +574,57 @@ impl Cluster {
         }
     }
 
+    fn start_failover(&mut self) {
+        if self.failover.is_none() && self.quorum_leader.is_some() {
+            self.failover = Some((self.now, 0));
+        }
+    }
+
+    /// The leader that a quorum of all voters (itself included) follows.
+    fn leader_known_to_quorum(&self) -> Option<(NodeId, u64)> {
+        let quorum = (self.cfg.nodes / 2 + 1) as usize;
+        for s in &self.nodes {
+            let Some(n) = s.node.as_ref() else { continue };
+            let st = n.status();
+            if st.role != Role::Leader {
+                continue;
+            }
+            let followers = self
+                .nodes
+                .iter()
+                .filter_map(|o| o.node.as_ref())
+                .filter(|o| {
+                    let os = o.status();
+                    os.leader == Some(s.id) && os.term == st.term
+                })
+                .count();
+            if followers >= quorum {
+                return Some((s.id, st.term));
+            }
+        }
+        None
+    }
+
+    fn track_leadership(&mut self) {
+        let Some(now_leader) = self.leader_known_to_quorum() else {
+            return;
+        };
+        if self.quorum_leader == Some(now_leader) {
+            return;
+        }
+        let previous = self.quorum_leader.replace(now_leader);
+        match self.failover.take() {
+            Some((start, rounds)) => {
+                self.report
+                    .failovers
+                    .push(self.now.saturating_duration_since(start));
+                self.report.failover_rounds.push(rounds);
+            }
+            None if previous.is_some() => self.report.spurious_leader_changes += 1,
+            None => {}
+        }
+    }
+
     fn isolate(&mut self, id: NodeId) {
         for other in 1..=self.cfg.nodes {
             if other != id {
@@ -504,7 +642,7 @@ impl Cluster {
         }
         // A write issued but not acknowledged may or may not have landed.
         if let Some(state) = self.nodes[i].pending_write.take() {
-            if self.chance(0.5) {
+            if self.cfg.storage == StorageMode::Honest && self.chance(0.5) {
                 self.checker
                     .on_durable(id, self.nodes[i].disk, state, self.now);
                 self.nodes[i].disk = state;
@@ -520,6 +658,15 @@ impl Cluster {
     pub fn run(mut self, scenario: &Scenario) -> Report {
         for (after, fault) in &scenario.faults {
             self.schedule(Instant::ZERO + *after, Payload::Fault(fault.clone()));
+        }
+        if let Some(heal) = scenario.heal_at {
+            let config = (self.cfg.node_config)(1, &[1]);
+            let bound = config.effective_death_timeout()
+                + (config.effective_election_timeout() + config.effective_election_jitter()) * 3;
+            let at = Instant::ZERO + heal + bound;
+            if at < Instant::ZERO + scenario.duration {
+                self.schedule(at, Payload::LivenessDeadline);
+            }
         }
         self.schedule(Instant::ZERO + scenario.duration, Payload::End);
         let max_events = 50_000 + scenario.duration.as_millis() as u64 * 2_000;
@@ -558,7 +705,22 @@ impl Cluster {
                     }
                 }
                 Payload::Fault(fault) => self.apply(fault),
+                Payload::LivenessDeadline => {
+                    self.report.liveness_checked = true;
+                    if self.leader_known_to_quorum().is_none() {
+                        self.report.violation = Some(Violation {
+                            seed: self.cfg.seed,
+                            at: self.now,
+                            invariant: "liveness",
+                            detail: String::from(
+                                "faults healed, yet no leader known to a quorum within death timeout + 3 election timeouts",
+                            ),
+                        });
+                        break;
+                    }
+                }
             }
+            self.track_leadership();
             if let Some(v) = self.check() {
                 self.log(0, format_args!("VIOLATION {v}"));
                 self.report.violation = Some(v);

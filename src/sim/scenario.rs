@@ -25,6 +25,14 @@ pub enum Fault {
     Isolate(NodeId),
     /// Isolate whichever node leads now.
     IsolateLeader,
+    /// Nobody's messages reach the current leader; it still reaches
+    /// everyone (an asymmetric partition).
+    LeaderDeaf,
+    /// Cut the lowest-id follower from the current leader only, both ways
+    /// (a partial partition: the rest still connects them).
+    PartitionFromLeader,
+    /// Stall the current leader's disk.
+    StallLeaderDisk,
     /// Drop messages from `from` to `to` (one direction).
     Cut {
         /// Sender side.
@@ -53,6 +61,10 @@ pub struct Scenario {
     pub duration: Duration,
     /// Faults with the real time (from start) they apply at.
     pub faults: Vec<(Duration, Fault)>,
+    /// Liveness mode: no faults after this point, and a leader known to a
+    /// quorum must exist within death timeout + 3 election timeouts of it.
+    /// `None`: safety mode only.
+    pub heal_at: Option<Duration>,
 }
 
 impl Scenario {
@@ -62,6 +74,7 @@ impl Scenario {
             name: String::from(name),
             duration,
             faults: Vec::new(),
+            heal_at: None,
         }
     }
 
@@ -117,6 +130,7 @@ impl Scenario {
         for id in 1..=nodes {
             s.faults.push((quiet, Fault::UnstallDisk(id)));
         }
+        s.heal_at = Some(quiet);
         s
     }
 }
