@@ -20,6 +20,8 @@
 mod check;
 mod scenario;
 mod standard;
+mod summary;
+mod timeline;
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
@@ -35,6 +37,8 @@ use rand_pcg::Pcg64Mcg;
 pub use check::{Checker, Violation};
 pub use scenario::{Fault, Scenario};
 pub use standard::{Standard, standard_scenarios};
+pub use summary::Summary;
+pub use timeline::{NodeState, Timeline};
 
 use crate::{Action, Config, Event, HardState, Input, Instant, Message, Node, NodeId, Role};
 
@@ -237,6 +241,7 @@ pub struct Cluster {
     checker: Checker,
     trace: Option<String>,
     buf: Vec<Action>,
+    timeline: Option<Timeline>,
     /// Acknowledgements a broken driver feeds back at once.
     acks: Vec<(NodeId, HardState)>,
     /// Failover measurement in progress: (start, campaigns so far).
@@ -289,6 +294,7 @@ impl Cluster {
             trace: None,
             buf: Vec::new(),
             acks: Vec::new(),
+            timeline: None,
             failover: None,
             quorum_leader: None,
             report: Report::default(),
@@ -303,6 +309,20 @@ impl Cluster {
     /// Records a human-readable event log (see [`Cluster::trace`]).
     pub fn enable_trace(&mut self) {
         self.trace = Some(String::new());
+    }
+
+    /// Records role changes and faults for [`Timeline::to_svg`].
+    pub fn enable_timeline(&mut self) {
+        self.timeline = Some(Timeline::default());
+    }
+
+    /// Runs `scenario` recording a timeline, and returns the event log if
+    /// [`Cluster::enable_trace`] was called.
+    pub fn run_traced(mut self, scenario: &Scenario) -> (Report, Timeline, Option<String>) {
+        self.enable_timeline();
+        let mut report = Report::default();
+        let (timeline, log) = self.run_inner_keep_trace(scenario, &mut report);
+        (report, timeline.unwrap_or_default(), log)
     }
 
     /// The event log, if enabled.
@@ -396,6 +416,7 @@ impl Cluster {
                 self.checker.on_restart(id, disk);
                 self.log(id, format_args!("start from {disk:?}"));
                 self.reschedule_timer(i);
+                self.record_state(i);
             }
             Err(e) => panic!("simulated node {id} has an invalid configuration: {e}"),
         }
@@ -425,6 +446,7 @@ impl Cluster {
         }
         self.buf = buf;
         self.reschedule_timer(i);
+        self.record_state(i);
         while let Some((node, state)) = self.acks.pop() {
             self.input(node, Input::Persisted(state));
         }
@@ -510,6 +532,24 @@ impl Cluster {
 
     /// Applies a fault now.
     pub fn apply(&mut self, fault: Fault) {
+        if let Some(t) = self.timeline.as_mut() {
+            let (label, node) = fault.label();
+            t.mark(self.now, label, node);
+        }
+        // Faults aimed at the current leader start a failover measurement;
+        // leader changes without one count as spurious.
+        let leader = self.quorum_leader.map(|(l, _)| l);
+        let targets_leader = match &fault {
+            Fault::Crash(n) | Fault::Isolate(n) => Some(*n) == leader,
+            Fault::Input(n, input) => {
+                Some(*n) == leader
+                    && matches!(input, Input::Demote | Input::TransferLeadership { .. })
+            }
+            _ => false,
+        };
+        if targets_leader {
+            self.start_failover();
+        }
         match fault {
             Fault::Crash(id) => self.crash(id),
             Fault::CrashLeader => {
@@ -572,6 +612,25 @@ impl Cluster {
             }
             Fault::Input(id, input) => self.input(id, input),
         }
+    }
+
+    fn record_state(&mut self, i: usize) {
+        let Some(t) = self.timeline.as_mut() else {
+            return;
+        };
+        let s = &self.nodes[i];
+        let state = match s.node.as_ref() {
+            None => NodeState::Down,
+            Some(n) => {
+                let st = n.status();
+                NodeState::Up {
+                    role: st.role,
+                    term: st.term,
+                    lease: n.lease(s.clock.local(self.now)).is_some(),
+                }
+            }
+        };
+        t.record(self.now, s.id, state);
     }
 
     fn start_failover(&mut self) {
@@ -652,10 +711,28 @@ impl Cluster {
         self.nodes[i].timer_gen += 1;
         let disk = self.nodes[i].disk;
         self.log(id, format_args!("crashed; disk {disk:?}"));
+        self.record_state(i);
     }
 
     /// Runs `scenario` to its end or to the first violation.
-    pub fn run(mut self, scenario: &Scenario) -> Report {
+    pub fn run(self, scenario: &Scenario) -> Report {
+        let mut report = Report::default();
+        self.run_inner(scenario, &mut report);
+        report
+    }
+
+    fn run_inner(self, scenario: &Scenario, out: &mut Report) -> Option<Timeline> {
+        self.run_inner_keep_trace(scenario, out).0
+    }
+
+    fn run_inner_keep_trace(
+        mut self,
+        scenario: &Scenario,
+        out: &mut Report,
+    ) -> (Option<Timeline>, Option<String>) {
+        for i in 0..self.nodes.len() {
+            self.record_state(i);
+        }
         for (after, fault) in &scenario.faults {
             self.schedule(Instant::ZERO + *after, Payload::Fault(fault.clone()));
         }
@@ -729,7 +806,8 @@ impl Cluster {
         }
         self.report.ended_at = self.now;
         self.report.max_term = self.checker.max_term();
-        self.report
+        *out = self.report.clone();
+        (self.timeline, self.trace)
     }
 
     fn check(&mut self) -> Option<Violation> {

@@ -52,6 +52,30 @@ pub enum Fault {
     Input(NodeId, Input),
 }
 
+impl Fault {
+    /// A short label for traces and timelines, and the node it concerns.
+    pub fn label(&self) -> (String, Option<NodeId>) {
+        use std::format;
+        match self {
+            Fault::Crash(n) => (String::from("crash"), Some(*n)),
+            Fault::CrashLeader => (String::from("crash leader"), None),
+            Fault::Restart(n) => (String::from("restart"), Some(*n)),
+            Fault::RestartAll => (String::from("restart all"), None),
+            Fault::Isolate(n) => (String::from("isolate"), Some(*n)),
+            Fault::IsolateLeader => (String::from("isolate leader"), None),
+            Fault::LeaderDeaf => (String::from("leader deaf"), None),
+            Fault::PartitionFromLeader => (String::from("cut from leader"), None),
+            Fault::StallLeaderDisk => (String::from("leader disk stall"), None),
+            Fault::Cut { from, to } => (format!("cut {from}->{to}"), Some(*from)),
+            Fault::Heal => (String::from("heal"), None),
+            Fault::SetLoss(p) => (format!("loss {:.0}%", p * 100.0), None),
+            Fault::StallDisk(n) => (String::from("disk stall"), Some(*n)),
+            Fault::UnstallDisk(n) => (String::from("disk ok"), Some(*n)),
+            Fault::Input(n, input) => (format!("{input:?}"), Some(*n)),
+        }
+    }
+}
+
 /// A named fault schedule over a simulated duration.
 #[derive(Clone, Debug)]
 pub struct Scenario {

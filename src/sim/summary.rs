@@ -1,0 +1,128 @@
+//! Aggregates run reports into the per-scenario table `tenure sim` prints.
+
+use std::fmt::Write as _;
+use std::string::String;
+use std::time::Duration;
+use std::vec::Vec;
+
+use super::{Report, Violation};
+
+/// Totals of one scenario over many seeds.
+#[derive(Clone, Debug, Default)]
+pub struct Summary {
+    /// Scenario name.
+    pub name: String,
+    /// Runs completed.
+    pub runs: u64,
+    /// Runs that broke a safety invariant.
+    pub safety_violations: u64,
+    /// Runs that missed the liveness deadline.
+    pub liveness_failures: u64,
+    /// Every failover measured, sorted when summarized.
+    pub failovers: Vec<Duration>,
+    /// Campaigns per failover.
+    pub rounds: Vec<u32>,
+    /// Leader changes not caused by a leader fault.
+    pub spurious_leader_changes: u64,
+    /// Simulated time over all runs.
+    pub simulated: Duration,
+    /// The first violation seen, for replay.
+    pub first_violation: Option<Violation>,
+}
+
+impl Summary {
+    /// An empty summary for `name`.
+    pub fn new(name: &str) -> Summary {
+        Summary {
+            name: String::from(name),
+            ..Summary::default()
+        }
+    }
+
+    /// Adds one run.
+    pub fn add(&mut self, report: &Report) {
+        self.runs += 1;
+        self.simulated += Duration::from_nanos(report.ended_at.as_nanos());
+        if let Some(v) = &report.violation {
+            if v.invariant == "liveness" {
+                self.liveness_failures += 1;
+            } else {
+                self.safety_violations += 1;
+            }
+            if self.first_violation.is_none() {
+                self.first_violation = Some(v.clone());
+            }
+        }
+        self.failovers.extend(&report.failovers);
+        self.rounds.extend(&report.failover_rounds);
+        self.spurious_leader_changes += report.spurious_leader_changes;
+    }
+
+    /// The failover time at quantile `q` (0..=1), if any failover happened.
+    pub fn failover_quantile(&self, q: f64) -> Option<Duration> {
+        let mut sorted = self.failovers.clone();
+        sorted.sort_unstable();
+        let last = sorted.len().checked_sub(1)?;
+        sorted.get(((last as f64) * q).round() as usize).copied()
+    }
+
+    /// Mean campaigns per failover.
+    pub fn rounds_per_failover(&self) -> Option<f64> {
+        (!self.rounds.is_empty()).then(|| {
+            self.rounds.iter().map(|&r| f64::from(r)).sum::<f64>() / self.rounds.len() as f64
+        })
+    }
+
+    /// Leader changes not caused by faults, per simulated hour.
+    pub fn spurious_per_hour(&self) -> f64 {
+        let hours = self.simulated.as_secs_f64() / 3600.0;
+        if hours == 0.0 {
+            0.0
+        } else {
+            self.spurious_leader_changes as f64 / hours
+        }
+    }
+
+    /// A fixed-width table of `summaries`.
+    pub fn table(summaries: &[Summary]) -> String {
+        let mut t = String::new();
+        let _ = writeln!(
+            t,
+            "{:<30} {:>6} {:>7} {:>8} {:>9} {:>8} {:>8} {:>8} {:>11} {:>10}",
+            "scenario",
+            "runs",
+            "safety",
+            "liveness",
+            "failovers",
+            "p50 ms",
+            "p99 ms",
+            "max ms",
+            "rounds/fo",
+            "spurious/h"
+        );
+        let ms = |d: Option<Duration>| {
+            d.map_or_else(
+                || String::from("-"),
+                |d| std::format!("{:.0}", d.as_secs_f64() * 1000.0),
+            )
+        };
+        for s in summaries {
+            let _ = writeln!(
+                t,
+                "{:<30} {:>6} {:>7} {:>8} {:>9} {:>8} {:>8} {:>8} {:>11} {:>10.1}",
+                s.name,
+                s.runs,
+                s.safety_violations,
+                s.liveness_failures,
+                s.failovers.len(),
+                ms(s.failover_quantile(0.5)),
+                ms(s.failover_quantile(0.99)),
+                ms(s.failover_quantile(1.0)),
+                s.rounds_per_failover()
+                    .map_or_else(|| String::from("-"), |r| std::format!("{r:.2}")),
+                s.spurious_per_hour()
+            );
+        }
+        t
+    }
+}
