@@ -401,3 +401,52 @@ fn generator_produces_long_varied_histories() {
         .count();
     assert!(leaders > 0, "no generated history ever reached candidacy");
 }
+
+/// Minimal cases quickcheck once found (kept as regressions): a peer
+/// announcing term u64::MAX made `term + 1` wrap, and a TimeoutNow from
+/// that peer left a leader without contact, so the deadline never moved.
+#[test]
+fn regression_term_space_exhaustion() {
+    let cases = [
+        vec![
+            Op::Receive {
+                from: 3,
+                term: u64::MAX,
+                kind: MessageKind::HeartbeatResponse {
+                    seq: 1,
+                    position: 2,
+                },
+            },
+            Op::Advance(735),
+            Op::AckWrite,
+            Op::Tick,
+        ],
+        vec![
+            Op::Receive {
+                from: 2,
+                term: u64::MAX,
+                kind: MessageKind::Heartbeat { seq: 0 },
+            },
+            Op::Receive {
+                from: 2,
+                term: u64::MAX,
+                kind: MessageKind::TimeoutNow,
+            },
+            Op::AckWrite,
+            Op::Advance(836),
+            Op::Tick,
+        ],
+    ];
+    for ops in cases {
+        for pre_vote in [false, true] {
+            let case = Case {
+                mode: Mode::Candidate,
+                fencing: Fencing::Soft,
+                pre_vote,
+                seed: 1,
+                ops: ops.clone(),
+            };
+            assert!(run(&case).is_ok(), "{:?}", run(&case));
+        }
+    }
+}
