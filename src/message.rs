@@ -7,7 +7,7 @@
 //! job (see the `serde` feature).
 
 /// One message between two nodes.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Message<P = ()> {
     /// The sender's term; for [`MessageKind::PreVoteRequest`] and a granted
@@ -18,7 +18,7 @@ pub struct Message<P = ()> {
 }
 
 /// The body of a [`Message`].
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
 pub enum MessageKind<P = ()> {

@@ -518,3 +518,56 @@ impl<P: core::fmt::Debug> core::fmt::Debug for Node<P> {
             .finish_non_exhaustive()
     }
 }
+
+#[cfg(feature = "sim")]
+impl<P: LogPosition + core::hash::Hash> Node<P> {
+    /// A hash of the node's protocol state without its clock readings,
+    /// counters that only grow (heartbeat rounds) and PRNG. Model checkers
+    /// use it to recognise states they have already explored when time is
+    /// abstracted away; it is not stable across versions.
+    #[doc(hidden)]
+    pub fn protocol_fingerprint(&self) -> u64 {
+        use core::hash::{Hash, Hasher};
+        // FNV-1a: deterministic, unlike std's RandomState.
+        struct Fnv(u64);
+        impl Hasher for Fnv {
+            fn finish(&self) -> u64 {
+                self.0
+            }
+            fn write(&mut self, bytes: &[u8]) {
+                for b in bytes {
+                    self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+                }
+            }
+        }
+        let mut h = Fnv(0xcbf2_9ce4_8422_2325);
+        (
+            self.role,
+            self.term,
+            self.vote,
+            self.leader,
+            self.persisted,
+            self.in_flight,
+        )
+            .hash(&mut h);
+        for held in &self.held {
+            (held.needed, held.to, &held.message).hash(&mut h);
+        }
+        (
+            self.round.kind,
+            self.round.term,
+            self.round.split_handled,
+            self.round.transfer,
+        )
+            .hash(&mut h);
+        self.tally.hash(&mut h);
+        (
+            self.promoting,
+            self.lease_forfeited,
+            self.transfer.map(|t| (t.to, t.timeout_now_sent)),
+        )
+            .hash(&mut h);
+        self.position.hash(&mut h);
+        h.finish()
+    }
+}
