@@ -635,3 +635,20 @@ fn promote_reports_outdated_term_and_other_leader() {
     assert_eq!(failures(acts), vec![PromoteFailure::NoQuorum]);
     assert_eq!(n.status().term, 1, "one campaign, one term");
 }
+
+/// Found by the `cluster` fuzz target: a single-voter cluster under strict
+/// fencing never renewed its lease (no peer acknowledges anything), so the
+/// leader stepped down every lease period.
+#[test]
+fn single_voter_strict_leader_keeps_its_lease() {
+    let mut s = Sim::<()>::new(1, |id, v| cfg(id, v).fencing(Fencing::Strict));
+    assert_eq!(s.run_until_leader(ms(1000)), Some(1));
+    s.run_for(ms(10_000));
+    assert_eq!(s.node(1).status().role, Role::Leader);
+    assert!(s.node(1).lease(s.now).is_some());
+    assert!(
+        !s.events_of(1)
+            .iter()
+            .any(|e| matches!(e, Event::SteppedDown { .. }))
+    );
+}

@@ -140,6 +140,11 @@ impl<P: LogPosition> Node<P> {
             let to = self.peers[i].id;
             self.send(to, term, MessageKind::Heartbeat { seq }, true, out);
         }
+        if self.voters.quorum() == 1 {
+            // A single-voter quorum acknowledges its own rounds: no peer
+            // answer will ever move the fencing anchors forward.
+            self.recompute_anchors();
+        }
     }
 
     /// Leaves leadership in the same term (no term bump). The caller decides
