@@ -132,3 +132,45 @@ fn a_driver_restarting_from_empty_state_is_caught() {
     let v = found.expect("restarting from empty state must break an invariant");
     assert_eq!(v.invariant, "term_never_decreases", "{v}");
 }
+
+/// Per-link and per-node overrides: a slow, lossy link into one node and a
+/// slow disk on another keep every invariant, and make failovers slower
+/// than the same seeds without the overrides.
+#[test]
+fn per_link_latency_and_per_node_disk_overrides_apply() {
+    use std::time::Duration;
+    use tenure::sim::{Fault, LinkSpec, Scenario, SimConfig};
+    let ms = Duration::from_millis;
+    let median = |slow: bool| {
+        let mut all = Vec::new();
+        for seed in 0..50 {
+            let mut cfg = SimConfig::new(3, seed);
+            if slow {
+                for from in [1, 2] {
+                    cfg.links.insert(
+                        (from, 3),
+                        LinkSpec {
+                            latency: (ms(150), ms(200)),
+                            loss: 0.1,
+                            duplicate: 0.1,
+                        },
+                    );
+                }
+                cfg.node_write_latency.insert(2, (ms(50), ms(80)));
+            }
+            let scenario = Scenario::new("slow link", ms(6_000))
+                .with(ms(2_000), Fault::CrashLeader)
+                .with(ms(3_000), Fault::RestartAll);
+            let report = Cluster::new(cfg).run(&scenario);
+            assert_eq!(report.violation, None, "seed {seed}");
+            all.extend(report.failovers);
+        }
+        all.sort();
+        all[all.len() / 2]
+    };
+    let (fast, slow) = (median(false), median(true));
+    assert!(
+        slow > fast + ms(100),
+        "slow links: median failover {slow:?}, without: {fast:?}"
+    );
+}

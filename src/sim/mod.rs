@@ -24,7 +24,7 @@ mod summary;
 mod timeline;
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::fmt::Write as _;
 use std::rc::Rc;
 use std::string::String;
@@ -60,6 +60,17 @@ pub enum StorageMode {
     RestartFromEmpty,
 }
 
+/// Overrides for one directed link.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LinkSpec {
+    /// One-way latency range on this link.
+    pub latency: (Duration, Duration),
+    /// Loss probability on this link (on top of the global loss).
+    pub loss: f64,
+    /// Duplication probability on this link.
+    pub duplicate: f64,
+}
+
 /// Environment of a simulation run.
 #[derive(Clone)]
 pub struct SimConfig {
@@ -79,6 +90,10 @@ pub struct SimConfig {
     pub clock_skew_ppm: u32,
     /// Driver behaviour around durability.
     pub storage: StorageMode,
+    /// Per directed link `(from, to)` overrides of latency, loss and duplication.
+    pub links: BTreeMap<(NodeId, NodeId), LinkSpec>,
+    /// Per node overrides of the write latency range.
+    pub node_write_latency: BTreeMap<NodeId, (Duration, Duration)>,
     /// Node configuration.
     pub node_config: NodeConfigFn,
 }
@@ -94,6 +109,8 @@ impl core::fmt::Debug for SimConfig {
             .field("write_latency", &self.write_latency)
             .field("clock_skew_ppm", &self.clock_skew_ppm)
             .field("storage", &self.storage)
+            .field("links", &self.links)
+            .field("node_write_latency", &self.node_write_latency)
             .finish_non_exhaustive()
     }
 }
@@ -111,6 +128,8 @@ impl SimConfig {
             write_latency: (Duration::from_millis(1), Duration::from_millis(3)),
             clock_skew_ppm: 100,
             storage: StorageMode::Honest,
+            links: BTreeMap::new(),
+            node_write_latency: BTreeMap::new(),
             node_config: Rc::new(|id, voters| Config::new(id, voters.iter().copied())),
         }
     }
@@ -459,10 +478,16 @@ impl Cluster {
                 self.log(id, format_args!("persist {state:?}"));
                 self.nodes[i].pending_write = Some(state);
                 self.nodes[i].write_gen += 1;
+                let write_latency = self
+                    .cfg
+                    .node_write_latency
+                    .get(&id)
+                    .copied()
+                    .unwrap_or(self.cfg.write_latency);
                 if self.cfg.storage == StorageMode::AckBeforeDurable {
                     // The broken driver lies: "durable" now, written later.
                     self.acks.push((id, state));
-                    let at = self.now + self.uniform(self.cfg.write_latency);
+                    let at = self.now + self.uniform(write_latency);
                     let generation = self.nodes[i].write_gen;
                     self.schedule(
                         at,
@@ -472,7 +497,7 @@ impl Cluster {
                         },
                     );
                 } else if !self.nodes[i].stalled {
-                    let at = self.now + self.uniform(self.cfg.write_latency);
+                    let at = self.now + self.uniform(write_latency);
                     let generation = self.nodes[i].write_gen;
                     self.schedule(
                         at,
@@ -484,16 +509,17 @@ impl Cluster {
                 }
             }
             Action::Send { to, message } => {
-                if self.cut.contains(&(id, to)) || self.chance(self.loss) {
+                let link = self.cfg.links.get(&(id, to)).copied();
+                let link_loss = link.map_or(0.0, |l| l.loss);
+                if self.cut.contains(&(id, to)) || self.chance(self.loss) || self.chance(link_loss)
+                {
                     return;
                 }
-                let copies = if self.chance(self.cfg.duplicate) {
-                    2
-                } else {
-                    1
-                };
+                let duplicate = link.map_or(self.cfg.duplicate, |l| l.duplicate);
+                let latency = link.map_or(self.cfg.latency, |l| l.latency);
+                let copies = if self.chance(duplicate) { 2 } else { 1 };
                 for _ in 0..copies {
-                    let at = self.now + self.uniform(self.cfg.latency);
+                    let at = self.now + self.uniform(latency);
                     self.schedule(
                         at,
                         Payload::Deliver {
