@@ -131,6 +131,8 @@
 
 extern crate alloc;
 
+#[cfg(feature = "adapters")]
+pub mod adapters;
 mod config;
 mod fence;
 mod hard_state;

@@ -1,5 +1,11 @@
 //! The `tenure` command-line tool. Glue only: parse arguments, build the
-//! simulator (or, later, adapters), print.
+//! simulator or the adapters, print.
+
+// The binary is glue around adapters: it may touch sockets and clocks.
+#![allow(clippy::disallowed_types, clippy::disallowed_methods)]
+
+mod demo;
+mod node;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -24,6 +30,12 @@ enum Command {
     /// Run simulated clusters through the standard fault scenarios and
     /// print safety, liveness and failover figures per scenario.
     Sim(SimArgs),
+    /// Run one node from a TOML configuration file; prints one JSON line
+    /// per event.
+    Node(node::NodeArgs),
+    /// Start a local cluster of real processes, kill its leader with
+    /// SIGKILL, watch a new one take over, and restart the old one.
+    Demo(demo::DemoArgs),
 }
 
 #[derive(clap::Args)]
@@ -56,6 +68,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Sim(args) => sim(args),
+        Command::Node(args) => node::run(args),
+        Command::Demo(args) => demo::run(args),
     }
 }
 

@@ -1,0 +1,188 @@
+//! The wire format: a small envelope around one [`Message`].
+//!
+//! ```text
+//! "TNRE" | version: u8 | postcard(Envelope { cluster, from, to, message })
+//! ```
+//!
+//! [`decode`] never panics, on any input: every way the bytes can be wrong
+//! is a [`DecodeError`] variant.
+
+use std::vec::Vec;
+
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+
+use crate::{Message, NodeId};
+
+/// First bytes of every frame.
+pub const MAGIC: [u8; 4] = *b"TNRE";
+/// The envelope version this build writes and reads.
+pub const VERSION: u8 = 1;
+/// Largest frame accepted or produced (fits one UDP datagram without IP
+/// fragmentation on common networks only for small positions; election
+/// traffic is tiny).
+pub const MAX_FRAME: usize = 8 * 1024;
+const HEADER: usize = MAGIC.len() + 1;
+
+#[derive(Serialize, Deserialize)]
+struct Envelope<M> {
+    cluster: u64,
+    from: NodeId,
+    to: NodeId,
+    message: M,
+}
+
+/// Why a frame could not be produced.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EncodeError {
+    /// The encoded frame exceeds [`MAX_FRAME`] (a huge log position).
+    #[error("encoded frame is {len} bytes, more than the {max}-byte maximum")]
+    Oversized {
+        /// Encoded length.
+        len: usize,
+        /// The maximum.
+        max: usize,
+    },
+    /// The message could not be serialized.
+    #[error("message could not be serialized: {0}")]
+    Serialize(String),
+}
+
+/// Why received bytes are not a message for this node.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// Fewer bytes than a complete frame.
+    #[error("truncated frame ({len} bytes)")]
+    Truncated {
+        /// Bytes received.
+        len: usize,
+    },
+    /// More bytes than [`MAX_FRAME`].
+    #[error("oversized frame: {len} bytes, maximum {max}")]
+    Oversized {
+        /// Bytes received.
+        len: usize,
+        /// The maximum.
+        max: usize,
+    },
+    /// Not a tenure frame.
+    #[error("bad magic {found:02x?}: not a tenure frame")]
+    BadMagic {
+        /// The first bytes.
+        found: [u8; 4],
+    },
+    /// A version this build does not speak.
+    #[error("unknown frame version {version} (this build speaks {VERSION})")]
+    UnknownVersion {
+        /// The version byte.
+        version: u8,
+    },
+    /// Well-framed but not a valid envelope.
+    #[error("malformed frame: {0}")]
+    Malformed(String),
+    /// Bytes after the envelope.
+    #[error("{count} trailing bytes after the message")]
+    TrailingBytes {
+        /// How many.
+        count: usize,
+    },
+    /// From another cluster.
+    #[error("frame from cluster {cluster}, this node is in cluster {expected}")]
+    ForeignCluster {
+        /// The frame's cluster id.
+        cluster: u64,
+        /// This node's cluster id.
+        expected: u64,
+    },
+    /// Addressed to another node.
+    #[error("frame addressed to node {to}, this is node {me}")]
+    NotAddressedToMe {
+        /// The frame's receiver.
+        to: NodeId,
+        /// This node.
+        me: NodeId,
+    },
+}
+
+/// Encodes `message` from `from` to `to` in `cluster`.
+///
+/// # Errors
+/// [`EncodeError::Oversized`] if the frame would exceed [`MAX_FRAME`].
+pub fn encode<P: Serialize>(
+    cluster: u64,
+    from: NodeId,
+    to: NodeId,
+    message: &Message<P>,
+) -> Result<Vec<u8>, EncodeError> {
+    let mut frame = Vec::with_capacity(64);
+    frame.extend_from_slice(&MAGIC);
+    frame.push(VERSION);
+    let envelope = Envelope {
+        cluster,
+        from,
+        to,
+        message,
+    };
+    let frame =
+        postcard::to_extend(&envelope, frame).map_err(|e| EncodeError::Serialize(e.to_string()))?;
+    if frame.len() > MAX_FRAME {
+        return Err(EncodeError::Oversized {
+            len: frame.len(),
+            max: MAX_FRAME,
+        });
+    }
+    Ok(frame)
+}
+
+/// Decodes a frame received by node `me` of `cluster`; returns the sender
+/// and the message.
+///
+/// # Errors
+/// A [`DecodeError`] naming what is wrong with the bytes.
+pub fn decode<P: DeserializeOwned>(
+    bytes: &[u8],
+    cluster: u64,
+    me: NodeId,
+) -> Result<(NodeId, Message<P>), DecodeError> {
+    if bytes.len() > MAX_FRAME {
+        return Err(DecodeError::Oversized {
+            len: bytes.len(),
+            max: MAX_FRAME,
+        });
+    }
+    if bytes.len() < HEADER {
+        return Err(DecodeError::Truncated { len: bytes.len() });
+    }
+    let mut found = [0; 4];
+    found.copy_from_slice(&bytes[..4]);
+    if found != MAGIC {
+        return Err(DecodeError::BadMagic { found });
+    }
+    if bytes[4] != VERSION {
+        return Err(DecodeError::UnknownVersion { version: bytes[4] });
+    }
+    let (envelope, rest): (Envelope<Message<P>>, &[u8]) =
+        postcard::take_from_bytes(&bytes[HEADER..]).map_err(|e| match e {
+            postcard::Error::DeserializeUnexpectedEnd => {
+                DecodeError::Truncated { len: bytes.len() }
+            }
+            other => DecodeError::Malformed(other.to_string()),
+        })?;
+    if !rest.is_empty() {
+        return Err(DecodeError::TrailingBytes { count: rest.len() });
+    }
+    if envelope.cluster != cluster {
+        return Err(DecodeError::ForeignCluster {
+            cluster: envelope.cluster,
+            expected: cluster,
+        });
+    }
+    if envelope.to != me {
+        return Err(DecodeError::NotAddressedToMe {
+            to: envelope.to,
+            me,
+        });
+    }
+    Ok((envelope.from, envelope.message))
+}

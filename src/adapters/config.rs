@@ -1,0 +1,244 @@
+//! The node configuration file (TOML).
+//!
+//! ```toml
+//! id = 1
+//! cluster_id = 7
+//! listen = "127.0.0.1:7001"
+//! data_dir = "/var/lib/tenure/1"
+//! mode = "candidate"          # off | voter | candidate | manual
+//! fencing = "strict"          # off | soft | strict
+//! heartbeat_ms = 100
+//! death_timeout_ms = 1000
+//!
+//! [[peers]]
+//! id = 2
+//! addr = "127.0.0.1:7002"
+//!
+//! [[peers]]
+//! id = 3
+//! addr = "127.0.0.1:7003"
+//! voter = false               # an observer
+//! ```
+//!
+//! Every bad value is an error that names the file and the key.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Config, ConfigError, Fencing, Mode, NodeId};
+
+fn yes() -> bool {
+    true
+}
+
+/// One peer in the file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeerEntry {
+    /// Its node id.
+    pub id: NodeId,
+    /// Its UDP address.
+    pub addr: SocketAddr,
+    /// Whether it votes (default true); `false` makes it an observer.
+    #[serde(default = "yes")]
+    pub voter: bool,
+}
+
+/// The parsed file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeFile {
+    /// This node's id (not 0).
+    pub id: NodeId,
+    /// Nodes with another cluster id are never heard.
+    pub cluster_id: u64,
+    /// UDP address to bind.
+    pub listen: SocketAddr,
+    /// Directory of the state file.
+    pub data_dir: PathBuf,
+    /// Whether this node votes (default true).
+    #[serde(default = "yes")]
+    pub voter: bool,
+    /// Election mode (default candidate).
+    #[serde(default)]
+    pub mode: Mode,
+    /// Fencing mode (default soft).
+    #[serde(default)]
+    pub fencing: Fencing,
+    /// Heartbeat interval in ms.
+    pub heartbeat_ms: Option<u64>,
+    /// Death timeout in ms.
+    pub death_timeout_ms: Option<u64>,
+    /// Election round length in ms.
+    pub election_timeout_ms: Option<u64>,
+    /// Election jitter bound in ms.
+    pub election_jitter_ms: Option<u64>,
+    /// Votes needed to win.
+    pub quorum: Option<usize>,
+    /// Clock-rate bound in ppm (strict fencing).
+    pub clock_drift_ppm: Option<u32>,
+    /// Lease margin in ms (strict fencing).
+    pub lease_margin_ms: Option<u64>,
+    /// PRNG seed (default: drawn at start).
+    pub rng_seed: Option<u64>,
+    /// The other members.
+    #[serde(default)]
+    pub peers: Vec<PeerEntry>,
+}
+
+/// A configuration file that cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigFileError {
+    /// The file cannot be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// Not valid TOML for this schema (the message names the key and line).
+    #[error("{}: {message}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// toml's description, with the key and position.
+        message: String,
+    },
+    /// A value is out of range or inconsistent.
+    #[error("{}: key `{key}`: {message}", path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// The offending key.
+        key: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl NodeFile {
+    /// Reads and parses `path`.
+    ///
+    /// # Errors
+    /// [`ConfigFileError`] naming the file and the key.
+    pub fn load(path: &Path) -> Result<NodeFile, ConfigFileError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigFileError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let file = NodeFile::parse(&text).map_err(|message| ConfigFileError::Parse {
+            path: path.to_path_buf(),
+            message,
+        })?;
+        file.to_config()
+            .map_err(|(key, message)| ConfigFileError::Invalid {
+                path: path.to_path_buf(),
+                key,
+                message,
+            })?;
+        Ok(file)
+    }
+
+    /// Parses TOML text (no semantic checks).
+    ///
+    /// # Errors
+    /// toml's message, naming the key and position.
+    pub fn parse(text: &str) -> Result<NodeFile, String> {
+        toml::from_str(text).map_err(|e| e.to_string())
+    }
+
+    /// Addresses of the peers, by id.
+    pub fn peer_addrs(&self) -> BTreeMap<NodeId, SocketAddr> {
+        self.peers.iter().map(|p| (p.id, p.addr)).collect()
+    }
+
+    /// The engine configuration this file describes.
+    ///
+    /// # Errors
+    /// `(key, message)` for the first invalid value.
+    pub fn to_config(&self) -> Result<Config, (&'static str, String)> {
+        let mut seen = std::collections::BTreeSet::new();
+        for p in &self.peers {
+            if p.id == self.id {
+                return Err(("peers", format!("peer id {} is this node's own id", p.id)));
+            }
+            if !seen.insert(p.id) {
+                return Err(("peers", format!("peer id {} is listed twice", p.id)));
+            }
+        }
+        let voters = self
+            .peers
+            .iter()
+            .filter(|p| p.voter)
+            .map(|p| p.id)
+            .chain(self.voter.then_some(self.id));
+        let observers = self.peers.iter().filter(|p| !p.voter).map(|p| p.id);
+        let ms = Duration::from_millis;
+        let mut c = Config::new(self.id, voters)
+            .observers(observers)
+            .mode(self.mode)
+            .fencing(self.fencing);
+        if let Some(v) = self.heartbeat_ms {
+            c = c.heartbeat_interval(ms(v));
+        }
+        if let Some(v) = self.death_timeout_ms {
+            c = c.death_timeout(ms(v));
+        }
+        if let Some(v) = self.election_timeout_ms {
+            c = c.election_timeout(ms(v));
+        }
+        if let Some(v) = self.election_jitter_ms {
+            c = c.election_jitter(ms(v));
+        }
+        if let Some(v) = self.quorum {
+            c = c.quorum(v);
+        }
+        if let Some(v) = self.clock_drift_ppm {
+            c = c.clock_drift_ppm(v);
+        }
+        if let Some(v) = self.lease_margin_ms {
+            c = c.lease_margin(ms(v));
+        }
+        c = c.rng_seed(self.rng_seed.unwrap_or_else(random_seed));
+        c.validate().map_err(|e| (config_key(&e), e.to_string()))?;
+        Ok(c)
+    }
+}
+
+/// The file key behind an engine configuration error.
+fn config_key(e: &ConfigError) -> &'static str {
+    match e {
+        ConfigError::ZeroId => "id",
+        ConfigError::ZeroDuration {
+            name: "heartbeat_interval",
+        } => "heartbeat_ms",
+        ConfigError::ZeroDuration {
+            name: "death_timeout",
+        }
+        | ConfigError::DeathTimeoutTooShort { .. } => "death_timeout_ms",
+        ConfigError::ZeroDuration { .. } => "election_timeout_ms",
+        ConfigError::JitterTooLarge { .. } => "election_jitter_ms",
+        ConfigError::ZeroQuorum
+        | ConfigError::QuorumUnreachable { .. }
+        | ConfigError::UnsafeQuorum { .. } => "quorum",
+        ConfigError::DriftBoundTooLarge { .. } => "clock_drift_ppm",
+        ConfigError::LeaseTooShort { .. } => "lease_margin_ms",
+        _ => "peers",
+    }
+}
+
+/// A seed for a node whose file sets none: the driver, not the core,
+/// decides where randomness comes from.
+#[allow(clippy::disallowed_methods)] // reading the wall clock is the point here
+fn random_seed() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    nanos ^ u64::from(std::process::id()).rotate_left(32)
+}

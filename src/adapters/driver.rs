@@ -1,0 +1,415 @@
+//! A driver that owns one node's loop on one thread: receive on the UDP
+//! socket with a timeout up to the node's next deadline, take commands
+//! from a channel, and execute every action in order: `Persist` through
+//! the storage then `Persisted` back into the node, `Send` through the
+//! socket, `Event` to the application's channel.
+//!
+//! ```no_run
+//! use tenure::adapters::config::NodeFile;
+//! use tenure::adapters::driver::{self, NodeSetup};
+//! use tenure::Event;
+//!
+//! let file = NodeFile::load("node.toml".as_ref())?;
+//! let (handle, events) = driver::spawn(NodeSetup::from_file(&file)?)?;
+//! for event in events {
+//!     match event {
+//!         Event::BecameLeader { token, .. } => println!("leading with {token:?}"),
+//!         Event::SteppedDown { reason, .. } => println!("stopped leading: {reason:?}"),
+//!         Event::LeaderChanged { leader, .. } => println!("leader is {leader:?}"),
+//!         _ => {}
+//!     }
+//!     if let Some(lease) = handle.lease() {
+//!         // Write with lease.token; storage checks it with a Fence.
+//!         let _ = lease;
+//!     }
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Time comes from `std::time::Instant` (CLOCK_MONOTONIC on Linux, which
+//! stops during suspend: run strict fencing only on machines that do not
+//! suspend, or where the bound on clock drift covers it).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::{Arc, Mutex, mpsc};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::config::NodeFile;
+use super::storage::{FileStorage, Storage, StorageError};
+use super::udp::{DropCounts, Framing, Received, UdpTransport};
+use crate::{
+    Action, Config, ConfigError, Event, HardState, Input, Instant, Lease, Message, Node, NodeId,
+    Status,
+};
+
+/// Everything needed to run one node.
+#[derive(Debug)]
+pub struct NodeSetup<S> {
+    /// Engine configuration.
+    pub config: Config,
+    /// Frames from another cluster id are dropped.
+    pub cluster_id: u64,
+    /// UDP address to bind (port 0 picks one).
+    pub listen: SocketAddr,
+    /// Addresses of the other members.
+    pub peers: BTreeMap<NodeId, SocketAddr>,
+    /// Durable state.
+    pub storage: S,
+}
+
+impl NodeSetup<FileStorage> {
+    /// The setup a configuration file describes, with file storage in its
+    /// data directory.
+    ///
+    /// # Errors
+    /// The data directory cannot be created, or the configuration is invalid.
+    pub fn from_file(file: &NodeFile) -> Result<NodeSetup<FileStorage>, DriverError> {
+        let config = file
+            .to_config()
+            .map_err(|(key, message)| DriverError::Setup(format!("key `{key}`: {message}")))?;
+        Ok(NodeSetup {
+            config,
+            cluster_id: file.cluster_id,
+            listen: file.listen,
+            peers: file.peer_addrs(),
+            storage: FileStorage::open(&file.data_dir)?,
+        })
+    }
+}
+
+/// Why a driver could not start or had to stop.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DriverError {
+    /// The stored state is unreadable or could not be written.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    /// The configuration is invalid.
+    #[error("invalid configuration: {0}")]
+    Config(#[from] ConfigError),
+    /// Setup failed.
+    #[error("{0}")]
+    Setup(String),
+    /// A socket error.
+    #[error("socket: {0}")]
+    Io(#[from] io::Error),
+}
+
+/// Monotonic time for the engine, counted from the driver's start.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Clock {
+    epoch: std::time::Instant,
+}
+
+impl Clock {
+    #[allow(clippy::disallowed_methods)] // the adapter is where time is read
+    pub(crate) fn start() -> Clock {
+        Clock {
+            epoch: std::time::Instant::now(),
+        }
+    }
+
+    pub(crate) fn now(&self) -> Instant {
+        Instant::from_nanos(u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX))
+    }
+}
+
+/// What the driver publishes for its handle after every step.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) status: Status,
+    pub(crate) lease: Option<Lease>,
+    pub(crate) drops: DropCounts,
+    pub(crate) stopped: Option<String>,
+}
+
+/// Executes a node's actions in order; shared by the std and tokio drivers.
+pub(crate) struct Executor<S> {
+    pub(crate) node: Node,
+    storage: S,
+    shared: Arc<Mutex<Shared>>,
+    events: mpsc::Sender<Event>,
+    queue: VecDeque<Action>,
+    buf: Vec<Action>,
+}
+
+impl<S: Storage> Executor<S> {
+    /// Loads the durable state (refusing to start on a damaged one) and
+    /// builds the node.
+    pub(crate) fn start(
+        setup_config: Config,
+        mut storage: S,
+        clock: &Clock,
+    ) -> Result<(Executor<S>, mpsc::Receiver<Event>), DriverError> {
+        let state = storage.load()?.unwrap_or_default();
+        let node = Node::new(setup_config, state, clock.now())?;
+        let shared = Arc::new(Mutex::new(Shared {
+            status: node.status(),
+            lease: None,
+            drops: DropCounts::default(),
+            stopped: None,
+        }));
+        let (events, rx) = mpsc::channel();
+        Ok((
+            Executor {
+                node,
+                storage,
+                shared,
+                events,
+                queue: VecDeque::new(),
+                buf: Vec::new(),
+            },
+            rx,
+        ))
+    }
+
+    pub(crate) fn shared(&self) -> Arc<Mutex<Shared>> {
+        self.shared.clone()
+    }
+
+    /// Feeds `input` and executes everything it causes, in order.
+    pub(crate) fn step(
+        &mut self,
+        now: Instant,
+        input: Input,
+        send: &mut dyn FnMut(NodeId, &Message),
+    ) -> Result<(), StorageError> {
+        self.node.step_into(now, input, &mut self.buf);
+        self.queue.extend(self.buf.drain(..));
+        while let Some(action) = self.queue.pop_front() {
+            match action {
+                Action::Persist(state) => {
+                    self.persist(&state)?;
+                    self.node
+                        .step_into(now, Input::Persisted(state), &mut self.buf);
+                    self.queue.extend(self.buf.drain(..));
+                }
+                Action::Send { to, message } => send(to, &message),
+                Action::Event(event) => {
+                    // The application may have dropped its receiver.
+                    let _ = self.events.send(event);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn persist(&mut self, state: &HardState) -> Result<(), StorageError> {
+        self.storage.save(state)
+    }
+
+    pub(crate) fn publish(&self, now: Instant, drops: DropCounts) {
+        let mut shared = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+        shared.status = self.node.status();
+        shared.lease = self.node.lease(now);
+        shared.drops = drops;
+    }
+
+    pub(crate) fn stop(&self, why: String) {
+        self.shared
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .stopped = Some(why);
+    }
+}
+
+pub(crate) enum Command {
+    Input(Input),
+    Stop,
+}
+
+pub(crate) enum Commands {
+    Std {
+        tx: mpsc::Sender<Command>,
+        wake: UdpSocket,
+        target: SocketAddr,
+    },
+    #[cfg(feature = "tokio")]
+    Tokio(tokio::sync::mpsc::UnboundedSender<Command>),
+}
+
+/// The application's handle on a running node.
+pub struct Handle {
+    pub(crate) shared: Arc<Mutex<Shared>>,
+    pub(crate) commands: Commands,
+    pub(crate) clock: Clock,
+    pub(crate) local_addr: SocketAddr,
+    pub(crate) thread: Option<JoinHandle<Result<(), DriverError>>>,
+}
+
+impl std::fmt::Debug for Handle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handle")
+            .field("local_addr", &self.local_addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Handle {
+    fn shared(&self) -> std::sync::MutexGuard<'_, Shared> {
+        self.shared.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The node's status after its last step.
+    pub fn status(&self) -> Status {
+        self.shared().status.clone()
+    }
+
+    /// The lease, if this node may act as the only leader right now.
+    pub fn lease(&self) -> Option<Lease> {
+        let now = self.clock.now();
+        self.shared().lease.filter(|l| now < l.valid_until)
+    }
+
+    /// Datagrams dropped so far, by reason.
+    pub fn drops(&self) -> DropCounts {
+        self.shared().drops
+    }
+
+    /// Why the driver stopped, if it did.
+    pub fn stopped(&self) -> Option<String> {
+        self.shared().stopped.clone()
+    }
+
+    /// The bound UDP address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Campaign now (modes `Manual`, `Candidate`); the outcome arrives as
+    /// `BecameLeader` or `PromoteFailed`.
+    pub fn promote(&self) {
+        self.send(Command::Input(Input::Promote));
+    }
+
+    /// Resign leadership.
+    pub fn demote(&self) {
+        self.send(Command::Input(Input::Demote));
+    }
+
+    /// Hand leadership to `to`; the outcome arrives as `TransferCompleted`
+    /// or `TransferFailed`.
+    pub fn transfer_to(&self, to: NodeId) {
+        self.send(Command::Input(Input::TransferLeadership { to }));
+    }
+
+    /// Stops the node and waits for its thread.
+    ///
+    /// # Errors
+    /// The error that stopped the driver earlier, if any.
+    pub fn shutdown(mut self) -> Result<(), DriverError> {
+        self.send(Command::Stop);
+        match self.thread.take() {
+            Some(t) => t
+                .join()
+                .unwrap_or_else(|_| Err(DriverError::Setup("driver thread panicked".into()))),
+            None => Ok(()),
+        }
+    }
+
+    pub(crate) fn send(&self, command: Command) {
+        match &self.commands {
+            Commands::Std { tx, wake, target } => {
+                let _ = tx.send(command);
+                // An empty datagram wakes the loop out of its receive.
+                let _ = wake.send_to(&[], target);
+            }
+            #[cfg(feature = "tokio")]
+            Commands::Tokio(tx) => {
+                let _ = tx.send(command);
+            }
+        }
+    }
+}
+
+/// The address to reach a socket bound to `addr` from this host.
+pub(crate) fn reachable(addr: SocketAddr) -> SocketAddr {
+    let mut target = addr;
+    if target.ip().is_unspecified() {
+        target.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+    }
+    target
+}
+
+/// Starts the node on its own thread.
+///
+/// # Errors
+/// Damaged stored state (the node refuses to start), invalid configuration,
+/// or a socket that cannot be bound.
+pub fn spawn<S: Storage + Send + 'static>(
+    setup: NodeSetup<S>,
+) -> Result<(Handle, mpsc::Receiver<Event>), DriverError> {
+    let clock = Clock::start();
+    let me = setup.config.id();
+    let (mut exec, events) = Executor::start(setup.config, setup.storage, &clock)?;
+    let mut transport = UdpTransport::bind(
+        setup.listen,
+        Framing::new(me, setup.cluster_id, setup.peers),
+    )?;
+    let local_addr = transport.local_addr()?;
+    let wake = UdpSocket::bind((std::net::Ipv4Addr::LOCALHOST, 0))?;
+    let (tx, rx) = mpsc::channel::<Command>();
+    let shared = exec.shared();
+    let thread = std::thread::Builder::new()
+        .name(format!("tenure-node-{me}"))
+        .spawn(move || {
+            let result = run(&mut exec, &mut transport, &rx, &clock);
+            if let Err(e) = &result {
+                exec.stop(e.to_string());
+            }
+            result
+        })?;
+    let handle = Handle {
+        shared,
+        commands: Commands::Std {
+            tx,
+            wake,
+            target: reachable(local_addr),
+        },
+        clock,
+        local_addr,
+        thread: Some(thread),
+    };
+    Ok((handle, events))
+}
+
+fn run<S: Storage>(
+    exec: &mut Executor<S>,
+    transport: &mut UdpTransport,
+    commands: &mpsc::Receiver<Command>,
+    clock: &Clock,
+) -> Result<(), DriverError> {
+    loop {
+        let now = clock.now();
+        while let Ok(command) = commands.try_recv() {
+            match command {
+                Command::Stop => return Ok(()),
+                Command::Input(input) => {
+                    exec.step(now, input, &mut |to, m| transport.send(to, m))?
+                }
+            }
+        }
+        if exec.node.next_deadline().is_some_and(|d| d <= now) {
+            exec.step(now, Input::Tick, &mut |to, m| transport.send(to, m))?;
+        }
+        exec.publish(now, transport.framing.drops);
+        let wait = exec
+            .node
+            .next_deadline()
+            .map_or(Duration::from_secs(1), |d| {
+                d.saturating_duration_since(clock.now())
+            });
+        if let Received::Message(from, message) =
+            transport.recv(wait.min(Duration::from_secs(1)))?
+        {
+            exec.step(
+                clock.now(),
+                Input::Receive { from, message },
+                &mut |to, m| transport.send(to, m),
+            )?;
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! The tokio driver (feature `tokio`): one task selects over the UDP
+//! socket, a sleep until the node's next deadline, and a command channel,
+//! and executes actions in the same order as the std driver.
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! use tenure::adapters::config::NodeFile;
+//! use tenure::adapters::driver::NodeSetup;
+//! use tenure::adapters::driver_tokio;
+//!
+//! let file = NodeFile::load("node.toml".as_ref())?;
+//! let (handle, events) = driver_tokio::spawn(NodeSetup::from_file(&file)?).await?;
+//! // `events` is a std channel: read it from a blocking task or poll it.
+//! handle.promote();
+//! # drop(events);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The state write (a few hundred bytes and two fsyncs) runs inline on the
+//! driver's task: give the driver a runtime where a few milliseconds of
+//! blocking are acceptable, such as its own current-thread runtime.
+
+use std::sync::mpsc;
+
+use tokio::net::UdpSocket;
+use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
+
+use super::codec::MAX_FRAME;
+use super::driver::{Clock, Command, Commands, DriverError, Executor, Handle, NodeSetup};
+use super::storage::Storage;
+use super::udp::{Framing, Received};
+use crate::{Event, Input, Message, NodeId};
+
+/// Starts the node as a task on the current tokio runtime.
+///
+/// # Errors
+/// Damaged stored state (the node refuses to start), invalid configuration,
+/// or a socket that cannot be bound.
+pub async fn spawn<S: Storage + Send + 'static>(
+    setup: NodeSetup<S>,
+) -> Result<(Handle, mpsc::Receiver<Event>), DriverError> {
+    let clock = Clock::start();
+    let me = setup.config.id();
+    let (exec, events) = Executor::start(setup.config, setup.storage, &clock)?;
+    let socket = UdpSocket::bind(setup.listen).await?;
+    let local_addr = socket.local_addr()?;
+    let framing = Framing::new(me, setup.cluster_id, setup.peers);
+    let (tx, rx) = unbounded_channel();
+    let shared = exec.shared();
+    tokio::spawn(async move {
+        let mut exec = exec;
+        if let Err(e) = run(&mut exec, socket, framing, rx, clock).await {
+            exec.stop(e.to_string());
+        }
+    });
+    let handle = Handle {
+        shared,
+        commands: Commands::Tokio(tx),
+        clock,
+        local_addr,
+        thread: None,
+    };
+    Ok((handle, events))
+}
+
+async fn run<S: Storage>(
+    exec: &mut Executor<S>,
+    socket: UdpSocket,
+    mut framing: Framing,
+    mut commands: UnboundedReceiver<Command>,
+    clock: Clock,
+) -> Result<(), DriverError> {
+    let mut buf = vec![0u8; MAX_FRAME + 1];
+    let mut outbox: Vec<(NodeId, Message)> = Vec::new();
+    loop {
+        let now = clock.now();
+        if exec.node.next_deadline().is_some_and(|d| d <= now) {
+            exec.step(now, Input::Tick, &mut |to, m| outbox.push((to, m.clone())))?;
+        }
+        flush(&socket, &mut framing, &mut outbox).await;
+        exec.publish(now, framing.drops);
+        let wait = exec
+            .node
+            .next_deadline()
+            .map_or(std::time::Duration::from_secs(1), |d| {
+                d.saturating_duration_since(clock.now())
+            });
+        tokio::select! {
+            command = commands.recv() => match command {
+                None | Some(Command::Stop) => return Ok(()),
+                Some(Command::Input(input)) => exec.step(clock.now(), input, &mut |to, m| outbox.push((to, m.clone())))?,
+            },
+            received = socket.recv_from(&mut buf) => {
+                let (len, from_addr) = match received {
+                    Ok(r) => r,
+                    Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => continue,
+                    Err(e) => return Err(e.into()),
+                };
+                if let Received::Message(from, message) = framing.accept::<()>(&buf[..len], from_addr) {
+                    exec.step(clock.now(), Input::Receive { from, message }, &mut |to, m| outbox.push((to, m.clone())))?;
+                }
+            }
+            () = tokio::time::sleep(wait) => {}
+        }
+        flush(&socket, &mut framing, &mut outbox).await;
+    }
+}
+
+async fn flush(socket: &UdpSocket, framing: &mut Framing, outbox: &mut Vec<(NodeId, Message)>) {
+    for (to, message) in outbox.drain(..) {
+        if let Some((frame, addr)) = framing.frame(to, &message) {
+            if socket.send_to(&frame, addr).await.is_err() {
+                framing.drops.send_failed += 1;
+            }
+        }
+    }
+}

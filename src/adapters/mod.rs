@@ -1,0 +1,22 @@
+//! Adapters that execute the core's actions (feature `adapters`). They
+//! decide nothing: the protocol lives in [`Node`](crate::Node).
+//!
+//! - [`codec`]: the wire envelope (postcard) and its typed decode errors;
+//! - [`storage`]: the [`Storage`](storage::Storage) trait, crash-safe
+//!   [`FileStorage`](storage::FileStorage) and [`MemStorage`](storage::MemStorage);
+//! - [`udp`]: UDP transport over `std::net`;
+//! - [`driver`]: a one-thread std driver and its [`Handle`](driver::Handle);
+//! - [`driver_tokio`] (feature `tokio`): the same over tokio;
+//! - [`config`]: the TOML node configuration file.
+
+// Adapters do the I/O the core must not: the clippy.toml bans on sockets,
+// files and clocks guard the core, not this module.
+#![allow(clippy::disallowed_types, clippy::disallowed_methods)]
+
+pub mod codec;
+pub mod config;
+pub mod driver;
+#[cfg(feature = "tokio")]
+pub mod driver_tokio;
+pub mod storage;
+pub mod udp;

@@ -1,0 +1,375 @@
+//! `tenure demo`: a local cluster of real `tenure node` processes on
+//! loopback with file storage in a temporary directory. It shows who leads,
+//! kills the leader with SIGKILL, measures the failover, restarts the old
+//! leader and shows it rejoin without disturbing anyone, then cleans up.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::net::UdpSocket;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+#[derive(clap::Args)]
+pub struct DemoArgs {
+    /// Number of nodes (1-9).
+    #[arg(long, default_value_t = 3)]
+    nodes: u64,
+    /// How many times to kill the leader.
+    #[arg(long, default_value_t = 1)]
+    kills: u32,
+    /// Heartbeat interval in ms.
+    #[arg(long, default_value_t = 100)]
+    heartbeat_ms: u64,
+    /// Death timeout in ms (how long followers wait for a silent leader).
+    #[arg(long, default_value_t = 1000)]
+    death_ms: u64,
+    /// Print only the measurements.
+    #[arg(long)]
+    quiet: bool,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Seen {
+    up: bool,
+    role: String,
+    term: u64,
+    leader: Option<u64>,
+    lease: bool,
+}
+
+struct Cluster {
+    dir: PathBuf,
+    configs: BTreeMap<u64, PathBuf>,
+    children: BTreeMap<u64, Child>,
+    seen: BTreeMap<u64, Seen>,
+    tx: Sender<(u64, Value)>,
+    rx: Receiver<(u64, Value)>,
+    start: Instant,
+    quiet: bool,
+    last_view: Instant,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for child in self.children.values_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Monotonic wall time of the demo itself (the demo is an adapter).
+#[allow(clippy::disallowed_methods)]
+fn now() -> Instant {
+    Instant::now()
+}
+
+fn free_port() -> std::io::Result<u16> {
+    Ok(UdpSocket::bind(("127.0.0.1", 0))?.local_addr()?.port())
+}
+
+impl Cluster {
+    fn say(&self, text: &str) {
+        if !self.quiet {
+            println!("{:>6.1}s  {text}", self.start.elapsed().as_secs_f64());
+        }
+    }
+
+    fn spawn(&mut self, id: u64) -> Result<(), String> {
+        let exe =
+            std::env::current_exe().map_err(|e| format!("cannot find the tenure binary: {e}"))?;
+        let mut child = Command::new(exe)
+            .args(["node", "--config"])
+            .arg(&self.configs[&id])
+            .args(["--status-every-ms", "100"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| format!("cannot start node {id}: {e}"))?;
+        let stdout = child.stdout.take().ok_or("no stdout")?;
+        let tx = self.tx.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                    if tx.send((id, v)).is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        self.children.insert(id, child);
+        self.seen.insert(
+            id,
+            Seen {
+                up: true,
+                role: "follower".into(),
+                ..Seen::default()
+            },
+        );
+        Ok(())
+    }
+
+    fn kill(&mut self, id: u64) {
+        if let Some(mut child) = self.children.remove(&id) {
+            // Child::kill sends SIGKILL on Unix: no goodbye, no flush.
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if let Some(s) = self.seen.get_mut(&id) {
+            *s = Seen::default();
+        }
+    }
+
+    fn apply(&mut self, id: u64, v: &Value) {
+        let Some(s) = self.seen.get_mut(&id) else {
+            return;
+        };
+        if !s.up {
+            return;
+        }
+        if let Some(st) = v.get("status") {
+            s.role = st["role"].as_str().unwrap_or("?").to_string();
+            s.term = st["term"].as_u64().unwrap_or(0);
+            s.leader = st["leader"].as_u64();
+            s.lease = st["lease"].as_bool().unwrap_or(false);
+        } else if let Some(e) = v.get("event") {
+            if let Some(c) = e.get("leader_changed") {
+                s.term = c["term"].as_u64().unwrap_or(s.term);
+                s.leader = c["leader"].as_u64();
+            } else if let Some(b) = e.get("became_leader") {
+                s.role = "leader".into();
+                s.term = b["term"].as_u64().unwrap_or(s.term);
+            } else if e.get("stepped_down").is_some() {
+                s.role = "follower".into();
+            }
+        } else if let Some(st) = v.get("started") {
+            s.term = st["term"].as_u64().unwrap_or(0);
+        }
+    }
+
+    /// The leader a quorum of all nodes follows, with its term.
+    fn quorum_leader(&self) -> Option<(u64, u64)> {
+        let quorum = self.configs.len() / 2 + 1;
+        self.seen.iter().find_map(|(&id, s)| {
+            if !s.up || s.role != "leader" {
+                return None;
+            }
+            let followers = self
+                .seen
+                .values()
+                .filter(|o| o.up && o.leader == Some(id) && o.term == s.term)
+                .count();
+            (followers >= quorum).then_some((id, s.term))
+        })
+    }
+
+    fn view(&self) -> String {
+        let parts: Vec<String> = self
+            .seen
+            .iter()
+            .map(|(id, s)| match (s.up, s.role.as_str()) {
+                (false, _) => format!("node {id}: DOWN"),
+                (true, "leader") => format!(
+                    "node {id}: LEADER of term {} ({})",
+                    s.term,
+                    if s.lease {
+                        "holds lease"
+                    } else {
+                        "no lease yet"
+                    }
+                ),
+                (true, role) => match s.leader {
+                    Some(l) => format!("node {id}: {role} of node {l}"),
+                    None => format!("node {id}: {role}, no leader known"),
+                },
+            })
+            .collect();
+        parts.join("  |  ")
+    }
+
+    /// Processes output until `done` holds or `limit` passes.
+    fn wait(&mut self, limit: Duration, done: impl Fn(&Cluster) -> bool) -> bool {
+        let end = now() + limit;
+        loop {
+            if done(self) {
+                return true;
+            }
+            let left = end.saturating_duration_since(now());
+            if left.is_zero() {
+                return false;
+            }
+            if let Ok((id, v)) = self.rx.recv_timeout(left.min(Duration::from_millis(50))) {
+                self.apply(id, &v);
+            }
+            if !self.quiet && self.last_view.elapsed() >= Duration::from_millis(700) {
+                self.last_view = now();
+                self.say(&self.view());
+            }
+        }
+    }
+}
+
+pub fn run(args: DemoArgs) -> ExitCode {
+    if !(1..=9).contains(&args.nodes) {
+        eprintln!(
+            "error: --nodes must be between 1 and 9 (got {})",
+            args.nodes
+        );
+        return ExitCode::from(2);
+    }
+    if args.death_ms <= args.heartbeat_ms {
+        eprintln!(
+            "error: --death-ms ({}) must be longer than --heartbeat-ms ({})",
+            args.death_ms, args.heartbeat_ms
+        );
+        return ExitCode::from(2);
+    }
+    match demo(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn demo(args: &DemoArgs) -> Result<(), String> {
+    let dir = std::env::temp_dir().join(format!("tenure-demo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let (tx, rx) = mpsc::channel();
+    let mut c = Cluster {
+        dir: dir.clone(),
+        configs: BTreeMap::new(),
+        children: BTreeMap::new(),
+        seen: BTreeMap::new(),
+        tx,
+        rx,
+        start: now(),
+        quiet: args.quiet,
+        last_view: now(),
+    };
+    let ids: Vec<u64> = (1..=args.nodes).collect();
+    let mut ports = BTreeMap::new();
+    for &id in &ids {
+        ports.insert(
+            id,
+            free_port().map_err(|e| format!("no free UDP port: {e}"))?,
+        );
+    }
+    for &id in &ids {
+        let mut toml = format!(
+            "id = {id}\ncluster_id = {}\nlisten = \"127.0.0.1:{}\"\ndata_dir = \"{}\"\nfencing = \"strict\"\nheartbeat_ms = {}\ndeath_timeout_ms = {}\n",
+            std::process::id(),
+            ports[&id],
+            dir.join(format!("node-{id}")).display(),
+            args.heartbeat_ms,
+            args.death_ms
+        );
+        for &peer in ids.iter().filter(|&&p| p != id) {
+            toml.push_str(&format!(
+                "\n[[peers]]\nid = {peer}\naddr = \"127.0.0.1:{}\"\n",
+                ports[&peer]
+            ));
+        }
+        let path = dir.join(format!("node-{id}.toml"));
+        std::fs::write(&path, toml).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        c.configs.insert(id, path);
+    }
+    c.say(&format!(
+        "Starting {} tenure nodes as separate processes on 127.0.0.1 (state files in {}).",
+        args.nodes,
+        dir.display()
+    ));
+    c.say(&format!(
+        "Each node waits {} ms (the death timeout) for an existing leader, then they elect one.",
+        args.death_ms
+    ));
+    for &id in &ids {
+        c.spawn(id)?;
+    }
+    let limit = Duration::from_millis(args.death_ms * 10 + 5_000);
+    if !c.wait(limit, |c| c.quorum_leader().is_some()) {
+        return Err(format!("no leader elected within {limit:?}: {}", c.view()));
+    }
+    let (mut leader, mut term) = c.quorum_leader().ok_or("leader vanished")?;
+    c.say(&format!(
+        "Node {leader} won the election for term {term}. Its fencing token is (term {term}, node {leader}): storage that checks tokens refuses anything older."
+    ));
+    c.wait(Duration::from_millis(args.death_ms), |_| false);
+    let mut failovers = Vec::new();
+    for round in 0..args.kills {
+        c.say(&format!(
+            "Killing the leader, node {leader}, with SIGKILL (no goodbye)."
+        ));
+        c.kill(leader);
+        let killed_at = now();
+        let old = (leader, term);
+        if !c.wait(limit, |c| c.quorum_leader().is_some_and(|(_, t)| t > old.1)) {
+            return Err(format!(
+                "no new leader within {limit:?} after killing node {}: {}",
+                old.0,
+                c.view()
+            ));
+        }
+        let failover = killed_at.elapsed();
+        failovers.push(failover);
+        (leader, term) = c.quorum_leader().ok_or("leader vanished")?;
+        c.say(&format!(
+            "Node {leader} took over {} ms after the kill (term {term}, token (term {term}, node {leader})). Writes with the old token (term {}, node {}) are now rejected.",
+            failover.as_millis(),
+            old.1,
+            old.0
+        ));
+        if args.quiet {
+            println!(
+                "kill {}: new leader after {} ms",
+                round + 1,
+                failover.as_millis()
+            );
+        }
+        c.say(&format!("Restarting node {} from its state file.", old.0));
+        c.spawn(old.0)?;
+        let (l, t) = (leader, term);
+        if !c.wait(Duration::from_millis(args.death_ms * 3 + 2_000), |c| {
+            c.seen
+                .get(&old.0)
+                .is_some_and(|s| s.leader == Some(l) && s.term == t)
+        }) {
+            return Err(format!(
+                "node {} did not rejoin within time: {}",
+                old.0,
+                c.view()
+            ));
+        }
+        if c.quorum_leader() != Some((l, t)) {
+            return Err(format!("the restart disturbed the cluster: {}", c.view()));
+        }
+        c.say(&format!(
+            "Node {} rejoined as a follower of node {leader}; the term stayed {term}: a restarted node waits a death timeout instead of disrupting the leader.",
+            old.0
+        ));
+        c.wait(Duration::from_millis(args.death_ms), |_| false);
+    }
+    let mut sorted = failovers.clone();
+    sorted.sort();
+    if let (Some(min), Some(max)) = (sorted.first(), sorted.last()) {
+        let p50 = sorted[sorted.len() / 2];
+        println!(
+            "failover over {} kill(s) of the leader ({} nodes, heartbeat {} ms, death timeout {} ms): min {} ms, p50 {} ms, max {} ms",
+            sorted.len(),
+            args.nodes,
+            args.heartbeat_ms,
+            args.death_ms,
+            min.as_millis(),
+            p50.as_millis(),
+            max.as_millis()
+        );
+    }
+    c.say("Done: stopping the nodes and removing the temporary directory.");
+    Ok(())
+}
