@@ -21,7 +21,11 @@ fn dir(name: &str) -> PathBuf {
 }
 
 fn port() -> u16 {
-    UdpSocket::bind(("127.0.0.1", 0)).unwrap().local_addr().unwrap().port()
+    UdpSocket::bind(("127.0.0.1", 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 fn write_config(dir: &Path, id: u64, cluster: u64, ports: &[(u64, u16)]) -> PathBuf {
@@ -31,7 +35,9 @@ fn write_config(dir: &Path, id: u64, cluster: u64, ports: &[(u64, u16)]) -> Path
         dir.join(format!("data-{id}")).display()
     );
     for (peer, p) in ports.iter().filter(|p| p.0 != id) {
-        text.push_str(&format!("\n[[peers]]\nid = {peer}\naddr = \"127.0.0.1:{p}\"\n"));
+        text.push_str(&format!(
+            "\n[[peers]]\nid = {peer}\naddr = \"127.0.0.1:{p}\"\n"
+        ));
     }
     let path = dir.join(format!("node-{id}.toml"));
     std::fs::write(&path, text).unwrap();
@@ -92,7 +98,16 @@ impl Drop for Proc {
 #[test]
 fn kill_the_leader_of_three_then_rejoin() {
     let mut child = Command::new(BIN)
-        .args(["demo", "--quiet", "--kills", "2", "--heartbeat-ms", "50", "--death-ms", "300"])
+        .args([
+            "demo",
+            "--quiet",
+            "--kills",
+            "2",
+            "--heartbeat-ms",
+            "50",
+            "--death-ms",
+            "300",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -102,12 +117,19 @@ fn kill_the_leader_of_three_then_rejoin() {
         if let Some(s) = child.try_wait().unwrap() {
             break s;
         }
-        assert!(std::time::Instant::now() < end, "demo did not finish in 60 s");
+        assert!(
+            std::time::Instant::now() < end,
+            "demo did not finish in 60 s"
+        );
         std::thread::sleep(Duration::from_millis(50));
     };
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(status.success(), "demo failed: {stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        status.success(),
+        "demo failed: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(stdout.matches("new leader after").count(), 2, "{stdout}");
     assert!(stdout.contains("failover over 2 kill(s)"), "{stdout}");
 }
@@ -120,14 +142,24 @@ fn a_corrupt_state_file_refuses_to_start_with_the_documented_error() {
     std::fs::create_dir_all(d.join("data-1")).unwrap();
     let state = d.join("data-1").join("tenure.state");
     std::fs::write(&state, b"TNRS\x01\x05\x01\x02\xde\xad\xbe\xef").unwrap();
-    let out = Command::new(BIN).args(["node", "--config"]).arg(&config).output().unwrap();
+    let out = Command::new(BIN)
+        .args(["node", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("refuses to start"), "{err}");
-    assert!(err.contains(&state.display().to_string()), "the error names the file: {err}");
+    assert!(
+        err.contains(&state.display().to_string()),
+        "the error names the file: {err}"
+    );
     assert!(err.contains("checksum mismatch"), "{err}");
     // The file is left as it was, for the operator to inspect.
-    assert_eq!(std::fs::read(&state).unwrap(), b"TNRS\x01\x05\x01\x02\xde\xad\xbe\xef");
+    assert_eq!(
+        std::fs::read(&state).unwrap(),
+        b"TNRS\x01\x05\x01\x02\xde\xad\xbe\xef"
+    );
     std::fs::remove_dir_all(d).unwrap();
 }
 
@@ -136,18 +168,43 @@ fn bad_config_values_name_the_key() {
     let d = dir("badconfig");
     let path = d.join("node.toml");
     for (text, key) in [
-        ("id = 1\ncluster_id = 1\nlisten = \"127.0.0.1:1\"\ndata_dir = \"x\"\nheartbeat_ms = 100\ndeath_timeout_ms = 50\n", "death_timeout_ms"),
-        ("id = 0\ncluster_id = 1\nlisten = \"127.0.0.1:1\"\ndata_dir = \"x\"\n", "id"),
-        ("id = 1\ncluster_id = 1\nlisten = \"not an address\"\ndata_dir = \"x\"\n", "listen"),
-        ("id = 1\ncluster_id = 1\nlisten = \"127.0.0.1:1\"\ndata_dir = \"x\"\nmode = \"leader\"\n", "mode"),
-        ("id = 1\ncluster_id = 1\nlisten = \"127.0.0.1:1\"\ndata_dir = \"x\"\nquorum = 1\n[[peers]]\nid = 2\naddr = \"127.0.0.1:2\"\n[[peers]]\nid = 3\naddr = \"127.0.0.1:3\"\n", "quorum"),
-        ("id = 1\ncluster_id = 1\nlisten = \"127.0.0.1:1\"\ndata_dir = \"x\"\nheartbeat = 5\n", "heartbeat"),
+        (
+            "id = 1\ncluster_id = 1\nlisten = \"127.0.0.1:1\"\ndata_dir = \"x\"\nheartbeat_ms = 100\ndeath_timeout_ms = 50\n",
+            "death_timeout_ms",
+        ),
+        (
+            "id = 0\ncluster_id = 1\nlisten = \"127.0.0.1:1\"\ndata_dir = \"x\"\n",
+            "id",
+        ),
+        (
+            "id = 1\ncluster_id = 1\nlisten = \"not an address\"\ndata_dir = \"x\"\n",
+            "listen",
+        ),
+        (
+            "id = 1\ncluster_id = 1\nlisten = \"127.0.0.1:1\"\ndata_dir = \"x\"\nmode = \"leader\"\n",
+            "mode",
+        ),
+        (
+            "id = 1\ncluster_id = 1\nlisten = \"127.0.0.1:1\"\ndata_dir = \"x\"\nquorum = 1\n[[peers]]\nid = 2\naddr = \"127.0.0.1:2\"\n[[peers]]\nid = 3\naddr = \"127.0.0.1:3\"\n",
+            "quorum",
+        ),
+        (
+            "id = 1\ncluster_id = 1\nlisten = \"127.0.0.1:1\"\ndata_dir = \"x\"\nheartbeat = 5\n",
+            "heartbeat",
+        ),
     ] {
         std::fs::write(&path, text).unwrap();
-        let out = Command::new(BIN).args(["node", "--config"]).arg(&path).output().unwrap();
+        let out = Command::new(BIN)
+            .args(["node", "--config"])
+            .arg(&path)
+            .output()
+            .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{err}");
-        assert!(err.contains(key) && err.contains("node.toml"), "expected key {key} in: {err}");
+        assert!(
+            err.contains(key) && err.contains("node.toml"),
+            "expected key {key} in: {err}"
+        );
     }
     std::fs::remove_dir_all(d).unwrap();
 }
@@ -161,16 +218,30 @@ fn different_cluster_ids_never_count_each_others_votes() {
     let ports = [(1, port()), (2, port()), (3, port())];
     let a = Proc::start(&write_config(&d, 1, 111, &ports));
     let b = Proc::start(&write_config(&d, 2, 222, &ports));
-    let lines: Vec<String> = [a.collect(Duration::from_millis(2500)), b.collect(Duration::ZERO)].concat();
-    assert!(!lines.iter().any(|l| l.contains("became_leader")), "{lines:?}");
+    let lines: Vec<String> = [
+        a.collect(Duration::from_millis(2500)),
+        b.collect(Duration::ZERO),
+    ]
+    .concat();
+    assert!(
+        !lines.iter().any(|l| l.contains("became_leader")),
+        "{lines:?}"
+    );
     drop((a, b));
 
     let d2 = dir("clusters-same");
     let ports = [(1, port()), (2, port()), (3, port())];
     let a = Proc::start(&write_config(&d2, 1, 333, &ports));
     let b = Proc::start(&write_config(&d2, 2, 333, &ports));
-    let lines: Vec<String> = [a.collect(Duration::from_millis(2500)), b.collect(Duration::ZERO)].concat();
-    assert!(lines.iter().any(|l| l.contains("became_leader")), "control: the same pair must elect: {lines:?}");
+    let lines: Vec<String> = [
+        a.collect(Duration::from_millis(2500)),
+        b.collect(Duration::ZERO),
+    ]
+    .concat();
+    assert!(
+        lines.iter().any(|l| l.contains("became_leader")),
+        "control: the same pair must elect: {lines:?}"
+    );
     drop((a, b));
     std::fs::remove_dir_all(d).unwrap();
     std::fs::remove_dir_all(d2).unwrap();

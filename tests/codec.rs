@@ -7,7 +7,13 @@ use tenure::adapters::codec::{DecodeError, MAX_FRAME, decode, encode};
 use tenure::{Message, MessageKind, VClock};
 
 fn sample() -> Message<u64> {
-    Message { term: 9, kind: MessageKind::VoteRequest { position: 77, transfer: false } }
+    Message {
+        term: 9,
+        kind: MessageKind::VoteRequest {
+            position: 77,
+            transfer: false,
+        },
+    }
 }
 
 #[test]
@@ -21,7 +27,13 @@ fn every_truncation_is_an_error() {
     let frame = encode(5, 1, 2, &sample()).unwrap();
     for cut in 0..frame.len() {
         let err = decode::<u64>(&frame[..cut], 5, 2).unwrap_err();
-        assert!(matches!(err, DecodeError::Truncated { .. } | DecodeError::Malformed(_)), "cut {cut}: {err}");
+        assert!(
+            matches!(
+                err,
+                DecodeError::Truncated { .. } | DecodeError::Malformed(_)
+            ),
+            "cut {cut}: {err}"
+        );
     }
 }
 
@@ -30,24 +42,58 @@ fn header_errors_are_named() {
     let frame = encode(5, 1, 2, &sample()).unwrap();
     let mut bad = frame.clone();
     bad[0] = b'X';
-    assert!(matches!(decode::<u64>(&bad, 5, 2), Err(DecodeError::BadMagic { .. })));
+    assert!(matches!(
+        decode::<u64>(&bad, 5, 2),
+        Err(DecodeError::BadMagic { .. })
+    ));
     let mut bad = frame.clone();
     bad[4] = 99;
-    assert_eq!(decode::<u64>(&bad, 5, 2), Err(DecodeError::UnknownVersion { version: 99 }));
+    assert_eq!(
+        decode::<u64>(&bad, 5, 2),
+        Err(DecodeError::UnknownVersion { version: 99 })
+    );
     let mut long = frame.clone();
     long.extend_from_slice(&[0, 0, 0]);
-    assert_eq!(decode::<u64>(&long, 5, 2), Err(DecodeError::TrailingBytes { count: 3 }));
-    assert_eq!(decode::<u64>(&frame, 6, 2), Err(DecodeError::ForeignCluster { cluster: 5, expected: 6 }));
-    assert_eq!(decode::<u64>(&frame, 5, 3), Err(DecodeError::NotAddressedToMe { to: 2, me: 3 }));
+    assert_eq!(
+        decode::<u64>(&long, 5, 2),
+        Err(DecodeError::TrailingBytes { count: 3 })
+    );
+    assert_eq!(
+        decode::<u64>(&frame, 6, 2),
+        Err(DecodeError::ForeignCluster {
+            cluster: 5,
+            expected: 6
+        })
+    );
+    assert_eq!(
+        decode::<u64>(&frame, 5, 3),
+        Err(DecodeError::NotAddressedToMe { to: 2, me: 3 })
+    );
     let huge = vec![0u8; MAX_FRAME + 1];
-    assert_eq!(decode::<u64>(&huge, 5, 2), Err(DecodeError::Oversized { len: MAX_FRAME + 1, max: MAX_FRAME }));
-    assert!(DecodeError::ForeignCluster { cluster: 5, expected: 6 }.to_string().contains("cluster 5"));
+    assert_eq!(
+        decode::<u64>(&huge, 5, 2),
+        Err(DecodeError::Oversized {
+            len: MAX_FRAME + 1,
+            max: MAX_FRAME
+        })
+    );
+    assert!(
+        DecodeError::ForeignCluster {
+            cluster: 5,
+            expected: 6
+        }
+        .to_string()
+        .contains("cluster 5")
+    );
 }
 
 #[test]
 fn oversized_messages_are_refused_at_encode() {
     let clock: VClock = (1..5_000u64).map(|i| (i, i)).collect();
-    let m = Message { term: 1, kind: MessageKind::PreVoteRequest { position: clock } };
+    let m = Message {
+        term: 1,
+        kind: MessageKind::PreVoteRequest { position: clock },
+    };
     assert!(encode(1, 1, 2, &m).is_err());
 }
 
@@ -76,5 +122,8 @@ fn random_inputs_never_panic() {
             accepted += 1;
         }
     }
-    assert!(accepted < 20_000, "mutations must be caught at least sometimes");
+    assert!(
+        accepted < 20_000,
+        "mutations must be caught at least sometimes"
+    );
 }

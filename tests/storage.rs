@@ -8,7 +8,9 @@
 use std::path::PathBuf;
 
 use tenure::HardState;
-use tenure::adapters::storage::{FileStorage, MemStorage, STATE_FILE, Storage, StorageErrorKind, encode_record};
+use tenure::adapters::storage::{
+    FileStorage, MemStorage, STATE_FILE, Storage, StorageErrorKind, encode_record,
+};
 
 fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("tenure-storage-{name}-{}", std::process::id()));
@@ -25,7 +27,10 @@ fn missing_file_is_a_fresh_node_and_saves_roundtrip() {
     s.save(&HardState::new(4, None)).unwrap();
     let mut reopened = FileStorage::open(&dir).unwrap();
     assert_eq!(reopened.load().unwrap(), Some(HardState::new(4, None)));
-    assert!(!dir.join("tenure.state.tmp").exists(), "the temp file was renamed away");
+    assert!(
+        !dir.join("tenure.state.tmp").exists(),
+        "the temp file was renamed away"
+    );
     std::fs::remove_dir_all(dir).unwrap();
 }
 
@@ -39,7 +44,11 @@ fn interrupted_temp_write_keeps_the_old_state() {
     let new = encode_record(&HardState::new(4, Some(1)));
     for cut in 0..=new.len() {
         std::fs::write(dir.join("tenure.state.tmp"), &new[..cut]).unwrap();
-        assert_eq!(FileStorage::open(&dir).unwrap().load().unwrap(), Some(HardState::new(3, Some(2))), "cut {cut}");
+        assert_eq!(
+            FileStorage::open(&dir).unwrap().load().unwrap(),
+            Some(HardState::new(3, Some(2))),
+            "cut {cut}"
+        );
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
@@ -66,7 +75,10 @@ fn damaged_final_file_is_a_typed_error_naming_the_file() {
             match FileStorage::open(&dir).unwrap().load() {
                 Err(e) => assert!(matches!(
                     e.kind,
-                    StorageErrorKind::Corrupt { .. } | StorageErrorKind::Foreign { .. } | StorageErrorKind::UnknownVersion { .. } | StorageErrorKind::Undecodable(_)
+                    StorageErrorKind::Corrupt { .. }
+                        | StorageErrorKind::Foreign { .. }
+                        | StorageErrorKind::UnknownVersion { .. }
+                        | StorageErrorKind::Undecodable(_)
                 )),
                 Ok(state) => panic!("byte {i} bit {bit} flipped, yet it loaded {state:?}"),
             }
@@ -74,7 +86,10 @@ fn damaged_final_file_is_a_typed_error_naming_the_file() {
     }
     std::fs::write(&path, b"hello, this is some other program's file").unwrap();
     let err = FileStorage::open(&dir).unwrap().load().unwrap_err();
-    assert!(matches!(err.kind, StorageErrorKind::Foreign { .. }), "{err}");
+    assert!(
+        matches!(err.kind, StorageErrorKind::Foreign { .. }),
+        "{err}"
+    );
     std::fs::remove_dir_all(dir).unwrap();
 }
 

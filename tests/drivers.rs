@@ -1,0 +1,149 @@
+//! The std and tokio drivers in-process on loopback: election, handle
+//! commands (transfer, demote), lease and status through the handle, foreign
+//! datagrams counted and dropped. Bounded: every wait has a 5 s limit.
+
+#![cfg(feature = "tokio")]
+
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::mpsc::Receiver;
+use std::time::Duration;
+
+use tenure::adapters::driver::{self, Handle, NodeSetup};
+use tenure::adapters::driver_tokio;
+use tenure::adapters::storage::MemStorage;
+use tenure::{Config, Event, Fencing, Role};
+
+fn setups() -> Vec<NodeSetup<MemStorage>> {
+    let addrs: Vec<SocketAddr> = (0..3)
+        .map(|_| {
+            UdpSocket::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+        })
+        .collect();
+    let peers: BTreeMap<u64, SocketAddr> = (1..=3).zip(addrs).collect();
+    peers
+        .iter()
+        .map(|(&id, &listen)| NodeSetup {
+            config: Config::new(id, [1, 2, 3])
+                .fencing(Fencing::Strict)
+                .heartbeat_interval(Duration::from_millis(30))
+                .death_timeout(Duration::from_millis(200))
+                .rng_seed(id),
+            cluster_id: 4,
+            listen,
+            peers: peers
+                .iter()
+                .filter(|(p, _)| **p != id)
+                .map(|(p, a)| (*p, *a))
+                .collect(),
+            storage: MemStorage::new(),
+        })
+        .collect()
+}
+
+fn wait_for(events: &[(u64, Receiver<Event>)], what: impl Fn(u64, &Event) -> bool) -> u64 {
+    let end = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        assert!(
+            std::time::Instant::now() < end,
+            "event did not arrive within 5 s"
+        );
+        for (id, rx) in events {
+            while let Ok(e) = rx.try_recv() {
+                if what(*id, &e) {
+                    return *id;
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn exercise(handles: &BTreeMap<u64, Handle>, events: &[(u64, Receiver<Event>)]) {
+    let leader = wait_for(events, |_, e| matches!(e, Event::BecameLeader { .. }));
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(handles[&leader].status().role, Role::Leader);
+    let lease = handles[&leader]
+        .lease()
+        .expect("strict leader holds a lease");
+    assert_eq!(lease.token.leader, leader);
+    let target = if leader == 1 { 2 } else { 1 };
+    handles[&leader].transfer_to(target);
+    assert_eq!(
+        wait_for(events, |_, e| matches!(e, Event::TransferCompleted { .. })),
+        leader
+    );
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(handles[&target].status().role, Role::Leader);
+    handles[&target].demote();
+    let next = wait_for(events, |id, e| {
+        id != target && matches!(e, Event::BecameLeader { .. })
+    });
+    assert_ne!(next, target);
+    // A foreign datagram is counted, not acted on.
+    let junk = UdpSocket::bind("127.0.0.1:0").unwrap();
+    junk.send_to(b"definitely not a frame", handles[&next].local_addr())
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(handles[&next].drops().malformed, 1);
+    assert_eq!(handles[&next].status().role, Role::Leader);
+}
+
+#[test]
+fn std_driver_elects_transfers_and_demotes() {
+    let mut handles = BTreeMap::new();
+    let mut events = Vec::new();
+    for setup in setups() {
+        let id = setup.config.id();
+        let (h, e) = driver::spawn(setup).unwrap();
+        handles.insert(id, h);
+        events.push((id, e));
+    }
+    exercise(&handles, &events);
+    for (_, h) in handles {
+        h.shutdown().unwrap();
+    }
+}
+
+#[test]
+fn tokio_driver_elects_transfers_and_demotes() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut handles = BTreeMap::new();
+    let mut events = Vec::new();
+    for setup in setups() {
+        let id = setup.config.id();
+        let (h, e) = rt.block_on(driver_tokio::spawn(setup)).unwrap();
+        handles.insert(id, h);
+        events.push((id, e));
+    }
+    exercise(&handles, &events);
+    drop(handles);
+    rt.shutdown_timeout(Duration::from_secs(1));
+}
+
+#[test]
+fn a_damaged_store_stops_the_driver_from_starting() {
+    use tenure::adapters::storage::{FileStorage, STATE_FILE};
+    let dir = std::env::temp_dir().join(format!("tenure-driver-damaged-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(STATE_FILE), b"garbage!garbage!").unwrap();
+    let mut setup = setups().remove(0);
+    let storage = FileStorage::open(&dir).unwrap();
+    let setup = NodeSetup {
+        config: setup.config.clone(),
+        cluster_id: setup.cluster_id,
+        listen: setup.listen,
+        peers: std::mem::take(&mut setup.peers),
+        storage,
+    };
+    let err = driver::spawn(setup).unwrap_err();
+    assert!(err.to_string().contains(STATE_FILE), "{err}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
