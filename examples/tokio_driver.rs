@@ -6,6 +6,8 @@
 //! cargo run --example tokio_driver --features tokio
 //! ```
 
+// Real sockets and clocks: this is driver code, outside the sans-IO core.
+#![allow(clippy::disallowed_types, clippy::disallowed_methods)]
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;

@@ -2,6 +2,8 @@
 //! kill -9 / failover / rejoin cycle, a node refusing to start on a corrupt
 //! state file, and two clusters that must not hear each other.
 
+// Real sockets and clocks: this is driver code, outside the sans-IO core.
+#![allow(clippy::disallowed_types, clippy::disallowed_methods)]
 #![cfg(feature = "cli")]
 
 use std::io::{BufRead, BufReader};

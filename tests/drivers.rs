@@ -2,6 +2,8 @@
 //! commands (transfer, demote), lease and status through the handle, foreign
 //! datagrams counted and dropped. Bounded: every wait has a 5 s limit.
 
+// Real sockets and clocks: this is driver code, outside the sans-IO core.
+#![allow(clippy::disallowed_types, clippy::disallowed_methods)]
 #![cfg(feature = "tokio")]
 
 use std::collections::BTreeMap;
