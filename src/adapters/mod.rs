@@ -6,7 +6,7 @@
 //!   [`FileStorage`](storage::FileStorage) and [`MemStorage`](storage::MemStorage);
 //! - [`udp`]: UDP transport over `std::net`;
 //! - [`driver`]: a one-thread std driver and its [`Handle`](driver::Handle);
-//! - [`driver_tokio`] (feature `tokio`): the same over tokio;
+//! - `driver_tokio` (feature `tokio`): the same over tokio;
 //! - [`config`]: the TOML node configuration file.
 
 // Adapters do the I/O the core must not: the clippy.toml bans on sockets,
