@@ -289,6 +289,7 @@ fn demo(args: &DemoArgs) -> Result<(), String> {
         "Each node waits {} ms (the death timeout) for an existing leader, then they elect one.",
         args.death_ms
     ));
+    c.say("A term numbers each election; a leader leads one term, and a higher term always wins. The leader's lease is its proof that nobody else leads until it expires.");
     for &id in &ids {
         c.spawn(id)?;
     }
@@ -305,6 +306,10 @@ fn demo(args: &DemoArgs) -> Result<(), String> {
     for round in 0..args.kills {
         c.say(&format!(
             "Killing the leader, node {leader}, with SIGKILL (no goodbye)."
+        ));
+        c.say(&format!(
+            "The others notice only when its heartbeats have stopped for {} ms; until then they still call it their leader.",
+            args.death_ms
         ));
         c.kill(leader);
         let killed_at = now();
