@@ -121,6 +121,11 @@
 //! - `serde` (default): serde derives on messages and durable state.
 //!
 //! - `sim`: the `sim` module, a deterministic cluster simulator.
+//! - `adapters`: the `adapters` module: wire codec, crash-safe file storage,
+//!   UDP transport, the std driver and the TOML node configuration.
+//! - `tokio`: the tokio driver.
+//! - `cli` (default): the `tenure` binary (`demo`, `node`, `sim`); turn
+//!   default features off to keep its dependencies out of a library build.
 //!
 //! Without default features the crate is `no_std` + `alloc`.
 
