@@ -41,8 +41,7 @@ use super::config::NodeFile;
 use super::storage::{FileStorage, Storage, StorageError};
 use super::udp::{DropCounts, Framing, Received, UdpTransport};
 use crate::{
-    Action, Config, ConfigError, Event, HardState, Input, Instant, Lease, Message, Node, NodeId,
-    Status,
+    Action, Config, ConfigError, Event, Input, Instant, Lease, Message, Node, NodeId, Status,
 };
 
 /// Everything needed to run one node.
@@ -182,7 +181,7 @@ impl<S: Storage> Executor<S> {
         while let Some(action) = self.queue.pop_front() {
             match action {
                 Action::Persist(state) => {
-                    self.persist(&state)?;
+                    self.storage.save(&state)?;
                     self.node
                         .step_into(now, Input::Persisted(state), &mut self.buf);
                     self.queue.extend(self.buf.drain(..));
@@ -195,10 +194,6 @@ impl<S: Storage> Executor<S> {
             }
         }
         Ok(())
-    }
-
-    fn persist(&mut self, state: &HardState) -> Result<(), StorageError> {
-        self.storage.save(state)
     }
 
     pub(crate) fn publish(&self, now: Instant, drops: DropCounts) {

@@ -57,6 +57,55 @@ impl<P: LogPosition> Node<P> {
         });
     }
 
+    /// Answers `to` at the current term; needs only that term durable.
+    pub(super) fn reply(&mut self, to: NodeId, kind: MessageKind<P>, out: &mut Vec<Action<P>>) {
+        self.send(to, self.term, kind, false, out);
+    }
+
+    /// Sends at the current term a message that also asserts this node's
+    /// vote (a grant, a vote request, a new leader's heartbeat).
+    pub(super) fn send_with_vote(
+        &mut self,
+        to: NodeId,
+        kind: MessageKind<P>,
+        out: &mut Vec<Action<P>>,
+    ) {
+        self.send(to, self.term, kind, true, out);
+    }
+
+    /// Acknowledges heartbeat `seq` with this node's log position (also the
+    /// answer that tells a stale leader about the current term).
+    pub(super) fn ack_heartbeat(&mut self, to: NodeId, seq: u64, out: &mut Vec<Action<P>>) {
+        let position = self.position.clone();
+        self.reply(to, MessageKind::HeartbeatResponse { seq, position }, out);
+    }
+
+    /// Sends `make(position)` stamped `msg_term` to every other voter.
+    pub(super) fn send_to_other_voters(
+        &mut self,
+        msg_term: u64,
+        needs_vote: bool,
+        make: impl Fn(P) -> MessageKind<P>,
+        out: &mut Vec<Action<P>>,
+    ) {
+        for i in 0..self.voters.len() {
+            let to = self.voters.ids()[i];
+            if to != self.id {
+                let kind = make(self.position.clone());
+                self.send(to, msg_term, kind, needs_vote, out);
+            }
+        }
+    }
+
+    /// Sends `kind` as leader of the current term to every peer, voters and
+    /// observers.
+    pub(super) fn send_to_peers(&mut self, kind: &MessageKind<P>, out: &mut Vec<Action<P>>) {
+        for i in 0..self.peers.len() {
+            let to = self.peers[i].id;
+            self.send_with_vote(to, kind.clone(), out);
+        }
+    }
+
     /// Emits a `Persist` when the volatile state differs from the durable
     /// one and no write is in flight. Called once at the end of every step,
     /// so several decisions (and decisions made during a slow write)

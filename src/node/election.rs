@@ -51,35 +51,13 @@ impl<P: LogPosition> Node<P> {
         slog::debug!(self.log, "stale message ignored";
             "rule" => "stale_term_answered", "term" => self.term,
             "from" => from, "message_term" => message.term);
-        let term = self.term;
         match message.kind {
-            MessageKind::Heartbeat { seq } => {
-                let position = self.position.clone();
-                self.send(
-                    from,
-                    term,
-                    MessageKind::HeartbeatResponse { seq, position },
-                    false,
-                    out,
-                );
-            }
+            MessageKind::Heartbeat { seq } => self.ack_heartbeat(from, seq, out),
             MessageKind::VoteRequest { .. } => {
-                self.send(
-                    from,
-                    term,
-                    MessageKind::VoteResponse { granted: false },
-                    false,
-                    out,
-                );
+                self.reply(from, MessageKind::VoteResponse { granted: false }, out);
             }
             MessageKind::PreVoteRequest { .. } => {
-                self.send(
-                    from,
-                    term,
-                    MessageKind::PreVoteResponse { granted: false },
-                    false,
-                    out,
-                );
+                self.reply(from, MessageKind::PreVoteResponse { granted: false }, out);
             }
             _ => {}
         }
@@ -309,19 +287,12 @@ impl<P: LogPosition> Node<P> {
             self.start_campaign(now, false, out);
             return;
         }
-        for i in 0..self.voters.len() {
-            let to = self.voters.ids()[i];
-            if to != self.id {
-                let position = self.position.clone();
-                self.send(
-                    to,
-                    proposed,
-                    MessageKind::PreVoteRequest { position },
-                    false,
-                    out,
-                );
-            }
-        }
+        self.send_to_other_voters(
+            proposed,
+            false,
+            |position| MessageKind::PreVoteRequest { position },
+            out,
+        );
     }
 
     /// Rule `self_vote_with_term_bump`: term + 1 and the self-vote are decided
@@ -385,21 +356,13 @@ impl<P: LogPosition> Node<P> {
             self.become_leader(now, out);
             return;
         }
-        let transfer = self.round.transfer;
-        let term = self.term;
-        for i in 0..self.voters.len() {
-            let to = self.voters.ids()[i];
-            if to != self.id {
-                let position = self.position.clone();
-                self.send(
-                    to,
-                    term,
-                    MessageKind::VoteRequest { position, transfer },
-                    true,
-                    out,
-                );
-            }
-        }
+        let (term, transfer) = (self.term, self.round.transfer);
+        self.send_to_other_voters(
+            term,
+            true,
+            |position| MessageKind::VoteRequest { position, transfer },
+            out,
+        );
     }
 
     /// Why this node would refuse to help elect `from` (pre-vote or vote),
@@ -455,13 +418,7 @@ impl<P: LogPosition> Node<P> {
         if let Some(reason) = reason {
             slog::info!(self.log, "pre-vote refused"; "rule" => "pre_vote_grant",
                 "term" => term, "from" => from, "reason" => reason);
-            self.send(
-                from,
-                term,
-                MessageKind::PreVoteResponse { granted: false },
-                false,
-                out,
-            );
+            self.reply(from, MessageKind::PreVoteResponse { granted: false }, out);
             return;
         }
         slog::info!(self.log, "pre-vote granted"; "rule" => "pre_vote_grant",
@@ -542,13 +499,7 @@ impl<P: LogPosition> Node<P> {
         let term = self.term;
         if self.vote == Some(from) {
             // Repeat the (same) durable answer; a lost grant must be resendable.
-            self.send(
-                from,
-                term,
-                MessageKind::VoteResponse { granted: true },
-                true,
-                out,
-            );
+            self.send_with_vote(from, MessageKind::VoteResponse { granted: true }, out);
             return;
         }
         let reason = if self.vote.is_some() {
@@ -561,13 +512,7 @@ impl<P: LogPosition> Node<P> {
         if let Some(reason) = reason {
             slog::info!(self.log, "vote refused"; "rule" => "one_vote_per_term",
                 "term" => term, "from" => from, "reason" => reason);
-            self.send(
-                from,
-                term,
-                MessageKind::VoteResponse { granted: false },
-                false,
-                out,
-            );
+            self.reply(from, MessageKind::VoteResponse { granted: false }, out);
             return;
         }
         slog::info!(self.log, "vote granted, follow"; "rule" => "one_vote_per_term",
@@ -580,13 +525,7 @@ impl<P: LogPosition> Node<P> {
             self.end_promotion(Some(PromoteFailure::OtherLeader { leader: None }), out);
         }
         self.campaign_at = now + self.round_length();
-        self.send(
-            from,
-            term,
-            MessageKind::VoteResponse { granted: true },
-            true,
-            out,
-        );
+        self.send_with_vote(from, MessageKind::VoteResponse { granted: true }, out);
     }
 
     /// Rule `quorum_wins` and `split_vote_ends_round`: a quorum of durable

@@ -94,11 +94,7 @@ impl<P: LogPosition> Node<P> {
             Role::Leader => {
                 self.fail_transfer(TransferFailure::SteppedDown, out);
                 self.step_down(StepDownReason::Demoted, out);
-                let term = self.term;
-                for i in 0..self.peers.len() {
-                    let to = self.peers[i].id;
-                    self.send(to, term, MessageKind::Resign, true, out);
-                }
+                self.send_to_peers(&MessageKind::Resign, out);
             }
             Role::PreCandidate | Role::Candidate => {
                 slog::info!(self.log, "demote: campaign cancelled"; "rule" => "demote_moves_leadership",

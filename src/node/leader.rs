@@ -58,15 +58,7 @@ impl<P: LogPosition> Node<P> {
         self.set_leader(Some(from), out);
         self.leader_contact = Some(now);
         self.campaign_at = now + self.timing.death + self.death_jitter;
-        let position = self.position.clone();
-        let term = self.term;
-        self.send(
-            from,
-            term,
-            MessageKind::HeartbeatResponse { seq, position },
-            false,
-            out,
-        );
+        self.ack_heartbeat(from, seq, out);
     }
 
     /// A peer acknowledged a heartbeat of this leader's term: refresh the
@@ -135,11 +127,8 @@ impl<P: LogPosition> Node<P> {
         self.record_round(self.heartbeat_seq, now);
         self.next_heartbeat = now + self.timing.heartbeat;
         self.leader_contact = Some(now);
-        let (term, seq) = (self.term, self.heartbeat_seq);
-        for i in 0..self.peers.len() {
-            let to = self.peers[i].id;
-            self.send(to, term, MessageKind::Heartbeat { seq }, true, out);
-        }
+        let seq = self.heartbeat_seq;
+        self.send_to_peers(&MessageKind::Heartbeat { seq }, out);
         if self.voters.quorum() == 1 {
             // A single-voter quorum acknowledges its own rounds: no peer
             // answer will ever move the fencing anchors forward.

@@ -264,8 +264,7 @@ impl<P: LogPosition> Node<P> {
             timeout_now_sent: true,
             ..transfer
         });
-        let term = self.term;
-        self.send(transfer.to, term, MessageKind::TimeoutNow, true, out);
+        self.send_with_vote(transfer.to, MessageKind::TimeoutNow, out);
     }
 
     /// The transfer deadline, on the leader or on a leader that already

@@ -484,19 +484,12 @@ impl Cluster {
                     .get(&id)
                     .copied()
                     .unwrap_or(self.cfg.write_latency);
-                if self.cfg.storage == StorageMode::AckBeforeDurable {
+                let lying = self.cfg.storage == StorageMode::AckBeforeDurable;
+                if lying {
                     // The broken driver lies: "durable" now, written later.
                     self.acks.push((id, state));
-                    let at = self.now + self.uniform(write_latency);
-                    let generation = self.nodes[i].write_gen;
-                    self.schedule(
-                        at,
-                        Payload::WriteDone {
-                            node: id,
-                            generation,
-                        },
-                    );
-                } else if !self.nodes[i].stalled {
+                }
+                if lying || !self.nodes[i].stalled {
                     let at = self.now + self.uniform(write_latency);
                     let generation = self.nodes[i].write_gen;
                     self.schedule(
