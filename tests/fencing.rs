@@ -9,12 +9,7 @@ use tenure::{
 };
 
 fn cfg(id: NodeId, voters: Vec<NodeId>) -> Config {
-    Config::new(id, voters)
-        .heartbeat_interval(ms(100))
-        .death_timeout(ms(400))
-        .election_timeout(ms(400))
-        .election_jitter(ms(40))
-        .rng_seed(3)
+    common::timing(id, voters).rng_seed(3)
 }
 
 fn sim_with(fencing: Fencing) -> Sim {

@@ -8,12 +8,7 @@ use common::{Sim, ms};
 use tenure::{Config, Event, Input, Mode, NodeId, Role};
 
 fn cfg(id: NodeId, voters: Vec<NodeId>) -> Config {
-    Config::new(id, voters)
-        .heartbeat_interval(ms(100))
-        .death_timeout(ms(400))
-        .election_timeout(ms(400))
-        .election_jitter(ms(40))
-        .rng_seed(11)
+    common::timing(id, voters).rng_seed(11)
 }
 
 fn sim(n: u64) -> Sim {

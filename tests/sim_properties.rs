@@ -9,6 +9,8 @@
 
 #![cfg(feature = "sim")]
 
+mod common;
+
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -115,21 +117,6 @@ fn run(s: &Schedule) -> Option<String> {
         .map(|v| v.to_string())
 }
 
-#[allow(clippy::disallowed_methods)] // the test picks a fresh seed from the wall clock and prints it
-fn seed() -> u64 {
-    let seed = std::env::var("TENURE_QC_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        });
-    eprintln!("quickcheck seed: {seed} (replay with TENURE_QC_SEED={seed})");
-    seed
-}
-
 #[test]
 fn arbitrary_fault_schedules_keep_every_invariant() {
     fn prop(s: Schedule) -> TestResult {
@@ -139,7 +126,7 @@ fn arbitrary_fault_schedules_keep_every_invariant() {
         }
     }
     QuickCheck::new()
-        .rng(Gen::from_size_and_seed(30, seed()))
+        .rng(Gen::from_size_and_seed(30, common::qc_seed()))
         .tests(300)
         .quickcheck(prop as fn(Schedule) -> TestResult);
 }

@@ -16,6 +16,33 @@ pub fn ms(v: u64) -> Duration {
     Duration::from_millis(v)
 }
 
+/// The timing every harness test uses: heartbeat 100 ms, death and election
+/// timeouts 400 ms, jitter 40 ms. Callers add their own seed.
+pub fn timing(id: NodeId, voters: Vec<NodeId>) -> Config {
+    Config::new(id, voters)
+        .heartbeat_interval(ms(100))
+        .death_timeout(ms(400))
+        .election_timeout(ms(400))
+        .election_jitter(ms(40))
+}
+
+/// The quickcheck generator seed: `TENURE_QC_SEED` to replay, otherwise a
+/// fresh one from the wall clock; printed either way.
+#[allow(clippy::disallowed_methods)] // the test picks a fresh seed from the wall clock and prints it
+pub fn qc_seed() -> u64 {
+    let seed = std::env::var("TENURE_QC_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    eprintln!("quickcheck seed: {seed} (replay with TENURE_QC_SEED={seed})");
+    seed
+}
+
 pub struct Slot<P> {
     pub node: Option<Node<P>>,
     pub disk: HardState,
