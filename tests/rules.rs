@@ -1392,3 +1392,27 @@ fn rule8_dueling_pre_candidates_rank_so_exactly_one_yields() {
     ));
     assert_eq!(a.status().role, Role::Follower);
 }
+
+/// Rules `members_only` and `voters_only`: a message from a node that is
+/// not configured is dropped, and an observer can neither lead nor ask for
+/// votes; both change nothing and get no answer.
+#[test]
+fn rule4_members_only_and_voters_only() {
+    let mut n: Node =
+        Node::new(cfg(1).observers([9]), HardState::default(), Instant::ZERO).unwrap();
+    for from in [9, 42] {
+        for kind in [
+            hb(1),
+            vote_req(),
+            MessageKind::PreVoteRequest { position: () },
+        ] {
+            let out = recv(&mut n, at(1000), from, 3, kind);
+            assert!(
+                out.sends.is_empty() && out.persists.is_empty() && out.events.is_empty(),
+                "from {from}"
+            );
+        }
+    }
+    let st = n.status();
+    assert_eq!((st.term, st.vote, st.leader), (0, None, None));
+}
