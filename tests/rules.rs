@@ -59,6 +59,14 @@ fn drive<P: tenure::LogPosition>(n: &mut Node<P>, now: Instant, input: Input<P>)
     split(all)
 }
 
+/// A message from `from` at `term`, as an input.
+fn rx<P>(from: NodeId, term: u64, kind: MessageKind<P>) -> Input<P> {
+    Input::Receive {
+        from,
+        message: Message { term, kind },
+    }
+}
+
 fn hb(seq: u64) -> MessageKind {
     MessageKind::Heartbeat { seq }
 }
@@ -98,25 +106,13 @@ fn leader_1() -> Node {
     drive(
         &mut n,
         t,
-        Input::Receive {
-            from: 2,
-            message: Message {
-                term: 1,
-                kind: MessageKind::PreVoteResponse { granted: true },
-            },
-        },
+        rx(2, 1, MessageKind::PreVoteResponse { granted: true }),
     );
     assert_eq!(n.status().role, Role::Candidate);
     drive(
         &mut n,
         t,
-        Input::Receive {
-            from: 2,
-            message: Message {
-                term: 1,
-                kind: MessageKind::VoteResponse { granted: true },
-            },
-        },
+        rx(2, 1, MessageKind::VoteResponse { granted: true }),
     );
     assert_eq!(n.status().role, Role::Leader);
     n
@@ -193,17 +189,7 @@ fn rule1_higher_term_makes_leader_a_follower_without_vote_or_leader() {
 #[test]
 fn rule1_higher_term_heartbeat_is_followed() {
     let mut n = follower_of_2(2, at(10));
-    drive(
-        &mut n,
-        at(20),
-        Input::Receive {
-            from: 3,
-            message: Message {
-                term: 3,
-                kind: hb(1),
-            },
-        },
-    );
+    drive(&mut n, at(20), rx(3, 3, hb(1)));
     let st = n.status();
     assert_eq!((st.term, st.leader, st.vote), (3, Some(3), None));
 }
@@ -214,17 +200,7 @@ fn rule1_higher_term_heartbeat_is_followed() {
 #[test]
 fn rule2_one_vote_per_term() {
     let mut n = node(1);
-    let out = drive(
-        &mut n,
-        at(500),
-        Input::Receive {
-            from: 2,
-            message: Message {
-                term: 1,
-                kind: vote_req(),
-            },
-        },
-    );
+    let out = drive(&mut n, at(500), rx(2, 1, vote_req()));
     assert_eq!(
         out.sends,
         vec![(
@@ -235,17 +211,7 @@ fn rule2_one_vote_per_term() {
             }
         )]
     );
-    let out = drive(
-        &mut n,
-        at(501),
-        Input::Receive {
-            from: 3,
-            message: Message {
-                term: 1,
-                kind: vote_req(),
-            },
-        },
-    );
+    let out = drive(&mut n, at(501), rx(3, 1, vote_req()));
     assert_eq!(
         out.sends,
         vec![(
@@ -258,17 +224,7 @@ fn rule2_one_vote_per_term() {
     );
     assert_eq!(n.status().vote, Some(2));
     // Asking again gets the same answer (a lost grant can be resent).
-    let out = drive(
-        &mut n,
-        at(502),
-        Input::Receive {
-            from: 2,
-            message: Message {
-                term: 1,
-                kind: vote_req(),
-            },
-        },
-    );
+    let out = drive(&mut n, at(502), rx(2, 1, vote_req()));
     assert_eq!(
         out.sends,
         vec![(
@@ -284,32 +240,12 @@ fn rule2_one_vote_per_term() {
 #[test]
 fn rule2_vote_survives_restart() {
     let mut n = node(1);
-    drive(
-        &mut n,
-        at(500),
-        Input::Receive {
-            from: 2,
-            message: Message {
-                term: 1,
-                kind: vote_req(),
-            },
-        },
-    );
+    drive(&mut n, at(500), rx(2, 1, vote_req()));
     let durable = n.status().persisted;
     assert_eq!(durable, HardState::new(1, Some(2)));
     // Restart from the durable state, then wait out the restart promise.
     let mut n: Node = Node::new(cfg(1), durable, at(1000)).unwrap();
-    let out = drive(
-        &mut n,
-        at(1500),
-        Input::Receive {
-            from: 3,
-            message: Message {
-                term: 1,
-                kind: vote_req(),
-            },
-        },
-    );
+    let out = drive(&mut n, at(1500), rx(3, 1, vote_req()));
     assert_eq!(
         out.sends,
         vec![(
@@ -327,17 +263,7 @@ fn rule2_vote_survives_restart() {
 fn rule2_no_vote_in_off_mode() {
     let mut n: Node =
         Node::new(cfg(1).mode(Mode::Off), HardState::default(), Instant::ZERO).unwrap();
-    let out = drive(
-        &mut n,
-        at(500),
-        Input::Receive {
-            from: 2,
-            message: Message {
-                term: 1,
-                kind: vote_req(),
-            },
-        },
-    );
+    let out = drive(&mut n, at(500), rx(2, 1, vote_req()));
     assert_eq!(n.status().vote, None);
     assert_eq!(n.status().term, 1, "off mode still follows terms");
     assert_eq!(
@@ -362,33 +288,13 @@ fn rule2_vote_refused_to_shorter_log() {
         position: p,
         transfer: false,
     };
-    let out = drive(
-        &mut n,
-        at(500),
-        Input::Receive {
-            from: 2,
-            message: Message {
-                term: 1,
-                kind: req(9),
-            },
-        },
-    );
+    let out = drive(&mut n, at(500), rx(2, 1, req(9)));
     assert_eq!(n.status().vote, None);
     assert!(matches!(
         out.sends[0].1.kind,
         MessageKind::VoteResponse { granted: false }
     ));
-    let out = drive(
-        &mut n,
-        at(501),
-        Input::Receive {
-            from: 3,
-            message: Message {
-                term: 1,
-                kind: req(10),
-            },
-        },
-    );
+    let out = drive(&mut n, at(501), rx(3, 1, req(10)));
     assert_eq!(n.status().vote, Some(3));
     assert!(matches!(
         out.sends[0].1.kind,
@@ -402,16 +308,7 @@ fn rule2_term_bump_and_self_vote_are_one_durable_step() {
     let mut n = node(1);
     let t = n.next_deadline().unwrap();
     drive(&mut n, t, Input::Tick);
-    let out = split(n.step(
-        t,
-        Input::Receive {
-            from: 2,
-            message: Message {
-                term: 1,
-                kind: MessageKind::PreVoteResponse { granted: true },
-            },
-        },
-    ));
+    let out = split(n.step(t, rx(2, 1, MessageKind::PreVoteResponse { granted: true })));
     assert_eq!(out.persists, vec![HardState::new(1, Some(1))]);
 }
 
@@ -462,16 +359,7 @@ fn rule3_candidate_requests_wait_for_durable_self_vote() {
     let mut n = node(1);
     let t = n.next_deadline().unwrap();
     drive(&mut n, t, Input::Tick);
-    let out = split(n.step(
-        t,
-        Input::Receive {
-            from: 2,
-            message: Message {
-                term: 1,
-                kind: MessageKind::PreVoteResponse { granted: true },
-            },
-        },
-    ));
+    let out = split(n.step(t, rx(2, 1, MessageKind::PreVoteResponse { granted: true })));
     assert!(out.sends.is_empty());
     assert_eq!(
         n.status().role,
@@ -628,13 +516,7 @@ fn rule4_votes_count_only_from_configured_voters_once() {
     drive(
         &mut n,
         t,
-        Input::Receive {
-            from: 4,
-            message: Message {
-                term: 1,
-                kind: MessageKind::VoteResponse { granted: true },
-            },
-        },
+        rx(4, 1, MessageKind::VoteResponse { granted: true }),
     );
     assert_eq!(n.status().role, Role::Leader);
 }
@@ -707,17 +589,7 @@ fn rule5_leader_stickiness_refuses_pre_votes_and_votes() {
         out.sends[0].1.kind,
         MessageKind::PreVoteResponse { granted: true }
     ));
-    let out = drive(
-        &mut n,
-        at(1400),
-        Input::Receive {
-            from: 3,
-            message: Message {
-                term: 4,
-                kind: vote_req(),
-            },
-        },
-    );
+    let out = drive(&mut n, at(1400), rx(3, 4, vote_req()));
     assert!(matches!(
         out.sends[0].1.kind,
         MessageKind::VoteResponse { granted: true }
@@ -736,13 +608,7 @@ fn rule5_pre_vote_rejection_carries_voter_term_and_lagging_node_catches_up() {
     drive(
         &mut n,
         t,
-        Input::Receive {
-            from: 2,
-            message: Message {
-                term: 6,
-                kind: MessageKind::PreVoteResponse { granted: false },
-            },
-        },
+        rx(2, 6, MessageKind::PreVoteResponse { granted: false }),
     );
     assert_eq!((n.status().term, n.status().role), (6, Role::Follower));
 
@@ -852,17 +718,7 @@ fn rule6_off_and_voter_never_campaign_but_follow() {
             out.sends.is_empty() && out.persists.is_empty(),
             "{mode:?} campaigned"
         );
-        drive(
-            &mut n,
-            at(60_001),
-            Input::Receive {
-                from: 2,
-                message: Message {
-                    term: 3,
-                    kind: hb(1),
-                },
-            },
-        );
+        drive(&mut n, at(60_001), rx(2, 3, hb(1)));
         assert_eq!(
             (n.status().term, n.status().leader),
             (3, Some(2)),
@@ -885,17 +741,7 @@ fn rule6_voter_votes_off_does_not() {
         Instant::ZERO,
     )
     .unwrap();
-    drive(
-        &mut v,
-        at(500),
-        Input::Receive {
-            from: 2,
-            message: Message {
-                term: 1,
-                kind: vote_req(),
-            },
-        },
-    );
+    drive(&mut v, at(500), rx(2, 1, vote_req()));
     assert_eq!(v.status().vote, Some(2));
 }
 
@@ -913,13 +759,7 @@ fn rule6_manual_campaigns_only_for_one_term_after_promote() {
     drive(
         &mut n,
         at(10_001),
-        Input::Receive {
-            from: 2,
-            message: Message {
-                term: 1,
-                kind: MessageKind::PreVoteResponse { granted: true },
-            },
-        },
+        rx(2, 1, MessageKind::PreVoteResponse { granted: true }),
     );
     assert_eq!((n.status().role, n.status().term), (Role::Candidate, 1));
     // Nobody answers the vote: one election timeout later it gives up, once.
@@ -944,33 +784,13 @@ fn rule6_observer_follows_never_votes_or_campaigns() {
     .unwrap();
     assert!(!o.status().is_voter);
     assert!(ticks(&mut o, at(60_000)).sends.is_empty());
-    let out = drive(
-        &mut o,
-        at(60_000),
-        Input::Receive {
-            from: 2,
-            message: Message {
-                term: 2,
-                kind: vote_req(),
-            },
-        },
-    );
+    let out = drive(&mut o, at(60_000), rx(2, 2, vote_req()));
     assert_eq!(o.status().vote, None);
     assert!(matches!(
         out.sends[0].1.kind,
         MessageKind::VoteResponse { granted: false }
     ));
-    drive(
-        &mut o,
-        at(60_001),
-        Input::Receive {
-            from: 2,
-            message: Message {
-                term: 2,
-                kind: hb(1),
-            },
-        },
-    );
+    drive(&mut o, at(60_001), rx(2, 2, hb(1)));
     assert_eq!(o.status().leader, Some(2));
 }
 
@@ -1052,13 +872,7 @@ fn rule8_leader_heartbeats_every_interval() {
         drive(
             &mut n,
             d,
-            Input::Receive {
-                from: 2,
-                message: Message {
-                    term: 1,
-                    kind: MessageKind::HeartbeatResponse { seq, position: () },
-                },
-            },
+            rx(2, 1, MessageKind::HeartbeatResponse { seq, position: () }),
         );
     }
     for w in rounds.windows(2) {
@@ -1086,17 +900,7 @@ fn rule8_restart_does_not_campaign_before_a_death_timeout() {
     assert!(n.next_deadline().unwrap() >= at(10_400));
     assert!(drive(&mut n, at(10_399), Input::Tick).sends.is_empty());
     // It does not grant votes either during that time.
-    let out = drive(
-        &mut n,
-        at(10_100),
-        Input::Receive {
-            from: 2,
-            message: Message {
-                term: 6,
-                kind: vote_req(),
-            },
-        },
-    );
+    let out = drive(&mut n, at(10_100), rx(2, 6, vote_req()));
     assert!(out.sends.is_empty());
     assert_eq!(n.status().term, 5);
 }
@@ -1179,24 +983,12 @@ fn rule9_quorum_of_durable_votes_makes_leader_who_heartbeats_at_once() {
     drive(
         &mut n,
         t,
-        Input::Receive {
-            from: 3,
-            message: Message {
-                term: 1,
-                kind: MessageKind::PreVoteResponse { granted: true },
-            },
-        },
+        rx(3, 1, MessageKind::PreVoteResponse { granted: true }),
     );
     let out = drive(
         &mut n,
         t,
-        Input::Receive {
-            from: 3,
-            message: Message {
-                term: 1,
-                kind: MessageKind::VoteResponse { granted: true },
-            },
-        },
+        rx(3, 1, MessageKind::VoteResponse { granted: true }),
     );
     assert!(
         out.events
@@ -1297,17 +1089,7 @@ fn rule10_log_lines_name_the_rule_and_node() {
     let logger = slog::Logger::root(Capture(lines.clone()), slog::o!());
     let mut n: Node =
         Node::new(cfg(1).logger(logger), HardState::default(), Instant::ZERO).unwrap();
-    drive(
-        &mut n,
-        at(500),
-        Input::Receive {
-            from: 2,
-            message: Message {
-                term: 1,
-                kind: vote_req(),
-            },
-        },
-    );
+    drive(&mut n, at(500), rx(2, 1, vote_req()));
     let lines = lines.lock().unwrap();
     let grant = lines
         .iter()
@@ -1336,34 +1118,14 @@ fn rule8_dueling_pre_candidates_rank_so_exactly_one_yields() {
     let now = t1.max(t2);
     let req = |_: ()| MessageKind::PreVoteRequest { position: () };
     // Node 1 ranks higher on equal positions (lower id): it refuses node 2...
-    let out = drive(
-        &mut one,
-        now,
-        Input::Receive {
-            from: 2,
-            message: Message {
-                term: 1,
-                kind: req(()),
-            },
-        },
-    );
+    let out = drive(&mut one, now, rx(2, 1, req(())));
     assert!(matches!(
         out.sends[0].1.kind,
         MessageKind::PreVoteResponse { granted: false }
     ));
     assert_eq!(one.status().role, Role::PreCandidate);
     // ...and node 2 yields to node 1.
-    let out = drive(
-        &mut two,
-        now,
-        Input::Receive {
-            from: 1,
-            message: Message {
-                term: 1,
-                kind: req(()),
-            },
-        },
-    );
+    let out = drive(&mut two, now, rx(1, 1, req(())));
     assert!(matches!(
         out.sends[0].1.kind,
         MessageKind::PreVoteResponse { granted: true }
@@ -1378,13 +1140,7 @@ fn rule8_dueling_pre_candidates_rank_so_exactly_one_yields() {
     let out = drive(
         &mut a,
         t,
-        Input::Receive {
-            from: 2,
-            message: Message {
-                term: 1,
-                kind: MessageKind::PreVoteRequest { position: 4 },
-            },
-        },
+        rx(2, 1, MessageKind::PreVoteRequest { position: 4 }),
     );
     assert!(matches!(
         out.sends[0].1.kind,
