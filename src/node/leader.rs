@@ -119,7 +119,6 @@ impl<P: LogPosition> Node<P> {
         );
         self.set_leader(Some(self.id), out);
         self.broadcast_heartbeat(now, out);
-        self.recompute_anchors();
     }
 
     pub(super) fn broadcast_heartbeat(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
@@ -129,11 +128,9 @@ impl<P: LogPosition> Node<P> {
         self.leader_contact = Some(now);
         let seq = self.heartbeat_seq;
         self.send_to_peers(&MessageKind::Heartbeat { seq }, out);
-        if self.voters.quorum() == 1 {
-            // A single-voter quorum acknowledges its own rounds: no peer
-            // answer will ever move the fencing anchors forward.
-            self.recompute_anchors();
-        }
+        // The leader acknowledges its own round as it sends it; with a
+        // single-voter quorum that alone moves the fencing anchors.
+        self.recompute_anchors();
     }
 
     /// Leaves leadership in the same term (no term bump). The caller decides
