@@ -21,6 +21,16 @@ use core::time::Duration;
 
 use crate::NodeId;
 
+/// How long a promise of `promise` (a voter's death timeout) backs a lease
+/// after the acknowledged round's send time: `promise / ρ − margin`, with
+/// `ρ = 1 + drift_ppm / 10⁶`. Integer arithmetic, so the same inputs give
+/// the same lease on every platform.
+pub(crate) fn lease_length(promise: Duration, drift_ppm: u32, margin: Duration) -> Duration {
+    let nanos = crate::time::duration_nanos(promise);
+    let scaled = u128::from(nanos) * 1_000_000 / (1_000_000 + u128::from(drift_ppm));
+    Duration::from_nanos(u64::try_from(scaled).unwrap_or(u64::MAX)).saturating_sub(margin)
+}
+
 /// Whether and how a node takes part in elections (Tarantool's `election_mode`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
@@ -108,11 +118,11 @@ pub enum ConfigError {
         /// The configured bound.
         ppm: u32,
     },
-    /// The strict-fencing lease (death timeout / drift bound − margin) is not
-    /// longer than the heartbeat interval, so a leader would lose its lease
-    /// between two heartbeats.
+    /// The strict-fencing lease (death timeout / drift bound − margin) does
+    /// not cover two heartbeat intervals, so one lost or late round would
+    /// cost the lease and the leader would flap with no fault at all.
     #[error(
-        "strict-fencing lease ({lease:?} = death_timeout / drift bound - lease_margin) must be longer than heartbeat_interval ({heartbeat_interval:?})"
+        "strict-fencing lease ({lease:?} = death_timeout / drift bound - lease_margin) must cover at least two heartbeat intervals (2 x heartbeat_interval = 2 x {heartbeat_interval:?}): raise death_timeout, or lower heartbeat_interval or lease_margin"
     )]
     LeaseTooShort {
         /// The resulting lease duration.
@@ -367,11 +377,11 @@ impl Config {
     /// heartbeat round that a quorum acknowledged:
     /// `death_timeout / (1 + clock_drift_ppm / 10⁶) − lease_margin`.
     pub fn effective_lease_duration(&self) -> Duration {
-        let death = crate::time::duration_nanos(self.effective_death_timeout());
-        // Integer arithmetic: the same config gives the same lease everywhere.
-        let scaled = u128::from(death) * 1_000_000 / (1_000_000 + u128::from(self.clock_drift_ppm));
-        Duration::from_nanos(u64::try_from(scaled).unwrap_or(u64::MAX))
-            .saturating_sub(self.effective_lease_margin())
+        lease_length(
+            self.effective_death_timeout(),
+            self.clock_drift_ppm,
+            self.effective_lease_margin(),
+        )
     }
 
     /// Whether pre-vote is enabled.
@@ -439,7 +449,7 @@ impl Config {
             });
         }
         let lease = self.effective_lease_duration();
-        if self.fencing == Fencing::Strict && lease <= heartbeat_interval {
+        if self.fencing == Fencing::Strict && lease < heartbeat_interval.saturating_mul(2) {
             return Err(ConfigError::LeaseTooShort {
                 lease,
                 heartbeat_interval,

@@ -54,10 +54,17 @@ pub enum MessageKind<P = ()> {
         /// The heartbeat round.
         seq: u64,
     },
-    /// Acknowledges a heartbeat; also the answer that tells a stale leader
-    /// about a newer term.
+    /// Answers a heartbeat of an older term with `seq: 0`, which names no
+    /// round: it tells a stale leader about the newer term and promises
+    /// nothing. Followers acknowledge rounds with
+    /// [`HeartbeatAck`](MessageKind::HeartbeatAck).
+    ///
+    /// Compatibility: a leader still counts a `HeartbeatResponse` with
+    /// `seq ≥ 1` of its own term as an acknowledgement whose promise is the
+    /// leader's own death timeout and whose sender may lead (what it meant
+    /// before `HeartbeatAck` existed).
     HeartbeatResponse {
-        /// The round acknowledged.
+        /// The round acknowledged; `0` acknowledges none.
         seq: u64,
         /// The responder's log position.
         position: P,
@@ -66,4 +73,25 @@ pub enum MessageKind<P = ()> {
     Resign,
     /// The leader hands leadership to the receiver: campaign now.
     TimeoutNow,
+    /// Acknowledges heartbeat round `seq` of the leader of `term` (the
+    /// message's term is always the heartbeat's: a heartbeat of another term
+    /// is never acknowledged). The pair (term, seq) names exactly one round
+    /// of exactly one leadership, because a node leads a term at most once.
+    ///
+    /// Sending it is a promise (rule `leader_stickiness`): for `promise`
+    /// after receiving the round, on its own clock, the sender helps elect
+    /// no one, and a restart does not shorten that (rule
+    /// `restart_waits_death_timeout`). The leader's strict lease is built
+    /// from these promises.
+    HeartbeatAck {
+        /// The round acknowledged (rounds of a leadership count from 1).
+        seq: u64,
+        /// The responder's log position.
+        position: P,
+        /// How long the responder keeps its promise: its death timeout.
+        promise: core::time::Duration,
+        /// Whether the responder would campaign if handed leadership (a
+        /// voter in mode `Candidate` or `Manual`).
+        can_lead: bool,
+    },
 }

@@ -44,6 +44,14 @@ impl VoterSet {
     }
 }
 
+/// The `k`-th largest of `values` (1-based), reordering them; `None` when
+/// there are fewer than `k` (or `k` is 0). With the leader's own value
+/// counted apart, `k = quorum − 1` gives the value a whole quorum reaches.
+pub(crate) fn kth_largest(values: &mut [u64], k: usize) -> Option<u64> {
+    values.sort_unstable_by(|a, b| b.cmp(a));
+    values.get(k.checked_sub(1)?).copied()
+}
+
 /// Where a round stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Outcome {
@@ -139,6 +147,16 @@ mod tests {
         assert!(!t.record(0, false));
         assert!(!t.record(99, true));
         assert_eq!(t.granted(), 1);
+    }
+
+    #[test]
+    fn kth_largest_counts_from_the_top() {
+        let mut v = vec![3, 9, 1, 7];
+        assert_eq!(kth_largest(&mut v, 1), Some(9));
+        assert_eq!(kth_largest(&mut v, 2), Some(7));
+        assert_eq!(kth_largest(&mut v, 4), Some(1));
+        assert_eq!(kth_largest(&mut v, 5), None);
+        assert_eq!(kth_largest(&mut v, 0), None);
     }
 
     #[test]

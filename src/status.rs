@@ -86,6 +86,9 @@ pub enum TransferFailure {
     Superseded,
     /// The leader stepped down for another reason (demote, fencing).
     SteppedDown,
+    /// The target said in its last acknowledgement that it never campaigns
+    /// (mode `Voter` or `Off`): handing over would only cost the lease.
+    TargetCannotLead,
 }
 
 /// Something the application may want to react to.

@@ -70,14 +70,16 @@ fn strict_lease_is_exclusive_with_drift_within_the_bound() {
 fn drift_beyond_the_bound_is_caught() {
     let mut found = None;
     for seed in seeds(0..300) {
-        let report = run(seed, 3, 400_000);
+        // Rates 0.6 to 1.4: the followers of a slow leader must run fast for the
+        // lease to overlap, so the skew is large to find it in few seeds.
+        let report = run(seed, 3, 800_000);
         if let Some(v) = report.violation {
             found = Some(v);
             break;
         }
     }
     let v = found
-        .expect("clocks 40% apart against a 0.1% bound must break lease exclusivity somewhere");
+        .expect("clocks 80% apart against a 0.1% bound must break lease exclusivity somewhere");
     assert!(
         matches!(
             v.invariant,

@@ -73,11 +73,16 @@ impl<P: LogPosition> Node<P> {
         self.send(to, self.term, kind, true, out);
     }
 
-    /// Acknowledges heartbeat `seq` with this node's log position (also the
-    /// answer that tells a stale leader about the current term).
+    /// Acknowledges round `seq` of the current term's leader `to`, with this
+    /// node's log position and the promise it keeps (its death timeout).
     pub(super) fn ack_heartbeat(&mut self, to: NodeId, seq: u64, out: &mut Vec<Action<P>>) {
-        let position = self.position.clone();
-        self.reply(to, MessageKind::HeartbeatResponse { seq, position }, out);
+        let kind = MessageKind::HeartbeatAck {
+            seq,
+            position: self.position.clone(),
+            promise: self.timing.death,
+            can_lead: self.may_lead_if_asked(),
+        };
+        self.reply(to, kind, out);
     }
 
     /// Sends `make(position)` stamped `msg_term` to every other voter.

@@ -30,7 +30,10 @@ impl<P: LogPosition> Node<P> {
             return;
         }
         // Only voters ask for votes, answer them, lead or hand over.
-        let voter_only = !matches!(message.kind, MessageKind::HeartbeatResponse { .. });
+        let voter_only = !matches!(
+            message.kind,
+            MessageKind::HeartbeatResponse { .. } | MessageKind::HeartbeatAck { .. }
+        );
         if voter_only && !self.voters.contains(from) {
             slog::debug!(self.log, "election message from a non-voter ignored";
                 "rule" => "voters_only", "term" => self.term, "from" => from);
@@ -46,13 +49,23 @@ impl<P: LogPosition> Node<P> {
     /// Rule `stale_term_answered`: a message from an older term changes
     /// nothing; requests and heartbeats are answered with the current term so
     /// a stale candidate or leader steps down, and a lagging pre-candidate
-    /// catches up (etcd #8501).
+    /// catches up (etcd #8501). A stale heartbeat is answered with
+    /// `HeartbeatResponse { seq: 0 }`, which names no round: the answer
+    /// must never count as acknowledging a round of a later leadership of
+    /// the same sender (rule `acks_name_their_round`).
     fn on_stale_message(&mut self, from: NodeId, message: Message<P>, out: &mut Vec<Action<P>>) {
         slog::debug!(self.log, "stale message ignored";
             "rule" => "stale_term_answered", "term" => self.term,
             "from" => from, "message_term" => message.term);
         match message.kind {
-            MessageKind::Heartbeat { seq } => self.ack_heartbeat(from, seq, out),
+            MessageKind::Heartbeat { .. } => {
+                let position = self.position.clone();
+                self.reply(
+                    from,
+                    MessageKind::HeartbeatResponse { seq: 0, position },
+                    out,
+                );
+            }
             MessageKind::VoteRequest { .. } => {
                 self.reply(from, MessageKind::VoteResponse { granted: false }, out);
             }
@@ -122,9 +135,30 @@ impl<P: LogPosition> Node<P> {
             }
             MessageKind::VoteResponse { granted } => self.on_vote_response(now, from, granted, out),
             MessageKind::Heartbeat { seq } => self.on_heartbeat(now, from, seq, out),
-            MessageKind::HeartbeatResponse { seq, position } => {
-                self.on_heartbeat_response(now, from, seq, position, out);
+            MessageKind::HeartbeatAck {
+                seq,
+                position,
+                promise,
+                can_lead,
+            } => {
+                let ack = super::Ack {
+                    seq,
+                    promise,
+                    can_lead,
+                };
+                self.on_heartbeat_ack(now, from, ack, position, out);
             }
+            // The older acknowledgement: the leader's own promise length
+            // (see `MessageKind::HeartbeatResponse`); `seq: 0` names no round.
+            MessageKind::HeartbeatResponse { seq, position } if seq > 0 => {
+                let ack = super::Ack {
+                    seq,
+                    promise: self.timing.death,
+                    can_lead: true,
+                };
+                self.on_heartbeat_ack(now, from, ack, position, out);
+            }
+            MessageKind::HeartbeatResponse { .. } => {}
             MessageKind::Resign => self.on_resign(now, from, out),
             MessageKind::TimeoutNow => self.on_timeout_now(now, from, out),
         }
@@ -149,7 +183,7 @@ impl<P: LogPosition> Node<P> {
         self.role = Role::Follower;
         self.round = Round::IDLE;
         self.next_heartbeat = Instant::MAX;
-        self.lease_anchor = None;
+        self.lease_until = None;
         self.drop_stale_held();
         if was_leader {
             let reason = if handed_over {
@@ -191,7 +225,8 @@ impl<P: LogPosition> Node<P> {
     /// (a promotion counts).
     pub(super) fn may_ever_campaign(&self) -> bool {
         self.self_index.is_some()
-            && (self.mode == Mode::Candidate || (self.mode == Mode::Manual && self.promoting))
+            && (self.mode == Mode::Candidate
+                || (self.mode == Mode::Manual && self.promotion.is_some()))
     }
 
     /// Whether the follower timer may start a campaign now.
@@ -214,7 +249,7 @@ impl<P: LogPosition> Node<P> {
             }
         }
         self.transfer_tick(now, out);
-        if self.promoting && now >= self.promote_deadline {
+        if self.promotion.is_some_and(|deadline| now >= deadline) {
             // Rule `promote_one_campaign`: bounded by one election timeout.
             self.abandon_round(now);
             self.end_promotion(Some(PromoteFailure::NoQuorum), out);
@@ -239,7 +274,7 @@ impl<P: LogPosition> Node<P> {
         slog::info!(self.log, "election round timed out";
             "rule" => "election_timeout", "term" => self.term,
             "round" => ?self.round.kind, "round_term" => self.round.term);
-        if self.promoting {
+        if self.promotion.is_some() {
             // A promotion is one campaign; never retried in a loop
             // (Tarantool dd89c57e78).
             self.abandon_round(now);
@@ -386,6 +421,16 @@ impl<P: LogPosition> Node<P> {
     /// leader contact (hashicorp #609); it only defers this node's own
     /// campaign by one round so the pre-candidate's vote request finds it
     /// still uncommitted.
+    ///
+    /// Rule `pre_vote_defers_once`: this node defers its campaign to a given
+    /// pre-candidate at most once per proposed term, and yields a duel to it
+    /// at most once per proposed term. A pre-candidate that asks again for
+    /// the same term made no progress since (it never completed a round,
+    /// e.g. it hears nothing, or it yielded in turn): it still gets the
+    /// grant, but it cannot hold this node's own campaign back again, so a
+    /// node that never completes a round cannot hold everyone else back.
+    /// Without this, a deaf node that keeps pre-voting stalls every election
+    /// (issue 8, defect 2).
     fn on_pre_vote_request(
         &mut self,
         now: Instant,
@@ -401,10 +446,21 @@ impl<P: LogPosition> Node<P> {
         {
             reason = Some("already voted or following a leader in that term");
         }
+        let index = self.voters.index_of(from);
+        let deferred_before = index.is_some_and(|i| self.deferred_for[i] >= proposed);
+        let yielded_before = index.is_some_and(|i| self.yielded_to[i] >= proposed);
         let dueling = self.round.kind == RoundKind::PreVote && self.round.term == proposed;
+        let mut defer = reason.is_none() && !deferred_before;
         if reason.is_none() && dueling {
             if self.outranks(from, position) {
                 reason = Some("dueling pre-candidate ranked lower");
+            } else if yielded_before {
+                // It made no progress since this node yielded to it: grant,
+                // but keep this node's own round running.
+                slog::info!(self.log, "pre-candidate made no progress since this node yielded: keep campaigning";
+                    "rule" => "pre_vote_defers_once", "term" => self.term, "to" => from,
+                    "proposed" => proposed);
+                defer = false;
             } else {
                 // Rule `pre_vote_duel_ranked`: yield to the better-placed
                 // pre-candidate so the two do not split the vote.
@@ -412,6 +468,10 @@ impl<P: LogPosition> Node<P> {
                     "rule" => "pre_vote_duel_ranked", "term" => self.term, "to" => from);
                 self.abandon_round(now);
                 self.end_promotion(Some(PromoteFailure::OtherLeader { leader: None }), out);
+                if let Some(i) = index {
+                    self.yielded_to[i] = proposed;
+                }
+                defer = true;
             }
         }
         let term = self.term;
@@ -421,11 +481,20 @@ impl<P: LogPosition> Node<P> {
             self.reply(from, MessageKind::PreVoteResponse { granted: false }, out);
             return;
         }
+        if defer {
+            if let Some(i) = index {
+                self.deferred_for[i] = proposed;
+            }
+            if self.role == Role::Follower {
+                self.campaign_at = self.campaign_at.max(now + self.timing.election);
+            }
+        } else if deferred_before {
+            slog::info!(self.log, "pre-candidate made no progress: grant without deferring";
+                "rule" => "pre_vote_defers_once", "term" => term, "from" => from,
+                "proposed" => proposed);
+        }
         slog::info!(self.log, "pre-vote granted"; "rule" => "pre_vote_grant",
             "term" => term, "from" => from, "proposed" => proposed);
-        if self.role == Role::Follower {
-            self.campaign_at = self.campaign_at.max(now + self.timing.election);
-        }
         self.send(
             from,
             proposed,
@@ -555,7 +624,7 @@ impl<P: LogPosition> Node<P> {
                     "quorum" => self.voters.quorum());
                 self.become_leader(now, out);
             }
-            Outcome::Lost if self.promoting => {
+            Outcome::Lost if self.promotion.is_some() => {
                 slog::info!(self.log, "promotion lost the vote"; "rule" => "split_vote_ends_round",
                     "term" => self.term);
                 self.abandon_round(now);

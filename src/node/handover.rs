@@ -21,9 +21,7 @@ impl<P: LogPosition> Node<P> {
     /// one election timeout the outcome is `BecameLeader` or exactly one
     /// `PromoteFailed`; never a retry loop (Tarantool dd89c57e78).
     pub(super) fn on_promote(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
-        let allowed =
-            self.self_index.is_some() && matches!(self.mode, Mode::Candidate | Mode::Manual);
-        if !allowed {
+        if !self.may_lead_if_asked() {
             slog::info!(self.log, "promote refused: mode or observer status forbids campaigning";
                 "rule" => "promote_one_campaign", "term" => self.term, "mode" => ?self.mode);
             self.emit(
@@ -41,9 +39,16 @@ impl<P: LogPosition> Node<P> {
                 return;
             }
             Role::PreCandidate | Role::Candidate => {
-                // Already campaigning: make it count as the promotion rather
-                // than starting another round (no term inflation).
-                self.promoting = true;
+                // Already campaigning: the running campaign becomes the
+                // promotion (no second round, no term inflation), with its
+                // own deadline: its outcome is reported within one
+                // election timeout from now (issue 8, defect 3). A
+                // promotion already running keeps its deadline.
+                if self.promotion.is_none() {
+                    slog::info!(self.log, "promoted: the running campaign counts";
+                        "rule" => "promote_one_campaign", "term" => self.term);
+                    self.promotion = Some(now + self.timing.election);
+                }
                 return;
             }
             _ => {}
@@ -62,9 +67,14 @@ impl<P: LogPosition> Node<P> {
         }
         slog::info!(self.log, "promoted: campaign for one term";
             "rule" => "promote_one_campaign", "term" => self.term);
-        self.promoting = true;
-        self.promote_deadline = now + self.timing.election;
+        self.promotion = Some(now + self.timing.election);
         self.start_pre_vote(now, out);
+    }
+
+    /// Whether this node campaigns when asked to (Promote, TimeoutNow): a
+    /// voter in mode `Candidate` or `Manual`.
+    pub(super) fn may_lead_if_asked(&self) -> bool {
+        self.self_index.is_some() && matches!(self.mode, Mode::Candidate | Mode::Manual)
     }
 
     /// Ends a promotion, reporting `failure` if one was in progress.
@@ -73,10 +83,9 @@ impl<P: LogPosition> Node<P> {
         failure: Option<PromoteFailure>,
         out: &mut Vec<Action<P>>,
     ) {
-        if !self.promoting {
+        if self.promotion.take().is_none() {
             return;
         }
-        self.promoting = false;
         if let Some(reason) = failure {
             slog::info!(self.log, "promotion failed"; "rule" => "promote_one_campaign",
                 "term" => self.term, "reason" => ?reason);
@@ -114,9 +123,7 @@ impl<P: LogPosition> Node<P> {
     /// voter in `Candidate` or `Manual` mode campaigns at once, skipping
     /// pre-vote, with the transfer flag that lets voters skip stickiness.
     pub(super) fn on_timeout_now(&mut self, now: Instant, from: NodeId, out: &mut Vec<Action<P>>) {
-        let eligible =
-            self.self_index.is_some() && matches!(self.mode, Mode::Candidate | Mode::Manual);
-        if self.leader != Some(from) || !eligible || self.role != Role::Follower {
+        if self.leader != Some(from) || !self.may_lead_if_asked() || self.role != Role::Follower {
             slog::info!(self.log, "TimeoutNow ignored"; "rule" => "timeout_now_campaigns",
                 "term" => self.term, "from" => from);
             return;

@@ -2,7 +2,7 @@
 
 use alloc::vec::Vec;
 
-use super::{Action, Node, Round};
+use super::{Ack, Action, Node, Round};
 use crate::NodeId;
 use crate::fence::FencingToken;
 use crate::message::MessageKind;
@@ -61,25 +61,39 @@ impl<P: LogPosition> Node<P> {
         self.ack_heartbeat(from, seq, out);
     }
 
-    /// A peer acknowledged a heartbeat of this leader's term: refresh the
-    /// fencing anchors, and hand over if a transfer waits for this peer.
-    pub(super) fn on_heartbeat_response(
+    /// Rule `acks_name_their_round`: a peer acknowledged round `ack.seq` of
+    /// this leadership (the message's term is this leader's term, and a
+    /// node leads a term at most once, so term and round name exactly one
+    /// round). Refresh the fencing anchors with the promise the peer says
+    /// it keeps, and hand over if a transfer waits for this peer.
+    pub(super) fn on_heartbeat_ack(
         &mut self,
         now: Instant,
         from: NodeId,
-        seq: u64,
+        ack: Ack,
         position: P,
         out: &mut Vec<Action<P>>,
     ) {
-        if self.role != Role::Leader || seq > self.heartbeat_seq {
+        if self.role != Role::Leader || ack.seq == 0 || ack.seq > self.heartbeat_seq {
             return;
         }
+        let sent = self.round_sent(ack.seq);
+        let promised = sent.map(|s| s + self.lease_for_promise(ack.promise));
+        let floor = self.lease_floor;
+        let forfeited = self.lease_forfeited;
         let Some(peer) = self.peers.iter_mut().find(|p| p.id == from) else {
             return;
         };
         peer.last_ack = Some(now);
-        peer.acked_seq = peer.acked_seq.max(seq);
+        peer.acked_seq = peer.acked_seq.max(ack.seq);
         peer.position = Some(position);
+        peer.can_lead = Some(ack.can_lead);
+        if let (Some(sent), Some(until)) = (sent, promised) {
+            peer.promised_until = Some(peer.promised_until.map_or(until, |u| u.max(until)));
+            if !forfeited && sent >= floor {
+                peer.lease_until = Some(peer.lease_until.map_or(until, |u| u.max(until)));
+            }
+        }
         self.recompute_anchors();
         self.maybe_send_timeout_now(from, out);
     }
@@ -90,19 +104,24 @@ impl<P: LogPosition> Node<P> {
     pub(super) fn become_leader(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
         self.role = Role::Leader;
         self.round = Round::IDLE;
-        self.promoting = false;
+        self.promotion = None;
         self.leader_contact = Some(now);
         self.leader_since = now;
         self.soft_anchor = now;
-        self.strict_anchor = now;
-        self.lease_anchor = None;
+        self.strict_until = now + self.lease_duration;
+        self.lease_until = None;
         self.lease_floor = now;
         self.lease_forfeited = false;
         self.transfer = None;
+        // Rounds are numbered per leadership, from 1 (0 names no round).
+        self.heartbeat_seq = 0;
+        self.rounds.fill((0, Instant::ZERO));
         for peer in &mut self.peers {
             peer.last_ack = None;
             peer.acked_seq = 0;
             peer.position = None;
+            peer.promised_until = None;
+            peer.lease_until = None;
         }
         slog::info!(self.log, "enter leader state"; "rule" => "quorum_wins",
             "term" => self.term, "quorum" => self.voters.quorum());
@@ -143,7 +162,7 @@ impl<P: LogPosition> Node<P> {
         self.round = Round::IDLE;
         self.leader_contact = None;
         self.next_heartbeat = Instant::MAX;
-        self.lease_anchor = None;
+        self.lease_until = None;
         // Campaigning at once would only repeat what just failed.
         self.campaign_at = self.now + self.round_length();
         self.emit(

@@ -11,12 +11,15 @@
 
 use alloc::vec::Vec;
 
-use super::{Action, Node, Transfer};
+use core::time::Duration;
+
+use super::{Action, Node, PeerProgress, Transfer};
 use crate::NodeId;
-use crate::config::Fencing;
+use crate::config::{Fencing, lease_length};
 use crate::fence::{FencingToken, Lease};
 use crate::message::MessageKind;
 use crate::position::LogPosition;
+use crate::quorum::kth_largest;
 use crate::status::{Event, Role, StepDownReason, TransferFailure};
 use crate::time::Instant;
 
@@ -28,58 +31,93 @@ impl<P: LogPosition> Node<P> {
     ///
     /// # Why the strict lease is safe
     ///
-    /// Let `E` be the death timeout and `ρ = 1 + clock_drift_ppm / 10⁶` the
-    /// bound on how much faster any node's clock runs than any other's. The
-    /// leader records the send time `s` (its own clock) of every heartbeat
-    /// round. Once a quorum `Q` (the leader included) has acknowledged round
-    /// `k` or a later one, the leader holds a lease until
+    /// Let `ρ = 1 + clock_drift_ppm / 10⁶` bound how much faster any node's
+    /// clock runs than any other's. The leader records the send time `s_k`
+    /// (its own clock) of every heartbeat round `k` of its leadership. A
+    /// voter `v` that acknowledges round `k` says how long it keeps its
+    /// promise, `E_v` (its death timeout; [`MessageKind::HeartbeatAck`](crate::MessageKind::HeartbeatAck)).
+    /// For the newest round `k` that `v` acknowledged, the leader computes
     ///
     /// ```text
-    /// lease_until = s_k + E / ρ − margin
+    /// until_v = s_k + min(E_v, E) / ρ − margin        (E: the leader's own death timeout)
     /// ```
+    ///
+    /// and counts itself as a voter whose `until` never ends while it
+    /// leads. The lease runs until `lease_until`, the largest instant that
+    /// the `until` of a whole quorum `Q` reaches (the quorum-th largest).
     ///
     /// **Claim.** While the leader's clock reads below `lease_until`, no other
     /// node is or can become leader in this or a later term.
     ///
-    /// **Argument.** Any successor needs the vote of a quorum, and every quorum
-    /// intersects `Q`; let `v ∈ Q` be a voter in both. `v` accepted round `k`
-    /// (or later) at some moment after `s_k`, and from then on it keeps the
-    /// stickiness promise (rule `leader_stickiness`): for `E` on its own clock
-    /// it grants no vote or pre-vote, adopts no higher term from a vote request,
-    /// and casts no self-vote. A restarted `v` waits `E` before voting (rule
-    /// `restart_waits_death_timeout`), so a crash does not shorten the promise.
-    /// Hence `v` votes for a successor only after its clock advanced `E` past
-    /// the receipt, so after the real time in which the leader's clock advanced
-    /// at least `E / ρ` past `s_k`. At that moment the leader's clock reads at
-    /// least `s_k + E / ρ > lease_until`: the lease is over before the
-    /// successor even has its votes. Message delay and clock offset cancel out
-    /// because the lease is anchored at the *send* time; only the rate ratio
-    /// matters. `margin` covers the time between checking the lease and the
-    /// guarded action taking effect.
+    /// **Argument.** Any successor needs the votes of a quorum, and every
+    /// quorum intersects `Q`; let `v ∈ Q` be in both.
+    /// - If `v` is the leader itself: it grants nothing while it leads, and
+    ///   it leads until its lease ends (strict step-down), until it demotes
+    ///   (having given up the lease first), or until a higher term deposes
+    ///   it, after which it keeps its own stickiness promise for `E` from
+    ///   its last heartbeat, which outlasts every `until_v`.
+    /// - Otherwise `v` received round `k` at some real moment after `s_k`,
+    ///   and from then on keeps the promise (rule `leader_stickiness`): for
+    ///   `E_v` on its own clock it grants no vote or pre-vote, adopts no
+    ///   higher term from a vote request, and casts no self-vote. So `v`
+    ///   votes for a successor only after its clock advanced `E_v` past the
+    ///   receipt, that is after the real time in which the leader's clock
+    ///   advanced at least `E_v / ρ` past `s_k`; the leader's clock then
+    ///   reads at least `s_k + E_v / ρ > until_v ≥ lease_until`. Message
+    ///   delay and clock offset cancel out because the lease is anchored at
+    ///   the *send* time; only the rate ratio matters. `margin` covers the
+    ///   time between checking the lease and the guarded action.
     ///
-    /// Two bypasses of the promise exist, and both end the lease first:
-    /// - a transfer's `TimeoutNow` lets the target's voters skip stickiness, so
-    ///   a leader gives up its lease when a transfer starts and, once it sent
-    ///   `TimeoutNow`, claims none for the rest of the term (etcd #12704);
-    /// - a `Resign` releases followers, and is sent only after stepping down.
+    /// What the argument needs, and the rule that provides it:
+    /// - **Acknowledgement identity** (rule `acks_name_their_round`): an
+    ///   acknowledgement carries the term of the heartbeat it answers and
+    ///   is sent only in answer to that term's leader. A node leads a term
+    ///   at most once (it campaigns only after a durable term bump, so a
+    ///   restart cannot make it leader of a term again), and rounds are
+    ///   numbered from 1 in each leadership, so (term, round) names exactly
+    ///   one round of one leadership. A heartbeat of another term is
+    ///   answered with `HeartbeatResponse { seq: 0 }`, which names no round
+    ///   and counts for nothing: a delayed heartbeat from the leader's
+    ///   earlier life can never stand in for a promise to its new one
+    ///   (issue 8, defect 1).
+    /// - **Restarts** (rule `restart_waits_death_timeout`): a restarted `v`
+    ///   waits `E_v` before voting or campaigning, so a crash does not
+    ///   shorten the promise. A node whose durable term is 0 skips the wait
+    ///   (rule `fresh_node_owes_no_promise`): it never acknowledged a
+    ///   round, because an acknowledgement is sent only once its term is
+    ///   durable and every leader's term is at least 1.
+    /// - **Mixed timing**: each voter's own promise `E_v` is used, so nodes
+    ///   need not share a death timeout (issue 8, defect 6); capping at `E`
+    ///   keeps the lease within [`Config::effective_lease_duration`](crate::Config::effective_lease_duration).
+    ///   A node whose death timeout is lowered across a restart waits only
+    ///   the new value: keep it down for the old one first.
+    /// - **Transfers**: a transfer's `TimeoutNow` lets the target's voters
+    ///   skip stickiness, so the leader gives up its lease when a transfer
+    ///   starts and, once `TimeoutNow` went out, claims none for the rest of
+    ///   the term (etcd #12704). If the transfer ends before `TimeoutNow`,
+    ///   only rounds sent after that moment restore the lease (rule
+    ///   `transfer_leadership`).
+    /// - **Resign** releases followers and is sent only after stepping
+    ///   down.
     ///
     /// A new leader's lease starts only with the first quorum-acknowledged
-    /// round of its term. The leader steps down the moment the lease (as
-    /// computed from acknowledgements, before any transfer) ends; the deadline
-    /// is part of [`Node::next_deadline`](crate::Node::next_deadline), never sampled at interval boundaries
+    /// round of its term. The leader steps down the moment the promises it
+    /// holds (counting every round, before any transfer) run out; the
+    /// deadline is part of [`Node::next_deadline`](crate::Node::next_deadline), never sampled at interval boundaries
     /// (etcd-io/raft #166).
     ///
     /// Assumptions: clocks keep counting during suspend and their rates stay
-    /// within `ρ` of each other; durable state survives crashes. Pauses of the
-    /// process between checking the lease and acting are not bounded by any
-    /// clock: that is what fencing tokens are for.
-    ///
+    /// within `ρ` of each other; durable state survives crashes; peers are
+    /// not malicious. Pauses of the process between checking the lease and
+    /// acting are not bounded by any clock: that is what fencing tokens are
+    /// for.
     #[must_use]
     pub fn lease(&self, now: Instant) -> Option<Lease> {
         if self.fencing != Fencing::Strict || self.role != Role::Leader || self.transfer.is_some() {
             return None;
         }
-        let valid_until = self.lease_anchor? + self.lease_duration;
+        let valid_until = self.lease_until?;
+        debug_assert!(valid_until <= self.strict_until);
         (now < valid_until).then_some(Lease {
             token: self.token()?,
             valid_until,
@@ -101,8 +139,18 @@ impl<P: LogPosition> Node<P> {
             Fencing::Soft => {
                 (self.soft_anchor != Instant::MAX).then(|| self.soft_anchor + self.timing.death)
             }
-            Fencing::Strict => Some(self.strict_anchor + self.lease_duration),
+            Fencing::Strict => Some(self.strict_until),
             _ => None,
+        }
+    }
+
+    /// How long after a round's send time a voter's promise of `promise`
+    /// backs the lease: `min(promise, E) / ρ − margin`.
+    pub(super) fn lease_for_promise(&self, promise: Duration) -> Duration {
+        if promise >= self.timing.death {
+            self.lease_duration
+        } else {
+            lease_length(promise, self.timing.drift_ppm, self.timing.lease_margin)
         }
     }
 
@@ -112,65 +160,66 @@ impl<P: LogPosition> Node<P> {
         self.rounds[(seq % len) as usize] = (seq, now);
     }
 
-    fn round_sent(&self, seq: u64) -> Option<Instant> {
+    /// When round `seq` of this leadership was sent, if it is recent enough
+    /// to matter (older rounds cannot back a lease that has not expired).
+    pub(super) fn round_sent(&self, seq: u64) -> Option<Instant> {
         let len = self.rounds.len() as u64;
         let (s, at) = self.rounds[(seq % len) as usize];
         (s == seq).then_some(at)
     }
 
-    /// Recomputes both fencing anchors from the peers' acknowledgements.
-    /// The leader counts as having heard itself and acknowledged every
-    /// round it sent.
+    /// Recomputes the fencing anchors from the peers' acknowledgements:
+    /// each is the quorum-th largest value among the voters, the leader
+    /// counting as a voter that heard itself and keeps its promise.
     pub(super) fn recompute_anchors(&mut self) {
         let needed_from_peers = self.voters.quorum() - 1;
         if needed_from_peers == 0 {
             // A single-voter quorum: the leader alone is a quorum.
             self.soft_anchor = Instant::MAX;
             if let Some(sent) = self.round_sent(self.heartbeat_seq) {
-                self.advance_strict_anchor(sent);
+                let until = sent + self.lease_duration;
+                self.strict_until = self.strict_until.max(until);
+                if !self.lease_forfeited && sent >= self.lease_floor {
+                    self.lease_until = Some(self.lease_until.map_or(until, |u| u.max(until)));
+                }
             }
             return;
         }
         let since = self.leader_since;
-        self.scratch.clear();
-        self.scratch.extend(
-            self.peers
-                .iter()
-                .filter(|p| p.is_voter)
-                .map(|p| p.last_ack.unwrap_or(since).as_nanos()),
-        );
-        self.scratch.sort_unstable_by(|a, b| b.cmp(a));
-        if let Some(&t) = self.scratch.get(needed_from_peers - 1) {
-            self.soft_anchor = Instant::from_nanos(t);
+        if let Some(t) = self.quorum_value(needed_from_peers, |p| Some(p.last_ack.unwrap_or(since)))
+        {
+            self.soft_anchor = t;
         }
-        self.scratch.clear();
-        self.scratch.extend(
-            self.peers
-                .iter()
-                .filter(|p| p.is_voter)
-                .map(|p| p.acked_seq),
-        );
-        self.scratch.sort_unstable_by(|a, b| b.cmp(a));
-        let acked = self
-            .scratch
-            .get(needed_from_peers - 1)
-            .copied()
-            .unwrap_or(0);
-        if acked > 0 {
-            if let Some(sent) = self.round_sent(acked) {
-                self.advance_strict_anchor(sent);
-            }
+        if let Some(t) = self.quorum_value(needed_from_peers, |p| p.promised_until) {
+            self.strict_until = self.strict_until.max(t);
+        }
+        if let Some(t) = self.quorum_value(needed_from_peers, |p| p.lease_until) {
+            self.lease_until = Some(self.lease_until.map_or(t, |u| u.max(t)));
         }
     }
 
-    /// Moves the lease anchors forward to a round sent at `sent` that a
-    /// quorum acknowledged. The reported lease ignores rounds sent before
-    /// `lease_floor` (an aborted transfer) and is never regained in a term
-    /// whose `TimeoutNow` went out.
-    fn advance_strict_anchor(&mut self, sent: Instant) {
-        self.strict_anchor = self.strict_anchor.max(sent);
-        if !self.lease_forfeited && sent >= self.lease_floor {
-            self.lease_anchor = Some(self.lease_anchor.map_or(sent, |a| a.max(sent)));
+    /// The `needed`-th largest `value` among the voter peers that have one.
+    fn quorum_value(
+        &mut self,
+        needed: usize,
+        value: impl Fn(&PeerProgress<P>) -> Option<Instant>,
+    ) -> Option<Instant> {
+        self.scratch.clear();
+        self.scratch.extend(
+            self.peers
+                .iter()
+                .filter(|p| p.is_voter)
+                .filter_map(|p| value(p).map(Instant::as_nanos)),
+        );
+        kth_largest(&mut self.scratch, needed).map(Instant::from_nanos)
+    }
+
+    /// Gives up the reported lease and every acknowledgement that backed
+    /// it; only rounds acknowledged from now on can bring it back.
+    fn drop_lease(&mut self) {
+        self.lease_until = None;
+        for peer in &mut self.peers {
+            peer.lease_until = None;
         }
     }
 
@@ -207,6 +256,14 @@ impl<P: LogPosition> Node<P> {
             Some(TransferFailure::TargetIsSelf)
         } else if !self.voters.contains(to) {
             Some(TransferFailure::NotAVoter)
+        } else if self
+            .peers
+            .iter()
+            .any(|p| p.id == to && p.can_lead == Some(false))
+        {
+            // Its last acknowledgement said it never campaigns (mode Voter
+            // or Off): TimeoutNow would be ignored and the lease lost.
+            Some(TransferFailure::TargetCannotLead)
         } else {
             None
         };
@@ -225,7 +282,7 @@ impl<P: LogPosition> Node<P> {
         }
         slog::info!(self.log, "transfer leadership: lease given up"; "rule" => "transfer_leadership",
             "term" => self.term, "to" => to);
-        self.lease_anchor = None;
+        self.drop_lease();
         self.transfer = Some(Transfer {
             to,
             deadline: now + self.timing.election,
@@ -259,7 +316,7 @@ impl<P: LogPosition> Node<P> {
         // From here on the target's voters may skip stickiness: no lease
         // for the rest of this term.
         self.lease_forfeited = true;
-        self.lease_anchor = None;
+        self.drop_lease();
         self.transfer = Some(Transfer {
             timeout_now_sent: true,
             ..transfer
@@ -284,8 +341,10 @@ impl<P: LogPosition> Node<P> {
                 self.step_down(StepDownReason::LeaseExpired, out);
             }
         } else {
-            // Only rounds sent from now on may restore the lease.
+            // Only rounds sent from now on may restore the lease: rounds
+            // acknowledged during the transfer do not (issue 8, defect 7).
             self.lease_floor = now;
+            self.drop_lease();
         }
     }
 

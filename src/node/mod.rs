@@ -146,10 +146,28 @@ struct PeerProgress<P> {
     is_voter: bool,
     /// Local time the last acknowledgement arrived.
     last_ack: Option<Instant>,
-    /// Highest heartbeat round acknowledged.
+    /// Highest heartbeat round of this leadership acknowledged.
     acked_seq: u64,
     /// Log position from the last acknowledgement.
     position: Option<P>,
+    /// Strict fencing: the latest instant (leader's clock) until which this
+    /// peer's acknowledged promises keep it from helping elect anyone, less
+    /// drift and margin: send time of the round + its promise / ρ − margin.
+    promised_until: Option<Instant>,
+    /// The same, from rounds that may back a reported lease (sent at or
+    /// after `lease_floor`, in a term whose `TimeoutNow` has not gone out).
+    lease_until: Option<Instant>,
+    /// Whether the peer said it would campaign if handed leadership.
+    can_lead: Option<bool>,
+}
+
+/// What a peer's heartbeat acknowledgement says (see
+/// [`MessageKind::HeartbeatAck`](crate::MessageKind::HeartbeatAck)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Ack {
+    seq: u64,
+    promise: Duration,
+    can_lead: bool,
 }
 
 /// Timing derived from the configuration.
@@ -159,6 +177,10 @@ struct Timing {
     death: Duration,
     election: Duration,
     jitter: Duration,
+    /// Clock-rate bound (strict lease), in ppm.
+    drift_ppm: u32,
+    /// Subtracted from every strict lease.
+    lease_margin: Duration,
 }
 
 /// One member of an election group: a pure state machine.
@@ -219,10 +241,15 @@ pub struct Node<P = ()> {
     death_jitter: Duration,
     round: Round,
     tally: Tally,
-    /// A promotion in progress (one campaign).
-    promoting: bool,
-    /// When a promotion gives up.
-    promote_deadline: Instant,
+    /// A promotion in progress (one campaign): when it gives up.
+    promotion: Option<Instant>,
+    /// Per voter index: the highest proposed term for which this node
+    /// already deferred its campaign to that voter's pre-vote (rule
+    /// `pre_vote_defers_once`).
+    deferred_for: Vec<u64>,
+    /// Per voter index: the highest proposed term for which this node
+    /// already yielded a pre-vote duel to that voter.
+    yielded_to: Vec<u64>,
     position: P,
 
     // Leader state (leader.rs, lease.rs).
@@ -234,11 +261,12 @@ pub struct Node<P = ()> {
     leader_since: Instant,
     /// Soft fencing: the newest instant by which a quorum was heard.
     soft_anchor: Instant,
-    /// Strict fencing: send time of the newest quorum-acknowledged round
-    /// (or the start of leadership); drives the step-down deadline.
-    strict_anchor: Instant,
+    /// Strict fencing: until when a quorum's acknowledged promises cover
+    /// this leadership (from the start of leadership on); the step-down
+    /// deadline.
+    strict_until: Instant,
     /// The same, restricted to rounds that may back a reported lease.
-    lease_anchor: Option<Instant>,
+    lease_until: Option<Instant>,
     /// Rounds sent before this do not back a reported lease.
     lease_floor: Instant,
     /// `TimeoutNow` was sent this term: no lease until the term ends.
@@ -268,6 +296,8 @@ impl<P: LogPosition> Node<P> {
             death: config.effective_death_timeout(),
             election: config.effective_election_timeout(),
             jitter: config.effective_election_jitter(),
+            drift_ppm: config.drift_ppm(),
+            lease_margin: config.effective_lease_margin(),
         };
         let root = config
             .take_logger()
@@ -286,12 +316,22 @@ impl<P: LogPosition> Node<P> {
                 last_ack: None,
                 acked_seq: 0,
                 position: None,
+                promised_until: None,
+                lease_until: None,
+                can_lead: None,
             })
             .collect();
         // Enough rounds to cover a lease: older acknowledgements cannot
         // back a lease that has not already expired.
         let round_slots =
             (timing.death.as_nanos() / timing.heartbeat.as_nanos().max(1)).min(1022) as usize + 2;
+        // Rule `fresh_node_owes_no_promise`: a node whose durable term is 0
+        // never acknowledged a leader (an acknowledgement needs its term
+        // durable first, and every leader's term is at least 1), so it has
+        // no promise to keep across this start. Any other node may have
+        // promised a live leader not to help depose it for a death timeout.
+        let fresh = state.term == 0;
+        let embargo = if fresh { Duration::ZERO } else { timing.death };
         let node = Node {
             id,
             mode: config.election_mode(),
@@ -314,13 +354,14 @@ impl<P: LogPosition> Node<P> {
             role: Role::Follower,
             leader: None,
             leader_contact: None,
-            restart_embargo_until: now + timing.death,
+            restart_embargo_until: now + embargo,
             no_campaign_before: now,
-            campaign_at: now + timing.death + death_jitter,
+            campaign_at: now + embargo + death_jitter,
             death_jitter,
             round: Round::IDLE,
-            promoting: false,
-            promote_deadline: Instant::MAX,
+            promotion: None,
+            deferred_for: alloc::vec![0; voters_len],
+            yielded_to: alloc::vec![0; voters_len],
             position: P::default(),
             next_heartbeat: Instant::MAX,
             heartbeat_seq: 0,
@@ -329,15 +370,16 @@ impl<P: LogPosition> Node<P> {
             rounds: alloc::vec![(0, Instant::ZERO); round_slots],
             leader_since: Instant::ZERO,
             soft_anchor: Instant::MAX,
-            strict_anchor: Instant::ZERO,
-            lease_anchor: None,
+            strict_until: Instant::ZERO,
+            lease_until: None,
             lease_floor: Instant::ZERO,
             lease_forfeited: false,
             transfer: None,
         };
         slog::info!(node.log, "start as follower";
-            "rule" => "restart_waits_death_timeout", "term" => node.term,
-            "vote" => ?node.vote, "no_votes_until" => %node.restart_embargo_until);
+            "rule" => if fresh { "fresh_node_owes_no_promise" } else { "restart_waits_death_timeout" },
+            "term" => node.term, "vote" => ?node.vote,
+            "no_votes_until" => %node.restart_embargo_until);
         Ok(node)
     }
 
@@ -367,8 +409,16 @@ impl<P: LogPosition> Node<P> {
 
     /// The next instant at which [`Input::Tick`] has work to do, or `None`
     /// when only an input can change anything. Ticking earlier is harmless.
+    ///
+    /// A deadline that saturated at [`Instant::MAX`] (a huge configured
+    /// duration, or time at its end) is no deadline: `None` rather than an
+    /// instant that is due forever.
     #[must_use]
     pub fn next_deadline(&self) -> Option<Instant> {
+        self.earliest_deadline().filter(|&d| d < Instant::MAX)
+    }
+
+    fn earliest_deadline(&self) -> Option<Instant> {
         let transfer = self.transfer.map(|t| t.deadline);
         if self.role == Role::Leader {
             return [
@@ -380,11 +430,7 @@ impl<P: LogPosition> Node<P> {
             .flatten()
             .min();
         }
-        let mut deadline = transfer;
-        if self.promoting {
-            deadline =
-                Some(deadline.map_or(self.promote_deadline, |d| d.min(self.promote_deadline)));
-        }
+        let mut deadline = [transfer, self.promotion].into_iter().flatten().min();
         if let (Some(_), Some(contact)) = (self.leader, self.leader_contact) {
             let death = contact + self.timing.death;
             deadline = Some(deadline.map_or(death, |d| d.min(death)));
@@ -498,9 +544,12 @@ impl<P: LogPosition> Node<P> {
         }
     }
 
-    /// A fresh randomized round length: the election timeout plus jitter.
+    /// A fresh randomized round length: the election timeout plus jitter
+    /// (saturating: a huge configured timeout means "never").
     fn round_length(&mut self) -> Duration {
-        self.timing.election + self.jitter.up_to(self.timing.jitter)
+        self.timing
+            .election
+            .saturating_add(self.jitter.up_to(self.timing.jitter))
     }
 }
 
@@ -562,9 +611,11 @@ impl<P: LogPosition + core::hash::Hash> Node<P> {
             .hash(&mut h);
         self.tally.hash(&mut h);
         (
-            self.promoting,
+            self.promotion.is_some(),
             self.lease_forfeited,
             self.transfer.map(|t| (t.to, t.timeout_now_sent)),
+            &self.deferred_for,
+            &self.yielded_to,
         )
             .hash(&mut h);
         self.position.hash(&mut h);
