@@ -17,6 +17,10 @@
 //! # }
 //! ```
 //!
+//! `now` comes from the same [`SuspendAwareClock`] as in the std driver
+//! (it counts suspend on Linux and Android); tokio's timer only decides
+//! when the next tick runs.
+//!
 //! The state write (a few hundred bytes and two fsyncs) runs inline on the
 //! driver's task: give the driver a runtime where a few milliseconds of
 //! blocking are acceptable, such as its own current-thread runtime.
@@ -26,8 +30,9 @@ use std::sync::mpsc;
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
+use super::clock::SuspendAwareClock;
 use super::codec::MAX_FRAME;
-use super::driver::{Clock, Command, Commands, DriverError, Executor, Handle, NodeSetup};
+use super::driver::{Command, Commands, DriverError, Executor, Handle, NodeSetup};
 use super::storage::Storage;
 use super::udp::{Framing, Received};
 use crate::{Event, Input, Message, NodeId};
@@ -40,7 +45,7 @@ use crate::{Event, Input, Message, NodeId};
 pub async fn spawn<S: Storage + Send + 'static>(
     setup: NodeSetup<S>,
 ) -> Result<(Handle, mpsc::Receiver<Event>), DriverError> {
-    let clock = Clock::start();
+    let clock = SuspendAwareClock::start();
     let me = setup.config.id();
     let (exec, events) = Executor::start(setup.config, setup.storage, &clock)?;
     let socket = UdpSocket::bind(setup.listen).await?;
@@ -69,7 +74,7 @@ async fn run<S: Storage>(
     socket: UdpSocket,
     mut framing: Framing,
     mut commands: UnboundedReceiver<Command>,
-    clock: Clock,
+    clock: SuspendAwareClock,
 ) -> Result<(), DriverError> {
     let mut buf = vec![0u8; MAX_FRAME + 1];
     let mut outbox: Vec<(NodeId, Message)> = Vec::new();
