@@ -30,6 +30,8 @@
 //! Android, which keeps counting while the host is suspended, as strict
 //! fencing's lease requires; elsewhere `std::time::Instant`, which may not
 //! (the [`clock`](super::clock) module says what that means per platform).
+//! A system call interrupted by a signal (a `SIGSTOP`/`SIGCONT` pause, say)
+//! is retried, never fatal.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
@@ -40,6 +42,7 @@ use std::time::Duration;
 
 use super::clock::SuspendAwareClock;
 use super::config::NodeFile;
+use super::retry::retry_interrupted;
 use super::storage::{FileStorage, Storage, StorageError};
 use super::udp::{DropCounts, Framing, Received, UdpTransport};
 use crate::{
@@ -292,8 +295,9 @@ impl Handle {
         match &self.commands {
             Commands::Std { tx, wake, target } => {
                 let _ = tx.send(command);
-                // An empty datagram wakes the loop out of its receive.
-                let _ = wake.send_to(&[], target);
+                // An empty datagram wakes the loop out of its receive (if
+                // it is lost, the command waits for the next deadline).
+                let _ = retry_interrupted(|| wake.send_to(&[], *target));
             }
             #[cfg(feature = "tokio")]
             Commands::Tokio(tx) => {

@@ -3,6 +3,7 @@
 //!
 //! - [`clock`]: the [`SuspendAwareClock`](clock::SuspendAwareClock) both
 //!   drivers read `now` from (`CLOCK_BOOTTIME` on Linux and Android);
+//! - [`retry`]: retrying system calls that a signal interrupted;
 //! - [`codec`]: the wire envelope (postcard) and its typed decode errors;
 //! - [`storage`]: the [`Storage`](storage::Storage) trait, crash-safe
 //!   [`FileStorage`](storage::FileStorage) and [`MemStorage`](storage::MemStorage);
@@ -21,5 +22,6 @@ pub mod config;
 pub mod driver;
 #[cfg(feature = "tokio")]
 pub mod driver_tokio;
+pub mod retry;
 pub mod storage;
 pub mod udp;
