@@ -2,13 +2,15 @@
 //!
 //! The core never reads a clock. Every entry point takes `now: Instant`, an
 //! opaque count of nanoseconds from an epoch the driver chooses (usually the
-//! moment the driver started). Drivers convert from `std::time::Instant` or
-//! `tokio::time::Instant` by subtracting their start instant.
+//! moment the driver started).
 //!
 //! The clock must keep counting while the machine is suspended (on Linux,
 //! `CLOCK_BOOTTIME` rather than `CLOCK_MONOTONIC`): the strict-fencing lease
 //! argument bounds how fast clocks may drift apart, and a clock that stops
-//! during suspend drifts without bound.
+//! during suspend drifts without bound. The bundled drivers read
+//! `tenure::adapters::clock::SuspendAwareClock` (feature `adapters`), which
+//! is `CLOCK_BOOTTIME` on Linux and Android; `std::time::Instant` and
+//! `tokio::time::Instant` are `CLOCK_MONOTONIC` there and do not count suspend.
 
 use core::fmt;
 use core::ops::{Add, Sub};

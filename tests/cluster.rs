@@ -1,11 +1,13 @@
 //! Real processes on loopback (bounded in count and time): the demo's
 //! kill -9 / failover / rejoin cycle, a node refusing to start on a corrupt
-//! state file, and two clusters that must not hear each other.
+//! state file, two clusters that must not hear each other, and nodes paused
+//! with SIGSTOP that must resume, not exit.
 
 // Real sockets and clocks: this is driver code, outside the sans-IO core.
 #![allow(clippy::disallowed_types, clippy::disallowed_methods)]
 #![cfg(feature = "cli")]
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
@@ -46,29 +48,47 @@ fn write_config(dir: &Path, id: u64, cluster: u64, ports: &[(u64, u16)]) -> Path
     path
 }
 
-/// A running `tenure node` whose stdout lines arrive on a channel; killed on drop.
+/// A running `tenure node` whose stdout and stderr lines arrive on channels;
+/// killed on drop.
 struct Proc {
     child: Child,
     lines: mpsc::Receiver<String>,
+    errors: mpsc::Receiver<String>,
+}
+
+/// Forwards every line of `from` to the returned channel, on a thread.
+fn lines_of(from: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(from).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    rx
 }
 
 impl Proc {
     fn start(config: &Path) -> Proc {
+        Proc::start_with(config, &[])
+    }
+
+    /// Like `start`, with extra `tenure node` arguments.
+    fn start_with(config: &Path, extra: &[&str]) -> Proc {
         let mut child = Command::new(BIN)
             .args(["node", "--config"])
             .arg(config)
+            .args(extra)
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let (tx, lines) = mpsc::channel();
-        let out = child.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        Proc { child, lines }
+        let lines = lines_of(child.stdout.take().unwrap());
+        let errors = lines_of(child.stderr.take().unwrap());
+        Proc {
+            child,
+            lines,
+            errors,
+        }
     }
 
     /// Every line printed within `d`.
@@ -247,4 +267,190 @@ fn different_cluster_ids_never_count_each_others_votes() {
     drop((a, b));
     std::fs::remove_dir_all(d).unwrap();
     std::fs::remove_dir_all(d2).unwrap();
+}
+
+/// One node's latest `status` line.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Seen {
+    role: String,
+    term: u64,
+    leader: Option<u64>,
+}
+
+/// Nodes started with `--status-every-ms`, and what each last reported.
+struct Watched {
+    procs: BTreeMap<u64, Proc>,
+    seen: BTreeMap<u64, Seen>,
+}
+
+impl Watched {
+    /// Reads every pending status line (a stopped node prints none, so its
+    /// entry keeps what it said before the stop).
+    fn drain(&mut self) {
+        for (id, p) in &self.procs {
+            for line in p.lines.try_iter() {
+                let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
+                    continue;
+                };
+                if let Some(st) = v.get("status") {
+                    self.seen.insert(
+                        *id,
+                        Seen {
+                            role: st["role"].as_str().unwrap_or("?").to_string(),
+                            term: st["term"].as_u64().unwrap_or(0),
+                            leader: st["leader"].as_u64(),
+                        },
+                    );
+                }
+            }
+        }
+    }
+
+    /// The node that `among` all report as leader of one term, with the term.
+    fn agreed_leader(&self, among: &[u64]) -> Option<(u64, u64)> {
+        let first = self.seen.get(among.first()?)?;
+        let (leader, term) = (first.leader?, first.term);
+        let agree = among.iter().all(|id| {
+            self.seen.get(id).is_some_and(|s| {
+                s.term == term
+                    && s.leader == Some(leader)
+                    && (s.role == "leader") == (*id == leader)
+            })
+        });
+        agree.then_some((leader, term))
+    }
+
+    /// Polls until `done` holds (true), or `limit` passes or a node exits
+    /// (false).
+    fn wait(&mut self, limit: Duration, done: impl Fn(&Watched) -> bool) -> bool {
+        let end = std::time::Instant::now() + limit;
+        loop {
+            self.drain();
+            if done(self) {
+                return true;
+            }
+            let gone = self
+                .procs
+                .values_mut()
+                .any(|p| p.child.try_wait().unwrap().is_some());
+            if gone || std::time::Instant::now() >= end {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Has node `id`'s process exited? With what it printed on stderr, if so.
+    fn exited(&mut self, id: u64) -> Option<String> {
+        let p = self.procs.get_mut(&id)?;
+        let status = p.child.try_wait().unwrap()?;
+        // The reader thread ends with the process: wait for its last lines.
+        let mut err: Vec<String> = Vec::new();
+        while let Ok(line) = p.errors.recv_timeout(Duration::from_secs(1)) {
+            err.push(line);
+        }
+        Some(format!("exited with {status}, stderr: {}", err.join(" / ")))
+    }
+
+    fn signal(&self, id: u64, signal: &str) {
+        let pid = self.procs[&id].child.id().to_string();
+        let ok = Command::new("kill")
+            .args([signal, &pid])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill {signal} {pid} (node {id}) failed");
+    }
+
+    fn describe(&self) -> String {
+        format!("{:?}", self.seen)
+    }
+}
+
+/// Issue 8, defect 9: a node stopped with SIGSTOP for longer than the death
+/// timeout and resumed with SIGCONT used to exit at once with `socket:
+/// Interrupted system call (os error 4)` (the receive with a timeout fails
+/// with EINTR after a stop). Paused, the leader is replaced; resumed, it must
+/// keep running and follow the new leader. A paused follower must likewise
+/// keep running and follow the leader again.
+#[test]
+fn paused_leader_and_follower_survive_sigstop_longer_than_death_timeout() {
+    // The death timeout of `write_config`; each pause lasts three of them.
+    const DEATH: Duration = Duration::from_millis(300);
+    const PAUSE: Duration = Duration::from_millis(900);
+    let all = [1, 2, 3];
+    let d = dir("sigstop");
+    let ports = [(1, port()), (2, port()), (3, port())];
+    let mut w = Watched {
+        procs: all
+            .iter()
+            .map(|&id| {
+                let config = write_config(&d, id, 9, &ports);
+                (id, Proc::start_with(&config, &["--status-every-ms", "50"]))
+            })
+            .collect(),
+        seen: BTreeMap::new(),
+    };
+    let limit = Duration::from_secs(10);
+    assert!(
+        w.wait(limit, |w| w.agreed_leader(&all).is_some()),
+        "no leader within {limit:?}: {}",
+        w.describe()
+    );
+    let (old_leader, old_term) = w.agreed_leader(&all).unwrap();
+    let others: Vec<u64> = all.into_iter().filter(|&id| id != old_leader).collect();
+
+    // Pause the leader: the other two elect one of them.
+    w.signal(old_leader, "-STOP");
+    let paused = std::time::Instant::now();
+    assert!(
+        w.wait(limit, |w| w
+            .agreed_leader(&others)
+            .is_some_and(|(_, term)| term > old_term)),
+        "node {old_leader} paused: no new leader among {others:?} within {limit:?}: {}",
+        w.describe()
+    );
+    std::thread::sleep(PAUSE.saturating_sub(paused.elapsed()));
+    assert!(paused.elapsed() >= 3 * DEATH);
+    w.signal(old_leader, "-CONT");
+    // Resumed: still running, and following the new leader.
+    assert!(
+        w.wait(limit, |w| w
+            .agreed_leader(&all)
+            .is_some_and(|(l, term)| l != old_leader && term > old_term)),
+        "node {old_leader} resumed: not following the new leader within {limit:?} ({}): {}",
+        w.exited(old_leader)
+            .unwrap_or_else(|| "still running".into()),
+        w.describe()
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    if let Some(why) = w.exited(old_leader) {
+        panic!("the paused leader {old_leader} exited after SIGCONT: {why}");
+    }
+
+    // Pause a follower that never paused: the leader keeps its quorum, and
+    // the follower follows it again once resumed.
+    let (leader, term) = w.agreed_leader(&all).unwrap();
+    let follower = others.into_iter().find(|&id| id != leader).unwrap();
+    w.signal(follower, "-STOP");
+    std::thread::sleep(PAUSE);
+    // Status lines printed before the pause say what a rejoin would say:
+    // read them all, forget them, and judge only lines printed after it.
+    w.drain();
+    w.seen.remove(&follower);
+    w.signal(follower, "-CONT");
+    assert!(
+        w.wait(limit, |w| w.agreed_leader(&all) == Some((leader, term))),
+        "follower {follower} resumed: not following leader {leader} of term {term} within {limit:?} ({}): {}",
+        w.exited(follower).unwrap_or_else(|| "still running".into()),
+        w.describe()
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    for id in all {
+        if let Some(why) = w.exited(id) {
+            panic!("node {id} exited after the pauses: {why}");
+        }
+    }
+    drop(w);
+    std::fs::remove_dir_all(d).unwrap();
 }

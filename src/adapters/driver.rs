@@ -26,9 +26,12 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! Time comes from `std::time::Instant` (CLOCK_MONOTONIC on Linux, which
-//! stops during suspend: run strict fencing only on machines that do not
-//! suspend, or where the bound on clock drift covers it).
+//! Time comes from a [`SuspendAwareClock`]: `CLOCK_BOOTTIME` on Linux and
+//! Android, which keeps counting while the host is suspended, as strict
+//! fencing's lease requires; elsewhere `std::time::Instant`, which may not
+//! (the [`clock`](super::clock) module says what that means per platform).
+//! A system call interrupted by a signal (a `SIGSTOP`/`SIGCONT` pause, say)
+//! is retried, never fatal.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
@@ -37,7 +40,9 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use super::clock::SuspendAwareClock;
 use super::config::NodeFile;
+use super::retry::retry_interrupted;
 use super::storage::{FileStorage, Storage, StorageError};
 use super::udp::{DropCounts, Framing, Received, UdpTransport};
 use crate::{
@@ -97,25 +102,6 @@ pub enum DriverError {
     Io(#[from] io::Error),
 }
 
-/// Monotonic time for the engine, counted from the driver's start.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Clock {
-    epoch: std::time::Instant,
-}
-
-impl Clock {
-    #[allow(clippy::disallowed_methods)] // the adapter is where time is read
-    pub(crate) fn start() -> Clock {
-        Clock {
-            epoch: std::time::Instant::now(),
-        }
-    }
-
-    pub(crate) fn now(&self) -> Instant {
-        Instant::from_nanos(u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX))
-    }
-}
-
 /// What the driver publishes for its handle after every step.
 #[derive(Debug)]
 pub(crate) struct Shared {
@@ -141,7 +127,7 @@ impl<S: Storage> Executor<S> {
     pub(crate) fn start(
         setup_config: Config,
         mut storage: S,
-        clock: &Clock,
+        clock: &SuspendAwareClock,
     ) -> Result<(Executor<S>, mpsc::Receiver<Event>), DriverError> {
         let state = storage.load()?.unwrap_or_default();
         let node = Node::new(setup_config, state, clock.now())?;
@@ -230,7 +216,7 @@ pub(crate) enum Commands {
 pub struct Handle {
     pub(crate) shared: Arc<Mutex<Shared>>,
     pub(crate) commands: Commands,
-    pub(crate) clock: Clock,
+    pub(crate) clock: SuspendAwareClock,
     pub(crate) local_addr: SocketAddr,
     pub(crate) thread: Option<JoinHandle<Result<(), DriverError>>>,
 }
@@ -309,8 +295,9 @@ impl Handle {
         match &self.commands {
             Commands::Std { tx, wake, target } => {
                 let _ = tx.send(command);
-                // An empty datagram wakes the loop out of its receive.
-                let _ = wake.send_to(&[], target);
+                // An empty datagram wakes the loop out of its receive (if
+                // it is lost, the command waits for the next deadline).
+                let _ = retry_interrupted(|| wake.send_to(&[], *target));
             }
             #[cfg(feature = "tokio")]
             Commands::Tokio(tx) => {
@@ -337,7 +324,7 @@ pub(crate) fn reachable(addr: SocketAddr) -> SocketAddr {
 pub fn spawn<S: Storage + Send + 'static>(
     setup: NodeSetup<S>,
 ) -> Result<(Handle, mpsc::Receiver<Event>), DriverError> {
-    let clock = Clock::start();
+    let clock = SuspendAwareClock::start();
     let me = setup.config.id();
     let (mut exec, events) = Executor::start(setup.config, setup.storage, &clock)?;
     let mut transport = UdpTransport::bind(
@@ -375,7 +362,7 @@ fn run<S: Storage>(
     exec: &mut Executor<S>,
     transport: &mut UdpTransport,
     commands: &mpsc::Receiver<Command>,
-    clock: &Clock,
+    clock: &SuspendAwareClock,
 ) -> Result<(), DriverError> {
     loop {
         let now = clock.now();

@@ -17,6 +17,11 @@
 //! # }
 //! ```
 //!
+//! `now` comes from the same [`SuspendAwareClock`] as in the std driver
+//! (it counts suspend on Linux and Android); tokio's timer only decides
+//! when the next tick runs. A system call interrupted by a signal is
+//! retried, never fatal.
+//!
 //! The state write (a few hundred bytes and two fsyncs) runs inline on the
 //! driver's task: give the driver a runtime where a few milliseconds of
 //! blocking are acceptable, such as its own current-thread runtime.
@@ -26,8 +31,10 @@ use std::sync::mpsc;
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
+use super::clock::SuspendAwareClock;
 use super::codec::MAX_FRAME;
-use super::driver::{Clock, Command, Commands, DriverError, Executor, Handle, NodeSetup};
+use super::driver::{Command, Commands, DriverError, Executor, Handle, NodeSetup};
+use super::retry::retry_interrupted_async;
 use super::storage::Storage;
 use super::udp::{Framing, Received};
 use crate::{Event, Input, Message, NodeId};
@@ -40,7 +47,7 @@ use crate::{Event, Input, Message, NodeId};
 pub async fn spawn<S: Storage + Send + 'static>(
     setup: NodeSetup<S>,
 ) -> Result<(Handle, mpsc::Receiver<Event>), DriverError> {
-    let clock = Clock::start();
+    let clock = SuspendAwareClock::start();
     let me = setup.config.id();
     let (exec, events) = Executor::start(setup.config, setup.storage, &clock)?;
     let socket = UdpSocket::bind(setup.listen).await?;
@@ -69,7 +76,7 @@ async fn run<S: Storage>(
     socket: UdpSocket,
     mut framing: Framing,
     mut commands: UnboundedReceiver<Command>,
-    clock: Clock,
+    clock: SuspendAwareClock,
 ) -> Result<(), DriverError> {
     let mut buf = vec![0u8; MAX_FRAME + 1];
     let mut outbox: Vec<(NodeId, Message)> = Vec::new();
@@ -95,6 +102,9 @@ async fn run<S: Storage>(
                 let (len, from_addr) = match received {
                     Ok(r) => r,
                     Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => continue,
+                    // Interrupted by a signal: go round the loop, which
+                    // re-reads the clock before waiting again.
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                     Err(e) => return Err(e.into()),
                 };
                 if let Received::Message(from, message) = framing.accept::<()>(&buf[..len], from_addr) {
@@ -110,7 +120,11 @@ async fn run<S: Storage>(
 async fn flush(socket: &UdpSocket, framing: &mut Framing, outbox: &mut Vec<(NodeId, Message)>) {
     for (to, message) in outbox.drain(..) {
         if let Some((frame, addr)) = framing.frame(to, &message) {
-            if socket.send_to(&frame, addr).await.is_err() {
+            let frame = &frame;
+            if retry_interrupted_async(|| socket.send_to(frame, addr))
+                .await
+                .is_err()
+            {
                 framing.drops.send_failed += 1;
             }
         }

@@ -1,6 +1,9 @@
 //! Adapters that execute the core's actions (feature `adapters`). They
 //! decide nothing: the protocol lives in [`Node`](crate::Node).
 //!
+//! - [`clock`]: the [`SuspendAwareClock`](clock::SuspendAwareClock) both
+//!   drivers read `now` from (`CLOCK_BOOTTIME` on Linux and Android);
+//! - [`retry`]: retrying system calls that a signal interrupted;
 //! - [`codec`]: the wire envelope (postcard) and its typed decode errors;
 //! - [`storage`]: the [`Storage`](storage::Storage) trait, crash-safe
 //!   [`FileStorage`](storage::FileStorage) and [`MemStorage`](storage::MemStorage);
@@ -13,10 +16,12 @@
 // files and clocks guard the core, not this module.
 #![allow(clippy::disallowed_types, clippy::disallowed_methods)]
 
+pub mod clock;
 pub mod codec;
 pub mod config;
 pub mod driver;
 #[cfg(feature = "tokio")]
 pub mod driver_tokio;
+pub mod retry;
 pub mod storage;
 pub mod udp;

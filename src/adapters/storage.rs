@@ -12,7 +12,9 @@
 //! either the old or the new state. A missing file is a fresh node; a
 //! corrupt, truncated or foreign file is an error that names the file and
 //! the problem, and the node must not start: silently starting from term 0
-//! would let it vote twice in a term it already voted in.
+//! would let it vote twice in a term it already voted in. Every step is
+//! retried if a signal interrupts it (see [`retry`](super::retry)): each is
+//! safe to repeat, and failing the write would stop the node.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -20,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::vec::Vec;
 
+use super::retry::retry_interrupted;
 use crate::HardState;
 
 const MAGIC: [u8; 4] = *b"TNRS";
@@ -156,7 +159,7 @@ impl FileStorage {
     /// The directory cannot be created.
     pub fn open(dir: impl Into<PathBuf>) -> Result<FileStorage, StorageError> {
         let dir = dir.into();
-        fs::create_dir_all(&dir).map_err(|e| StorageError {
+        retry_interrupted(|| fs::create_dir_all(&dir)).map_err(|e| StorageError {
             path: dir.clone(),
             kind: e.into(),
         })?;
@@ -179,7 +182,7 @@ impl FileStorage {
 impl Storage for FileStorage {
     fn load(&mut self) -> Result<Option<HardState>, StorageError> {
         let path = self.path();
-        let bytes = match fs::read(&path) {
+        let bytes = match retry_interrupted(|| fs::read(&path)) {
             Ok(bytes) => bytes,
             // Never written (a crash before the first rename leaves only the
             // temp file, whose content was never acknowledged).
@@ -196,17 +199,23 @@ impl Storage for FileStorage {
         let path = self.path();
         let record = encode_record(state);
         let write = || -> io::Result<()> {
-            let mut file = OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(&temp)?;
+            // Opening with truncate, writing the whole record, fsync and
+            // rename are each safe to repeat after an interruption.
+            let mut file = retry_interrupted(|| {
+                OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .open(&temp)
+            })?;
+            // write_all resumes a write a signal interrupted.
             file.write_all(&record)?;
-            file.sync_all()?;
+            retry_interrupted(|| file.sync_all())?;
             drop(file);
-            fs::rename(&temp, &path)?;
+            retry_interrupted(|| fs::rename(&temp, &path))?;
             // The rename itself is durable only once the directory is.
-            File::open(&self.dir)?.sync_all()
+            let dir = retry_interrupted(|| File::open(&self.dir))?;
+            retry_interrupted(|| dir.sync_all())
         };
         write().map_err(|e| Self::err(&path, e))
     }

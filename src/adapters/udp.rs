@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde::{Serialize, de::DeserializeOwned};
 
 use super::codec::{self, DecodeError, MAX_FRAME};
+use super::retry::retry_interrupted;
 use crate::{Message, NodeId};
 
 /// Datagrams dropped, by reason.
@@ -36,7 +37,9 @@ pub enum Received<P> {
     Wake,
     /// A datagram that was dropped (and counted).
     Dropped,
-    /// The timeout passed.
+    /// The timeout passed, or a signal interrupted the wait (a
+    /// `SIGSTOP`/`SIGCONT` pause does): either way the caller re-reads its
+    /// clock and waits again.
     Timeout,
 }
 
@@ -146,7 +149,7 @@ impl UdpTransport {
     /// Sends `message` to peer `to` (best effort; failures are counted).
     pub fn send<P: Serialize>(&mut self, to: NodeId, message: &Message<P>) {
         if let Some((frame, addr)) = self.framing.frame(to, message) {
-            if self.socket.send_to(&frame, addr).is_err() {
+            if retry_interrupted(|| self.socket.send_to(&frame, addr)).is_err() {
                 self.framing.drops.send_failed += 1;
             }
         }
@@ -154,8 +157,13 @@ impl UdpTransport {
 
     /// Waits up to `timeout` (at least 1 ms) for one datagram.
     ///
+    /// A wait that a signal interrupted returns [`Received::Timeout`] rather
+    /// than being retried here: repeating it with the same timeout would
+    /// oversleep the node's next deadline by however long the process was
+    /// stopped, while the caller's loop recomputes the wait from its clock.
+    ///
     /// # Errors
-    /// A socket error other than a timeout.
+    /// A socket error other than a timeout or an interruption.
     pub fn recv<P: DeserializeOwned>(&mut self, timeout: Duration) -> io::Result<Received<P>> {
         self.socket
             .set_read_timeout(Some(timeout.max(Duration::from_millis(1))))?;
@@ -164,7 +172,9 @@ impl UdpTransport {
             Err(e)
                 if matches!(
                     e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
                 ) =>
             {
                 Ok(Received::Timeout)
