@@ -153,6 +153,8 @@ fn per_link_latency_and_per_node_disk_overrides_apply() {
                             latency: (ms(150), ms(200)),
                             loss: 0.1,
                             duplicate: 0.1,
+                            long_tail: 0.0,
+                            long_tail_delay: (ms(0), ms(0)),
                         },
                     );
                 }
