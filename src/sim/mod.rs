@@ -1050,7 +1050,9 @@ impl Cluster {
                             at: self.now,
                             invariant: "liveness",
                             detail: std::format!(
-                                "faults healed, yet no leader known to a quorum within {:?} (death timeout + 3 election timeouts + 4 latencies)",
+                                "no fault since {:?}, yet no leader known to a quorum of {} voters within {:?} (death timeout + 3 election timeouts + 4 latencies)",
+                                scenario.heal_at.unwrap_or_default(),
+                                self.quorum,
                                 self.liveness_bound
                             ),
                         });

@@ -124,7 +124,7 @@ impl Standard {
             }
             Kind::Wan => "20-40 ms one way (round trips comparable to the jitter), random faults",
             Kind::MixedTiming => {
-                "death timeouts 250-700 ms and heartbeats 75-150 ms differ per node, random faults"
+                "death timeouts 250-700 ms and heartbeats 75-150 ms differ per node; the slowest node leads and is isolated"
             }
             Kind::ManualVoterObserver => {
                 "voters 1-2 candidate, 3 manual, 4 voter-only, observer 5; crashes, promotes, transfers"
@@ -236,10 +236,20 @@ impl Standard {
                         .heartbeat_interval(ms(heartbeat))
                         .death_timeout(ms(death))
                 });
-                let mut r = Scenario::random(seed, self.nodes, d);
-                r.name = self.name.clone();
-                r.first_leader_from = Some(Duration::ZERO);
-                return (cfg, r);
+                // Hand leadership to the slowest node (3, death timeout
+                // 700 ms), then to node 1 (400 ms), and isolate each: the
+                // others' shorter death timeouts race its lease.
+                s.first_leader_from = Some(Duration::ZERO);
+                for (at, to) in [(1_500, 3), (5_000, 1)] {
+                    for from in (1..=self.nodes).filter(|&n| n != to) {
+                        s = s.with(ms(at), Fault::Input(from, Input::TransferLeadership { to }));
+                    }
+                    s = s
+                        .with(ms(at + 700 + seed % 300), Fault::IsolateLeader)
+                        .with(ms(at + 2_500), Fault::Heal);
+                }
+                s.with(ms(8_000), Fault::CrashLeader)
+                    .with(heal, Fault::RestartAll)
             }
             Kind::ManualVoterObserver => {
                 cfg.observers = 1;
