@@ -117,19 +117,23 @@ impl Standard {
             Kind::ClockDriftAtBound => "random faults, clock rates 1000 ppm apart (the bound)",
             Kind::Random => "random faults, 2% loss, 1% duplication",
             Kind::LongTailRestarts => {
-                "5% of messages delayed 0.4-2 s; the leader crashes and restarts within 1-5 ms, or goes mute"
+                "10% of messages delayed 0.4-2 s; the leader crashes and restarts within 1-5 ms, or goes mute"
             }
             Kind::Deaf => {
                 "node 1 + seed % n hears nothing from t=0 (it still sends), 20-40 ms one way; a first leader must appear anyway; the leader crash-restarts at 3 s"
             }
-            Kind::Wan => "20-40 ms one way (round trips comparable to the jitter), random faults",
+            Kind::Wan => {
+                "20-40 ms one way (round trips comparable to the jitter); a first election in time, then random faults"
+            }
             Kind::MixedTiming => {
                 "death timeouts 250-700 ms and heartbeats 75-150 ms differ per node; the slowest node leads and is isolated"
             }
             Kind::ManualVoterObserver => {
                 "voters 1-2 candidate, 3 manual, 4 voter-only, observer 5; crashes, promotes, transfers"
             }
-            Kind::Quorum4Of5 => "5 voters with a configured quorum of 4, random faults",
+            Kind::Quorum4Of5 => {
+                "5 voters with a configured quorum of 4; a first election in time, then random faults"
+            }
         }
     }
 
@@ -218,12 +222,8 @@ impl Standard {
             Kind::Wan => {
                 cfg.latency = (ms(20), ms(40));
                 cfg.loss = 0.01;
-                let mut r = Scenario::random(seed, self.nodes, ms(10_000));
-                r.name = self.name.clone();
-                // The random schedule starts at 500 ms: the first election
-                // runs on a healthy WAN and must succeed in time.
-                r.first_leader_from = Some(Duration::ZERO);
-                return (cfg, r);
+                let r = Scenario::random(seed, self.nodes, ms(10_000));
+                return (cfg, self.first_election_then(r));
             }
             Kind::MixedTiming => {
                 // Per node: (heartbeat, death timeout). Election timeouts
@@ -287,23 +287,36 @@ impl Standard {
             Kind::Quorum4Of5 => {
                 cfg.quorum = Some(4);
                 cfg.loss = 0.02;
-                let mut r = Scenario::random(seed, self.nodes, d);
-                r.name = self.name.clone();
-                r.first_leader_from = Some(Duration::ZERO);
-                return (cfg, r);
+                let r = Scenario::random(seed, self.nodes, ms(10_000));
+                return (cfg, self.first_election_then(r));
             }
         };
         s.heal_at = Some(heal);
         (cfg, s)
     }
 
-    /// Long-tail delays (5% of messages take 1–5 death timeouts) while the
+    /// A healthy first election, which must succeed within the liveness
+    /// bound, then the random schedule `r` shifted by 2 s (its faults start
+    /// at 500 ms and could otherwise legitimately prevent that election).
+    fn first_election_then(&self, mut r: Scenario) -> Scenario {
+        let shift = ms(2_000);
+        for (at, _) in &mut r.faults {
+            *at += shift;
+        }
+        r.heal_at = r.heal_at.map(|h| h + shift);
+        r.duration += shift;
+        r.first_leader_from = Some(Duration::ZERO);
+        r.name = self.name.clone();
+        r
+    }
+
+    /// Long-tail delays (10% of messages take 1–5 death timeouts) while the
     /// leader crashes and restarts within 1–5 ms, or goes mute for a while:
     /// heartbeats and answers of an old term or an earlier incarnation
     /// arrive after the restarted node leads again with fresh sequence
     /// numbers.
     fn long_tail_restarts(&self, mut cfg: SimConfig, seed: u64) -> (SimConfig, Scenario) {
-        let mut rng = Pcg64Mcg::seed_from_u64(seed ^ 0x10_6_7A11);
+        let mut rng = Pcg64Mcg::seed_from_u64(seed ^ 0x0106_7A11);
         let mut pick = |n: u64| rng.next_u64() % n;
         cfg.long_tail = 0.1;
         cfg.long_tail_delay = (ms(400), ms(2_000));
