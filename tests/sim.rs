@@ -39,6 +39,9 @@ fn standard_scenarios_hold_every_invariant() {
     let per = 2000 / all.len() as u64 + 1;
     let mut runs = 0;
     let mut failovers = 0;
+    // The first violation of every scenario, so one failing run shows
+    // every scenario that breaks.
+    let mut broken = Vec::new();
     for s in &all {
         let seeds: Vec<u64> = match seed_override() {
             Some(seed) => vec![seed],
@@ -48,10 +51,11 @@ fn standard_scenarios_hold_every_invariant() {
             let (cfg, scenario) = s.build(seed);
             let report = Cluster::new(cfg).run(&scenario);
             if let Some(v) = &report.violation {
-                panic!(
-                    "{}: {v}\nreplay: TENURE_SEED={seed} cargo test --release --all-features --test sim",
-                    s.name
-                );
+                broken.push(format!(
+                    "{}: {v}\n  replay: cargo run --release -- sim --scenario {} --seed {seed} --trace",
+                    s.name, s.name
+                ));
+                break;
             }
             assert!(
                 report.liveness_checked,
@@ -62,6 +66,12 @@ fn standard_scenarios_hold_every_invariant() {
             runs += 1;
         }
     }
+    assert!(
+        broken.is_empty(),
+        "{} scenarios broke an invariant:\n{}",
+        broken.len(),
+        broken.join("\n")
+    );
     assert!(seed_override().is_some() || runs >= 2000, "{runs} runs");
     assert!(failovers > 0, "no failover was ever measured");
     eprintln!("{runs} runs, {failovers} failovers, no violation");
