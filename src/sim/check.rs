@@ -5,7 +5,7 @@ use std::fmt;
 use std::format;
 use std::string::String;
 
-use crate::{Event, FencingToken, HardState, Instant, Lease, NodeId, Role, Status};
+use crate::{Event, FencingToken, HardState, Instant, Lease, Mode, NodeId, Role, Status};
 
 /// A broken invariant, with what is needed to replay it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -18,6 +18,14 @@ pub struct Violation {
     pub invariant: &'static str,
     /// What exactly happened.
     pub detail: String,
+}
+
+impl Violation {
+    /// Whether this is a liveness failure (`liveness`,
+    /// `first_election_liveness`) rather than a broken safety invariant.
+    pub fn is_liveness(&self) -> bool {
+        matches!(self.invariant, "liveness" | "first_election_liveness")
+    }
 }
 
 impl fmt::Display for Violation {
@@ -49,7 +57,9 @@ pub(crate) struct NodeView {
 /// - `lease_outlives_newer_leader`: no node holds a lease after a leader of a
 ///   higher term was elected;
 /// - `lease_tokens_increase`: the tokens of valid leases never go back in
-///   real time (what a storage `Fence` relies on).
+///   real time (what a storage `Fence` relies on);
+/// - `mode_respected`: observers and nodes in modes `Off` and `Voter`
+///   never campaign or lead.
 #[derive(Clone, Debug, Default)]
 pub struct Checker {
     last_term: BTreeMap<NodeId, u64>,
@@ -167,6 +177,14 @@ impl Checker {
                     v.id, st.role, st.term, st.persisted
                 );
                 self.fail(now, "no_action_on_volatile_vote", detail);
+            }
+            let may_campaign = st.is_voter && matches!(st.mode, Mode::Candidate | Mode::Manual);
+            if st.role != Role::Follower && !may_campaign {
+                let detail = format!(
+                    "node {} (voter: {}, mode {:?}) is {:?} in term {}",
+                    v.id, st.is_voter, st.mode, st.role, st.term
+                );
+                self.fail(now, "mode_respected", detail);
             }
             if st.role == Role::Leader {
                 let first = *self.leaders_by_term.entry(st.term).or_insert(v.id);

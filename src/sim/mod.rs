@@ -8,11 +8,15 @@
 //!   differs from real time by up to half the configured skew, so any two
 //!   nodes' rates differ by at most `clock_skew_ppm` (set it above the
 //!   nodes' `clock_drift_ppm` to break the lease assumption on purpose);
-//! - a network with a uniform latency range, loss and duplication
-//!   (reordering follows from random latencies) and directional cuts;
+//! - a network with a uniform latency range, loss, duplication, long-tail
+//!   delays (a few messages arrive after timeouts, and after their sender
+//!   restarted) and directional cuts (reordering follows from random
+//!   latencies);
 //! - disks with a write latency range, stalls, and crashes after which an
 //!   unacknowledged write may or may not have survived;
-//! - a fault schedule ([`Scenario`]).
+//! - a fault schedule ([`Scenario`]);
+//! - voters with per-node timing and modes, a configured quorum, and
+//!   observers (see [`SimConfig`]).
 //!
 //! After every event the [`Checker`]'s invariants are evaluated; the first
 //! violation stops the run and is reported with the seed.
@@ -40,9 +44,12 @@ pub use standard::{Standard, standard_scenarios};
 pub use summary::Summary;
 pub use timeline::{NodeState, Timeline};
 
-use crate::{Action, Config, Event, HardState, Input, Instant, Message, Node, NodeId, Role};
+use crate::{Action, Config, Event, HardState, Input, Instant, Message, Mode, Node, NodeId, Role};
 
-/// Builds the configuration of node `id` given all voter ids.
+/// Builds the configuration of node `id` given all voter ids. It is called
+/// for observers too (their id is not among the voters); the simulator then
+/// applies [`SimConfig::observers`], [`SimConfig::quorum`] and
+/// [`SimConfig::modes`] on top.
 pub type NodeConfigFn = Rc<dyn Fn(NodeId, &[NodeId]) -> Config>;
 
 /// How the simulated driver treats durability. Everything but `Honest` is
@@ -69,13 +76,44 @@ pub struct LinkSpec {
     pub loss: f64,
     /// Duplication probability on this link.
     pub duplicate: f64,
+    /// Probability that a message on this link takes a long-tail delay (on
+    /// top of the global [`SimConfig::long_tail`]).
+    pub long_tail: f64,
+    /// Long-tail delay range on this link, used when this link's own
+    /// long-tail chance fires.
+    pub long_tail_delay: (Duration, Duration),
+}
+
+impl LinkSpec {
+    /// A link with this latency range and nothing else: no loss, no
+    /// duplication, no long tail.
+    pub fn latency(lo: Duration, hi: Duration) -> LinkSpec {
+        LinkSpec {
+            latency: (lo, hi),
+            loss: 0.0,
+            duplicate: 0.0,
+            long_tail: 0.0,
+            long_tail_delay: (Duration::ZERO, Duration::ZERO),
+        }
+    }
 }
 
 /// Environment of a simulation run.
 #[derive(Clone)]
 pub struct SimConfig {
-    /// Number of nodes, ids `1..=nodes`, all voters.
+    /// Number of voters, ids `1..=nodes`.
     pub nodes: u64,
+    /// Number of observers, ids `nodes + 1..=nodes + observers`: the
+    /// simulator configures every node with them (unless `node_config`
+    /// already set observers), so leaders heartbeat them; they never vote
+    /// and never count towards a quorum.
+    pub observers: u64,
+    /// Quorum every node is configured with; `None` keeps what
+    /// `node_config` sets (a majority by default).
+    pub quorum: Option<usize>,
+    /// Per node election mode overrides (e.g. [`Mode::Manual`],
+    /// [`Mode::Voter`]); `node_config` may also set modes itself.
+    pub modes: BTreeMap<NodeId, Mode>,
     /// Seed of everything random in the run (node seeds derive from it).
     pub seed: u64,
     /// One-way message latency range.
@@ -84,6 +122,12 @@ pub struct SimConfig {
     pub loss: f64,
     /// Probability that a message is delivered twice.
     pub duplicate: f64,
+    /// Probability that a message takes a long-tail delay drawn from
+    /// `long_tail_delay` instead of `latency`: it then arrives after
+    /// timeouts expired and possibly after its sender restarted.
+    pub long_tail: f64,
+    /// Long-tail delay range (default 0.4–2 s: 1–5 default death timeouts).
+    pub long_tail_delay: (Duration, Duration),
     /// Durable-write latency range.
     pub write_latency: (Duration, Duration),
     /// Largest difference between two nodes' clock rates, in ppm.
@@ -106,6 +150,11 @@ impl core::fmt::Debug for SimConfig {
             .field("latency", &self.latency)
             .field("loss", &self.loss)
             .field("duplicate", &self.duplicate)
+            .field("long_tail", &self.long_tail)
+            .field("long_tail_delay", &self.long_tail_delay)
+            .field("observers", &self.observers)
+            .field("quorum", &self.quorum)
+            .field("modes", &self.modes)
             .field("write_latency", &self.write_latency)
             .field("clock_skew_ppm", &self.clock_skew_ppm)
             .field("storage", &self.storage)
@@ -116,15 +165,21 @@ impl core::fmt::Debug for SimConfig {
 }
 
 impl SimConfig {
-    /// `nodes` voters with default node configuration, a 1–5 ms network, a
-    /// 1–3 ms disk and clocks within 100 ppm of each other.
+    /// `nodes` voters with default node configuration, no observers, a
+    /// 1–5 ms network without long tails, a 1–3 ms disk and clocks within
+    /// 100 ppm of each other.
     pub fn new(nodes: u64, seed: u64) -> SimConfig {
         SimConfig {
             nodes,
+            observers: 0,
+            quorum: None,
+            modes: BTreeMap::new(),
             seed,
             latency: (Duration::from_millis(1), Duration::from_millis(5)),
             loss: 0.0,
             duplicate: 0.0,
+            long_tail: 0.0,
+            long_tail_delay: (Duration::from_millis(400), Duration::from_millis(2_000)),
             write_latency: (Duration::from_millis(1), Duration::from_millis(3)),
             clock_skew_ppm: 100,
             storage: StorageMode::Honest,
@@ -133,6 +188,22 @@ impl SimConfig {
             node_config: Rc::new(|id, voters| Config::new(id, voters.iter().copied())),
         }
     }
+}
+
+/// Node `id`'s configuration: `node_config`, then the simulator's
+/// observers, quorum and mode overrides.
+fn configure(cfg: &SimConfig, voters: &[NodeId], observers: &[NodeId], id: NodeId) -> Config {
+    let mut config = (cfg.node_config)(id, voters);
+    if !observers.is_empty() && config.observer_ids().is_empty() {
+        config = config.observers(observers.iter().copied());
+    }
+    if let Some(quorum) = cfg.quorum {
+        config = config.quorum(quorum);
+    }
+    if let Some(&mode) = cfg.modes.get(&id) {
+        config = config.mode(mode);
+    }
+    config
 }
 
 /// A node's local clock: `local = offset + real · (1 + rate_ppm / 10⁶)`.
@@ -178,6 +249,8 @@ struct SimNode {
 enum Payload {
     Deliver {
         from: NodeId,
+        /// The sender's incarnation when it sent the message.
+        incarnation: u64,
         to: NodeId,
         message: Message,
     },
@@ -192,6 +265,9 @@ enum Payload {
     Fault(Fault),
     /// Liveness mode: a leader known to a quorum must exist by now.
     LivenessDeadline,
+    /// A leader known to a quorum must have appeared since
+    /// [`Scenario::first_leader_from`] by now.
+    FirstLeaderDeadline,
     End,
 }
 
@@ -245,6 +321,14 @@ pub struct Report {
     pub spurious_leader_changes: u64,
     /// Whether the liveness deadline was checked (and met, if no violation).
     pub liveness_checked: bool,
+    /// Time from [`Scenario::first_leader_from`] to the first leader known
+    /// to a quorum, if one appeared.
+    pub first_election: Option<Duration>,
+    /// Messages that took a long-tail delay.
+    pub long_tail_messages: u64,
+    /// Messages delivered after their sender crashed or restarted (stale
+    /// messages of an earlier incarnation).
+    pub delivered_after_sender_restart: u64,
 }
 
 /// A simulated cluster.
@@ -255,8 +339,18 @@ pub struct Cluster {
     seq: u64,
     queue: BinaryHeap<Reverse<Scheduled>>,
     nodes: Vec<SimNode>,
+    /// Voter ids, ascending.
+    voters: Vec<NodeId>,
+    /// Observer ids, ascending.
+    observer_ids: Vec<NodeId>,
+    /// Leaders need this many voters (the largest quorum any voter is
+    /// configured with).
+    quorum: usize,
+    /// Bound within which a leader must appear once faults allow one.
+    liveness_bound: Duration,
     cut: BTreeSet<(NodeId, NodeId)>,
     loss: f64,
+    long_tail: f64,
     checker: Checker,
     trace: Option<String>,
     buf: Vec<Action>,
@@ -267,6 +361,8 @@ pub struct Cluster {
     failover: Option<(Instant, u32)>,
     /// The leader known to a quorum, with its term.
     quorum_leader: Option<(NodeId, u64)>,
+    /// From when a first leader is awaited (`Scenario::first_leader_from`).
+    first_leader_from: Option<Instant>,
     report: Report,
 }
 
@@ -274,7 +370,36 @@ impl Cluster {
     /// A cluster at real time zero, every node freshly started.
     pub fn new(cfg: SimConfig) -> Cluster {
         let mut rng = Pcg64Mcg::seed_from_u64(cfg.seed);
-        let ids: Vec<NodeId> = (1..=cfg.nodes).collect();
+        let voters: Vec<NodeId> = (1..=cfg.nodes).collect();
+        let observer_ids: Vec<NodeId> = (cfg.nodes + 1..=cfg.nodes + cfg.observers).collect();
+        let ids: Vec<NodeId> = (1..=cfg.nodes + cfg.observers).collect();
+        // Inspect every node's configuration once (node_config draws nothing
+        // from the seed, so this does not change the run): the quorum and
+        // the slowest timing decide what the liveness checks may demand.
+        let configs: Vec<Config> = ids
+            .iter()
+            .map(|&id| configure(&cfg, &voters, &observer_ids, id))
+            .collect();
+        let quorum = configs
+            .iter()
+            .filter(|c| voters.contains(&c.id()))
+            .map(Config::effective_quorum)
+            .max()
+            .unwrap_or(1);
+        let slowest =
+            |f: fn(&Config) -> Duration| configs.iter().map(f).max().unwrap_or(Duration::ZERO);
+        let max_latency = cfg
+            .links
+            .values()
+            .map(|l| l.latency.1)
+            .fold(cfg.latency.1, Duration::max);
+        // A death timeout to notice, three rounds that may split, and a few
+        // one-way trips (pre-vote, vote, heartbeat) on the slowest link.
+        let liveness_bound = slowest(Config::effective_death_timeout)
+            + (slowest(Config::effective_election_timeout)
+                + slowest(Config::effective_election_jitter))
+                * 3
+            + max_latency * 4;
         let half = i64::from(cfg.clock_skew_ppm / 2);
         let mut nodes = Vec::new();
         for &id in &ids {
@@ -300,6 +425,7 @@ impl Cluster {
             });
         }
         let loss = cfg.loss;
+        let long_tail = cfg.long_tail;
         let mut cluster = Cluster {
             cfg,
             rng,
@@ -307,8 +433,13 @@ impl Cluster {
             seq: 0,
             queue: BinaryHeap::new(),
             nodes,
+            voters,
+            observer_ids,
+            quorum,
+            liveness_bound,
             cut: BTreeSet::new(),
             loss,
+            long_tail,
             checker: Checker::default(),
             trace: None,
             buf: Vec::new(),
@@ -316,6 +447,7 @@ impl Cluster {
             timeline: None,
             failover: None,
             quorum_leader: None,
+            first_leader_from: None,
             report: Report::default(),
         };
         cluster.report.seed = cluster.cfg.seed;
@@ -421,8 +553,8 @@ impl Cluster {
         if self.nodes[i].node.is_some() {
             return;
         }
-        let voters: Vec<NodeId> = (1..=self.cfg.nodes).collect();
-        let config = (self.cfg.node_config)(id, &voters).rng_seed(self.rng.next_u64());
+        let config = configure(&self.cfg, &self.voters, &self.observer_ids, id)
+            .rng_seed(self.rng.next_u64());
         let local = self.nodes[i].clock.local(self.now);
         if self.cfg.storage == StorageMode::RestartFromEmpty {
             self.nodes[i].disk = HardState::default();
@@ -511,12 +643,27 @@ impl Cluster {
                 let duplicate = link.map_or(self.cfg.duplicate, |l| l.duplicate);
                 let latency = link.map_or(self.cfg.latency, |l| l.latency);
                 let copies = if self.chance(duplicate) { 2 } else { 1 };
+                let incarnation = self.nodes[i].incarnation;
                 for _ in 0..copies {
-                    let at = self.now + self.uniform(latency);
+                    // Each copy draws its own delay: a duplicate may take the
+                    // long tail while the original arrives on time.
+                    let delay = match link {
+                        Some(l) if self.chance(l.long_tail) => Some(l.long_tail_delay),
+                        _ if self.chance(self.long_tail) => Some(self.cfg.long_tail_delay),
+                        _ => None,
+                    };
+                    let delay = match delay {
+                        Some(range) => {
+                            self.report.long_tail_messages += 1;
+                            self.uniform(range)
+                        }
+                        None => self.uniform(latency),
+                    };
                     self.schedule(
-                        at,
+                        self.now + delay,
                         Payload::Deliver {
                             from: id,
+                            incarnation,
                             to,
                             message: message.clone(),
                         },
@@ -559,7 +706,11 @@ impl Cluster {
         // leader changes without one count as spurious.
         let leader = self.quorum_leader.map(|(l, _)| l);
         let targets_leader = match &fault {
-            Fault::Crash(n) | Fault::Isolate(n) => Some(*n) == leader,
+            Fault::Crash(n)
+            | Fault::Isolate(n)
+            | Fault::CrashRestart(n, _)
+            | Fault::Deaf(n)
+            | Fault::Mute(n) => Some(*n) == leader,
             Fault::Input(n, input) => {
                 Some(*n) == leader
                     && matches!(input, Input::Demote | Input::TransferLeadership { .. })
@@ -579,10 +730,26 @@ impl Cluster {
             }
             Fault::Restart(id) => self.start_node(id),
             Fault::RestartAll => {
-                for id in 1..=self.cfg.nodes {
+                for id in self.all_ids() {
                     self.start_node(id);
                 }
             }
+            Fault::CrashRestart(id, after) => self.crash_restart(id, after),
+            Fault::CrashRestartLeader(after) => {
+                if let Some(&l) = self.leaders().first() {
+                    self.start_failover();
+                    self.crash_restart(l, after);
+                }
+            }
+            Fault::Deaf(id) => self.deafen(id),
+            Fault::Mute(id) => self.mute(id),
+            Fault::MuteLeader => {
+                if let Some(&l) = self.leaders().first() {
+                    self.start_failover();
+                    self.mute(l);
+                }
+            }
+            Fault::SetLongTail(p) => self.long_tail = p,
             Fault::Isolate(id) => self.isolate(id),
             Fault::IsolateLeader => {
                 if let Some(&l) = self.leaders().first() {
@@ -596,14 +763,12 @@ impl Cluster {
             Fault::LeaderDeaf => {
                 if let Some(&l) = self.leaders().first() {
                     self.start_failover();
-                    for other in (1..=self.cfg.nodes).filter(|&o| o != l) {
-                        self.cut.insert((other, l));
-                    }
+                    self.deafen(l);
                 }
             }
             Fault::PartitionFromLeader => {
                 if let Some(&l) = self.leaders().first() {
-                    if let Some(f) = (1..=self.cfg.nodes).find(|&o| o != l) {
+                    if let Some(f) = self.voters.iter().copied().find(|&o| o != l) {
                         self.cut.insert((l, f));
                         self.cut.insert((f, l));
                     }
@@ -658,9 +823,37 @@ impl Cluster {
         }
     }
 
-    /// The leader that a quorum of all voters (itself included) follows.
-    fn leader_known_to_quorum(&self) -> Option<(NodeId, u64)> {
-        let quorum = (self.cfg.nodes / 2 + 1) as usize;
+    /// Voter ids, ascending.
+    pub fn voters(&self) -> &[NodeId] {
+        &self.voters
+    }
+
+    /// Observer ids, ascending.
+    pub fn observers(&self) -> &[NodeId] {
+        &self.observer_ids
+    }
+
+    /// The quorum a leader needs (the largest any voter is configured with).
+    pub fn quorum(&self) -> usize {
+        self.quorum
+    }
+
+    /// Within how long of the faults allowing one a leader known to a
+    /// quorum must appear: the largest death timeout, three of the largest
+    /// election timeouts plus jitter, and four of the slowest one-way
+    /// latencies (long tails excluded: they are faults).
+    pub fn liveness_bound(&self) -> Duration {
+        self.liveness_bound
+    }
+
+    fn all_ids(&self) -> core::ops::RangeInclusive<NodeId> {
+        1..=self.cfg.nodes + self.cfg.observers
+    }
+
+    /// The leader that a quorum of voters (itself included) follows;
+    /// observers following it do not count.
+    pub fn leader_known_to_quorum(&self) -> Option<(NodeId, u64)> {
+        let quorum = self.quorum;
         for s in &self.nodes {
             let Some(n) = s.node.as_ref() else { continue };
             let st = n.status();
@@ -670,6 +863,7 @@ impl Cluster {
             let followers = self
                 .nodes
                 .iter()
+                .filter(|o| self.voters.contains(&o.id))
                 .filter_map(|o| o.node.as_ref())
                 .filter(|o| {
                     let os = o.status();
@@ -687,6 +881,11 @@ impl Cluster {
         let Some(now_leader) = self.leader_known_to_quorum() else {
             return;
         };
+        if let Some(from) = self.first_leader_from {
+            if self.now >= from && self.report.first_election.is_none() {
+                self.report.first_election = Some(self.now.saturating_duration_since(from));
+            }
+        }
         if self.quorum_leader == Some(now_leader) {
             return;
         }
@@ -704,13 +903,35 @@ impl Cluster {
     }
 
     fn isolate(&mut self, id: NodeId) {
-        for other in 1..=self.cfg.nodes {
-            if other != id {
-                self.cut.insert((id, other));
-                self.cut.insert((other, id));
-            }
+        for other in self.all_ids().filter(|&o| o != id) {
+            self.cut.insert((id, other));
+            self.cut.insert((other, id));
         }
         self.log(id, format_args!("isolated"));
+    }
+
+    /// Cuts every link into `id`: it still sends, and hears nothing.
+    fn deafen(&mut self, id: NodeId) {
+        for other in self.all_ids().filter(|&o| o != id) {
+            self.cut.insert((other, id));
+        }
+        self.log(id, format_args!("deaf"));
+    }
+
+    /// Cuts every link out of `id`: it still hears everyone.
+    fn mute(&mut self, id: NodeId) {
+        for other in self.all_ids().filter(|&o| o != id) {
+            self.cut.insert((id, other));
+        }
+        self.log(id, format_args!("mute"));
+    }
+
+    /// Crashes `id` now and restarts it from its disk `after` later (a
+    /// process supervisor's quick restart): messages it sent before the
+    /// crash may still be in flight, and its volatile counters start over.
+    fn crash_restart(&mut self, id: NodeId, after: Duration) {
+        self.crash(id);
+        self.schedule(self.now + after, Payload::Fault(Fault::Restart(id)));
     }
 
     fn crash(&mut self, id: NodeId) {
@@ -756,12 +977,16 @@ impl Cluster {
             self.schedule(Instant::ZERO + *after, Payload::Fault(fault.clone()));
         }
         if let Some(heal) = scenario.heal_at {
-            let config = (self.cfg.node_config)(1, &[1]);
-            let bound = config.effective_death_timeout()
-                + (config.effective_election_timeout() + config.effective_election_jitter()) * 3;
-            let at = Instant::ZERO + heal + bound;
+            let at = Instant::ZERO + heal + self.liveness_bound;
             if at < Instant::ZERO + scenario.duration {
                 self.schedule(at, Payload::LivenessDeadline);
+            }
+        }
+        if let Some(from) = scenario.first_leader_from {
+            self.first_leader_from = Some(Instant::ZERO + from);
+            let at = Instant::ZERO + from + self.liveness_bound;
+            if at < Instant::ZERO + scenario.duration {
+                self.schedule(at, Payload::FirstLeaderDeadline);
             }
         }
         self.schedule(Instant::ZERO + scenario.duration, Payload::End);
@@ -782,8 +1007,24 @@ impl Cluster {
             }
             match ev.payload {
                 Payload::End => break,
-                Payload::Deliver { from, to, message } => {
-                    self.log(to, format_args!("<- n{from} {message:?}"));
+                Payload::Deliver {
+                    from,
+                    incarnation,
+                    to,
+                    message,
+                } => {
+                    let stale = self
+                        .slot(from)
+                        .is_some_and(|s| s.incarnation != incarnation || s.node.is_none());
+                    if stale {
+                        self.report.delivered_after_sender_restart += 1;
+                    }
+                    let mark = if stale {
+                        " (sender restarted since)"
+                    } else {
+                        ""
+                    };
+                    self.log(to, format_args!("<- n{from} {message:?}{mark}"));
                     self.input(to, Input::Receive { from, message });
                 }
                 Payload::WriteDone { node, generation } => {
@@ -808,8 +1049,29 @@ impl Cluster {
                             seed: self.cfg.seed,
                             at: self.now,
                             invariant: "liveness",
-                            detail: String::from(
-                                "faults healed, yet no leader known to a quorum within death timeout + 3 election timeouts",
+                            detail: std::format!(
+                                "no fault since {:?}, yet no leader known to a quorum of {} voters within {:?} (death timeout + 3 election timeouts + 4 latencies)",
+                                scenario.heal_at.unwrap_or_default(),
+                                self.quorum,
+                                self.liveness_bound
+                            ),
+                        });
+                        break;
+                    }
+                }
+                Payload::FirstLeaderDeadline => {
+                    self.report.liveness_checked = true;
+                    self.track_leadership();
+                    if self.report.first_election.is_none() {
+                        self.report.violation = Some(Violation {
+                            seed: self.cfg.seed,
+                            at: self.now,
+                            invariant: "first_election_liveness",
+                            detail: std::format!(
+                                "no leader known to a quorum of {} voters within {:?} of {:?}, though the faults in place allow one",
+                                self.quorum,
+                                self.liveness_bound,
+                                self.first_leader_from.unwrap_or(Instant::ZERO)
                             ),
                         });
                         break;

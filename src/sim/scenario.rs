@@ -50,6 +50,24 @@ pub enum Fault {
     UnstallDisk(NodeId),
     /// Feed an input (promote, demote, transfer) to a node.
     Input(NodeId, Input),
+    /// Cut every link into this node: it still sends (its pre-votes and
+    /// vote requests reach everyone) but hears nothing.
+    Deaf(NodeId),
+    /// Cut every link out of this node: it still hears everyone.
+    Mute(NodeId),
+    /// Mute whichever node leads now: it keeps counting acknowledgements
+    /// (including late ones) while nobody hears its heartbeats.
+    MuteLeader,
+    /// Crash the node and restart it from its disk after the given delay
+    /// (a supervisor's restart within milliseconds): its messages from
+    /// before the crash are still in flight and its volatile state, such
+    /// as heartbeat sequence numbers, starts over.
+    CrashRestart(NodeId, Duration),
+    /// [`Fault::CrashRestart`] whichever node leads now.
+    CrashRestartLeader(Duration),
+    /// Set the global long-tail delay probability
+    /// ([`SimConfig::long_tail`](super::SimConfig::long_tail)).
+    SetLongTail(f64),
 }
 
 impl Fault {
@@ -72,6 +90,12 @@ impl Fault {
             Fault::StallDisk(n) => (String::from("disk stall"), Some(*n)),
             Fault::UnstallDisk(n) => (String::from("disk ok"), Some(*n)),
             Fault::Input(n, input) => (format!("{input:?}"), Some(*n)),
+            Fault::Deaf(n) => (String::from("deaf"), Some(*n)),
+            Fault::Mute(n) => (String::from("mute"), Some(*n)),
+            Fault::MuteLeader => (String::from("mute leader"), None),
+            Fault::CrashRestart(n, d) => (format!("crash+restart {d:?}"), Some(*n)),
+            Fault::CrashRestartLeader(d) => (format!("crash+restart leader {d:?}"), None),
+            Fault::SetLongTail(p) => (format!("long tail {:.0}%", p * 100.0), None),
         }
     }
 }
@@ -86,9 +110,15 @@ pub struct Scenario {
     /// Faults with the real time (from start) they apply at.
     pub faults: Vec<(Duration, Fault)>,
     /// Liveness mode: no faults after this point, and a leader known to a
-    /// quorum must exist within death timeout + 3 election timeouts of it.
-    /// `None`: safety mode only.
+    /// quorum must exist within [`Cluster::liveness_bound`](super::Cluster::liveness_bound)
+    /// of it. `None`: safety mode only.
     pub heal_at: Option<Duration>,
+    /// First-election liveness: from this point on the faults in place
+    /// (e.g. a deaf minority) allow a leader, so one known to a quorum must
+    /// appear within [`Cluster::liveness_bound`](super::Cluster::liveness_bound),
+    /// even though those faults keep running (invariant
+    /// `first_election_liveness`). `None`: not checked.
+    pub first_leader_from: Option<Duration>,
 }
 
 impl Scenario {
@@ -99,6 +129,7 @@ impl Scenario {
             duration,
             faults: Vec::new(),
             heal_at: None,
+            first_leader_from: None,
         }
     }
 

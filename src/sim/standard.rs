@@ -7,8 +7,11 @@ use std::string::String;
 use std::time::Duration;
 use std::vec::Vec;
 
+use rand_core::{Rng, SeedableRng};
+use rand_pcg::Pcg64Mcg;
+
 use super::{Fault, Scenario, SimConfig};
-use crate::{Config, Fencing};
+use crate::{Config, Fencing, Input, Mode};
 
 fn ms(v: u64) -> Duration {
     Duration::from_millis(v)
@@ -37,23 +40,46 @@ enum Kind {
     DiskStallOnLeader,
     ClockDriftAtBound,
     Random,
+    LongTailRestarts,
+    Deaf,
+    Wan,
+    MixedTiming,
+    ManualVoterObserver,
+    Quorum4Of5,
 }
 
-const KINDS: [(&str, Kind, u64); 11] = [
-    ("leader_crash", Kind::LeaderCrash, 3),
-    ("leader_isolated", Kind::LeaderIsolated, 3),
-    ("asymmetric_partition", Kind::AsymmetricPartition, 3),
-    ("partial_partition", Kind::PartialPartition, 3),
-    ("flaky_network", Kind::FlakyNetwork, 3),
-    ("rolling_restarts", Kind::RollingRestarts, 3),
-    ("disk_stall_on_leader", Kind::DiskStallOnLeader, 3),
-    ("clock_drift_at_bound", Kind::ClockDriftAtBound, 3),
-    ("random_3", Kind::Random, 3),
-    ("five_nodes", Kind::Random, 5),
-    ("seven_nodes", Kind::Random, 7),
+const ALL: &[Fencing] = &[Fencing::Off, Fencing::Soft, Fencing::Strict];
+/// Mixed timing is about the strict lease; soft shows that liveness holds.
+const SOFT_STRICT: &[Fencing] = &[Fencing::Soft, Fencing::Strict];
+
+const KINDS: [(&str, Kind, u64, &[Fencing]); 22] = [
+    ("leader_crash", Kind::LeaderCrash, 3, ALL),
+    ("leader_isolated", Kind::LeaderIsolated, 3, ALL),
+    ("asymmetric_partition", Kind::AsymmetricPartition, 3, ALL),
+    ("partial_partition", Kind::PartialPartition, 3, ALL),
+    ("flaky_network", Kind::FlakyNetwork, 3, ALL),
+    ("rolling_restarts", Kind::RollingRestarts, 3, ALL),
+    ("disk_stall_on_leader", Kind::DiskStallOnLeader, 3, ALL),
+    ("clock_drift_at_bound", Kind::ClockDriftAtBound, 3, ALL),
+    ("random_3", Kind::Random, 3, ALL),
+    ("five_nodes", Kind::Random, 5, ALL),
+    ("seven_nodes", Kind::Random, 7, ALL),
+    ("long_tail_restarts", Kind::LongTailRestarts, 3, ALL),
+    ("deaf_3", Kind::Deaf, 3, ALL),
+    ("deaf_5", Kind::Deaf, 5, ALL),
+    ("deaf_7", Kind::Deaf, 7, ALL),
+    ("wan_3", Kind::Wan, 3, ALL),
+    ("wan_5", Kind::Wan, 5, ALL),
+    ("mixed_timing", Kind::MixedTiming, 3, SOFT_STRICT),
+    ("mixed_timing_5", Kind::MixedTiming, 5, SOFT_STRICT),
+    ("manual_voter_observer", Kind::ManualVoterObserver, 4, ALL),
+    ("quorum_4_of_5", Kind::Quorum4Of5, 5, ALL),
+    // Five nodes under long tails and leader restarts: a stale
+    // acknowledgement must now complete a quorum of three.
+    ("long_tail_restarts_5", Kind::LongTailRestarts, 5, ALL),
 ];
 
-/// Every standard scenario in every fencing mode.
+/// Every standard scenario in every fencing mode it applies to.
 pub fn standard_scenarios() -> Vec<Standard> {
     let mut all = Vec::new();
     for fencing in [Fencing::Off, Fencing::Soft, Fencing::Strict] {
@@ -62,7 +88,10 @@ pub fn standard_scenarios() -> Vec<Standard> {
             Fencing::Soft => "soft",
             _ => "strict",
         };
-        for (name, kind, nodes) in KINDS {
+        for (name, kind, nodes, modes) in KINDS {
+            if !modes.contains(&fencing) {
+                continue;
+            }
             all.push(Standard {
                 name: std::format!("{name}/{mode}"),
                 nodes,
@@ -75,11 +104,44 @@ pub fn standard_scenarios() -> Vec<Standard> {
 }
 
 impl Standard {
+    /// What the scenario does, in one line.
+    pub fn description(&self) -> &'static str {
+        match self.kind {
+            Kind::LeaderCrash => "the leader crashes three times; everyone restarts",
+            Kind::LeaderIsolated => "the leader is isolated twice",
+            Kind::AsymmetricPartition => "the leader goes deaf (sends, hears nothing) twice",
+            Kind::PartialPartition => "one follower loses its link to the leader only",
+            Kind::FlakyNetwork => "20% loss, then a leader crash",
+            Kind::RollingRestarts => "every node crashes and restarts in turn",
+            Kind::DiskStallOnLeader => "the leader's disk stalls, then it is isolated",
+            Kind::ClockDriftAtBound => "random faults, clock rates 1000 ppm apart (the bound)",
+            Kind::Random => "random faults, 2% loss, 1% duplication",
+            Kind::LongTailRestarts => {
+                "10% of messages delayed 0.4-2 s; the leader crashes and restarts within 1-5 ms, or goes mute"
+            }
+            Kind::Deaf => {
+                "node 1 + seed % n hears nothing from t=0 (it still sends), 20-40 ms one way; a first leader must appear anyway; the leader crash-restarts at 3 s"
+            }
+            Kind::Wan => {
+                "20-40 ms one way (round trips comparable to the jitter); a first election in time, then random faults"
+            }
+            Kind::MixedTiming => {
+                "death timeouts 250-700 ms and heartbeats 75-150 ms differ per node; the slowest node leads and is isolated"
+            }
+            Kind::ManualVoterObserver => {
+                "voters 1-2 candidate, 3 manual, 4 voter-only, observer 5; crashes, promotes, transfers"
+            }
+            Kind::Quorum4Of5 => {
+                "5 voters with a configured quorum of 4; a first election in time, then random faults"
+            }
+        }
+    }
+
     /// The environment and schedule of this scenario for one seed. Node
-    /// timing: heartbeat 100 ms, death timeout 400 ms, election timeout
-    /// 400 ms, jitter 40 ms; network 1–10 ms; disk 1–5 ms; clocks within
-    /// 100 ppm of each other (1000 ppm, the configured bound, for
-    /// `clock_drift_at_bound`).
+    /// timing unless the scenario says otherwise: heartbeat 100 ms, death
+    /// timeout 400 ms, election timeout 400 ms, jitter 40 ms; network
+    /// 1–10 ms; disk 1–5 ms; clocks within 100 ppm of each other (1000 ppm,
+    /// the configured bound, for `clock_drift_at_bound`).
     pub fn build(&self, seed: u64) -> (SimConfig, Scenario) {
         let mut cfg = SimConfig::new(self.nodes, seed);
         cfg.latency = (ms(1), ms(10));
@@ -155,8 +217,151 @@ impl Standard {
                 r.name = self.name.clone();
                 return (cfg, r);
             }
+            Kind::LongTailRestarts => return self.long_tail_restarts(cfg, seed),
+            Kind::Deaf => return self.deaf(cfg, seed),
+            Kind::Wan => {
+                cfg.latency = (ms(20), ms(40));
+                cfg.loss = 0.01;
+                let r = Scenario::random(seed, self.nodes, ms(10_000));
+                return (cfg, self.first_election_then(r));
+            }
+            Kind::MixedTiming => {
+                // Per node: (heartbeat, death timeout). Election timeouts
+                // default to the death timeout, jitter to a tenth of it.
+                const TIMING: [(u64, u64); 3] = [(100, 400), (75, 250), (150, 700)];
+                cfg.node_config = Rc::new(move |id, voters| {
+                    let (heartbeat, death) = TIMING[(id as usize - 1) % TIMING.len()];
+                    Config::new(id, voters.iter().copied())
+                        .fencing(fencing)
+                        .heartbeat_interval(ms(heartbeat))
+                        .death_timeout(ms(death))
+                });
+                // Hand leadership to the slowest node (3, death timeout
+                // 700 ms), then to node 1 (400 ms), and isolate each: the
+                // others' shorter death timeouts race its lease.
+                s.first_leader_from = Some(Duration::ZERO);
+                for (at, to) in [(1_500, 3), (5_000, 1)] {
+                    for from in (1..=self.nodes).filter(|&n| n != to) {
+                        s = s.with(ms(at), Fault::Input(from, Input::TransferLeadership { to }));
+                    }
+                    s = s
+                        .with(ms(at + 700 + seed % 300), Fault::IsolateLeader)
+                        .with(ms(at + 2_500), Fault::Heal);
+                }
+                s.with(ms(8_000), Fault::CrashLeader)
+                    .with(heal, Fault::RestartAll)
+            }
+            Kind::ManualVoterObserver => {
+                cfg.observers = 1;
+                cfg.modes.insert(3, Mode::Manual);
+                cfg.modes.insert(4, Mode::Voter);
+                s.first_leader_from = Some(Duration::ZERO);
+                s.with(ms(1_500), Fault::CrashLeader)
+                    .with(ms(2_500), Fault::Input(3, Input::Promote))
+                    .with(ms(3_000), Fault::RestartAll)
+                    // A voter-only node and an observer must refuse to lead.
+                    .with(ms(4_000), Fault::Input(4, Input::Promote))
+                    .with(ms(4_000), Fault::Input(5, Input::Promote))
+                    .with(
+                        ms(4_500),
+                        Fault::Input(1, Input::TransferLeadership { to: 4 }),
+                    )
+                    .with(
+                        ms(4_500),
+                        Fault::Input(2, Input::TransferLeadership { to: 5 }),
+                    )
+                    .with(
+                        ms(5_000),
+                        Fault::Input(1, Input::TransferLeadership { to: 3 }),
+                    )
+                    .with(
+                        ms(5_000),
+                        Fault::Input(2, Input::TransferLeadership { to: 3 }),
+                    )
+                    .with(ms(6_000), Fault::IsolateLeader)
+                    .with(ms(6_500), Fault::Input(3, Input::Promote))
+                    .with(ms(7_500), Fault::Heal)
+                    .with(ms(8_000), Fault::CrashLeader)
+                    .with(heal, Fault::RestartAll)
+            }
+            Kind::Quorum4Of5 => {
+                cfg.quorum = Some(4);
+                cfg.loss = 0.02;
+                let r = Scenario::random(seed, self.nodes, ms(10_000));
+                return (cfg, self.first_election_then(r));
+            }
         };
         s.heal_at = Some(heal);
         (cfg, s)
+    }
+
+    /// A healthy first election, which must succeed within the liveness
+    /// bound, then the random schedule `r` shifted by 2 s (its faults start
+    /// at 500 ms and could otherwise legitimately prevent that election).
+    fn first_election_then(&self, mut r: Scenario) -> Scenario {
+        let shift = ms(2_000);
+        for (at, _) in &mut r.faults {
+            *at += shift;
+        }
+        r.heal_at = r.heal_at.map(|h| h + shift);
+        r.duration += shift;
+        r.first_leader_from = Some(Duration::ZERO);
+        r.name = self.name.clone();
+        r
+    }
+
+    /// Long-tail delays (10% of messages take 1–5 death timeouts) while the
+    /// leader crashes and restarts within 1–5 ms, or goes mute for a while:
+    /// heartbeats and answers of an old term or an earlier incarnation
+    /// arrive after the restarted node leads again with fresh sequence
+    /// numbers.
+    fn long_tail_restarts(&self, mut cfg: SimConfig, seed: u64) -> (SimConfig, Scenario) {
+        let mut rng = Pcg64Mcg::seed_from_u64(seed ^ 0x0106_7A11);
+        let mut pick = |n: u64| rng.next_u64() % n;
+        cfg.long_tail = 0.1;
+        cfg.long_tail_delay = (ms(400), ms(2_000));
+        let heal = ms(8_000);
+        let mut s = Scenario::new(&self.name, ms(11_000));
+        s.first_leader_from = Some(Duration::ZERO);
+        let mut at = 600 + pick(600);
+        while at < heal.as_millis() as u64 {
+            // A restart, then (usually) the restarted leader goes mute
+            // while late messages of its earlier incarnation still arrive.
+            s = s.with(ms(at), Fault::CrashRestartLeader(ms(1 + pick(5))));
+            at += 400 + pick(600);
+            if pick(3) != 0 {
+                s = s.with(ms(at), Fault::MuteLeader);
+                at += 300 + pick(500);
+                s = s.with(ms(at), Fault::Heal);
+                at += 100 + pick(300);
+            }
+        }
+        s = s
+            .with(heal, Fault::SetLongTail(0.0))
+            .with(heal, Fault::Heal)
+            .with(heal, Fault::RestartAll);
+        s.heal_at = Some(heal);
+        (cfg, s)
+    }
+
+    /// One deaf node (id `1 + seed % nodes`) from the start, on a 20–40 ms
+    /// network: the others must still elect a first leader in time, and
+    /// again after that leader crash-restarts.
+    fn deaf(&self, mut cfg: SimConfig, seed: u64) -> (SimConfig, Scenario) {
+        cfg.latency = (ms(20), ms(40));
+        let deaf = 1 + seed % self.nodes;
+        let mut s = Scenario::new(&self.name, ms(6_000))
+            .with(Duration::ZERO, Fault::Deaf(deaf))
+            .with(ms(3_000), Fault::CrashRestartLeader(ms(3)));
+        s.first_leader_from = Some(Duration::ZERO);
+        // The deaf node stays deaf: liveness is demanded with it running.
+        s.heal_at = Some(ms(3_000));
+        (cfg, s)
+    }
+
+    /// The node made deaf by [`Standard::build`] for `seed`, in the `deaf_*`
+    /// scenarios.
+    pub fn deaf_node(&self, seed: u64) -> Option<crate::NodeId> {
+        (self.kind == Kind::Deaf).then(|| 1 + seed % self.nodes)
     }
 }

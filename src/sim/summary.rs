@@ -44,7 +44,7 @@ impl Summary {
         self.runs += 1;
         self.simulated += Duration::from_nanos(report.ended_at.as_nanos());
         if let Some(v) = &report.violation {
-            if v.invariant == "liveness" {
+            if v.is_liveness() {
                 self.liveness_failures += 1;
             } else {
                 self.safety_violations += 1;

@@ -80,7 +80,7 @@ fn sim(args: SimArgs) -> ExitCode {
         .collect();
     if args.list {
         for s in &chosen {
-            println!("{}", s.name);
+            println!("{:<30} {}", s.name, s.description());
         }
         return ExitCode::SUCCESS;
     }
@@ -128,7 +128,7 @@ fn sim(args: SimArgs) -> ExitCode {
     }
     println!(
         "\nfailover: from a leader crash or isolation to a new leader known to a quorum (simulated time).\n\
-         Timing: heartbeat 100 ms, death timeout 400 ms, election timeout 400 ms + 0-40 ms jitter, network 1-10 ms, disk 1-5 ms."
+         Timing unless the scenario says otherwise (`tenure sim --list`): heartbeat 100 ms, death timeout 400 ms, election timeout 400 ms + 0-40 ms jitter, network 1-10 ms, disk 1-5 ms."
     );
     if failed {
         ExitCode::FAILURE
@@ -147,7 +147,7 @@ fn replay(chosen: &[Standard], seed: u64, trace: bool, timeline: Option<PathBuf>
         return ExitCode::from(2);
     };
     let (cfg, scenario) = s.build(seed);
-    let nodes = cfg.nodes;
+    let nodes = cfg.nodes + cfg.observers;
     let mut cluster = Cluster::new(cfg);
     if trace {
         cluster.enable_trace();
