@@ -100,13 +100,15 @@
 //! `self_vote_with_term_bump`, `self_vote_durable_before_candidacy`,
 //! `no_candidacy_on_volatile_state`, `pre_vote`, `pre_vote_grant`,
 //! `pre_vote_changes_nothing`, `leader_stickiness`,
-//! `restart_waits_death_timeout`, `leader_death`, `election_timeout`,
-//! `split_vote_ends_round`, `quorum_wins`, `one_leader_per_term`,
-//! `follow_leader`, `leader_heartbeats_at_once`, `demote_moves_leadership`,
-//! `resign_releases_followers`, `promote_one_campaign`,
-//! `timeout_now_campaigns`, `pre_vote_duel_ranked`, `term_check` (term
-//! space exhaustion), `members_only`, `voters_only`, and for fencing
-//! `soft_fencing`, `strict_lease`, `transfer_leadership`.
+//! `restart_waits_death_timeout`, `fresh_node_owes_no_promise`,
+//! `leader_death`, `election_timeout`, `split_vote_ends_round`,
+//! `quorum_wins`, `one_leader_per_term`, `follow_leader`,
+//! `leader_heartbeats_at_once`, `acks_name_their_round`,
+//! `demote_moves_leadership`, `resign_releases_followers`,
+//! `promote_one_campaign`, `timeout_now_campaigns`, `pre_vote_duel_ranked`,
+//! `pre_vote_defers_once`, `term_check` (term space exhaustion),
+//! `members_only`, `voters_only`, and for fencing `soft_fencing`,
+//! `strict_lease`, `transfer_leadership`.
 //!
 //! ## Fencing
 //!

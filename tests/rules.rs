@@ -1174,3 +1174,147 @@ fn rule4_members_only_and_voters_only() {
     let st = n.status();
     assert_eq!((st.term, st.vote, st.leader), (0, None, None));
 }
+
+// ------------------------------------------------ rules added by issue 8
+
+/// A follower acknowledges round `seq` of its term's leader with a
+/// `HeartbeatAck` stamped with that term, stating the promise it keeps (its
+/// death timeout) and whether it would campaign; a heartbeat of an older
+/// term gets `HeartbeatResponse { seq: 0 }`, which names no round.
+#[test]
+fn acks_name_their_round_follower_ack_carries_term_promise_and_can_lead() {
+    let mut n = follower_of_2(5, at(10));
+    let out = recv(&mut n, at(20), 2, 5, hb(3));
+    assert_eq!(
+        out.sends,
+        vec![(
+            2,
+            Message {
+                term: 5,
+                kind: MessageKind::HeartbeatAck {
+                    seq: 3,
+                    position: (),
+                    promise: ms(400),
+                    can_lead: true,
+                },
+            }
+        )]
+    );
+    let out = recv(&mut n, at(30), 3, 4, hb(3));
+    assert_eq!(
+        out.sends,
+        vec![(
+            3,
+            Message {
+                term: 5,
+                kind: MessageKind::HeartbeatResponse {
+                    seq: 0,
+                    position: ()
+                },
+            }
+        )]
+    );
+    let mut voter: Node = Node::new(cfg(1).mode(Mode::Voter), HardState::default(), at(0)).unwrap();
+    let out = drive(&mut voter, at(5), rx(2, 1, hb(1)));
+    assert!(matches!(
+        out.sends[0].1.kind,
+        MessageKind::HeartbeatAck {
+            can_lead: false,
+            ..
+        }
+    ));
+}
+
+/// A leader never counts `HeartbeatResponse { seq: 0 }`, nor an ack of a
+/// round it has not sent.
+#[test]
+fn acks_name_their_round_leader_ignores_rounds_it_never_sent() {
+    let mut n: Node = Node::new(
+        cfg(1).fencing(tenure::Fencing::Strict),
+        HardState::default(),
+        Instant::ZERO,
+    )
+    .unwrap();
+    let t = n.next_deadline().unwrap();
+    drive(&mut n, t, Input::Tick);
+    drive(
+        &mut n,
+        t,
+        rx(2, 1, MessageKind::PreVoteResponse { granted: true }),
+    );
+    drive(
+        &mut n,
+        t,
+        rx(2, 1, MessageKind::VoteResponse { granted: true }),
+    );
+    assert_eq!(n.status().role, Role::Leader);
+    let stale = MessageKind::HeartbeatResponse {
+        seq: 0,
+        position: (),
+    };
+    drive(&mut n, t + ms(1), rx(2, 1, stale));
+    let ahead = MessageKind::HeartbeatAck {
+        seq: 2,
+        position: (),
+        promise: ms(400),
+        can_lead: true,
+    };
+    drive(&mut n, t + ms(1), rx(2, 1, ahead));
+    assert_eq!(n.lease(t + ms(1)), None);
+    let ack = MessageKind::HeartbeatAck {
+        seq: 1,
+        position: (),
+        promise: ms(400),
+        can_lead: true,
+    };
+    drive(&mut n, t + ms(2), rx(2, 1, ack));
+    assert!(n.lease(t + ms(2)).is_some());
+}
+
+/// A follower defers its own campaign for a given pre-candidate once per
+/// proposed term; asking again for the same term does not push it back.
+#[test]
+fn pre_vote_defers_once_per_pre_candidate_and_term() {
+    let mut n: Node = Node::new(cfg(1), HardState::new(1, None), at(0)).unwrap();
+    let pre_vote = || MessageKind::PreVoteRequest { position: () };
+    let first = recv(&mut n, at(1000), 3, 2, pre_vote());
+    assert!(matches!(
+        first.sends[0].1.kind,
+        MessageKind::PreVoteResponse { granted: true }
+    ));
+    let deferred = n.next_deadline().unwrap();
+    assert!(deferred >= at(1400), "{deferred:?}");
+    let again = recv(&mut n, at(1300), 3, 2, pre_vote());
+    assert!(matches!(
+        again.sends[0].1.kind,
+        MessageKind::PreVoteResponse { granted: true }
+    ));
+    assert_eq!(
+        n.next_deadline().unwrap(),
+        deferred,
+        "a pre-candidate that made no progress pushed the campaign back again"
+    );
+    // Another pre-candidate, or a newer proposed term, defers once more.
+    recv(&mut n, at(1350), 2, 2, pre_vote());
+    assert!(n.next_deadline().unwrap() >= at(1750));
+}
+
+/// A node whose durable term is 0 never acknowledged anyone: it may vote at
+/// once. A restarted node with a durable term waits a death timeout.
+#[test]
+fn fresh_node_owes_no_promise_and_votes_at_once() {
+    let mut fresh = node(1);
+    let out = drive(&mut fresh, at(1), rx(2, 1, vote_req()));
+    assert_eq!(fresh.status().vote, Some(2));
+    assert!(matches!(
+        out.sends[0].1.kind,
+        MessageKind::VoteResponse { granted: true }
+    ));
+    let mut restarted: Node = Node::new(cfg(1), HardState::new(1, None), at(0)).unwrap();
+    let out = drive(&mut restarted, at(1), rx(2, 2, vote_req()));
+    assert!(
+        out.sends.is_empty(),
+        "stickiness: not even the term is adopted"
+    );
+    assert_eq!(restarted.status().vote, None);
+}
