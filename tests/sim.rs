@@ -393,3 +393,32 @@ fn a_deaf_node_does_not_stall_the_first_election() {
 fn mixed_death_timeouts_keep_the_strict_lease() {
     assert_clean(&["mixed_timing/strict", "mixed_timing_5/strict"], 0..200);
 }
+
+/// Issue 8, defect 1, with the fix reverted in the peers: followers whose
+/// answer to a stale heartbeat counts as an acknowledgement (what tenure did
+/// before) let a restarted leader hold a strict lease it was never promised.
+/// The long-tail scenario must catch it; honest peers must not.
+#[test]
+fn peers_acking_stale_heartbeats_are_caught() {
+    use tenure::sim::PeerMode;
+    let run = |seed: u64, peers: PeerMode| {
+        let std = standard_scenarios()
+            .into_iter()
+            .find(|s| s.name == "long_tail_restarts/strict")
+            .expect("scenario exists");
+        let (mut cfg, scenario) = std.build(seed);
+        cfg.peers = peers;
+        Cluster::new(cfg).run(&scenario).violation
+    };
+    let found = (0..300).find_map(|seed| run(seed, PeerMode::AckStaleHeartbeats));
+    let v = found.expect("stale answers counted as acks must break the lease somewhere");
+    assert!(
+        matches!(
+            v.invariant,
+            "lease_exclusive" | "lease_outlives_newer_leader" | "lease_tokens_increase"
+        ),
+        "{v}"
+    );
+    assert_eq!(run(v.seed, PeerMode::Honest), None, "seed {}", v.seed);
+    eprintln!("found as expected: {v}");
+}

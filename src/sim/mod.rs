@@ -44,7 +44,10 @@ pub use standard::{Standard, standard_scenarios};
 pub use summary::Summary;
 pub use timeline::{NodeState, Timeline};
 
-use crate::{Action, Config, Event, HardState, Input, Instant, Message, Mode, Node, NodeId, Role};
+use crate::{
+    Action, Config, Event, HardState, Input, Instant, Message, MessageKind, Mode, Node, NodeId,
+    Role,
+};
 
 /// Builds the configuration of node `id` given all voter ids. It is called
 /// for observers too (their id is not among the voters); the simulator then
@@ -65,6 +68,22 @@ pub enum StorageMode {
     AckBeforeDurable,
     /// Broken: restart nodes from an empty state instead of their disk.
     RestartFromEmpty,
+}
+
+/// How simulated peers answer. Everything but `Honest` is a deliberately
+/// broken peer, used to show that the checks can fail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum PeerMode {
+    /// Messages are exactly what the nodes sent.
+    #[default]
+    Honest,
+    /// Broken: a node that answers a heartbeat of an older term
+    /// (`HeartbeatResponse { seq: 0 }`) has its answer rewritten into an
+    /// acknowledgement of that round at its own term, as tenure did before
+    /// issue 8 (defect 1). Across a leader restart this lets a stale answer
+    /// back a strict lease.
+    AckStaleHeartbeats,
 }
 
 /// Overrides for one directed link.
@@ -134,6 +153,8 @@ pub struct SimConfig {
     pub clock_skew_ppm: u32,
     /// Driver behaviour around durability.
     pub storage: StorageMode,
+    /// Whether peers answer honestly.
+    pub peers: PeerMode,
     /// Per directed link `(from, to)` overrides of latency, loss and duplication.
     pub links: BTreeMap<(NodeId, NodeId), LinkSpec>,
     /// Per node overrides of the write latency range.
@@ -183,6 +204,7 @@ impl SimConfig {
             write_latency: (Duration::from_millis(1), Duration::from_millis(3)),
             clock_skew_ppm: 100,
             storage: StorageMode::Honest,
+            peers: PeerMode::Honest,
             links: BTreeMap::new(),
             node_write_latency: BTreeMap::new(),
             node_config: Rc::new(|id, voters| Config::new(id, voters.iter().copied())),
@@ -364,6 +386,9 @@ pub struct Cluster {
     /// From when a first leader is awaited (`Scenario::first_leader_from`).
     first_leader_from: Option<Instant>,
     report: Report,
+    /// `PeerMode::AckStaleHeartbeats`: while a stale heartbeat is being
+    /// delivered, its sender and round.
+    stale_heartbeat: Option<(NodeId, u64)>,
 }
 
 impl Cluster {
@@ -449,6 +474,7 @@ impl Cluster {
             quorum_leader: None,
             first_leader_from: None,
             report: Report::default(),
+            stale_heartbeat: None,
         };
         cluster.report.seed = cluster.cfg.seed;
         for id in ids {
@@ -633,7 +659,21 @@ impl Cluster {
                     );
                 }
             }
-            Action::Send { to, message } => {
+            Action::Send { to, mut message } => {
+                if let (Some((leader, seq)), MessageKind::HeartbeatResponse { seq: 0, .. }) =
+                    (self.stale_heartbeat, &message.kind)
+                {
+                    if leader == to {
+                        let promise = configure(&self.cfg, &self.voters, &self.observer_ids, id)
+                            .effective_death_timeout();
+                        message.kind = MessageKind::HeartbeatAck {
+                            seq,
+                            position: (),
+                            promise,
+                            can_lead: true,
+                        };
+                    }
+                }
                 let link = self.cfg.links.get(&(id, to)).copied();
                 let link_loss = link.map_or(0.0, |l| l.loss);
                 if self.cut.contains(&(id, to)) || self.chance(self.loss) || self.chance(link_loss)
@@ -1025,7 +1065,19 @@ impl Cluster {
                         ""
                     };
                     self.log(to, format_args!("<- n{from} {message:?}{mark}"));
+                    self.stale_heartbeat = match message.kind {
+                        MessageKind::Heartbeat { seq }
+                            if self.cfg.peers == PeerMode::AckStaleHeartbeats
+                                && self
+                                    .node(to)
+                                    .is_some_and(|n| n.status().term > message.term) =>
+                        {
+                            Some((from, seq))
+                        }
+                        _ => None,
+                    };
                     self.input(to, Input::Receive { from, message });
+                    self.stale_heartbeat = None;
                 }
                 Payload::WriteDone { node, generation } => {
                     if let Some(i) = self.idx(node) {
