@@ -56,8 +56,8 @@ pub enum Mode {
 pub enum Fencing {
     /// The leader never steps down on its own (classic Raft).
     Off,
-    /// The leader steps down once it has not heard from a quorum within the
-    /// death timeout.
+    /// The leader steps down once no heartbeat round it sent within the last
+    /// death timeout was acknowledged by a quorum.
     #[default]
     Soft,
     /// The leader holds a drift-bounded lease and steps down when it expires.

@@ -1318,3 +1318,70 @@ fn fresh_node_owes_no_promise_and_votes_at_once() {
     );
     assert_eq!(restarted.status().vote, None);
 }
+
+/// A heartbeat round not newer than one already seen in this term neither
+/// refreshes leader contact nor revives a leader declared dead; the newest
+/// round is acknowledged again (its ack may have been lost).
+#[test]
+fn old_rounds_ignored_after_leader_death_and_duplicates_only_reacked() {
+    let mut n = follower_of_2(5, at(10)); // round 1
+    recv(&mut n, at(100), 2, 5, hb(4));
+    // The leader dies: nothing after round 4.
+    drive(&mut n, at(500), Input::Tick);
+    assert_eq!(n.status().leader, None, "declared dead");
+    // Delayed rounds 2 and 3 arrive: ignored, no ack, no revival.
+    for seq in [2, 3] {
+        let out = recv(&mut n, at(520), 2, 5, hb(seq));
+        assert!(out.sends.is_empty() && out.events.is_empty());
+        assert_eq!(n.status().leader, None);
+    }
+    // A duplicate of round 4 is not news either.
+    assert!(recv(&mut n, at(530), 2, 5, hb(4)).sends.is_empty());
+    assert_eq!(n.status().leader, None);
+    // A newer round is: the leader is alive after all.
+    recv(&mut n, at(540), 2, 5, hb(5));
+    assert_eq!(n.status().leader, Some(2));
+    // While following, a duplicate of the newest round is acknowledged
+    // again without refreshing contact.
+    let out = recv(&mut n, at(600), 2, 5, hb(5));
+    assert!(matches!(
+        out.sends[0].1.kind,
+        MessageKind::HeartbeatAck { seq: 5, .. }
+    ));
+    assert_eq!(n.status().leader_idle, Some(ms(60)));
+}
+
+/// Soft fencing dates an acknowledgement by the send time of the round it
+/// names, not by its arrival: an ack delayed in the network does not keep
+/// a deaf leader in office.
+#[test]
+fn soft_fencing_dates_acknowledgements_by_round_send_time() {
+    let mut n = leader_1();
+    let sent = n.next_deadline().unwrap() - ms(100); // round 1 went out here
+    // No acknowledgement of round 1 yet; the leader keeps heartbeating.
+    while let Some(next) = n.next_deadline().filter(|&d| d < sent + ms(350)) {
+        drive(&mut n, next, Input::Tick);
+    }
+    assert_eq!(n.status().role, Role::Leader);
+    // Round 1's acknowledgement arrives 350 ms late.
+    let ack = MessageKind::HeartbeatAck {
+        seq: 1,
+        position: (),
+        promise: ms(400),
+        can_lead: true,
+    };
+    drive(&mut n, sent + ms(350), rx(2, 1, ack));
+    let out = drive(&mut n, sent + ms(400), Input::Tick);
+    assert_eq!(
+        n.status().role,
+        Role::Follower,
+        "stepped down at round 1 + 400 ms"
+    );
+    assert!(out.events.iter().any(|e| matches!(
+        e,
+        Event::SteppedDown {
+            reason: StepDownReason::QuorumLost,
+            ..
+        }
+    )));
+}

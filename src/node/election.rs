@@ -146,7 +146,7 @@ impl<P: LogPosition> Node<P> {
                     promise,
                     can_lead,
                 };
-                self.on_heartbeat_ack(now, from, ack, position, out);
+                self.on_heartbeat_ack(from, ack, position, out);
             }
             // The older acknowledgement: the leader's own promise length
             // (see `MessageKind::HeartbeatResponse`); `seq: 0` names no round.
@@ -156,7 +156,7 @@ impl<P: LogPosition> Node<P> {
                     promise: self.timing.death,
                     can_lead: true,
                 };
-                self.on_heartbeat_ack(now, from, ack, position, out);
+                self.on_heartbeat_ack(from, ack, position, out);
             }
             MessageKind::HeartbeatResponse { .. } => {}
             MessageKind::Resign => self.on_resign(now, from, out),
@@ -180,6 +180,7 @@ impl<P: LogPosition> Node<P> {
         }
         self.term = term;
         self.vote = None;
+        self.newest_round = 0;
         self.role = Role::Follower;
         self.round = Round::IDLE;
         self.next_heartbeat = Instant::MAX;
@@ -347,6 +348,7 @@ impl<P: LogPosition> Node<P> {
         };
         self.term = term;
         self.vote = Some(self.id);
+        self.newest_round = 0;
         self.role = Role::PreCandidate;
         self.drop_stale_held();
         self.set_leader(None, out);

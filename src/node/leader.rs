@@ -11,9 +11,9 @@ use crate::status::{Event, PromoteFailure, Role, StepDownReason, TransferFailure
 use crate::time::Instant;
 
 impl<P: LogPosition> Node<P> {
-    /// Rule `follow_leader` (Raft §5.2): a heartbeat of the current term
-    /// makes a (pre-)candidate concede and refreshes leader contact, which
-    /// starts a new stickiness promise. Rule `one_leader_per_term`: a second
+    /// Rule `follow_leader` (Raft §5.2): a heartbeat of a round newer than
+    /// any seen in the current term makes a (pre-)candidate concede and
+    /// refreshes leader contact, which starts a new stickiness promise. Rule `one_leader_per_term`: a second
     /// claimant in a term whose leader is known is reported and ignored.
     pub(super) fn on_heartbeat(
         &mut self,
@@ -41,6 +41,23 @@ impl<P: LogPosition> Node<P> {
             );
             return;
         }
+        if seq <= self.newest_round {
+            // Rule `old_rounds_ignored`: a round not newer than one already
+            // seen from this term's leader is a duplicate or was delayed; it
+            // says nothing about the leader being alive now, so it neither
+            // refreshes leader contact nor revives a leader declared dead.
+            // The newest round is acknowledged again (its acknowledgement
+            // may have been lost); its promise already runs.
+            if seq == self.newest_round && self.leader == Some(from) {
+                self.ack_heartbeat(from, seq, out);
+            } else {
+                slog::debug!(self.log, "heartbeat round older than one already seen: ignored";
+                    "rule" => "old_rounds_ignored", "term" => self.term, "from" => from,
+                    "seq" => seq, "newest" => self.newest_round);
+            }
+            return;
+        }
+        self.newest_round = seq;
         if self.role != Role::Follower {
             slog::info!(self.log, "leader of my term found, concede"; "rule" => "follow_leader",
                 "term" => self.term, "leader" => from);
@@ -68,7 +85,6 @@ impl<P: LogPosition> Node<P> {
     /// it keeps, and hand over if a transfer waits for this peer.
     pub(super) fn on_heartbeat_ack(
         &mut self,
-        now: Instant,
         from: NodeId,
         ack: Ack,
         position: P,
@@ -84,11 +100,11 @@ impl<P: LogPosition> Node<P> {
         let Some(peer) = self.peers.iter_mut().find(|p| p.id == from) else {
             return;
         };
-        peer.last_ack = Some(now);
         peer.acked_seq = peer.acked_seq.max(ack.seq);
         peer.position = Some(position);
         peer.can_lead = Some(ack.can_lead);
         if let (Some(sent), Some(until)) = (sent, promised) {
+            peer.heard_at = Some(peer.heard_at.map_or(sent, |h| h.max(sent)));
             peer.promised_until = Some(peer.promised_until.map_or(until, |u| u.max(until)));
             if !forfeited && sent >= floor {
                 peer.lease_until = Some(peer.lease_until.map_or(until, |u| u.max(until)));
@@ -117,7 +133,7 @@ impl<P: LogPosition> Node<P> {
         self.heartbeat_seq = 0;
         self.rounds.fill((0, Instant::ZERO));
         for peer in &mut self.peers {
-            peer.last_ack = None;
+            peer.heard_at = None;
             peer.acked_seq = 0;
             peer.position = None;
             peer.promised_until = None;

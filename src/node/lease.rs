@@ -4,8 +4,10 @@
 //!
 //! # Soft fencing
 //!
-//! The leader steps down, in the same term, as soon as it has not heard
-//! from a quorum (itself included) within the death timeout. This bounds
+//! The leader steps down, in the same term, once no heartbeat round it sent
+//! within the last death timeout was acknowledged by a quorum (itself
+//! included). Rounds are dated by their send time, so acknowledgements
+//! delayed in the network cannot keep a deaf leader in office. This bounds
 //! how long an isolated leader believes it leads, but another leader may be
 //! elected before it notices: there is no lease.
 
@@ -186,7 +188,7 @@ impl<P: LogPosition> Node<P> {
             return;
         }
         let since = self.leader_since;
-        if let Some(t) = self.quorum_value(needed_from_peers, |p| Some(p.last_ack.unwrap_or(since)))
+        if let Some(t) = self.quorum_value(needed_from_peers, |p| Some(p.heard_at.unwrap_or(since)))
         {
             self.soft_anchor = t;
         }

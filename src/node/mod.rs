@@ -144,8 +144,11 @@ struct Transfer {
 struct PeerProgress<P> {
     id: NodeId,
     is_voter: bool,
-    /// Local time the last acknowledgement arrived.
-    last_ack: Option<Instant>,
+    /// Send time (leader's clock) of the newest round this peer
+    /// acknowledged: when it was last known to hear this leader. Arrival
+    /// times would let acknowledgements delayed in the network keep a deaf
+    /// leader in office (soft fencing).
+    heard_at: Option<Instant>,
     /// Highest heartbeat round of this leadership acknowledged.
     acked_seq: u64,
     /// Log position from the last acknowledgement.
@@ -237,6 +240,9 @@ pub struct Node<P = ()> {
     no_campaign_before: Instant,
     /// A follower starts a pre-vote at this instant (if it may campaign).
     campaign_at: Instant,
+    /// The newest heartbeat round seen from the current term's leader (0:
+    /// none); older rounds are ignored (rule `old_rounds_ignored`).
+    newest_round: u64,
     /// Random extra wait after the leader's death, drawn per leader.
     death_jitter: Duration,
     round: Round,
@@ -313,7 +319,7 @@ impl<P: LogPosition> Node<P> {
             .map(|&p| PeerProgress {
                 id: p,
                 is_voter: voters.contains(p),
-                last_ack: None,
+                heard_at: None,
                 acked_seq: 0,
                 position: None,
                 promised_until: None,
@@ -357,6 +363,7 @@ impl<P: LogPosition> Node<P> {
             restart_embargo_until: now + embargo,
             no_campaign_before: now,
             campaign_at: now + embargo + death_jitter,
+            newest_round: 0,
             death_jitter,
             round: Round::IDLE,
             promotion: None,
