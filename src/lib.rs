@@ -103,7 +103,7 @@
 //! `restart_waits_death_timeout`, `fresh_node_owes_no_promise`,
 //! `leader_death`, `election_timeout`, `split_vote_ends_round`,
 //! `quorum_wins`, `one_leader_per_term`, `follow_leader`,
-//! `leader_heartbeats_at_once`, `acks_name_their_round`,
+//! `leader_heartbeats_at_once`, `acks_name_their_round`, `old_rounds_ignored`,
 //! `demote_moves_leadership`, `resign_releases_followers`,
 //! `promote_one_campaign`, `timeout_now_campaigns`, `pre_vote_duel_ranked`,
 //! `pre_vote_defers_once`, `term_check` (term space exhaustion),
