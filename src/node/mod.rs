@@ -288,7 +288,10 @@ impl<P: LogPosition> Node<P> {
     ///
     /// The node starts as a follower and neither votes nor campaigns for one
     /// death timeout: a leader may be alive and leasing, and this node may
-    /// have promised it not to help depose it before the restart.
+    /// have promised it not to help depose it before the restart. A node
+    /// whose durable term is 0 never acknowledged a leader and skips that
+    /// wait (rule `fresh_node_owes_no_promise`): a brand-new cluster elects
+    /// its first leader at once.
     ///
     /// # Errors
     /// The configuration's [`ConfigError`], if [`Config::validate`] refuses it.
