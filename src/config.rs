@@ -21,6 +21,10 @@ use core::time::Duration;
 
 use crate::NodeId;
 
+/// The most heartbeat intervals a death timeout may span (see
+/// [`ConfigError::HeartbeatTooFrequent`]).
+pub(crate) const MAX_ROUNDS_PER_DEATH_TIMEOUT: u32 = 1000;
+
 /// How long a promise of `promise` (a voter's death timeout) backs a lease
 /// after the acknowledged round's send time: `promise / ρ − margin`, with
 /// `ρ = 1 + drift_ppm / 10⁶`. Integer arithmetic, so the same inputs give
@@ -102,6 +106,18 @@ pub enum ConfigError {
         death_timeout: Duration,
         /// The configured heartbeat interval.
         heartbeat_interval: Duration,
+    },
+    /// More than 1000 heartbeat intervals fit in the death timeout: the
+    /// leader keeps the send time of every round that may still back a
+    /// lease, and that memory is bounded.
+    #[error(
+        "heartbeat_interval ({heartbeat_interval:?}) must be at least death_timeout / 1000 (death_timeout is {death_timeout:?}): raise heartbeat_interval or lower death_timeout"
+    )]
+    HeartbeatTooFrequent {
+        /// The configured heartbeat interval.
+        heartbeat_interval: Duration,
+        /// The configured death timeout.
+        death_timeout: Duration,
     },
     /// The election jitter exceeds the election timeout.
     #[error("election_jitter ({jitter:?}) must not exceed election_timeout ({election_timeout:?})")]
@@ -434,6 +450,12 @@ impl Config {
             return Err(ConfigError::DeathTimeoutTooShort {
                 death_timeout,
                 heartbeat_interval,
+            });
+        }
+        if death_timeout > heartbeat_interval.saturating_mul(MAX_ROUNDS_PER_DEATH_TIMEOUT) {
+            return Err(ConfigError::HeartbeatTooFrequent {
+                heartbeat_interval,
+                death_timeout,
             });
         }
         let jitter = self.effective_election_jitter();

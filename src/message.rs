@@ -60,9 +60,10 @@ pub enum MessageKind<P = ()> {
     /// [`HeartbeatAck`](MessageKind::HeartbeatAck).
     ///
     /// Compatibility: a leader still counts a `HeartbeatResponse` with
-    /// `seq ≥ 1` of its own term as an acknowledgement whose promise is the
-    /// leader's own death timeout and whose sender may lead (what it meant
-    /// before `HeartbeatAck` existed).
+    /// `seq ≥ 1` of its own term as an acknowledgement for soft fencing, log
+    /// positions and transfers, but never for a strict lease: it states no
+    /// promise, and nodes before `HeartbeatAck` also sent it in answer to
+    /// stale heartbeats (the wire codec's version 2 keeps such nodes out).
     HeartbeatResponse {
         /// The round acknowledged; `0` acknowledges none.
         seq: u64,

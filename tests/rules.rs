@@ -1385,3 +1385,42 @@ fn soft_fencing_dates_acknowledgements_by_round_send_time() {
         }
     )));
 }
+
+/// A strict leader heartbeats often enough that every voter's stated
+/// promise backs two rounds, so a voter with a shorter death timeout does
+/// not let the lease lapse between rounds.
+#[test]
+fn heartbeat_fits_promises_of_voters_with_a_shorter_death_timeout() {
+    let mut n: Node = Node::new(
+        cfg(1).fencing(tenure::Fencing::Strict),
+        HardState::default(),
+        Instant::ZERO,
+    )
+    .unwrap();
+    let t = n.next_deadline().unwrap();
+    drive(&mut n, t, Input::Tick);
+    drive(
+        &mut n,
+        t,
+        rx(2, 1, MessageKind::PreVoteResponse { granted: true }),
+    );
+    drive(
+        &mut n,
+        t,
+        rx(2, 1, MessageKind::VoteResponse { granted: true }),
+    );
+    assert_eq!(n.next_deadline(), Some(t + ms(100)), "configured interval");
+    let ack = MessageKind::HeartbeatAck {
+        seq: 1,
+        position: (),
+        promise: ms(150),
+        can_lead: true,
+    };
+    drive(&mut n, t + ms(5), rx(2, 1, ack));
+    let next = n.next_deadline().unwrap();
+    drive(&mut n, next, Input::Tick);
+    // 150 ms / 1.001 − 25 ms margin = 124.85 ms of lease per round: a round
+    // every ~62 ms keeps two rounds inside it.
+    let period = n.next_deadline().unwrap().saturating_duration_since(next);
+    assert!(period > ms(60) && period < ms(63), "{period:?}");
+}

@@ -16,7 +16,14 @@ use crate::{Message, NodeId};
 /// First bytes of every frame.
 pub const MAGIC: [u8; 4] = *b"TNRE";
 /// The envelope version this build writes and reads.
-pub const VERSION: u8 = 1;
+///
+/// Version 2 (issue 8): followers acknowledge rounds with `HeartbeatAck`
+/// and answer stale heartbeats with `HeartbeatResponse { seq: 0 }`. A
+/// version-1 node answers a stale heartbeat with a countable
+/// acknowledgement at its own term, which could back a lease it never
+/// promised, so the two versions must not talk: frames of another version
+/// are dropped as `UnknownVersion`. Upgrade a cluster by stopping it.
+pub const VERSION: u8 = 2;
 /// Largest frame accepted or produced (fits one UDP datagram without IP
 /// fragmentation on common networks only for small positions; election
 /// traffic is tiny).

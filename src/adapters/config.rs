@@ -224,6 +224,7 @@ fn config_key(e: &ConfigError) -> &'static str {
         | ConfigError::DeathTimeoutTooShort { .. } => "death_timeout_ms",
         ConfigError::ZeroDuration { .. } => "election_timeout_ms",
         ConfigError::JitterTooLarge { .. } => "election_jitter_ms",
+        ConfigError::HeartbeatTooFrequent { .. } => "heartbeat_ms",
         ConfigError::ZeroQuorum
         | ConfigError::QuorumUnreachable { .. }
         | ConfigError::UnsafeQuorum { .. } => "quorum",

@@ -9,7 +9,10 @@
 //!
 //! A save writes `tenure.state.tmp`, fsyncs it, renames it over
 //! `tenure.state` and fsyncs the directory, so a crash at any point leaves
-//! either the old or the new state. A missing file is a fresh node; a
+//! either the old or the new state. A missing file is a fresh node, which
+//! skips the restart wait (rule `fresh_node_owes_no_promise`): never delete
+//! the file of a node that ran, and keep a node whose file was lost down
+//! for a death timeout before it starts again. A
 //! corrupt, truncated or foreign file is an error that names the file and
 //! the problem, and the node must not start: silently starting from term 0
 //! would let it vote twice in a term it already voted in. Every step is

@@ -148,12 +148,14 @@ impl<P: LogPosition> Node<P> {
                 };
                 self.on_heartbeat_ack(from, ack, position, out);
             }
-            // The older acknowledgement: the leader's own promise length
-            // (see `MessageKind::HeartbeatResponse`); `seq: 0` names no round.
+            // The older acknowledgement states no promise, so it backs no
+            // strict lease: an older node also sent it in answer to stale
+            // heartbeats (see `MessageKind::HeartbeatResponse`). `seq: 0`
+            // names no round.
             MessageKind::HeartbeatResponse { seq, position } if seq > 0 => {
                 let ack = super::Ack {
                     seq,
-                    promise: self.timing.death,
+                    promise: core::time::Duration::ZERO,
                     can_lead: true,
                 };
                 self.on_heartbeat_ack(from, ack, position, out);

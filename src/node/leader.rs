@@ -94,7 +94,12 @@ impl<P: LogPosition> Node<P> {
             return;
         }
         let sent = self.round_sent(ack.seq);
-        let promised = sent.map(|s| s + self.lease_for_promise(ack.promise));
+        // A zero promise (the older `HeartbeatResponse`) backs nothing; an
+        // instant that saturated at the end of time proves nothing either.
+        let promised = sent
+            .filter(|_| !ack.promise.is_zero())
+            .map(|s| s + self.lease_for_promise(ack.promise))
+            .filter(|&until| until < Instant::MAX);
         let floor = self.lease_floor;
         let forfeited = self.lease_forfeited;
         let Some(peer) = self.peers.iter_mut().find(|p| p.id == from) else {
@@ -103,8 +108,13 @@ impl<P: LogPosition> Node<P> {
         peer.acked_seq = peer.acked_seq.max(ack.seq);
         peer.position = Some(position);
         peer.can_lead = Some(ack.can_lead);
-        if let (Some(sent), Some(until)) = (sent, promised) {
+        if !ack.promise.is_zero() {
+            peer.promise = Some(ack.promise);
+        }
+        if let Some(sent) = sent {
             peer.heard_at = Some(peer.heard_at.map_or(sent, |h| h.max(sent)));
+        }
+        if let (Some(sent), Some(until)) = (sent, promised) {
             peer.promised_until = Some(peer.promised_until.map_or(until, |u| u.max(until)));
             if !forfeited && sent >= floor {
                 peer.lease_until = Some(peer.lease_until.map_or(until, |u| u.max(until)));
@@ -159,7 +169,7 @@ impl<P: LogPosition> Node<P> {
     pub(super) fn broadcast_heartbeat(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
         self.heartbeat_seq += 1;
         self.record_round(self.heartbeat_seq, now);
-        self.next_heartbeat = now + self.timing.heartbeat;
+        self.next_heartbeat = now + self.heartbeat_period();
         self.leader_contact = Some(now);
         let seq = self.heartbeat_seq;
         self.send_to_peers(&MessageKind::Heartbeat { seq }, out);

@@ -87,18 +87,29 @@ impl<P: LogPosition> Node<P> {
     ///   shorten the promise. A node whose durable term is 0 skips the wait
     ///   (rule `fresh_node_owes_no_promise`): it never acknowledged a
     ///   round, because an acknowledgement is sent only once its term is
-    ///   durable and every leader's term is at least 1.
+    ///   durable and every leader's term is at least 1. This needs storage
+    ///   that tells a fresh node from one that lost its state: a node whose
+    ///   state was lost or wiped is not fresh (it may also have voted in
+    ///   the current term), and must stay down for a death timeout before
+    ///   it starts again from an empty state.
     /// - **Mixed timing**: each voter's own promise `E_v` is used, so nodes
     ///   need not share a death timeout (issue 8, defect 6); capping at `E`
     ///   keeps the lease within [`Config::effective_lease_duration`](crate::Config::effective_lease_duration).
     ///   A node whose death timeout is lowered across a restart waits only
-    ///   the new value: keep it down for the old one first.
+    ///   the new value (the promise length is not durable): keep it down
+    ///   for the old one first. A voter whose promise backs less than two
+    ///   of this leader's rounds makes the leader heartbeat more often (rule
+    ///   `heartbeat_fits_promises`) rather than let the lease lapse.
     /// - **Transfers**: a transfer's `TimeoutNow` lets the target's voters
     ///   skip stickiness, so the leader gives up its lease when a transfer
     ///   starts and, once `TimeoutNow` went out, claims none for the rest of
-    ///   the term (etcd #12704). If the transfer ends before `TimeoutNow`,
-    ///   only rounds sent after that moment restore the lease (rule
-    ///   `transfer_leadership`).
+    ///   the term (etcd #12704), even if another transfer replaces that one.
+    ///   If the transfer ends before `TimeoutNow`, only rounds sent after
+    ///   that moment restore the lease (rule `transfer_leadership`).
+    /// - **Older acknowledgements**: a `HeartbeatResponse` with `seq ≥ 1`
+    ///   states no promise and backs no lease.
+    /// - **The end of time**: a promise whose end saturates at
+    ///   [`Instant::MAX`] backs nothing.
     /// - **Resign** releases followers and is sent only after stepping
     ///   down.
     ///
@@ -115,7 +126,11 @@ impl<P: LogPosition> Node<P> {
     /// for.
     #[must_use]
     pub fn lease(&self, now: Instant) -> Option<Lease> {
-        if self.fencing != Fencing::Strict || self.role != Role::Leader || self.transfer.is_some() {
+        if self.fencing != Fencing::Strict
+            || self.role != Role::Leader
+            || self.transfer.is_some()
+            || self.lease_forfeited
+        {
             return None;
         }
         let valid_until = self.lease_until?;
@@ -153,6 +168,33 @@ impl<P: LogPosition> Node<P> {
             self.lease_duration
         } else {
             lease_length(promise, self.timing.drift_ppm, self.timing.lease_margin)
+        }
+    }
+
+    /// Rule `heartbeat_fits_promises`: how long until the next heartbeat
+    /// round. The configured interval, shortened so that every voter's
+    /// promise backs at least two rounds: a voter with a shorter death
+    /// timeout than the leader's would otherwise let the strict lease lapse
+    /// between rounds, with no fault at all (`Config::validate` can check
+    /// only this node's own timing). Never below a quarter of the
+    /// configured interval.
+    pub(super) fn heartbeat_period(&self) -> Duration {
+        let configured = self.timing.heartbeat;
+        if self.fencing != Fencing::Strict {
+            return configured;
+        }
+        let shortest = self
+            .peers
+            .iter()
+            .filter(|p| p.is_voter)
+            .filter_map(|p| p.promise)
+            .min()
+            .filter(|&promise| promise < self.timing.death);
+        match shortest {
+            Some(promise) => {
+                (self.lease_for_promise(promise) / 2).clamp(configured / 4, configured)
+            }
+            None => configured,
         }
     }
 
@@ -336,7 +378,9 @@ impl<P: LogPosition> Node<P> {
         if self.role != Role::Leader {
             return;
         }
-        if transfer.timeout_now_sent {
+        // `lease_forfeited` also covers a transfer that replaced one whose
+        // TimeoutNow already went out: this term's lease is gone either way.
+        if transfer.timeout_now_sent || self.lease_forfeited {
             if self.fencing == Fencing::Strict {
                 // No lease can be regained this term: leading on without
                 // one is pointless under strict fencing.

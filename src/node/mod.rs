@@ -162,6 +162,8 @@ struct PeerProgress<P> {
     lease_until: Option<Instant>,
     /// Whether the peer said it would campaign if handed leadership.
     can_lead: Option<bool>,
+    /// The promise the peer said it keeps (its death timeout).
+    promise: Option<Duration>,
 }
 
 /// What a peer's heartbeat acknowledgement says (see
@@ -328,12 +330,17 @@ impl<P: LogPosition> Node<P> {
                 promised_until: None,
                 lease_until: None,
                 can_lead: None,
+                promise: None,
             })
             .collect();
-        // Enough rounds to cover a lease: older acknowledgements cannot
-        // back a lease that has not already expired.
-        let round_slots =
-            (timing.death.as_nanos() / timing.heartbeat.as_nanos().max(1)).min(1022) as usize + 2;
+        // Enough rounds to cover a lease (older acknowledgements cannot back
+        // a lease that has not already expired), at up to four rounds per
+        // heartbeat interval (rule `heartbeat_fits_promises`). `validate`
+        // bounds the ratio, so this stays small.
+        let rounds_per_death = (timing.death.as_nanos() / timing.heartbeat.as_nanos().max(1))
+            .min(u128::from(crate::config::MAX_ROUNDS_PER_DEATH_TIMEOUT))
+            as usize;
+        let round_slots = 4 * rounds_per_death + 2;
         // Rule `fresh_node_owes_no_promise`: a node whose durable term is 0
         // never acknowledged a leader (an acknowledgement needs its term
         // durable first, and every leader's term is at least 1), so it has
