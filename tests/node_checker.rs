@@ -78,7 +78,12 @@ fn an_honest_harness_is_clean() {
     checker.durable(state);
     out.clear();
     checker
-        .step(&mut node, ms_instant(1001), Input::Persisted(state), &mut out)
+        .step(
+            &mut node,
+            ms_instant(1001),
+            Input::Persisted(state),
+            &mut out,
+        )
         .unwrap();
     assert!(out.iter().any(|a| matches!(a, Action::Send { .. })));
     assert_eq!(node.status().role, Role::Candidate);
@@ -108,7 +113,12 @@ fn persist_before_send_catches_an_early_ack() {
         panic!("expected the vote's write: {out:?}")
     };
     // No `checker.durable(state)`: the write has not happened.
-    let result = checker.step(&mut node, ms_instant(101), Input::Persisted(state), &mut out);
+    let result = checker.step(
+        &mut node,
+        ms_instant(101),
+        Input::Persisted(state),
+        &mut out,
+    );
     expect(result, "persist_before_send");
 }
 
@@ -136,7 +146,15 @@ fn persist_before_send_catches_held_messages_sent_early() {
     ];
     for actions in cases {
         let (node, mut checker) = fresh(config(&[1, 2, 3]));
-        let result = hand_made(&mut checker, &node, Input::Tick, &actions, |_| {}, None, None);
+        let result = hand_made(
+            &mut checker,
+            &node,
+            Input::Tick,
+            &actions,
+            |_| {},
+            None,
+            None,
+        );
         expect(result, "persist_before_send");
     }
     // Storage holds a vote for 2 in term 1; a grant to 3 asserts a vote it
@@ -155,7 +173,15 @@ fn one_persist_outstanding_catches_a_second_write() {
         Action::Persist(HardState::new(1, None)),
         Action::Persist(HardState::new(2, None)),
     ];
-    let result = hand_made(&mut checker, &node, Input::Tick, &writes, |_| {}, None, None);
+    let result = hand_made(
+        &mut checker,
+        &node,
+        Input::Tick,
+        &writes,
+        |_| {},
+        None,
+        None,
+    );
     expect(result, "one_persist_outstanding");
 }
 
@@ -193,9 +219,25 @@ fn term_never_decreases_catches_a_restart_from_lost_state() {
 #[test]
 fn term_never_decreases_catches_a_volatile_term_going_back() {
     let (node, mut checker) = fresh(config(&[1, 2, 3]));
-    let up = hand_made(&mut checker, &node, Input::Tick, &[], |st| st.term = 4, None, None);
+    let up = hand_made(
+        &mut checker,
+        &node,
+        Input::Tick,
+        &[],
+        |st| st.term = 4,
+        None,
+        None,
+    );
     assert!(up.is_ok());
-    let result = hand_made(&mut checker, &node, Input::Tick, &[], |st| st.term = 3, None, None);
+    let result = hand_made(
+        &mut checker,
+        &node,
+        Input::Tick,
+        &[],
+        |st| st.term = 3,
+        None,
+        None,
+    );
     expect(result, "term_never_decreases");
 }
 
@@ -241,7 +283,12 @@ fn self_vote_durable_before_candidacy_catches_an_early_ack() {
     let Some(Action::Persist(state)) = out.first().cloned() else {
         panic!("expected a campaign write: {out:?}")
     };
-    let result = checker.step(&mut node, ms_instant(1001), Input::Persisted(state), &mut out);
+    let result = checker.step(
+        &mut node,
+        ms_instant(1001),
+        Input::Persisted(state),
+        &mut out,
+    );
     expect(result, "self_vote_durable_before_candidacy");
 }
 
@@ -252,15 +299,42 @@ fn campaign_terms_increase_catches_wraparound_and_reuse() {
     let (node, mut checker) = fresh(config(&[1, 2, 3]));
     checker.durable(HardState::new(0, Some(1)));
     let wrapped = [Action::Event(Event::CampaignStarted { term: 0 })];
-    let result = hand_made(&mut checker, &node, Input::Tick, &wrapped, |_| {}, None, None);
+    let result = hand_made(
+        &mut checker,
+        &node,
+        Input::Tick,
+        &wrapped,
+        |_| {},
+        None,
+        None,
+    );
     expect(result, "campaign_terms_increase");
 
     let (node, mut checker) = fresh(config(&[1, 2, 3]));
     checker.durable(HardState::new(u64::MAX, Some(1)));
     let campaign = [Action::Event(Event::CampaignStarted { term: u64::MAX })];
     let edit = |st: &mut tenure::Status| st.term = u64::MAX;
-    assert!(hand_made(&mut checker, &node, Input::Tick, &campaign, edit, None, None).is_ok());
-    let result = hand_made(&mut checker, &node, Input::Tick, &campaign, edit, None, None);
+    assert!(
+        hand_made(
+            &mut checker,
+            &node,
+            Input::Tick,
+            &campaign,
+            edit,
+            None,
+            None
+        )
+        .is_ok()
+    );
+    let result = hand_made(
+        &mut checker,
+        &node,
+        Input::Tick,
+        &campaign,
+        edit,
+        None,
+        None,
+    );
     expect(result, "campaign_terms_increase");
 }
 

@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
 use tenure::sim::NodeChecker;
-use tenure::{Action, Config, Fencing, HardState, Input, Instant, Message, MessageKind, Mode, Node};
+use tenure::{
+    Action, Config, Fencing, HardState, Input, Instant, Message, MessageKind, Mode, Node,
+};
 
 #[derive(Clone, Debug)]
 enum Op {
