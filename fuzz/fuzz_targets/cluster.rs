@@ -108,13 +108,15 @@ fuzz_target!(|case: Case| {
     if voters.iter().any(|&id| configure(id, &voters).validate().is_err()) {
         return;
     }
-    // Liveness is owed only where timing leaves room for it: heartbeats
-    // that arrive well within every death timeout, and rounds long enough
-    // for a pre-vote and a vote round trip.
+    // Liveness is owed only where timing leaves room for it: every leader's
+    // heartbeats arrive well within every follower's death timeout (a
+    // slower leader is declared dead over and over: a misconfiguration),
+    // and rounds are long enough for a pre-vote and a vote round trip.
     let max_latency = ms(1 + u64::from(case.max_latency_ms % 50));
-    let live = voters.iter().all(|&id| {
-        let c = configure(id, &voters);
-        c.effective_death_timeout() >= c.heartbeat() * 2 + max_latency * 2
+    let configs: Vec<Config> = voters.iter().map(|&id| configure(id, &voters)).collect();
+    let slowest_heartbeat = configs.iter().map(Config::heartbeat).max().unwrap_or_default();
+    let live = configs.iter().all(|c| {
+        c.effective_death_timeout() >= slowest_heartbeat * 2 + max_latency * 2
             && c.effective_election_timeout() >= max_latency * 6
     });
     cfg.node_config = Rc::new(configure);
