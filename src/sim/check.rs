@@ -5,7 +5,7 @@ use std::fmt;
 use std::format;
 use std::string::String;
 
-use crate::{Event, FencingToken, HardState, Instant, Lease, Mode, NodeId, Role, Status};
+use crate::{Event, FencingToken, Instant, Lease, NodeId, Role, Status};
 
 /// A broken invariant, with what is needed to replay it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,27 +46,20 @@ pub(crate) struct NodeView {
     pub(crate) lease: Option<Lease>,
 }
 
-/// Safety invariants over a whole run:
+/// Cluster-wide safety invariants over a whole run (each node's own
+/// invariants, such as terms never going back, durable votes never
+/// changing, persist-before-send and modes, are its
+/// [`NodeChecker`](super::NodeChecker)'s):
 ///
 /// - `one_leader_per_term`: at most one node is ever leader in a term;
-/// - `term_never_decreases`: per node, volatile within a life, durable always;
-/// - `vote_never_changes`: a durable vote never changes within a term;
-/// - `no_action_on_volatile_vote`: Leader or Candidate only on a durable self-vote;
 /// - `tokens_increase`: each node's successive leadership tokens increase;
 /// - `lease_exclusive`: at no real instant do two nodes hold a valid lease;
 /// - `lease_outlives_newer_leader`: no node holds a lease after a leader of a
 ///   higher term was elected;
 /// - `lease_tokens_increase`: the tokens of valid leases never go back in
-///   real time (what a storage `Fence` relies on);
-/// - `mode_respected`: observers and nodes in modes `Off` and `Voter`
-///   never campaign or lead.
+///   real time (what a storage `Fence` relies on).
 #[derive(Clone, Debug, Default)]
 pub struct Checker {
-    last_term: BTreeMap<NodeId, u64>,
-    /// Highest term each node ever reported as durable (across restarts).
-    durable_term: BTreeMap<NodeId, u64>,
-    /// The durable vote each node reported per term (across restarts).
-    durable_votes: BTreeMap<(NodeId, u64), NodeId>,
     leaders_by_term: BTreeMap<u64, NodeId>,
     last_token: BTreeMap<NodeId, FencingToken>,
     max_elected_term: u64,
@@ -84,27 +77,6 @@ impl Checker {
     fn fail(&mut self, at: Instant, invariant: &'static str, detail: String) {
         if self.pending.is_none() {
             self.pending = Some((at, invariant, detail));
-        }
-    }
-
-    pub(crate) fn on_restart(&mut self, id: NodeId, disk: HardState) {
-        // Volatile state that never became durable is legitimately lost.
-        self.last_term.insert(id, disk.term);
-    }
-
-    pub(crate) fn on_durable(&mut self, id: NodeId, old: HardState, new: HardState, at: Instant) {
-        if new.term < old.term {
-            self.fail(
-                at,
-                "term_never_decreases",
-                format!("node {id} durable term {old:?} -> {new:?}"),
-            );
-        } else if new.term == old.term && old.vote.is_some() && new.vote != old.vote {
-            self.fail(
-                at,
-                "vote_never_changes",
-                format!("node {id} durable vote {old:?} -> {new:?}"),
-            );
         }
     }
 
@@ -140,52 +112,6 @@ impl Checker {
         for v in views {
             let st = &v.status;
             self.max_term = self.max_term.max(st.term);
-            let last = self.last_term.insert(v.id, st.term).unwrap_or(0);
-            if st.term < last {
-                let detail = format!("node {} term {} -> {}", v.id, last, st.term);
-                self.fail(now, "term_never_decreases", detail);
-            }
-            let durable = self.durable_term.entry(v.id).or_insert(0);
-            if st.persisted.term < *durable {
-                let detail = format!(
-                    "node {} durable term went back from {} to {}",
-                    v.id, *durable, st.persisted.term
-                );
-                *durable = st.persisted.term;
-                self.fail(now, "term_never_decreases", detail);
-            } else {
-                *durable = st.persisted.term;
-            }
-            if let Some(vote) = st.persisted.vote {
-                let first = *self
-                    .durable_votes
-                    .entry((v.id, st.persisted.term))
-                    .or_insert(vote);
-                if first != vote {
-                    let detail = format!(
-                        "node {} voted {first} and then {vote} in term {}",
-                        v.id, st.persisted.term
-                    );
-                    self.fail(now, "vote_never_changes", detail);
-                }
-            }
-            if matches!(st.role, Role::Leader | Role::Candidate)
-                && st.persisted != HardState::new(st.term, Some(v.id))
-            {
-                let detail = format!(
-                    "node {} is {:?} in term {} with durable {:?}",
-                    v.id, st.role, st.term, st.persisted
-                );
-                self.fail(now, "no_action_on_volatile_vote", detail);
-            }
-            let may_campaign = st.is_voter && matches!(st.mode, Mode::Candidate | Mode::Manual);
-            if st.role != Role::Follower && !may_campaign {
-                let detail = format!(
-                    "node {} (voter: {}, mode {:?}) is {:?} in term {}",
-                    v.id, st.is_voter, st.mode, st.role, st.term
-                );
-                self.fail(now, "mode_respected", detail);
-            }
             if st.role == Role::Leader {
                 let first = *self.leaders_by_term.entry(st.term).or_insert(v.id);
                 if first != v.id {

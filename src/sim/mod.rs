@@ -18,10 +18,12 @@
 //! - voters with per-node timing and modes, a configured quorum, and
 //!   observers (see [`SimConfig`]).
 //!
-//! After every event the [`Checker`]'s invariants are evaluated; the first
-//! violation stops the run and is reported with the seed.
+//! Every step of every node is checked by its [`NodeChecker`], and after
+//! every event the cluster-wide [`Checker`]'s invariants are evaluated; the
+//! first violation stops the run and is reported with the seed.
 
 mod check;
+mod node_check;
 mod scenario;
 mod standard;
 mod summary;
@@ -39,6 +41,7 @@ use rand_core::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 
 pub use check::{Checker, Violation};
+pub use node_check::{NodeChecker, NodeViolation};
 pub use scenario::{Fault, Scenario};
 pub use standard::{Standard, standard_scenarios};
 pub use summary::Summary;
@@ -266,6 +269,8 @@ struct SimNode {
     clock: Clock,
     timer_gen: u64,
     incarnation: u64,
+    /// Per-node invariants over all its lives (created at the first start).
+    checker: Option<NodeChecker>,
 }
 
 enum Payload {
@@ -447,6 +452,7 @@ impl Cluster {
                 clock,
                 timer_gen: 0,
                 incarnation: 0,
+                checker: None,
             });
         }
         let loss = cfg.loss;
@@ -588,9 +594,12 @@ impl Cluster {
         let disk = self.nodes[i].disk;
         match Node::new(config, disk, local) {
             Ok(node) => {
+                match self.nodes[i].checker.as_mut() {
+                    Some(c) => c.restarted(&node, local),
+                    None => self.nodes[i].checker = Some(NodeChecker::new(&node, local)),
+                }
                 self.nodes[i].node = Some(node);
                 self.nodes[i].incarnation += 1;
-                self.checker.on_restart(id, disk);
                 self.log(id, format_args!("start from {disk:?}"));
                 self.reschedule_timer(i);
                 self.record_state(i);
@@ -614,10 +623,13 @@ impl Cluster {
         let Some(i) = self.idx(id) else { return };
         let local = self.nodes[i].clock.local(self.now);
         let mut buf = core::mem::take(&mut self.buf);
-        let Some(node) = self.nodes[i].node.as_mut() else {
+        let slot = &mut self.nodes[i];
+        let (Some(node), Some(checker)) = (slot.node.as_mut(), slot.checker.as_mut()) else {
             return;
         };
-        node.step_into(local, input, &mut buf);
+        // The node checker sees the step's actions before any is executed;
+        // a violation is reported by `check` after this event.
+        let _ = checker.step(node, local, input, &mut buf);
         for action in buf.drain(..) {
             self.execute(i, action);
         }
@@ -730,8 +742,9 @@ impl Cluster {
             return;
         };
         let id = self.nodes[i].id;
-        self.checker
-            .on_durable(id, self.nodes[i].disk, state, self.now);
+        if let Some(c) = self.nodes[i].checker.as_mut() {
+            c.durable(state);
+        }
         self.nodes[i].disk = state;
         self.input(id, Input::Persisted(state));
     }
@@ -982,8 +995,9 @@ impl Cluster {
         // A write issued but not acknowledged may or may not have landed.
         if let Some(state) = self.nodes[i].pending_write.take() {
             if self.cfg.storage == StorageMode::Honest && self.chance(0.5) {
-                self.checker
-                    .on_durable(id, self.nodes[i].disk, state, self.now);
+                if let Some(c) = self.nodes[i].checker.as_mut() {
+                    c.durable(state);
+                }
                 self.nodes[i].disk = state;
             }
         }
@@ -1146,6 +1160,18 @@ impl Cluster {
     fn check(&mut self) -> Option<Violation> {
         let now = self.now;
         let seed = self.cfg.seed;
+        let node_violation = self
+            .nodes
+            .iter()
+            .find_map(|s| s.checker.as_ref().and_then(NodeChecker::violation));
+        if let Some(v) = node_violation {
+            return Some(Violation {
+                seed,
+                at: now,
+                invariant: v.invariant,
+                detail: std::format!("node {} at local {:?}: {}", v.node, v.at, v.detail),
+            });
+        }
         let views: Vec<check::NodeView> = self
             .nodes
             .iter()

@@ -1,13 +1,15 @@
 //! A deterministic test harness that owns virtual time (quinn's `Pair`,
 //! raft-rs's `Network`): nodes, a network with per-link cuts and a fixed
-//! latency, disks that can stall, crashes and restarts. Invariants are
-//! checked after every step.
+//! latency, disks that can stall, crashes and restarts. Every step of every
+//! node goes through its `tenure::sim::NodeChecker`; one leader per term is
+//! checked across nodes.
 
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use tenure::sim::NodeChecker;
 use tenure::{
     Action, Config, Event, HardState, Input, Instant, LogPosition, Message, Node, NodeId, Role,
 };
@@ -48,7 +50,8 @@ pub struct Slot<P> {
     pub disk: HardState,
     pub stalled: bool,
     pub pending: Option<HardState>,
-    pub last_term: u64,
+    /// This node's invariants, across restarts.
+    pub checker: NodeChecker,
 }
 
 struct Packet<P> {
@@ -97,6 +100,7 @@ impl<P: LogPosition> Sim<P> {
         };
         for id in 1..=n {
             let node = Node::new((sim.make_config)(id), HardState::default(), sim.now).unwrap();
+            let checker = NodeChecker::new(&node, sim.now);
             sim.slots.insert(
                 id,
                 Slot {
@@ -104,7 +108,7 @@ impl<P: LogPosition> Sim<P> {
                     disk: HardState::default(),
                     stalled: false,
                     pending: None,
-                    last_term: 0,
+                    checker,
                 },
             );
         }
@@ -116,14 +120,25 @@ impl<P: LogPosition> Sim<P> {
     }
 
     pub fn input(&mut self, id: NodeId, input: Input<P>) {
-        let now = self.now;
-        let Some(node) = self.slots.get_mut(&id).unwrap().node.as_mut() else {
-            return;
-        };
         let mut buf = std::mem::take(&mut self.buf);
-        node.step_into(now, input, &mut buf);
-        self.execute(id, &mut buf);
+        if self.step(id, input, &mut buf) {
+            self.execute(id, &mut buf);
+        }
         self.buf = buf;
+    }
+
+    /// Feeds `input` to `id` (if up) through its checker, appending the
+    /// actions to `buf`; panics on the first violation. Whether it was up.
+    fn step(&mut self, id: NodeId, input: Input<P>, buf: &mut Vec<Action<P>>) -> bool {
+        let now = self.now;
+        let slot = self.slots.get_mut(&id).unwrap();
+        let Some(node) = slot.node.as_mut() else {
+            return false;
+        };
+        if let Err(v) = slot.checker.step(node, now, input, buf) {
+            panic!("{v}");
+        }
+        true
     }
 
     fn execute(&mut self, id: NodeId, buf: &mut Vec<Action<P>>) {
@@ -133,17 +148,12 @@ impl<P: LogPosition> Sim<P> {
                 match action {
                     Action::Persist(state) => {
                         let slot = self.slots.get_mut(&id).unwrap();
-                        check_durable_transition(id, slot.disk, state);
                         if slot.stalled {
                             slot.pending = Some(state);
                         } else {
                             slot.disk = state;
-                            let now = self.now;
-                            slot.node.as_mut().unwrap().step_into(
-                                now,
-                                Input::Persisted(state),
-                                buf,
-                            );
+                            slot.checker.durable(state);
+                            self.step(id, Input::Persisted(state), buf);
                         }
                     }
                     Action::Send { to, message } => {
@@ -164,32 +174,16 @@ impl<P: LogPosition> Sim<P> {
                 }
             }
         }
-        self.check_invariants(id);
+        self.check_one_leader(id);
     }
 
-    /// One leader per term; terms never decrease; never Candidate or
-    /// Leader on a non-durable self-vote.
-    fn check_invariants(&mut self, id: NodeId) {
-        let slot = self.slots.get_mut(&id).unwrap();
-        let Some(node) = slot.node.as_ref() else {
+    /// One leader per term, across nodes (each node's own invariants are
+    /// its checker's).
+    fn check_one_leader(&mut self, id: NodeId) {
+        let Some(node) = self.slots[&id].node.as_ref() else {
             return;
         };
         let st = node.status();
-        assert!(
-            st.term >= slot.last_term,
-            "node {id}: term went back from {} to {}",
-            slot.last_term,
-            st.term
-        );
-        slot.last_term = st.term;
-        if matches!(st.role, Role::Leader | Role::Candidate) {
-            assert_eq!(
-                st.persisted,
-                HardState::new(st.term, Some(id)),
-                "node {id} is {:?} on a non-durable self-vote",
-                st.role
-            );
-        }
         if st.role == Role::Leader {
             let prev = *self.leaders.entry(st.term).or_insert(id);
             assert_eq!(prev, id, "two leaders in term {}: {prev} and {id}", st.term);
@@ -351,10 +345,10 @@ impl<P: LogPosition> Sim<P> {
     pub fn restart(&mut self, id: NodeId) {
         let config = (self.make_config)(id);
         let slot = self.slots.get_mut(&id).unwrap();
-        slot.node = Some(Node::new(config, slot.disk, self.now).unwrap());
+        let node = Node::new(config, slot.disk, self.now).unwrap();
+        slot.checker.restarted(&node, self.now);
+        slot.node = Some(node);
         slot.stalled = false;
-        // Volatile state that never became durable is legitimately lost.
-        slot.last_term = slot.disk.term;
     }
 
     pub fn stall_disk(&mut self, id: NodeId) {
@@ -367,6 +361,7 @@ impl<P: LogPosition> Sim<P> {
         slot.stalled = false;
         if let Some(state) = slot.pending.take() {
             slot.disk = state;
+            slot.checker.durable(state);
             self.input(id, Input::Persisted(state));
         }
     }
@@ -377,21 +372,6 @@ impl<P: LogPosition> Sim<P> {
             .filter(|(_, n, _)| *n == id)
             .map(|(_, _, e)| e.clone())
             .collect()
-    }
-}
-
-/// A durable vote never changes within a term and terms never go back.
-pub fn check_durable_transition(id: NodeId, old: HardState, new: HardState) {
-    assert!(
-        new.term >= old.term,
-        "node {id}: durable term went back {old:?} -> {new:?}"
-    );
-    if new.term == old.term && old.vote.is_some() {
-        assert_eq!(
-            new.vote, old.vote,
-            "node {id}: durable vote changed within term {}",
-            new.term
-        );
     }
 }
 
