@@ -122,7 +122,7 @@ impl Round {
 }
 
 /// A message waiting for the state it asserts to become durable.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Hash)]
 struct Held<P> {
     needed: HardState,
     to: NodeId,
@@ -587,12 +587,38 @@ impl<P: core::fmt::Debug> core::fmt::Debug for Node<P> {
 
 #[cfg(feature = "sim")]
 impl<P: LogPosition + core::hash::Hash> Node<P> {
-    /// A hash of the node's protocol state without its clock readings,
-    /// counters that only grow (heartbeat rounds) and PRNG. Model checkers
-    /// use it to recognise states they have already explored when time is
-    /// abstracted away; it is not stable across versions.
+    /// A hash of everything that decides this node's future behaviour, as
+    /// seen at time `at` (the driver's current time; the node's own `now`
+    /// if that is later). Model checkers use it to recognise states they
+    /// have already explored; it is not stable across versions.
+    ///
+    /// Instants are hashed **relative to `at`**, because the node only ever
+    /// compares instants with each other and with the time it is stepped
+    /// at, and adds durations to them: two nodes whose instants differ by
+    /// one common shift behave alike, so a model whose clocks grow without
+    /// bound still has finitely many states. Two kinds of instants, two
+    /// collapses, both exact (they merge only states that behave alike):
+    ///
+    /// - *Expiries* (deadlines, promises, leases: compared with the current
+    ///   time, or combined with `max`/`min` with other expiries): every one
+    ///   at or before `at` hashes as "expired", since time never goes back
+    ///   and an expired one acts like any other. An optional lease or
+    ///   promise that expired hashes as absent: it backs nothing, and
+    ///   folding it into a quorum value or a later lease changes nothing.
+    /// - *Anchors* (when a leader was heard, a round sent, an
+    ///   acknowledgement arrived, leadership began): the node adds at most
+    ///   a death timeout to one before comparing it with the time, so an
+    ///   anchor older than a death timeout is clamped to exactly one death
+    ///   timeout ago, keeping the sign and everything newer.
+    ///
+    /// The field list is exhaustive (a new field does not compile until it
+    /// is placed here). Left out on purpose: the logger, the scratch
+    /// buffer, `now` (replaced by `at`: a step before `now` acts at `now`)
+    /// and `PeerProgress::acked_seq` (written, never read). The PRNG is
+    /// hashed through the next two draws of a copy: its state is private,
+    /// and its draws are all that it decides.
     #[doc(hidden)]
-    pub fn protocol_fingerprint(&self) -> u64 {
+    pub fn protocol_fingerprint(&self, at: Instant) -> u64 {
         use core::hash::{Hash, Hasher};
         // FNV-1a: deterministic, unlike std's RandomState.
         struct Fnv(u64);
@@ -606,36 +632,129 @@ impl<P: LogPosition + core::hash::Hash> Node<P> {
                 }
             }
         }
+        let Node {
+            id,
+            mode,
+            fencing,
+            timing,
+            lease_duration,
+            pre_vote,
+            voters,
+            self_index,
+            observers,
+            log: _,
+            jitter,
+            now,
+            persisted,
+            in_flight,
+            held,
+            term,
+            vote,
+            role,
+            leader,
+            leader_contact,
+            restart_embargo_until,
+            no_campaign_before,
+            campaign_at,
+            death_jitter,
+            round,
+            tally,
+            promotion,
+            deferred_for,
+            yielded_to,
+            position,
+            next_heartbeat,
+            heartbeat_seq,
+            peers,
+            rounds,
+            leader_since,
+            soft_anchor,
+            strict_until,
+            lease_until,
+            lease_floor,
+            lease_forfeited,
+            transfer,
+            scratch: _,
+        } = self;
+        let at = at.max(*now);
+        // Nanoseconds after `at`; 0: expired; `u64::MAX`: never.
+        let expiry = |t: Instant| t.saturating_duration_since(at).as_nanos() as u64;
+        let live = |t: &Option<Instant>| t.filter(|&t| t > at).map(expiry);
+        let horizon = i128::from(timing.death.as_nanos() as u64);
+        // Signed nanoseconds from `at`, no earlier than one death timeout
+        // ago; `i128::MAX`: never.
+        let anchor = |t: Instant| {
+            if t == Instant::MAX {
+                i128::MAX
+            } else {
+                (i128::from(t.as_nanos()) - i128::from(at.as_nanos())).max(-horizon)
+            }
+        };
         let mut h = Fnv(0xcbf2_9ce4_8422_2325);
+        // Configuration.
+        (id, mode, fencing, timing, lease_duration, pre_vote).hash(&mut h);
+        (voters, self_index, observers).hash(&mut h);
+        let mut draws = jitter.clone();
         (
-            self.role,
-            self.term,
-            self.vote,
-            self.leader,
-            self.persisted,
-            self.in_flight,
+            draws.up_to(Duration::MAX),
+            draws.up_to(Duration::MAX),
+            death_jitter,
         )
             .hash(&mut h);
-        for held in &self.held {
-            (held.needed, held.to, &held.message).hash(&mut h);
+        // Durable state, the write pipeline and the volatile state.
+        (persisted, in_flight, held, term, vote, role, leader).hash(&mut h);
+        leader_contact.map(anchor).hash(&mut h);
+        (
+            expiry(*restart_embargo_until),
+            expiry(*no_campaign_before),
+            expiry(*campaign_at),
+        )
+            .hash(&mut h);
+        (
+            round.kind,
+            round.term,
+            expiry(round.deadline),
+            round.split_handled,
+            round.transfer,
+        )
+            .hash(&mut h);
+        (
+            tally,
+            promotion.map(expiry),
+            deferred_for,
+            yielded_to,
+            position,
+        )
+            .hash(&mut h);
+        // Leader state.
+        (expiry(*next_heartbeat), heartbeat_seq).hash(&mut h);
+        for peer in peers {
+            let PeerProgress {
+                id,
+                is_voter,
+                last_ack,
+                acked_seq: _,
+                position,
+                promised_until,
+                lease_until,
+                can_lead,
+            } = peer;
+            (id, is_voter, last_ack.map(anchor), position).hash(&mut h);
+            (live(promised_until), live(lease_until), can_lead).hash(&mut h);
+        }
+        for &(seq, sent) in rounds {
+            (seq, anchor(sent)).hash(&mut h);
         }
         (
-            self.round.kind,
-            self.round.term,
-            self.round.split_handled,
-            self.round.transfer,
+            anchor(*leader_since),
+            anchor(*soft_anchor),
+            anchor(*lease_floor),
         )
             .hash(&mut h);
-        self.tally.hash(&mut h);
-        (
-            self.promotion.is_some(),
-            self.lease_forfeited,
-            self.transfer.map(|t| (t.to, t.timeout_now_sent)),
-            &self.deferred_for,
-            &self.yielded_to,
-        )
+        (expiry(*strict_until), live(lease_until), lease_forfeited).hash(&mut h);
+        transfer
+            .map(|t| (t.to, expiry(t.deadline), t.timeout_now_sent))
             .hash(&mut h);
-        self.position.hash(&mut h);
         h.finish()
     }
 }
