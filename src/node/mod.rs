@@ -656,6 +656,7 @@ impl<P: LogPosition + core::hash::Hash> Node<P> {
             restart_embargo_until,
             no_campaign_before,
             campaign_at,
+            newest_round,
             death_jitter,
             round,
             tally,
@@ -703,6 +704,7 @@ impl<P: LogPosition + core::hash::Hash> Node<P> {
             .hash(&mut h);
         // Durable state, the write pipeline and the volatile state.
         (persisted, in_flight, held, term, vote, role, leader).hash(&mut h);
+        newest_round.hash(&mut h);
         leader_contact.map(anchor).hash(&mut h);
         (
             expiry(*restart_embargo_until),
@@ -732,15 +734,16 @@ impl<P: LogPosition + core::hash::Hash> Node<P> {
             let PeerProgress {
                 id,
                 is_voter,
-                last_ack,
+                heard_at,
                 acked_seq: _,
                 position,
                 promised_until,
                 lease_until,
                 can_lead,
+                promise,
             } = peer;
-            (id, is_voter, last_ack.map(anchor), position).hash(&mut h);
-            (live(promised_until), live(lease_until), can_lead).hash(&mut h);
+            (id, is_voter, heard_at.map(anchor), position).hash(&mut h);
+            (live(promised_until), live(lease_until), can_lead, promise).hash(&mut h);
         }
         for &(seq, sent) in rounds {
             (seq, anchor(sent)).hash(&mut h);
