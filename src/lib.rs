@@ -93,22 +93,14 @@
 //!
 //! ## Rules and where they live
 //!
-//! Every rule is named in a doc comment and in the `rule` key of its log
-//! line; search for the name to find it:
-//! `term_check`, `higher_term_adopted`, `stale_term_answered`,
-//! `one_vote_per_term`, `log_up_to_date`, `persist_before_send`,
-//! `self_vote_with_term_bump`, `self_vote_durable_before_candidacy`,
-//! `no_candidacy_on_volatile_state`, `pre_vote`, `pre_vote_grant`,
-//! `pre_vote_changes_nothing`, `leader_stickiness`,
-//! `restart_waits_death_timeout`, `fresh_node_owes_no_promise`,
-//! `leader_death`, `election_timeout`, `split_vote_ends_round`,
-//! `quorum_wins`, `one_leader_per_term`, `follow_leader`,
-//! `leader_heartbeats_at_once`, `acks_name_their_round`, `old_rounds_ignored`,
-//! `demote_moves_leadership`, `resign_releases_followers`,
-//! `promote_one_campaign`, `timeout_now_campaigns`, `pre_vote_duel_ranked`,
-//! `pre_vote_defers_once`, `term_check` (term space exhaustion),
-//! `members_only`, `voters_only`, and for fencing `soft_fencing`,
-//! `strict_lease`, `transfer_leadership`.
+//! Every rule is a variant of [`Rule`]; its [`Rule::name`] appears in the
+//! rule's doc comment, in the `rule` key of every log line that applies it,
+//! and in the names of the tests that check it (`<rule>_<behaviour>`;
+//! `tests/rule_coverage.rs` fails when a rule is never logged or has no such
+//! test). Search for the name to find where it is decided:
+//! `durable.rs` (persistence), `election.rs` (terms, pre-vote, votes),
+//! `leader.rs` (following, heartbeats, acknowledgements), `lease.rs`
+//! (fencing, transfer), `handover.rs` (promote, demote, `TimeoutNow`).
 //!
 //! ## Fencing
 //!
@@ -148,6 +140,7 @@ mod node;
 mod position;
 mod quorum;
 mod rng;
+mod rule;
 #[cfg(feature = "sim")]
 pub mod sim;
 mod status;
@@ -159,6 +152,7 @@ pub use hard_state::HardState;
 pub use message::{Message, MessageKind};
 pub use node::{Action, Input, Node};
 pub use position::{LogPosition, VClock};
+pub use rule::Rule;
 pub use status::{Event, PromoteFailure, Role, Status, StepDownReason, TransferFailure};
 pub use time::Instant;
 

@@ -85,7 +85,7 @@ fn fencing_soft_keeps_leader_with_one_follower_gone() {
 /// Strict fencing: the leader steps down exactly at `lease_until`, and no
 /// other node becomes leader before that instant.
 #[test]
-fn fencing_strict_steps_down_at_lease_until_before_anyone_else_leads() {
+fn strict_lease_steps_down_at_lease_until_before_anyone_else_leads() {
     let mut s = sim_with(Fencing::Strict);
     let l = s.run_until_leader(ms(2000)).unwrap();
     s.run_for(ms(1000));
@@ -256,7 +256,7 @@ fn transfer_events<P: tenure::LogPosition>(s: &Sim<P>, id: NodeId) -> Vec<Event>
 }
 
 #[test]
-fn transfer_to_up_to_date_follower_completes_in_about_a_round_trip() {
+fn transfer_leadership_to_up_to_date_follower_completes_in_about_a_round_trip() {
     let mut s = sim_with(Fencing::Strict);
     let l = s.run_until_leader(ms(2000)).unwrap();
     s.run_for(ms(1000));
@@ -376,7 +376,7 @@ fn transfer_times_out_and_lease_returns_only_with_a_fresh_round() {
 /// The target's voters still heard the leader a moment ago: without the
 /// transfer flag they would refuse (stickiness); with it they grant.
 #[test]
-fn transfer_bypasses_the_stickiness_that_protects_the_lease() {
+fn timeout_now_campaigns_bypassing_the_stickiness_that_protects_the_lease() {
     let mut s = sim_with(Fencing::Strict);
     let l = s.run_until_leader(ms(2000)).unwrap();
     s.run_for(ms(350));

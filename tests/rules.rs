@@ -123,7 +123,7 @@ fn leader_1() -> Node {
 /// Raft §5.1: a message with a lower term is ignored; a stale leader is
 /// answered with the current term.
 #[test]
-fn rule1_lower_term_heartbeat_is_ignored_and_answered_with_current_term() {
+fn stale_term_answered_heartbeat_is_ignored_and_answered_with_current_term() {
     let mut n = follower_of_2(5, at(10));
     let out = recv(&mut n, at(20), 3, 4, hb(9));
     assert_eq!(
@@ -139,7 +139,7 @@ fn rule1_lower_term_heartbeat_is_ignored_and_answered_with_current_term() {
 }
 
 #[test]
-fn rule1_stale_candidate_is_refused_with_current_term() {
+fn stale_term_answered_candidate_is_refused_with_current_term() {
     let mut n = follower_of_2(5, at(10));
     let out = recv(&mut n, at(20), 3, 3, vote_req());
     assert_eq!(n.status().vote, None);
@@ -158,7 +158,7 @@ fn rule1_stale_candidate_is_refused_with_current_term() {
 /// Raft §5.1: a higher term makes the node a follower of that term with no
 /// vote and no leader; a leader steps down.
 #[test]
-fn rule1_higher_term_makes_leader_a_follower_without_vote_or_leader() {
+fn higher_term_adopted_leader_becomes_follower_without_vote_or_leader() {
     let mut n = leader_1();
     let out = recv(
         &mut n,
@@ -187,7 +187,7 @@ fn rule1_higher_term_makes_leader_a_follower_without_vote_or_leader() {
 }
 
 #[test]
-fn rule1_higher_term_heartbeat_is_followed() {
+fn follow_leader_of_a_higher_term_heartbeat() {
     let mut n = follower_of_2(2, at(10));
     drive(&mut n, at(20), rx(3, 3, hb(1)));
     let st = n.status();
@@ -198,7 +198,7 @@ fn rule1_higher_term_heartbeat_is_followed() {
 
 /// Raft §5.2: at most one vote per term.
 #[test]
-fn rule2_one_vote_per_term() {
+fn one_vote_per_term_second_candidate_is_refused() {
     let mut n = node(1);
     let out = drive(&mut n, at(500), rx(2, 1, vote_req()));
     assert_eq!(
@@ -238,7 +238,7 @@ fn rule2_one_vote_per_term() {
 }
 
 #[test]
-fn rule2_vote_survives_restart() {
+fn one_vote_per_term_vote_survives_restart() {
     let mut n = node(1);
     drive(&mut n, at(500), rx(2, 1, vote_req()));
     let durable = n.status().persisted;
@@ -260,7 +260,7 @@ fn rule2_vote_survives_restart() {
 }
 
 #[test]
-fn rule2_no_vote_in_off_mode() {
+fn voters_only_no_vote_in_off_mode() {
     let mut n: Node =
         Node::new(cfg(1).mode(Mode::Off), HardState::default(), Instant::ZERO).unwrap();
     let out = drive(&mut n, at(500), rx(2, 1, vote_req()));
@@ -281,7 +281,7 @@ fn rule2_no_vote_in_off_mode() {
 /// Raft §5.4.1: a vote goes only to a candidate whose log is at least as
 /// up to date.
 #[test]
-fn rule2_vote_refused_to_shorter_log() {
+fn log_up_to_date_vote_refused_to_shorter_log() {
     let mut n: Node<u64> = Node::new(cfg(1), HardState::default(), Instant::ZERO).unwrap();
     n.step(at(1), Input::LogPosition(10));
     let req = |p| MessageKind::VoteRequest {
@@ -304,7 +304,7 @@ fn rule2_vote_refused_to_shorter_log() {
 
 /// Tarantool gh-8497: the term bump and the self-vote are one write.
 #[test]
-fn rule2_term_bump_and_self_vote_are_one_durable_step() {
+fn self_vote_with_term_bump_is_one_durable_step() {
     let mut n = node(1);
     let t = n.next_deadline().unwrap();
     drive(&mut n, t, Input::Tick);
@@ -315,7 +315,7 @@ fn rule2_term_bump_and_self_vote_are_one_durable_step() {
 // ---------------------------------------------------------------- rule 3: persist before send
 
 #[test]
-fn rule3_vote_grant_is_held_until_persisted() {
+fn persist_before_send_vote_grant_is_held_until_persisted() {
     let mut n = node(1);
     let out = recv(&mut n, at(500), 2, 1, vote_req());
     assert_eq!(out.persists, vec![HardState::new(1, Some(2))]);
@@ -339,7 +339,7 @@ fn rule3_vote_grant_is_held_until_persisted() {
 }
 
 #[test]
-fn rule3_rejection_asserting_a_new_term_is_held_too() {
+fn persist_before_send_rejection_asserting_a_new_term_is_held_too() {
     let mut n = node(1);
     // Term 1 adopted from a request we refuse (shorter log is impossible with
     // (), so use a second request in the same step sequence): first vote 2...
@@ -355,7 +355,7 @@ fn rule3_rejection_asserting_a_new_term_is_held_too() {
 }
 
 #[test]
-fn rule3_candidate_requests_wait_for_durable_self_vote() {
+fn self_vote_durable_before_candidacy_requests_wait_for_it() {
     let mut n = node(1);
     let t = n.next_deadline().unwrap();
     drive(&mut n, t, Input::Tick);
@@ -379,7 +379,7 @@ fn rule3_candidate_requests_wait_for_durable_self_vote() {
 }
 
 #[test]
-fn rule3_pending_writes_coalesce() {
+fn persist_before_send_pending_writes_coalesce() {
     let mut n = node(1);
     let out = recv(&mut n, at(500), 2, 1, vote_req());
     assert_eq!(out.persists, vec![HardState::new(1, Some(2))]);
@@ -402,7 +402,7 @@ fn rule3_pending_writes_coalesce() {
 }
 
 #[test]
-fn rule3_mismatched_persist_ack_is_ignored() {
+fn persist_ack_matches_write_mismatched_ack_is_ignored() {
     let mut n = node(1);
     recv(&mut n, at(500), 2, 1, vote_req());
     let out = split(n.step(at(501), Input::Persisted(HardState::new(1, Some(3)))));
@@ -414,7 +414,7 @@ fn rule3_mismatched_persist_ack_is_ignored() {
 // ---------------------------------------------------------------- rule 4: quorum
 
 #[test]
-fn rule4_minority_quorum_is_refused_unless_explicitly_unsafe() {
+fn quorum_wins_minority_quorum_is_refused_unless_explicitly_unsafe() {
     let c = Config::new(1, [1, 2, 3, 4]).quorum(2);
     assert_eq!(
         c.validate(),
@@ -449,7 +449,7 @@ fn rule4_minority_quorum_is_refused_unless_explicitly_unsafe() {
 }
 
 #[test]
-fn rule4_config_errors_name_the_setting() {
+fn config_errors_name_the_setting() {
     assert_eq!(Config::new(0, [1]).validate(), Err(ConfigError::ZeroId));
     assert_eq!(Config::new(1, []).validate(), Err(ConfigError::NoVoters));
     assert_eq!(
@@ -475,7 +475,7 @@ fn rule4_config_errors_name_the_setting() {
 }
 
 #[test]
-fn rule4_votes_count_only_from_configured_voters_once() {
+fn quorum_wins_votes_count_only_from_configured_voters_once() {
     let mut n: Node = Node::new(
         Config::new(1, [1, 2, 3, 4, 5]).observers([9]).rng_seed(1),
         HardState::default(),
@@ -525,7 +525,7 @@ fn rule4_votes_count_only_from_configured_voters_once() {
 
 /// Thesis §9.6: a pre-vote changes nobody's term or vote.
 #[test]
-fn rule5_pre_vote_changes_nothing() {
+fn pre_vote_changes_nothing_term_or_vote() {
     let mut n = node(1);
     let out = recv(
         &mut n,
@@ -551,7 +551,7 @@ fn rule5_pre_vote_changes_nothing() {
 /// Thesis §4.2.3: a node that heard a live leader within the death timeout
 /// grants neither pre-votes nor votes and does not adopt the higher term.
 #[test]
-fn rule5_leader_stickiness_refuses_pre_votes_and_votes() {
+fn leader_stickiness_refuses_pre_votes_and_votes() {
     let mut n = follower_of_2(3, at(1000));
     let out = recv(
         &mut n,
@@ -600,7 +600,7 @@ fn rule5_leader_stickiness_refuses_pre_votes_and_votes() {
 /// etcd #8501: a pre-vote rejection carries the voter's term so a lagging
 /// pre-candidate catches up.
 #[test]
-fn rule5_pre_vote_rejection_carries_voter_term_and_lagging_node_catches_up() {
+fn pre_vote_grant_rejection_carries_voter_term_and_lagging_node_catches_up() {
     let mut n = node(1);
     let t = n.next_deadline().unwrap();
     let out = drive(&mut n, t, Input::Tick);
@@ -636,7 +636,7 @@ fn rule5_pre_vote_rejection_carries_voter_term_and_lagging_node_catches_up() {
 /// etcd #9586: a pre-candidate forgets its leader; hashicorp #609: granting a
 /// pre-vote does not refresh leader contact.
 #[test]
-fn rule5_pre_candidate_forgets_leader_and_pre_vote_grant_keeps_leader_idle() {
+fn pre_vote_forgets_leader_and_grant_keeps_leader_idle() {
     let mut n = follower_of_2(2, at(100));
     // Leader silent: at death timeout the leader is declared dead.
     drive(&mut n, at(500), Input::Tick);
@@ -672,7 +672,7 @@ fn rule5_pre_candidate_forgets_leader_and_pre_vote_grant_keeps_leader_idle() {
 /// A pre-vote never bumps the term by itself: a node that cannot reach a
 /// quorum keeps its term forever.
 #[test]
-fn rule5_isolated_node_never_inflates_its_term() {
+fn pre_vote_isolated_node_never_inflates_its_term() {
     let mut n = follower_of_2(4, at(100));
     let mut pre_votes = 0;
     let mut now = at(100);
@@ -709,7 +709,7 @@ fn ticks(n: &mut Node, until: Instant) -> Out<()> {
 }
 
 #[test]
-fn rule6_off_and_voter_never_campaign_but_follow() {
+fn modes_off_and_voter_never_campaign_but_follow() {
     for mode in [Mode::Off, Mode::Voter] {
         let mut n: Node =
             Node::new(cfg(1).mode(mode), HardState::default(), Instant::ZERO).unwrap();
@@ -734,7 +734,7 @@ fn rule6_off_and_voter_never_campaign_but_follow() {
 }
 
 #[test]
-fn rule6_voter_votes_off_does_not() {
+fn voters_only_mode_voter_votes_and_off_does_not() {
     let mut v: Node = Node::new(
         cfg(1).mode(Mode::Voter),
         HardState::default(),
@@ -746,7 +746,7 @@ fn rule6_voter_votes_off_does_not() {
 }
 
 #[test]
-fn rule6_manual_campaigns_only_for_one_term_after_promote() {
+fn promote_one_campaign_in_manual_mode_for_one_term() {
     let mut n: Node = Node::new(
         cfg(1).mode(Mode::Manual),
         HardState::default(),
@@ -775,7 +775,7 @@ fn rule6_manual_campaigns_only_for_one_term_after_promote() {
 }
 
 #[test]
-fn rule6_observer_follows_never_votes_or_campaigns() {
+fn voters_only_observer_follows_never_votes_or_campaigns() {
     let mut o: Node = Node::new(
         Config::new(9, [1, 2, 3]).rng_seed(3),
         HardState::default(),
@@ -797,7 +797,7 @@ fn rule6_observer_follows_never_votes_or_campaigns() {
 // ---------------------------------------------------------------- rule 7: log position
 
 #[test]
-fn rule7_vote_requests_carry_the_reported_position() {
+fn log_up_to_date_vote_requests_carry_the_reported_position() {
     let mut n: Node<(u64, u64)> =
         Node::new(cfg(1).pre_vote(false), HardState::default(), Instant::ZERO).unwrap();
     n.step(at(1), Input::LogPosition((3, 17)));
@@ -811,7 +811,7 @@ fn rule7_vote_requests_carry_the_reported_position() {
 }
 
 #[test]
-fn rule7_vclock_incomparable_is_refused() {
+fn log_up_to_date_vclock_incomparable_is_refused() {
     let mine: VClock = [(1, 5), (2, 5)].into_iter().collect();
     let theirs: VClock = [(1, 4), (2, 6)].into_iter().collect();
     let mut n: Node<VClock> = Node::new(cfg(1), HardState::default(), Instant::ZERO).unwrap();
@@ -856,7 +856,7 @@ fn rule7_vclock_incomparable_is_refused() {
 // ---------------------------------------------------------------- rule 8: timeouts
 
 #[test]
-fn rule8_leader_heartbeats_every_interval() {
+fn leader_heartbeats_at_once_and_every_interval() {
     let mut n = leader_1();
     let start = n.next_deadline().unwrap();
     let mut rounds = Vec::new();
@@ -882,7 +882,7 @@ fn rule8_leader_heartbeats_every_interval() {
 }
 
 #[test]
-fn rule8_follower_declares_leader_dead_after_death_timeout() {
+fn leader_death_declared_after_death_timeout() {
     let mut n = follower_of_2(1, at(1000));
     drive(&mut n, at(1399), Input::Tick);
     assert_eq!(n.status().leader, Some(2));
@@ -895,7 +895,7 @@ fn rule8_follower_declares_leader_dead_after_death_timeout() {
 }
 
 #[test]
-fn rule8_restart_does_not_campaign_before_a_death_timeout() {
+fn restart_waits_death_timeout_before_campaigning_or_voting() {
     let mut n: Node = Node::new(cfg(1), HardState::new(5, Some(1)), at(10_000)).unwrap();
     assert!(n.next_deadline().unwrap() >= at(10_400));
     assert!(drive(&mut n, at(10_399), Input::Tick).sends.is_empty());
@@ -906,7 +906,7 @@ fn rule8_restart_does_not_campaign_before_a_death_timeout() {
 }
 
 #[test]
-fn rule8_election_rounds_are_randomized_within_jitter() {
+fn election_timeout_rounds_are_randomized_within_jitter() {
     let mut lengths = std::collections::BTreeSet::new();
     for seed in 0..20 {
         let mut n: Node =
@@ -926,7 +926,7 @@ fn rule8_election_rounds_are_randomized_within_jitter() {
 
 /// Tarantool gh-5285: once a quorum is out of reach, the round ends early.
 #[test]
-fn rule8_split_vote_ends_the_round_early() {
+fn split_vote_ends_round_early() {
     let mut n: Node = Node::new(
         Config::new(1, [1, 2, 3, 4])
             .election_timeout(ms(1000))
@@ -978,7 +978,7 @@ fn rule8_split_vote_ends_the_round_early() {
 // ---------------------------------------------------------------- rule 9: leadership
 
 #[test]
-fn rule9_quorum_of_durable_votes_makes_leader_who_heartbeats_at_once() {
+fn quorum_wins_with_durable_votes_and_leader_heartbeats_at_once() {
     let mut n = node(1);
     let t = n.next_deadline().unwrap();
     drive(&mut n, t, Input::Tick);
@@ -1007,7 +1007,7 @@ fn rule9_quorum_of_durable_votes_makes_leader_who_heartbeats_at_once() {
 }
 
 #[test]
-fn rule9_second_leader_claim_in_a_term_is_reported_and_ignored() {
+fn one_leader_per_term_second_claim_is_reported_and_ignored() {
     let mut n = follower_of_2(4, at(10));
     let out = recv(&mut n, at(20), 3, 4, hb(1));
     assert_eq!(n.status().leader, Some(2));
@@ -1023,7 +1023,7 @@ fn rule9_second_leader_claim_in_a_term_is_reported_and_ignored() {
 }
 
 #[test]
-fn rule9_demote_steps_down_in_same_term_and_waits_a_death_timeout() {
+fn step_down_on_demote_in_same_term_and_no_campaign_for_a_death_timeout() {
     let mut n = leader_1();
     let now = at(1000);
     let out = drive(&mut n, now, Input::Demote);
@@ -1046,7 +1046,7 @@ fn rule9_demote_steps_down_in_same_term_and_waits_a_death_timeout() {
 // ---------------------------------------------------------------- rule 10: observability
 
 #[test]
-fn rule10_status_reports_volatile_and_persisted_state() {
+fn status_reports_volatile_and_persisted_state() {
     let mut n = node(1);
     recv(&mut n, at(500), 2, 1, vote_req());
     let st = n.status();
@@ -1058,7 +1058,7 @@ fn rule10_status_reports_volatile_and_persisted_state() {
 }
 
 #[test]
-fn rule10_log_lines_name_the_rule_and_node() {
+fn log_lines_name_the_rule_and_node() {
     use std::sync::{Arc, Mutex};
     struct Capture(Arc<Mutex<Vec<String>>>);
     impl slog::Drain for Capture {
@@ -1107,7 +1107,7 @@ fn rule10_log_lines_name_the_rule_and_node() {
 /// Two pre-candidates for the same term: the lower-ranked one yields, so the
 /// vote is not split (failover speed, rule 8).
 #[test]
-fn rule8_dueling_pre_candidates_rank_so_exactly_one_yields() {
+fn pre_vote_duel_ranked_so_exactly_one_yields() {
     let start = |id| {
         let mut n = node(id);
         let t = n.next_deadline().unwrap();
@@ -1155,7 +1155,7 @@ fn rule8_dueling_pre_candidates_rank_so_exactly_one_yields() {
 /// not configured is dropped, and an observer can neither lead nor ask for
 /// votes; both change nothing and get no answer.
 #[test]
-fn rule4_members_only_and_voters_only() {
+fn members_only_and_voters_only_senders() {
     let mut n: Node =
         Node::new(cfg(1).observers([9]), HardState::default(), Instant::ZERO).unwrap();
     for from in [9, 42] {
@@ -1423,4 +1423,85 @@ fn heartbeat_fits_promises_of_voters_with_a_shorter_death_timeout() {
     // every ~62 ms keeps two rounds inside it.
     let period = n.next_deadline().unwrap().saturating_duration_since(next);
     assert!(period > ms(60) && period < ms(63), "{period:?}");
+}
+
+/// A `now` earlier than one already seen is treated as the latest seen: a
+/// driver whose clock steps back cannot reopen a decision.
+#[test]
+fn monotonic_time_an_earlier_now_acts_as_the_latest() {
+    let mut n = follower_of_2(1, at(1000));
+    // At 1399 the leader is alive; a tick stamped 500 must not see it dead
+    // either, nor move its death later.
+    drive(&mut n, at(1399), Input::Tick);
+    drive(&mut n, at(500), Input::Tick);
+    assert_eq!(n.status().leader, Some(2));
+    assert_eq!(n.status().leader_idle, Some(ms(399)));
+    drive(&mut n, at(1400), Input::Tick);
+    assert_eq!(n.status().leader, None);
+}
+
+/// While a write is in flight the election timers are frozen: a node never
+/// starts a round on state storage has not confirmed.
+#[test]
+fn no_candidacy_on_volatile_state_timers_freeze_during_a_write() {
+    let mut n = node(1);
+    // A vote grant makes the node write (term 1, vote 2); the write stalls.
+    let acts = n.step(at(1), rx(2, 1, vote_req()));
+    assert!(acts.iter().any(|a| matches!(a, Action::Persist(_))));
+    // Its campaign timer would be due long before 10 s; nothing happens.
+    for t in [500, 2000, 10_000] {
+        let out = split(n.step(at(t), Input::Tick));
+        assert!(out.sends.is_empty() && out.persists.is_empty(), "at {t}");
+        assert_eq!(n.status().role, Role::Follower);
+    }
+    assert_eq!(
+        n.next_deadline(),
+        None,
+        "no timer while the write is in flight"
+    );
+}
+
+/// The leader resigned: its followers drop their promise and may campaign
+/// after a short random delay instead of a death timeout.
+#[test]
+fn resign_releases_followers_to_campaign_within_the_jitter() {
+    let mut n = follower_of_2(1, at(1000));
+    let out = recv(&mut n, at(1010), 2, 1, MessageKind::Resign);
+    assert!(out.events.contains(&Event::LeaderChanged {
+        term: 1,
+        leader: None
+    }));
+    let next = n.next_deadline().unwrap();
+    assert!(next <= at(1010 + 40), "campaign at {next:?}");
+    // A Resign from someone who is not the leader changes nothing.
+    let mut m = follower_of_2(1, at(1000));
+    assert!(
+        recv(&mut m, at(1010), 3, 1, MessageKind::Resign)
+            .events
+            .is_empty()
+    );
+    assert_eq!(m.status().leader, Some(2));
+}
+
+/// A peer announced the last term, `u64::MAX`: campaigning would wrap to
+/// term 0 and break every invariant, so this node never campaigns again.
+#[test]
+fn term_check_term_space_exhaustion_stops_campaigning() {
+    let mut n = node(1);
+    let out = drive(
+        &mut n,
+        at(1),
+        rx(2, u64::MAX, MessageKind::PreVoteResponse { granted: false }),
+    );
+    assert_eq!(n.status().term, u64::MAX);
+    assert!(out.persists.contains(&HardState::new(u64::MAX, None)));
+    let mut now = at(1);
+    for _ in 0..10 {
+        let Some(next) = n.next_deadline() else { break };
+        now = next.max(now);
+        let out = drive(&mut n, now, Input::Tick);
+        assert!(out.sends.is_empty(), "{:?}", out.sends);
+        assert_eq!(n.status().term, u64::MAX);
+        assert_eq!(n.status().role, Role::Follower);
+    }
 }

@@ -315,7 +315,7 @@ fn manual_nodes_elect_only_on_promote() {
 
 /// Tarantool gh-9855: demote moves leadership to another node.
 #[test]
-fn demote_moves_leadership() {
+fn demote_moves_leadership_to_another_node_within_a_death_timeout() {
     let mut s = sim(3);
     let l = s.run_until_leader(ms(2000)).unwrap();
     s.run_for(ms(500));

@@ -15,6 +15,7 @@ use crate::NodeId;
 use crate::hard_state::HardState;
 use crate::message::{Message, MessageKind};
 use crate::position::LogPosition;
+use crate::rule::Rule;
 use crate::status::Role;
 use crate::time::Instant;
 
@@ -48,7 +49,7 @@ impl<P: LogPosition> Node<P> {
         self.held
             .retain(|h| !(h.to == to && core::mem::discriminant(&h.message.kind) == discriminant));
         slog::debug!(self.log, "hold message until durable";
-            "rule" => "persist_before_send", "term" => self.term,
+            "rule" => Rule::PersistBeforeSend, "term" => self.term,
             "to" => to, "message" => ?message, "needs" => ?needed);
         self.held.push(Held {
             needed,
@@ -121,7 +122,7 @@ impl<P: LogPosition> Node<P> {
             vote: self.vote,
         };
         if self.in_flight.is_none() && want != self.persisted {
-            slog::debug!(self.log, "persist"; "rule" => "persist_before_send",
+            slog::debug!(self.log, "persist"; "rule" => Rule::PersistBeforeSend,
                 "term" => self.term, "state" => ?want);
             self.in_flight = Some(want);
             out.push(Action::Persist(want));
@@ -139,13 +140,13 @@ impl<P: LogPosition> Node<P> {
     ) {
         if self.in_flight != Some(state) {
             slog::error!(self.log, "Persisted does not match the write in flight; ignored";
-                "rule" => "persist_ack_matches_write", "term" => self.term,
+                "rule" => Rule::PersistAckMatchesWrite, "term" => self.term,
                 "acked" => ?state, "in_flight" => ?self.in_flight);
             return;
         }
         self.in_flight = None;
         self.persisted = state;
-        slog::debug!(self.log, "persisted"; "rule" => "persist_before_send",
+        slog::debug!(self.log, "persisted"; "rule" => Rule::PersistBeforeSend,
             "term" => self.term, "state" => ?state);
         // Release in FIFO order what is now covered; anything about an older
         // term was already dropped when the term moved on.

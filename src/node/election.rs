@@ -9,8 +9,12 @@ use crate::config::Mode;
 use crate::message::{Message, MessageKind};
 use crate::position::LogPosition;
 use crate::quorum::Outcome;
+use crate::rule::Rule;
 use crate::status::{Event, PromoteFailure, Role, StepDownReason, TransferFailure};
 use crate::time::Instant;
+
+/// Why a (pre-)vote is refused: the rule that decides, and a reason.
+type Refusal = (Rule, &'static str);
 
 impl<P: LogPosition> Node<P> {
     /// Entry point for every peer message. Rule `term_check` (Raft §5.1):
@@ -26,7 +30,7 @@ impl<P: LogPosition> Node<P> {
     ) {
         if from == self.id || !self.is_member(from) {
             slog::debug!(self.log, "message from unknown or self sender ignored";
-                "rule" => "members_only", "term" => self.term, "from" => from);
+                "rule" => Rule::MembersOnly, "term" => self.term, "from" => from);
             return;
         }
         // Only voters ask for votes, answer them, lead or hand over.
@@ -36,7 +40,7 @@ impl<P: LogPosition> Node<P> {
         );
         if voter_only && !self.voters.contains(from) {
             slog::debug!(self.log, "election message from a non-voter ignored";
-                "rule" => "voters_only", "term" => self.term, "from" => from);
+                "rule" => Rule::VotersOnly, "term" => self.term, "from" => from);
             return;
         }
         match message.term.cmp(&self.term) {
@@ -55,7 +59,7 @@ impl<P: LogPosition> Node<P> {
     /// the same sender (rule `acks_name_their_round`).
     fn on_stale_message(&mut self, from: NodeId, message: Message<P>, out: &mut Vec<Action<P>>) {
         slog::debug!(self.log, "stale message ignored";
-            "rule" => "stale_term_answered", "term" => self.term,
+            "rule" => Rule::StaleTermAnswered, "term" => self.term,
             "from" => from, "message_term" => message.term);
         match message.kind {
             MessageKind::Heartbeat { .. } => {
@@ -87,6 +91,9 @@ impl<P: LogPosition> Node<P> {
             // Rule `pre_vote_changes_nothing`: a pre-vote request or grant
             // never moves anybody's term.
             MessageKind::PreVoteRequest { position } => {
+                slog::debug!(self.log, "pre-vote request for a higher term: term not adopted";
+                    "rule" => Rule::PreVoteChangesNothing, "term" => self.term,
+                    "from" => from, "proposed" => message.term);
                 self.on_pre_vote_request(now, from, message.term, &position, out);
             }
             MessageKind::PreVoteResponse { granted: true } => {
@@ -97,12 +104,12 @@ impl<P: LogPosition> Node<P> {
             // request's higher term is not even adopted.
             MessageKind::VoteRequest { transfer, .. } if !transfer && self.promise_active(now) => {
                 slog::info!(self.log, "vote request ignored: a leader was heard within the death timeout";
-                    "rule" => "leader_stickiness", "term" => self.term,
+                    "rule" => Rule::LeaderStickiness, "term" => self.term,
                     "from" => from, "request_term" => message.term);
             }
             kind => {
                 slog::info!(self.log, "newer term seen, follow";
-                    "rule" => "higher_term_adopted", "term" => self.term,
+                    "rule" => Rule::HigherTermAdopted, "term" => self.term,
                     "from" => from, "new_term" => message.term);
                 self.adopt_term(now, message.term, out);
                 self.on_current_term(now, from, message.term, kind, out);
@@ -246,7 +253,7 @@ impl<P: LogPosition> Node<P> {
         if let (Some(leader), Some(contact)) = (self.leader, self.leader_contact) {
             if now >= contact + self.timing.death {
                 slog::info!(self.log, "leader declared dead";
-                    "rule" => "leader_death", "term" => self.term, "leader" => leader,
+                    "rule" => Rule::LeaderDeath, "term" => self.term, "leader" => leader,
                     "last_heard" => %contact);
                 self.set_leader(None, out);
             }
@@ -260,6 +267,8 @@ impl<P: LogPosition> Node<P> {
         // Timers freeze while a write is in flight (rule
         // `no_candidacy_on_volatile_state`).
         if self.in_flight.is_some() {
+            slog::debug!(self.log, "election timers frozen while a write is in flight";
+                "rule" => Rule::NoCandidacyOnVolatileState, "term" => self.term);
             return;
         }
         match self.round.kind {
@@ -275,7 +284,7 @@ impl<P: LogPosition> Node<P> {
 
     fn round_timed_out(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
         slog::info!(self.log, "election round timed out";
-            "rule" => "election_timeout", "term" => self.term,
+            "rule" => Rule::ElectionTimeout, "term" => self.term,
             "round" => ?self.round.kind, "round_term" => self.round.term);
         if self.promotion.is_some() {
             // A promotion is one campaign; never retried in a loop
@@ -320,7 +329,7 @@ impl<P: LogPosition> Node<P> {
         self.tally.reset();
         self.tally.record(me, true);
         slog::info!(self.log, "start pre-vote";
-            "rule" => "pre_vote", "term" => self.term, "proposed" => self.round.term);
+            "rule" => Rule::PreVote, "term" => self.term, "proposed" => self.round.term);
         if self.tally.outcome(self.voters.quorum()) == Outcome::Won {
             self.start_campaign(now, false, out);
             return;
@@ -362,7 +371,7 @@ impl<P: LogPosition> Node<P> {
             transfer,
         };
         slog::info!(self.log, "bump term and vote for self";
-            "rule" => "self_vote_with_term_bump", "term" => self.term, "transfer" => transfer);
+            "rule" => Rule::SelfVoteWithTermBump, "term" => self.term, "transfer" => transfer);
     }
 
     /// The next term, or `None` (logged, round abandoned) when the term
@@ -373,7 +382,7 @@ impl<P: LogPosition> Node<P> {
         let next = self.term.checked_add(1);
         if next.is_none() {
             slog::error!(self.log, "term space exhausted; not campaigning";
-                "rule" => "term_check", "term" => self.term);
+                "rule" => Rule::TermCheck, "term" => self.term);
             self.abandon_round(now);
         }
         next
@@ -389,7 +398,7 @@ impl<P: LogPosition> Node<P> {
         self.tally.reset();
         self.tally.record(me, true);
         slog::info!(self.log, "enter candidate state with 1 self vote";
-            "rule" => "self_vote_durable_before_candidacy", "term" => self.term);
+            "rule" => Rule::SelfVoteDurableBeforeCandidacy, "term" => self.term);
         self.emit(Event::CampaignStarted { term: self.term }, out);
         if self.tally.outcome(self.voters.quorum()) == Outcome::Won {
             self.become_leader(now, out);
@@ -406,15 +415,22 @@ impl<P: LogPosition> Node<P> {
 
     /// Why this node would refuse to help elect `from` (pre-vote or vote),
     /// or `None` if it may. Shared by both rounds so they cannot disagree.
-    fn refusal(&self, now: Instant, position: &P, bypass_promise: bool) -> Option<&'static str> {
+    fn refusal(&self, now: Instant, position: &P, bypass_promise: bool) -> Option<Refusal> {
         if self.mode == Mode::Off || self.self_index.is_none() {
-            Some("this node does not vote (mode off or observer)")
+            Some((
+                Rule::VotersOnly,
+                "this node does not vote (mode off or observer)",
+            ))
         } else if !bypass_promise && self.promise_active(now) {
-            Some(
+            Some((
+                Rule::LeaderStickiness,
                 "a leader was heard within the death timeout, or this node restarted less than a death timeout ago",
-            )
+            ))
         } else if !position.is_at_least(&self.position) {
-            Some("the candidate's log position is behind this node's")
+            Some((
+                Rule::LogUpToDate,
+                "the candidate's log position is behind this node's",
+            ))
         } else {
             None
         }
@@ -448,7 +464,10 @@ impl<P: LogPosition> Node<P> {
             && proposed == self.term
             && (self.leader.is_some() || self.vote.is_some_and(|v| v != from))
         {
-            reason = Some("already voted or following a leader in that term");
+            reason = Some((
+                Rule::OneVotePerTerm,
+                "already voted or following a leader in that term",
+            ));
         }
         let index = self.voters.index_of(from);
         let deferred_before = index.is_some_and(|i| self.deferred_for[i] >= proposed);
@@ -457,19 +476,22 @@ impl<P: LogPosition> Node<P> {
         let mut defer = reason.is_none() && !deferred_before;
         if reason.is_none() && dueling {
             if self.outranks(from, position) {
-                reason = Some("dueling pre-candidate ranked lower");
+                reason = Some((
+                    Rule::PreVoteDuelRanked,
+                    "dueling pre-candidate ranked lower",
+                ));
             } else if yielded_before {
                 // It made no progress since this node yielded to it: grant,
                 // but keep this node's own round running.
                 slog::info!(self.log, "pre-candidate made no progress since this node yielded: keep campaigning";
-                    "rule" => "pre_vote_defers_once", "term" => self.term, "to" => from,
+                    "rule" => Rule::PreVoteDefersOnce, "term" => self.term, "to" => from,
                     "proposed" => proposed);
                 defer = false;
             } else {
                 // Rule `pre_vote_duel_ranked`: yield to the better-placed
                 // pre-candidate so the two do not split the vote.
                 slog::info!(self.log, "yield to a better-placed pre-candidate";
-                    "rule" => "pre_vote_duel_ranked", "term" => self.term, "to" => from);
+                    "rule" => Rule::PreVoteDuelRanked, "term" => self.term, "to" => from);
                 self.abandon_round(now);
                 self.end_promotion(Some(PromoteFailure::OtherLeader { leader: None }), out);
                 if let Some(i) = index {
@@ -479,8 +501,8 @@ impl<P: LogPosition> Node<P> {
             }
         }
         let term = self.term;
-        if let Some(reason) = reason {
-            slog::info!(self.log, "pre-vote refused"; "rule" => "pre_vote_grant",
+        if let Some((rule, reason)) = reason {
+            slog::info!(self.log, "pre-vote refused"; "rule" => rule,
                 "term" => term, "from" => from, "reason" => reason);
             self.reply(from, MessageKind::PreVoteResponse { granted: false }, out);
             return;
@@ -494,10 +516,10 @@ impl<P: LogPosition> Node<P> {
             }
         } else if deferred_before {
             slog::info!(self.log, "pre-candidate made no progress: grant without deferring";
-                "rule" => "pre_vote_defers_once", "term" => term, "from" => from,
+                "rule" => Rule::PreVoteDefersOnce, "term" => term, "from" => from,
                 "proposed" => proposed);
         }
-        slog::info!(self.log, "pre-vote granted"; "rule" => "pre_vote_grant",
+        slog::info!(self.log, "pre-vote granted"; "rule" => Rule::PreVoteGrant,
             "term" => term, "from" => from, "proposed" => proposed);
         self.send(
             from,
@@ -542,12 +564,12 @@ impl<P: LogPosition> Node<P> {
         }
         match self.tally.outcome(self.voters.quorum()) {
             Outcome::Won => {
-                slog::info!(self.log, "pre-vote won"; "rule" => "pre_vote",
+                slog::info!(self.log, "pre-vote won"; "rule" => Rule::PreVote,
                     "term" => self.term, "granted" => self.tally.granted());
                 self.start_campaign(now, false, out);
             }
             Outcome::Lost => {
-                slog::info!(self.log, "pre-vote lost: a quorum refused"; "rule" => "pre_vote",
+                slog::info!(self.log, "pre-vote lost: a quorum refused"; "rule" => Rule::PreVote,
                     "term" => self.term);
                 self.abandon_round(now);
                 self.end_promotion(Some(PromoteFailure::NoQuorum), out);
@@ -576,19 +598,19 @@ impl<P: LogPosition> Node<P> {
             return;
         }
         let reason = if self.vote.is_some() {
-            Some("already voted in this term")
+            Some((Rule::OneVotePerTerm, "already voted in this term"))
         } else if self.leader.is_some() || self.role == Role::Leader {
-            Some("the leader of this term is known")
+            Some((Rule::OneVotePerTerm, "the leader of this term is known"))
         } else {
             self.refusal(now, position, transfer)
         };
-        if let Some(reason) = reason {
-            slog::info!(self.log, "vote refused"; "rule" => "one_vote_per_term",
+        if let Some((rule, reason)) = reason {
+            slog::info!(self.log, "vote refused"; "rule" => rule,
                 "term" => term, "from" => from, "reason" => reason);
             self.reply(from, MessageKind::VoteResponse { granted: false }, out);
             return;
         }
-        slog::info!(self.log, "vote granted, follow"; "rule" => "one_vote_per_term",
+        slog::info!(self.log, "vote granted, follow"; "rule" => Rule::OneVotePerTerm,
             "term" => term, "to" => from, "transfer" => transfer);
         self.vote = Some(from);
         if self.role != Role::Follower {
@@ -623,13 +645,13 @@ impl<P: LogPosition> Node<P> {
         }
         match self.tally.outcome(self.voters.quorum()) {
             Outcome::Won => {
-                slog::info!(self.log, "quorum of votes"; "rule" => "quorum_wins",
+                slog::info!(self.log, "quorum of votes"; "rule" => Rule::QuorumWins,
                     "term" => self.term, "votes" => self.tally.granted(),
                     "quorum" => self.voters.quorum());
                 self.become_leader(now, out);
             }
             Outcome::Lost if self.promotion.is_some() => {
-                slog::info!(self.log, "promotion lost the vote"; "rule" => "split_vote_ends_round",
+                slog::info!(self.log, "promotion lost the vote"; "rule" => Rule::SplitVoteEndsRound,
                     "term" => self.term);
                 self.abandon_round(now);
                 self.end_promotion(Some(PromoteFailure::NoQuorum), out);
@@ -638,7 +660,7 @@ impl<P: LogPosition> Node<P> {
                 self.round.split_handled = true;
                 let retry = now + self.jitter.up_to(self.timing.jitter);
                 self.round.deadline = self.round.deadline.min(retry);
-                slog::info!(self.log, "split vote is discovered"; "rule" => "split_vote_ends_round",
+                slog::info!(self.log, "split vote is discovered"; "rule" => Rule::SplitVoteEndsRound,
                     "term" => self.term, "retry_at" => %self.round.deadline);
             }
             _ => {}

@@ -8,6 +8,7 @@ use crate::config::Fencing;
 use crate::config::Mode;
 use crate::message::MessageKind;
 use crate::position::LogPosition;
+use crate::rule::Rule;
 use crate::status::{Event, PromoteFailure, Role, StepDownReason, TransferFailure};
 use crate::time::Instant;
 
@@ -23,7 +24,7 @@ impl<P: LogPosition> Node<P> {
     pub(super) fn on_promote(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
         if !self.may_lead_if_asked() {
             slog::info!(self.log, "promote refused: mode or observer status forbids campaigning";
-                "rule" => "promote_one_campaign", "term" => self.term, "mode" => ?self.mode);
+                "rule" => Rule::PromoteOneCampaign, "term" => self.term, "mode" => ?self.mode);
             self.emit(
                 Event::PromoteFailed {
                     reason: PromoteFailure::NotAllowed,
@@ -35,7 +36,7 @@ impl<P: LogPosition> Node<P> {
         match self.role {
             Role::Leader => {
                 slog::info!(self.log, "promote ignored: already leader";
-                    "rule" => "promote_one_campaign", "term" => self.term);
+                    "rule" => Rule::PromoteOneCampaign, "term" => self.term);
                 return;
             }
             Role::PreCandidate | Role::Candidate => {
@@ -46,7 +47,7 @@ impl<P: LogPosition> Node<P> {
                 // promotion already running keeps its deadline.
                 if self.promotion.is_none() {
                     slog::info!(self.log, "promoted: the running campaign counts";
-                        "rule" => "promote_one_campaign", "term" => self.term);
+                        "rule" => Rule::PromoteOneCampaign, "term" => self.term);
                     self.promotion = Some(now + self.timing.election);
                 }
                 return;
@@ -55,7 +56,7 @@ impl<P: LogPosition> Node<P> {
         }
         if self.fencing == Fencing::Strict && self.promise_active(now) {
             slog::info!(self.log, "promote refused: a leader may still be alive";
-                "rule" => "promote_one_campaign", "term" => self.term, "leader" => ?self.leader);
+                "rule" => Rule::PromoteOneCampaign, "term" => self.term, "leader" => ?self.leader);
             let leader = self.leader;
             self.emit(
                 Event::PromoteFailed {
@@ -66,7 +67,7 @@ impl<P: LogPosition> Node<P> {
             return;
         }
         slog::info!(self.log, "promoted: campaign for one term";
-            "rule" => "promote_one_campaign", "term" => self.term);
+            "rule" => Rule::PromoteOneCampaign, "term" => self.term);
         self.promotion = Some(now + self.timing.election);
         self.start_pre_vote(now, out);
     }
@@ -87,7 +88,7 @@ impl<P: LogPosition> Node<P> {
             return;
         }
         if let Some(reason) = failure {
-            slog::info!(self.log, "promotion failed"; "rule" => "promote_one_campaign",
+            slog::info!(self.log, "promotion failed"; "rule" => Rule::PromoteOneCampaign,
                 "term" => self.term, "reason" => ?reason);
             self.emit(Event::PromoteFailed { reason }, out);
         }
@@ -106,14 +107,14 @@ impl<P: LogPosition> Node<P> {
                 self.send_to_peers(&MessageKind::Resign, out);
             }
             Role::PreCandidate | Role::Candidate => {
-                slog::info!(self.log, "demote: campaign cancelled"; "rule" => "demote_moves_leadership",
+                slog::info!(self.log, "demote: campaign cancelled"; "rule" => Rule::DemoteMovesLeadership,
                     "term" => self.term);
                 self.abandon_round(now);
                 self.end_promotion(Some(PromoteFailure::Cancelled), out);
             }
             _ => {
                 slog::info!(self.log, "demote on a follower: no campaign for a death timeout";
-                    "rule" => "demote_moves_leadership", "term" => self.term);
+                    "rule" => Rule::DemoteMovesLeadership, "term" => self.term);
             }
         }
         self.campaign_at = self.campaign_at.max(self.no_campaign_before);
@@ -124,11 +125,11 @@ impl<P: LogPosition> Node<P> {
     /// pre-vote, with the transfer flag that lets voters skip stickiness.
     pub(super) fn on_timeout_now(&mut self, now: Instant, from: NodeId, out: &mut Vec<Action<P>>) {
         if self.leader != Some(from) || !self.may_lead_if_asked() || self.role != Role::Follower {
-            slog::info!(self.log, "TimeoutNow ignored"; "rule" => "timeout_now_campaigns",
+            slog::info!(self.log, "TimeoutNow ignored"; "rule" => Rule::TimeoutNowCampaigns,
                 "term" => self.term, "from" => from);
             return;
         }
-        slog::info!(self.log, "leadership handed over: campaign now"; "rule" => "timeout_now_campaigns",
+        slog::info!(self.log, "leadership handed over: campaign now"; "rule" => Rule::TimeoutNowCampaigns,
             "term" => self.term, "from" => from);
         self.start_campaign(now, true, out);
     }

@@ -7,6 +7,7 @@ use crate::NodeId;
 use crate::fence::FencingToken;
 use crate::message::MessageKind;
 use crate::position::LogPosition;
+use crate::rule::Rule;
 use crate::status::{Event, PromoteFailure, Role, StepDownReason, TransferFailure};
 use crate::time::Instant;
 
@@ -29,7 +30,7 @@ impl<P: LogPosition> Node<P> {
         };
         if let Some(known) = known.filter(|&k| k != from) {
             slog::warn!(self.log, "conflicting leader detected in one term";
-                "rule" => "one_leader_per_term", "term" => self.term,
+                "rule" => Rule::OneLeaderPerTerm, "term" => self.term,
                 "known" => known, "claimed" => from);
             self.emit(
                 Event::ConflictingLeader {
@@ -52,14 +53,14 @@ impl<P: LogPosition> Node<P> {
                 self.ack_heartbeat(from, seq, out);
             } else {
                 slog::debug!(self.log, "heartbeat round older than one already seen: ignored";
-                    "rule" => "old_rounds_ignored", "term" => self.term, "from" => from,
+                    "rule" => Rule::OldRoundsIgnored, "term" => self.term, "from" => from,
                     "seq" => seq, "newest" => self.newest_round);
             }
             return;
         }
         self.newest_round = seq;
         if self.role != Role::Follower {
-            slog::info!(self.log, "leader of my term found, concede"; "rule" => "follow_leader",
+            slog::info!(self.log, "leader of my term found, concede"; "rule" => Rule::FollowLeader,
                 "term" => self.term, "leader" => from);
             self.role = Role::Follower;
             self.round = Round::IDLE;
@@ -69,7 +70,7 @@ impl<P: LogPosition> Node<P> {
             );
         }
         if self.leader.is_none() {
-            slog::info!(self.log, "leader is known, follow"; "rule" => "follow_leader",
+            slog::info!(self.log, "leader is known, follow"; "rule" => Rule::FollowLeader,
                 "term" => self.term, "leader" => from);
         }
         self.set_leader(Some(from), out);
@@ -91,6 +92,9 @@ impl<P: LogPosition> Node<P> {
         out: &mut Vec<Action<P>>,
     ) {
         if self.role != Role::Leader || ack.seq == 0 || ack.seq > self.heartbeat_seq {
+            slog::debug!(self.log, "acknowledgement of no round of this leadership: ignored";
+                "rule" => Rule::AcksNameTheirRound, "term" => self.term, "from" => from,
+                "seq" => ack.seq);
             return;
         }
         let sent = self.round_sent(ack.seq);
@@ -108,8 +112,13 @@ impl<P: LogPosition> Node<P> {
         peer.acked_seq = peer.acked_seq.max(ack.seq);
         peer.position = Some(position);
         peer.can_lead = Some(ack.can_lead);
-        if !ack.promise.is_zero() {
+        if !ack.promise.is_zero() && peer.promise != Some(ack.promise) {
             peer.promise = Some(ack.promise);
+            if ack.promise < self.timing.death {
+                slog::info!(self.log, "a voter promises less than this node's death timeout";
+                    "rule" => Rule::HeartbeatFitsPromises, "term" => self.term, "from" => from,
+                    "promise" => ?ack.promise, "death_timeout" => ?self.timing.death);
+            }
         }
         if let Some(sent) = sent {
             peer.heard_at = Some(peer.heard_at.map_or(sent, |h| h.max(sent)));
@@ -149,7 +158,7 @@ impl<P: LogPosition> Node<P> {
             peer.promised_until = None;
             peer.lease_until = None;
         }
-        slog::info!(self.log, "enter leader state"; "rule" => "quorum_wins",
+        slog::info!(self.log, "enter leader state, heartbeat at once"; "rule" => Rule::LeaderHeartbeatsAtOnce,
             "term" => self.term, "quorum" => self.voters.quorum());
         let token = FencingToken {
             term: self.term,
@@ -181,7 +190,7 @@ impl<P: LogPosition> Node<P> {
     /// Leaves leadership in the same term (no term bump). The caller decides
     /// what follows (resign message, campaign embargo).
     pub(super) fn step_down(&mut self, reason: StepDownReason, out: &mut Vec<Action<P>>) {
-        slog::warn!(self.log, "resigning from leader state"; "rule" => "step_down",
+        slog::warn!(self.log, "resigning from leader state"; "rule" => Rule::StepDown,
             "term" => self.term, "reason" => ?reason);
         self.fail_transfer(TransferFailure::SteppedDown, out);
         self.role = Role::Follower;
@@ -209,7 +218,7 @@ impl<P: LogPosition> Node<P> {
         if self.leader != Some(from) {
             return;
         }
-        slog::info!(self.log, "the leader has resigned"; "rule" => "resign_releases_followers",
+        slog::info!(self.log, "the leader has resigned"; "rule" => Rule::ResignReleasesFollowers,
             "term" => self.term, "leader" => from);
         self.set_leader(None, out);
         self.leader_contact = None;

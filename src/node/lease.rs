@@ -22,6 +22,7 @@ use crate::fence::{FencingToken, Lease};
 use crate::message::MessageKind;
 use crate::position::LogPosition;
 use crate::quorum::kth_largest;
+use crate::rule::Rule;
 use crate::status::{Event, Role, StepDownReason, TransferFailure};
 use crate::time::Instant;
 
@@ -278,7 +279,7 @@ impl<P: LogPosition> Node<P> {
                 StepDownReason::QuorumLost
             };
             slog::warn!(self.log, "fencing: step down";
-                "rule" => if reason == StepDownReason::LeaseExpired { "strict_lease" } else { "soft_fencing" },
+                "rule" => if reason == StepDownReason::LeaseExpired { Rule::StrictLease } else { Rule::SoftFencing },
                 "term" => self.term, "deadline" => %deadline);
             self.step_down(reason, out);
             return;
@@ -312,7 +313,7 @@ impl<P: LogPosition> Node<P> {
             None
         };
         if let Some(reason) = refusal {
-            slog::info!(self.log, "transfer refused"; "rule" => "transfer_leadership",
+            slog::info!(self.log, "transfer refused"; "rule" => Rule::TransferLeadership,
                 "term" => self.term, "to" => to, "reason" => ?reason);
             self.emit(Event::TransferFailed { to, reason }, out);
             return;
@@ -324,7 +325,7 @@ impl<P: LogPosition> Node<P> {
             }
             self.fail_transfer(TransferFailure::Superseded, out);
         }
-        slog::info!(self.log, "transfer leadership: lease given up"; "rule" => "transfer_leadership",
+        slog::info!(self.log, "transfer leadership: lease given up"; "rule" => Rule::TransferLeadership,
             "term" => self.term, "to" => to);
         self.drop_lease();
         self.transfer = Some(Transfer {
@@ -355,7 +356,7 @@ impl<P: LogPosition> Node<P> {
         if !caught_up {
             return;
         }
-        slog::info!(self.log, "target caught up: TimeoutNow"; "rule" => "transfer_leadership",
+        slog::info!(self.log, "target caught up: TimeoutNow"; "rule" => Rule::TransferLeadership,
             "term" => self.term, "to" => transfer.to);
         // From here on the target's voters may skip stickiness: no lease
         // for the rest of this term.
@@ -396,7 +397,7 @@ impl<P: LogPosition> Node<P> {
 
     pub(super) fn fail_transfer(&mut self, reason: TransferFailure, out: &mut Vec<Action<P>>) {
         if let Some(t) = self.transfer.take() {
-            slog::info!(self.log, "transfer failed"; "rule" => "transfer_leadership",
+            slog::info!(self.log, "transfer failed"; "rule" => Rule::TransferLeadership,
                 "term" => self.term, "to" => t.to, "reason" => ?reason);
             self.emit(Event::TransferFailed { to: t.to, reason }, out);
         }
@@ -407,7 +408,7 @@ impl<P: LogPosition> Node<P> {
         match self.transfer {
             Some(t) if self.role != Role::Leader && t.to == leader => {
                 self.transfer = None;
-                slog::info!(self.log, "transfer completed"; "rule" => "transfer_leadership",
+                slog::info!(self.log, "transfer completed"; "rule" => Rule::TransferLeadership,
                     "term" => self.term, "to" => leader);
                 self.emit(Event::TransferCompleted { to: leader }, out);
             }

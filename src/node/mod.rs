@@ -29,6 +29,7 @@ use crate::message::Message;
 use crate::position::LogPosition;
 use crate::quorum::{Tally, VoterSet};
 use crate::rng::Jitter;
+use crate::rule::Rule;
 use crate::status::{Event, Role, Status};
 use crate::time::Instant;
 
@@ -394,7 +395,7 @@ impl<P: LogPosition> Node<P> {
             transfer: None,
         };
         slog::info!(node.log, "start as follower";
-            "rule" => if fresh { "fresh_node_owes_no_promise" } else { "restart_waits_death_timeout" },
+            "rule" => if fresh { Rule::FreshNodeOwesNoPromise } else { Rule::RestartWaitsDeathTimeout },
             "term" => node.term, "vote" => ?node.vote,
             "no_votes_until" => %node.restart_embargo_until);
         Ok(node)
@@ -515,7 +516,7 @@ impl<P: LogPosition> Node<P> {
     fn observe_time(&mut self, now: Instant) -> Instant {
         if now < self.now {
             slog::warn!(self.log, "time went backwards; using the latest instant seen";
-                "rule" => "monotonic_time", "term" => self.term,
+                "rule" => Rule::MonotonicTime, "term" => self.term,
                 "given" => %now, "latest" => %self.now);
         } else {
             self.now = now;
