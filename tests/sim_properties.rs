@@ -410,6 +410,35 @@ fn defect_schedules() -> Vec<(&'static str, Schedule)> {
                 steps: vec![step(843, Fault::Heal)],
             },
         ),
+        (
+            // Found by quickcheck (seed 1841694356): a deaf node's pre-votes
+            // made the others first defer a round to it and then also yield
+            // a duel to it in the same term, two rounds lost per deaf node;
+            // with a term already spent on its vote request, the leader came
+            // after the liveness bound. Now one concession per pre-candidate
+            // and term (rule `pre_vote_defers_once`).
+            "a deaf pre-candidate is conceded one round, not two",
+            Schedule {
+                seed: 9267164685386461847,
+                fencing: Fencing::Soft,
+                long_tail: true,
+                wan: true,
+                mixed_timing: false,
+                deaf: Some(1),
+                steps: vec![
+                    step(357, restart(3)),
+                    step(558, Fault::MuteLeader),
+                    step(1195, restart(2)),
+                    step(747, Fault::Heal),
+                    step(336, Fault::Heal),
+                    step(1018, Fault::Heal),
+                    step(404, restart(1)),
+                    step(735, Fault::Heal),
+                    step(684, Fault::MuteLeader),
+                    step(800, Fault::Heal),
+                ],
+            },
+        ),
     ]
 }
 

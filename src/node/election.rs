@@ -442,9 +442,9 @@ impl<P: LogPosition> Node<P> {
     /// campaign by one round so the pre-candidate's vote request finds it
     /// still uncommitted.
     ///
-    /// Rule `pre_vote_defers_once`: this node defers its campaign to a given
-    /// pre-candidate at most once per proposed term, and yields a duel to it
-    /// at most once per proposed term. A pre-candidate that asks again for
+    /// Rule `pre_vote_defers_once`: this node makes one concession to a
+    /// given pre-candidate per proposed term: it either defers its own
+    /// campaign by a round, or yields a duel to it. A pre-candidate that asks again for
     /// the same term made no progress since (it never completed a round,
     /// e.g. it hears nothing, or it yielded in turn): it still gets the
     /// grant, but it cannot hold this node's own campaign back again, so a
@@ -480,9 +480,10 @@ impl<P: LogPosition> Node<P> {
                     Rule::PreVoteDuelRanked,
                     "dueling pre-candidate ranked lower",
                 ));
-            } else if yielded_before {
-                // It made no progress since this node yielded to it: grant,
-                // but keep this node's own round running.
+            } else if yielded_before || deferred_before {
+                // It made no progress since this node yielded or deferred to
+                // it (one concession per pre-candidate and term): grant, but
+                // keep this node's own round running.
                 slog::info!(self.log, "pre-candidate made no progress since this node yielded: keep campaigning";
                     "rule" => Rule::PreVoteDefersOnce, "term" => self.term, "to" => from,
                     "proposed" => proposed);
