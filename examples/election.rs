@@ -52,7 +52,9 @@ impl Cluster {
                     Action::Send { to, message } => {
                         if !matches!(
                             message.kind,
-                            MessageKind::Heartbeat { .. } | MessageKind::HeartbeatResponse { .. }
+                            MessageKind::Heartbeat { .. }
+                                | MessageKind::HeartbeatResponse { .. }
+                                | MessageKind::HeartbeatAck { .. }
                         ) {
                             println!(
                                 "{:>9}  node {id}  -> node {to}: {}",
@@ -165,7 +167,9 @@ fn main() {
         disks: BTreeMap::new(),
         in_flight: Vec::new(),
     };
-    println!("3 nodes start; each waits one death timeout (400 ms) for an existing leader.\n");
+    println!(
+        "3 nodes start from empty state: a brand-new cluster owes no leader anything, so they elect at once.\n"
+    );
     while cluster.leader().is_none() {
         cluster.advance();
     }

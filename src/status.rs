@@ -74,7 +74,7 @@ pub enum PromoteFailure {
 pub enum TransferFailure {
     /// This node is not the leader.
     NotLeader,
-    /// The target is not a configured voter (or is this node).
+    /// The target is not a configured voter.
     NotAVoter,
     /// No new leader within one election timeout.
     TimedOut,

@@ -229,7 +229,7 @@ fn config_key(e: &ConfigError) -> &'static str {
         | ConfigError::QuorumUnreachable { .. }
         | ConfigError::UnsafeQuorum { .. } => "quorum",
         ConfigError::DriftBoundTooLarge { .. } => "clock_drift_ppm",
-        ConfigError::LeaseTooShort { .. } => "lease_margin_ms",
+        ConfigError::LeaseTooShort { .. } => "death_timeout_ms",
         _ => "peers",
     }
 }

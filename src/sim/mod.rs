@@ -847,7 +847,10 @@ impl Cluster {
                     }
                 }
             }
-            Fault::Input(id, input) => self.input(id, input),
+            Fault::Input(id, input) => {
+                self.log(id, format_args!("input {input:?}"));
+                self.input(id, input);
+            }
         }
     }
 
@@ -1073,10 +1076,11 @@ impl Cluster {
                     if stale {
                         self.report.delivered_after_sender_restart += 1;
                     }
-                    let mark = if stale {
-                        " (sender restarted since)"
-                    } else {
-                        ""
+                    let receiver_down = self.node(to).is_none();
+                    let mark = match (receiver_down, stale) {
+                        (true, _) => " (dropped: receiver down)",
+                        (false, true) => " (sender restarted since)",
+                        (false, false) => "",
                     };
                     self.log(to, format_args!("<- n{from} {message:?}{mark}"));
                     self.stale_heartbeat = match message.kind {

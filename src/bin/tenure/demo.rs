@@ -286,7 +286,7 @@ fn demo(args: &DemoArgs) -> Result<(), String> {
         dir.display()
     ));
     c.say(&format!(
-        "Each node waits {} ms (the death timeout) for an existing leader, then they elect one.",
+        "A brand-new cluster elects at once; a restarted node first waits {} ms (the death timeout) in case a leader it promised to is still alive.",
         args.death_ms
     ));
     c.say("A term numbers each election; a leader leads one term, and a higher term always wins. The leader's lease is its proof that nobody else leads until it expires.");
