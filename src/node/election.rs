@@ -153,7 +153,7 @@ impl<P: LogPosition> Node<P> {
                     promise,
                     can_lead,
                 };
-                self.on_heartbeat_ack(from, ack, position, out);
+                self.on_heartbeat_ack(now, from, ack, position, out);
             }
             // The older acknowledgement states no promise, so it backs no
             // strict lease: an older node also sent it in answer to stale
@@ -165,7 +165,7 @@ impl<P: LogPosition> Node<P> {
                     promise: core::time::Duration::ZERO,
                     can_lead: true,
                 };
-                self.on_heartbeat_ack(from, ack, position, out);
+                self.on_heartbeat_ack(now, from, ack, position, out);
             }
             MessageKind::HeartbeatResponse { .. } => {}
             MessageKind::Resign => self.on_resign(now, from, out),
@@ -442,15 +442,15 @@ impl<P: LogPosition> Node<P> {
     /// campaign by one round so the pre-candidate's vote request finds it
     /// still uncommitted.
     ///
-    /// Rule `pre_vote_defers_once`: this node makes one concession to a
-    /// given pre-candidate per proposed term: it either defers its own
-    /// campaign by a round, or yields a duel to it. A pre-candidate that asks again for
-    /// the same term made no progress since (it never completed a round,
-    /// e.g. it hears nothing, or it yielded in turn): it still gets the
-    /// grant, but it cannot hold this node's own campaign back again, so a
-    /// node that never completes a round cannot hold everyone else back.
-    /// Without this, a deaf node that keeps pre-voting stalls every election
-    /// (issue 8, defect 2).
+    /// Rule `pre_vote_defers_once`: this node makes one concession per
+    /// proposed term, to whichever pre-candidate asks first: it defers its
+    /// own campaign by a round, or yields a duel. Later requests for the same
+    /// term still get the grant, but hold nothing back: the term did not
+    /// move since, so the pre-candidate conceded to made no progress (it
+    /// never completed a round, e.g. it hears nothing). However many such
+    /// nodes there are, each costs the others at most one round per term in
+    /// total. Without this, a deaf node that keeps pre-voting stalls every
+    /// election (issue 8, defect 2).
     fn on_pre_vote_request(
         &mut self,
         now: Instant,
@@ -469,25 +469,22 @@ impl<P: LogPosition> Node<P> {
                 "already voted or following a leader in that term",
             ));
         }
-        let index = self.voters.index_of(from);
-        let deferred_before = index.is_some_and(|i| self.deferred_for[i] >= proposed);
-        let yielded_before = index.is_some_and(|i| self.yielded_to[i] >= proposed);
+        let conceded = self.conceded_for >= proposed;
         let dueling = self.round.kind == RoundKind::PreVote && self.round.term == proposed;
-        let mut defer = reason.is_none() && !deferred_before;
+        let mut concede = reason.is_none() && !conceded;
         if reason.is_none() && dueling {
             if self.outranks(from, position) {
                 reason = Some((
                     Rule::PreVoteDuelRanked,
                     "dueling pre-candidate ranked lower",
                 ));
-            } else if yielded_before || deferred_before {
-                // It made no progress since this node yielded or deferred to
-                // it (one concession per pre-candidate and term): grant, but
-                // keep this node's own round running.
-                slog::info!(self.log, "pre-candidate made no progress since this node yielded: keep campaigning";
+            } else if conceded {
+                // This term's concession is spent: grant, but keep this
+                // node's own round running.
+                slog::info!(self.log, "already conceded this term: grant and keep campaigning";
                     "rule" => Rule::PreVoteDefersOnce, "term" => self.term, "to" => from,
                     "proposed" => proposed);
-                defer = false;
+                concede = false;
             } else {
                 // Rule `pre_vote_duel_ranked`: yield to the better-placed
                 // pre-candidate so the two do not split the vote.
@@ -495,10 +492,6 @@ impl<P: LogPosition> Node<P> {
                     "rule" => Rule::PreVoteDuelRanked, "term" => self.term, "to" => from);
                 self.abandon_round(now);
                 self.end_promotion(Some(PromoteFailure::OtherLeader { leader: None }), out);
-                if let Some(i) = index {
-                    self.yielded_to[i] = proposed;
-                }
-                defer = true;
             }
         }
         let term = self.term;
@@ -508,15 +501,11 @@ impl<P: LogPosition> Node<P> {
             self.reply(from, MessageKind::PreVoteResponse { granted: false }, out);
             return;
         }
-        if defer {
-            if let Some(i) = index {
-                self.deferred_for[i] = proposed;
-            }
-            if self.role == Role::Follower {
-                self.campaign_at = self.campaign_at.max(now + self.timing.election);
-            }
-        } else if deferred_before {
-            slog::info!(self.log, "pre-candidate made no progress: grant without deferring";
+        if concede && self.role == Role::Follower {
+            self.conceded_for = proposed;
+            self.campaign_at = self.campaign_at.max(now + self.timing.election);
+        } else if conceded && !dueling {
+            slog::info!(self.log, "already conceded this term: grant without deferring";
                 "rule" => Rule::PreVoteDefersOnce, "term" => term, "from" => from,
                 "proposed" => proposed);
         }

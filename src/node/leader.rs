@@ -2,7 +2,7 @@
 
 use alloc::vec::Vec;
 
-use super::{Ack, Action, Node, Round};
+use super::{Ack, Action, Node, Round, min_heartbeat_period};
 use crate::NodeId;
 use crate::fence::FencingToken;
 use crate::message::MessageKind;
@@ -86,6 +86,7 @@ impl<P: LogPosition> Node<P> {
     /// it keeps, and hand over if a transfer waits for this peer.
     pub(super) fn on_heartbeat_ack(
         &mut self,
+        now: Instant,
         from: NodeId,
         ack: Ack,
         position: P,
@@ -106,6 +107,7 @@ impl<P: LogPosition> Node<P> {
             .filter(|&until| until < Instant::MAX);
         let floor = self.lease_floor;
         let forfeited = self.lease_forfeited;
+        let promise_backs = self.lease_for_promise(ack.promise);
         let Some(peer) = self.peers.iter_mut().find(|p| p.id == from) else {
             return;
         };
@@ -118,10 +120,22 @@ impl<P: LogPosition> Node<P> {
                 slog::info!(self.log, "a voter promises less than this node's death timeout";
                     "rule" => Rule::HeartbeatFitsPromises, "term" => self.term, "from" => from,
                     "promise" => ?ack.promise, "death_timeout" => ?self.timing.death);
+                let fastest = min_heartbeat_period(self.timing.heartbeat);
+                if promise_backs < fastest.saturating_mul(2) {
+                    slog::warn!(self.log, "a voter's promise cannot back a continuous lease: raise its death_timeout";
+                        "rule" => Rule::HeartbeatFitsPromises, "term" => self.term, "from" => from,
+                        "promise" => ?ack.promise, "fastest_heartbeat" => ?fastest);
+                }
             }
         }
-        if let Some(sent) = sent {
-            peer.heard_at = Some(peer.heard_at.map_or(sent, |h| h.max(sent)));
+        // Soft fencing hears a peer when its acknowledgement arrives, but
+        // only for a round sent within the last death timeout: one delayed
+        // longer says nothing about now, and would keep a deaf leader in
+        // office for as long as such acknowledgements trickle in.
+        if let Some(sent) = sent.filter(|&s| now.saturating_duration_since(s) <= self.timing.death)
+        {
+            peer.heard_at = Some(peer.heard_at.map_or(now, |h| h.max(now)));
+            peer.rtt = Some(now.saturating_duration_since(sent));
         }
         if let (Some(sent), Some(until)) = (sent, promised) {
             peer.promised_until = Some(peer.promised_until.map_or(until, |u| u.max(until)));

@@ -4,12 +4,13 @@
 //!
 //! # Soft fencing
 //!
-//! The leader steps down, in the same term, once no heartbeat round it sent
-//! within the last death timeout was acknowledged by a quorum (itself
-//! included). Rounds are dated by their send time, so acknowledgements
-//! delayed in the network cannot keep a deaf leader in office. This bounds
-//! how long an isolated leader believes it leads, but another leader may be
-//! elected before it notices: there is no lease.
+//! The leader steps down, in the same term, once it has not heard from a
+//! quorum (itself included) within the death timeout. It hears a peer when
+//! an acknowledgement arrives of a round sent within the last death
+//! timeout: an acknowledgement delayed longer says nothing about now, and
+//! must not keep a deaf leader in office. This bounds how long an isolated
+//! leader believes it leads, but another leader may be elected before it
+//! notices: there is no lease.
 
 use alloc::vec::Vec;
 
@@ -22,6 +23,13 @@ use crate::fence::{FencingToken, Lease};
 use crate::message::MessageKind;
 use crate::position::LogPosition;
 use crate::quorum::kth_largest;
+
+/// The shortest heartbeat period `heartbeat_fits_promises` uses: a quarter
+/// of the configured interval, and never zero (a zero period would be a
+/// busy loop).
+pub(super) fn min_heartbeat_period(configured: Duration) -> Duration {
+    (configured / 4).max(Duration::from_nanos(1))
+}
 use crate::rule::Rule;
 use crate::status::{Event, Role, StepDownReason, TransferFailure};
 use crate::time::Instant;
@@ -174,27 +182,29 @@ impl<P: LogPosition> Node<P> {
 
     /// Rule `heartbeat_fits_promises`: how long until the next heartbeat
     /// round. The configured interval, shortened so that every voter's
-    /// promise backs at least two rounds: a voter with a shorter death
-    /// timeout than the leader's would otherwise let the strict lease lapse
-    /// between rounds, with no fault at all (`Config::validate` can check
-    /// only this node's own timing). Never below a quarter of the
-    /// configured interval.
+    /// promise, less the round trip its acknowledgement takes, backs at
+    /// least two rounds: a voter with a shorter death timeout than the
+    /// leader's would otherwise let the strict lease lapse between rounds,
+    /// with no fault at all (`Config::validate` can check only this node's
+    /// own timing). Never below a quarter of the configured interval (nor
+    /// zero): a voter whose promise is shorter than that cannot back a
+    /// continuous lease from this leader.
     pub(super) fn heartbeat_period(&self) -> Duration {
         let configured = self.timing.heartbeat;
         if self.fencing != Fencing::Strict {
             return configured;
         }
-        let shortest = self
+        // What each short promise leaves once its acknowledgement is back.
+        let tightest = self
             .peers
             .iter()
             .filter(|p| p.is_voter)
-            .filter_map(|p| p.promise)
-            .min()
-            .filter(|&promise| promise < self.timing.death);
-        match shortest {
-            Some(promise) => {
-                (self.lease_for_promise(promise) / 2).clamp(configured / 4, configured)
-            }
+            .filter_map(|p| Some((p.promise?, p.rtt.unwrap_or_default())))
+            .filter(|&(promise, _)| promise < self.timing.death)
+            .map(|(promise, rtt)| self.lease_for_promise(promise).saturating_sub(rtt))
+            .min();
+        match tightest {
+            Some(usable) => (usable / 2).clamp(min_heartbeat_period(configured), configured),
             None => configured,
         }
     }

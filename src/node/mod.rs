@@ -17,6 +17,8 @@ mod handover;
 mod leader;
 mod lease;
 
+use lease::min_heartbeat_period;
+
 use alloc::vec::Vec;
 use core::time::Duration;
 
@@ -145,11 +147,13 @@ struct Transfer {
 struct PeerProgress<P> {
     id: NodeId,
     is_voter: bool,
-    /// Send time (leader's clock) of the newest round this peer
-    /// acknowledged: when it was last known to hear this leader. Arrival
-    /// times would let acknowledgements delayed in the network keep a deaf
-    /// leader in office (soft fencing).
+    /// When an acknowledgement of a round sent within the last death
+    /// timeout last arrived (soft fencing). Older rounds do not count:
+    /// acknowledgements delayed in the network must not keep a deaf leader
+    /// in office.
     heard_at: Option<Instant>,
+    /// Round trip of the latest such acknowledgement.
+    rtt: Option<Duration>,
     /// Highest heartbeat round of this leadership acknowledged.
     acked_seq: u64,
     /// Log position from the last acknowledgement.
@@ -252,13 +256,9 @@ pub struct Node<P = ()> {
     tally: Tally,
     /// A promotion in progress (one campaign): when it gives up.
     promotion: Option<Instant>,
-    /// Per voter index: the highest proposed term for which this node
-    /// already deferred its campaign to that voter's pre-vote (rule
-    /// `pre_vote_defers_once`).
-    deferred_for: Vec<u64>,
-    /// Per voter index: the highest proposed term for which this node
-    /// already yielded a pre-vote duel to that voter.
-    yielded_to: Vec<u64>,
+    /// The highest proposed term for which this node already made its one
+    /// concession to a pre-candidate (rule `pre_vote_defers_once`).
+    conceded_for: u64,
     position: P,
 
     // Leader state (leader.rs, lease.rs).
@@ -326,6 +326,7 @@ impl<P: LogPosition> Node<P> {
                 id: p,
                 is_voter: voters.contains(p),
                 heard_at: None,
+                rtt: None,
                 acked_seq: 0,
                 position: None,
                 promised_until: None,
@@ -338,10 +339,14 @@ impl<P: LogPosition> Node<P> {
         // a lease that has not already expired), at up to four rounds per
         // heartbeat interval (rule `heartbeat_fits_promises`). `validate`
         // bounds the ratio, so this stays small.
-        let rounds_per_death = (timing.death.as_nanos() / timing.heartbeat.as_nanos().max(1))
-            .min(u128::from(crate::config::MAX_ROUNDS_PER_DEATH_TIMEOUT))
-            as usize;
-        let round_slots = 4 * rounds_per_death + 2;
+        let shortest_period = min_heartbeat_period(timing.heartbeat).as_nanos().max(1);
+        let round_slots = timing
+            .death
+            .as_nanos()
+            .div_ceil(shortest_period)
+            .min(4 * u128::from(crate::config::MAX_ROUNDS_PER_DEATH_TIMEOUT))
+            as usize
+            + 2;
         // Rule `fresh_node_owes_no_promise`: a node whose durable term is 0
         // never acknowledged a leader (an acknowledgement needs its term
         // durable first, and every leader's term is at least 1), so it has
@@ -378,8 +383,7 @@ impl<P: LogPosition> Node<P> {
             death_jitter,
             round: Round::IDLE,
             promotion: None,
-            deferred_for: alloc::vec![0; voters_len],
-            yielded_to: alloc::vec![0; voters_len],
+            conceded_for: 0,
             position: P::default(),
             next_heartbeat: Instant::MAX,
             heartbeat_seq: 0,
@@ -662,8 +666,7 @@ impl<P: LogPosition + core::hash::Hash> Node<P> {
             round,
             tally,
             promotion,
-            deferred_for,
-            yielded_to,
+            conceded_for,
             position,
             next_heartbeat,
             heartbeat_seq,
@@ -721,14 +724,7 @@ impl<P: LogPosition + core::hash::Hash> Node<P> {
             round.transfer,
         )
             .hash(&mut h);
-        (
-            tally,
-            promotion.map(expiry),
-            deferred_for,
-            yielded_to,
-            position,
-        )
-            .hash(&mut h);
+        (tally, promotion.map(expiry), conceded_for, position).hash(&mut h);
         // Leader state.
         (expiry(*next_heartbeat), heartbeat_seq).hash(&mut h);
         for peer in peers {
@@ -736,6 +732,7 @@ impl<P: LogPosition + core::hash::Hash> Node<P> {
                 id,
                 is_voter,
                 heard_at,
+                rtt,
                 acked_seq: _,
                 position,
                 promised_until,
@@ -744,7 +741,14 @@ impl<P: LogPosition + core::hash::Hash> Node<P> {
                 promise,
             } = peer;
             (id, is_voter, heard_at.map(anchor), position).hash(&mut h);
-            (live(promised_until), live(lease_until), can_lead, promise).hash(&mut h);
+            (
+                live(promised_until),
+                live(lease_until),
+                can_lead,
+                promise,
+                rtt,
+            )
+                .hash(&mut h);
         }
         for &(seq, sent) in rounds {
             (seq, anchor(sent)).hash(&mut h);
