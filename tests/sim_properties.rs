@@ -212,8 +212,16 @@ fn run(s: &Schedule) -> Option<String> {
     for id in 1..=3 {
         scenario = scenario.with(heal, Fault::UnstallDisk(id));
     }
-    scenario.heal_at = Some(heal);
-    scenario.duration = heal + ms(3000);
+    // A node turned deaf at the heal may be the leader: fencing needs one
+    // (longest) death timeout to make it step down before the others can
+    // elect, so the liveness bound starts after that.
+    let deaf_leader_grace = if s.deaf.is_some() {
+        ms(if s.mixed_timing { 700 } else { 400 })
+    } else {
+        Duration::ZERO
+    };
+    scenario.heal_at = Some(heal + deaf_leader_grace);
+    scenario.duration = heal + deaf_leader_grace + ms(3000);
     Cluster::new(cfg)
         .run(&scenario)
         .violation
