@@ -221,7 +221,9 @@ fn run(s: &Schedule) -> Option<String> {
         Duration::ZERO
     };
     scenario.heal_at = Some(heal + deaf_leader_grace);
-    scenario.duration = heal + deaf_leader_grace + ms(3000);
+    // Long enough for messages delayed before the heal (up to 2 s) and the
+    // liveness bound after the last of them.
+    scenario.duration = heal + deaf_leader_grace + ms(5000);
     Cluster::new(cfg)
         .run(&scenario)
         .violation

@@ -394,6 +394,9 @@ pub struct Cluster {
     /// `PeerMode::AckStaleHeartbeats`: while a stale heartbeat is being
     /// delivered, its sender and round.
     stale_heartbeat: Option<(NodeId, u64)>,
+    /// When the latest long-tail message arrives: a message still in flight
+    /// is a fault still acting, so liveness is owed only after it.
+    last_long_tail_arrival: Instant,
 }
 
 impl Cluster {
@@ -481,6 +484,7 @@ impl Cluster {
             first_leader_from: None,
             report: Report::default(),
             stale_heartbeat: None,
+            last_long_tail_arrival: Instant::ZERO,
         };
         cluster.report.seed = cluster.cfg.seed;
         for id in ids {
@@ -707,7 +711,10 @@ impl Cluster {
                     let delay = match delay {
                         Some(range) => {
                             self.report.long_tail_messages += 1;
-                            self.uniform(range)
+                            let d = self.uniform(range);
+                            self.last_long_tail_arrival =
+                                self.last_long_tail_arrival.max(self.now + d);
+                            d
                         }
                         None => self.uniform(latency),
                     };
@@ -1113,6 +1120,15 @@ impl Cluster {
                 }
                 Payload::Fault(fault) => self.apply(fault),
                 Payload::LivenessDeadline => {
+                    // Messages delayed by a long tail before the heal may
+                    // still arrive after it (a late higher term can depose a
+                    // leader): liveness is owed a bound after the last one.
+                    let heal = Instant::ZERO + scenario.heal_at.unwrap_or_default();
+                    let owed = self.last_long_tail_arrival + self.liveness_bound;
+                    if self.last_long_tail_arrival > heal && owed > self.now {
+                        self.schedule(owed, Payload::LivenessDeadline);
+                        continue;
+                    }
                     self.report.liveness_checked = true;
                     if self.leader_known_to_quorum().is_none() {
                         self.report.violation = Some(Violation {
@@ -1120,8 +1136,9 @@ impl Cluster {
                             at: self.now,
                             invariant: "liveness",
                             detail: std::format!(
-                                "no fault since {:?}, yet no leader known to a quorum of {} voters within {:?} (death timeout + 3 election timeouts + 4 latencies)",
+                                "no fault since {:?} (and no delayed message in flight since {:?}), yet no leader known to a quorum of {} voters within {:?} (death timeout + 3 election timeouts + 4 latencies)",
                                 scenario.heal_at.unwrap_or_default(),
+                                self.last_long_tail_arrival,
                                 self.quorum,
                                 self.liveness_bound
                             ),

@@ -321,7 +321,7 @@ impl Standard {
         cfg.long_tail = 0.1;
         cfg.long_tail_delay = (ms(400), ms(2_000));
         let heal = ms(8_000);
-        let mut s = Scenario::new(&self.name, ms(11_000));
+        let mut s = Scenario::new(&self.name, ms(12_000));
         s.first_leader_from = Some(Duration::ZERO);
         let mut at = 600 + pick(600);
         while at < heal.as_millis() as u64 {
