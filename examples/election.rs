@@ -69,7 +69,6 @@ impl Cluster {
                         fmt(self.now),
                         describe_event(&event)
                     ),
-                    _ => {}
                 }
             }
             actions = next;

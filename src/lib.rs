@@ -76,7 +76,6 @@
 //!                     println!("node {id} leads term {term}");
 //!                 }
 //!                 Action::Event(_) => {}
-//!                 _ => {}
 //!             }
 //!         }
 //!     }

@@ -111,7 +111,6 @@ impl<P: LogPosition> Node<P> {
         let Some(peer) = self.peers.iter_mut().find(|p| p.id == from) else {
             return;
         };
-        peer.acked_seq = peer.acked_seq.max(ack.seq);
         peer.position = Some(position);
         peer.can_lead = Some(ack.can_lead);
         if !ack.promise.is_zero() && peer.promise != Some(ack.promise) {
@@ -167,7 +166,6 @@ impl<P: LogPosition> Node<P> {
         self.rounds.fill((0, Instant::ZERO));
         for peer in &mut self.peers {
             peer.heard_at = None;
-            peer.acked_seq = 0;
             peer.position = None;
             peer.promised_until = None;
             peer.lease_until = None;

@@ -71,8 +71,11 @@ pub enum Input<P = ()> {
 /// message that depends on an unconfirmed write, so a `Send` never needs to
 /// wait for an earlier `Persist`; but a `Persist` must be acknowledged with
 /// [`Input::Persisted`] only after it is durable (fsync).
+///
+/// The enum is exhaustive on purpose: a driver's `match` must name every
+/// action, so a new kind of action can never be dropped silently by a
+/// wildcard arm (it becomes a compile error instead).
 #[derive(Clone, Debug, PartialEq)]
-#[non_exhaustive]
 pub enum Action<P = ()> {
     /// Durably store this state, then feed [`Input::Persisted`] with it.
     /// Later `Persist`s supersede earlier ones; at most one is outstanding.
@@ -154,8 +157,6 @@ struct PeerProgress<P> {
     heard_at: Option<Instant>,
     /// Round trip of the latest such acknowledgement.
     rtt: Option<Duration>,
-    /// Highest heartbeat round of this leadership acknowledged.
-    acked_seq: u64,
     /// Log position from the last acknowledgement.
     position: Option<P>,
     /// Strict fencing: the latest instant (leader's clock) until which this
@@ -327,7 +328,6 @@ impl<P: LogPosition> Node<P> {
                 is_voter: voters.contains(p),
                 heard_at: None,
                 rtt: None,
-                acked_seq: 0,
                 position: None,
                 promised_until: None,
                 lease_until: None,
@@ -427,6 +427,53 @@ impl<P: LogPosition> Node<P> {
         }
         // Coalesce this step's decisions into at most one write.
         self.flush_persist(out);
+        #[cfg(debug_assertions)]
+        self.debug_check_invariants();
+    }
+
+    /// The invariants the rules rely on, checked after every step in debug
+    /// builds (the fuzz targets run them; TigerBeetle style).
+    #[cfg(debug_assertions)]
+    fn debug_check_invariants(&self) {
+        // Durable state never runs ahead of the decision it records.
+        debug_assert!(self.persisted.term <= self.term, "durable term ahead");
+        if let Some(w) = self.in_flight {
+            debug_assert!(self.persisted.term <= w.term && w.term <= self.term);
+        }
+        // Held messages wait for the current term and are not yet covered
+        // (covered ones were released by the write that covered them).
+        for h in &self.held {
+            debug_assert!(h.needed.term == self.term, "held message of an old term");
+            debug_assert!(
+                !self.persisted.covers(&h.needed),
+                "held message already durable"
+            );
+        }
+        // Role and round move together.
+        let consistent = match self.role {
+            Role::Follower | Role::Leader => self.round.kind == RoundKind::Idle,
+            Role::PreCandidate => {
+                matches!(
+                    self.round.kind,
+                    RoundKind::PreVote | RoundKind::AwaitDurable
+                )
+            }
+            Role::Candidate => self.round.kind == RoundKind::Vote,
+        };
+        debug_assert!(
+            consistent,
+            "role {:?} with round {:?}",
+            self.role, self.round.kind
+        );
+        // Candidacy and leadership stand on a durable self-vote.
+        if matches!(self.role, Role::Candidate | Role::Leader) {
+            debug_assert_eq!(self.persisted, HardState::new(self.term, Some(self.id)));
+        }
+        // A reported lease never outlives the step-down deadline.
+        if self.role == Role::Leader {
+            debug_assert!(self.lease_until.is_none_or(|l| l <= self.strict_until));
+            debug_assert!(self.promotion.is_none(), "a leader is not being promoted");
+        }
     }
 
     /// The next instant at which [`Input::Tick`] has work to do, or `None`
@@ -618,8 +665,8 @@ impl<P: LogPosition + core::hash::Hash> Node<P> {
     ///
     /// The field list is exhaustive (a new field does not compile until it
     /// is placed here). Left out on purpose: the logger, the scratch
-    /// buffer, `now` (replaced by `at`: a step before `now` acts at `now`)
-    /// and `PeerProgress::acked_seq` (written, never read). The PRNG is
+    /// buffer and `now` (replaced by `at`: a step before `now` acts at
+    /// `now`). The PRNG is
     /// hashed through the next two draws of a copy: its state is private,
     /// and its draws are all that it decides.
     #[doc(hidden)]
@@ -733,7 +780,6 @@ impl<P: LogPosition + core::hash::Hash> Node<P> {
                 is_voter,
                 heard_at,
                 rtt,
-                acked_seq: _,
                 position,
                 promised_until,
                 lease_until,

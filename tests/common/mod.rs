@@ -170,7 +170,6 @@ impl<P: LogPosition> Sim<P> {
                         }
                     }
                     Action::Event(event) => self.events.push((self.now, id, event)),
-                    _ => {}
                 }
             }
         }
@@ -393,7 +392,6 @@ pub fn split<P>(actions: Vec<Action<P>>) -> Out<P> {
             Action::Persist(s) => out.persists.push(s),
             Action::Send { to, message } => out.sends.push((to, message)),
             Action::Event(e) => out.events.push(e),
-            _ => {}
         }
     }
     out
