@@ -7,7 +7,7 @@ use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use tenure::{
-    Action, Config, Duration, Fencing, HardState, Input, Instant, Message, MessageKind, Node, Role,
+    Action, Config, Fencing, HardState, Input, Instant, Message, MessageKind, Node, Role,
 };
 
 fn follower_heartbeat(c: &mut Criterion) {
@@ -88,7 +88,7 @@ fn leader_ack(c: &mut Criterion) {
                 kind: MessageKind::HeartbeatAck {
                     seq,
                     position: (),
-                    promise: Duration::from_millis(400),
+                    promise_nanos: 400_000_000,
                     can_lead: true,
                 },
             };

@@ -79,7 +79,7 @@ pub enum MessageKind<P = ()> {
     /// is never acknowledged). The pair (term, seq) names exactly one round
     /// of exactly one leadership, because a node leads a term at most once.
     ///
-    /// Sending it is a promise (rule `leader_stickiness`): for `promise`
+    /// Sending it is a promise (rule `leader_stickiness`): for `promise_nanos`
     /// after receiving the round, on its own clock, the sender helps elect
     /// no one, and a restart does not shorten that (rule
     /// `restart_waits_death_timeout`). The leader's strict lease is built
@@ -89,8 +89,11 @@ pub enum MessageKind<P = ()> {
         seq: u64,
         /// The responder's log position.
         position: P,
-        /// How long the responder keeps its promise: its death timeout.
-        promise: core::time::Duration,
+        /// How long the responder keeps its promise (its death timeout), in
+        /// nanoseconds. A plain integer rather than a `Duration`: it keeps
+        /// every message small and cheap to match on the hot path (a
+        /// `Duration` here cost a follower's heartbeat about 10 ns).
+        promise_nanos: u64,
         /// Whether the responder would campaign if handed leadership (a
         /// voter in mode `Candidate` or `Manual`).
         can_lead: bool,

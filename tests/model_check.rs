@@ -357,7 +357,10 @@ impl Model for ElectionModel {
         let ack = |node: &Node| HeartbeatAck {
             seq: 1,
             position: (),
-            promise: self.config(node.id()).effective_death_timeout(),
+            promise_nanos: u64::try_from(
+                self.config(node.id()).effective_death_timeout().as_nanos(),
+            )
+            .unwrap_or(u64::MAX),
             can_lead: true,
         };
         let lease_held = self.variant.unsafe_quorum.is_none().then(|| {

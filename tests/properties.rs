@@ -92,7 +92,8 @@ impl Arbitrary for Op {
                     6 => MessageKind::HeartbeatAck {
                         seq: u64::arbitrary(g) % 5,
                         position,
-                        promise: any_duration(g),
+                        promise_nanos: u64::try_from(any_duration(g).as_nanos())
+                            .unwrap_or(u64::MAX),
                         can_lead: bool::arbitrary(g),
                     },
                     7 => MessageKind::Resign,

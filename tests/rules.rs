@@ -1194,7 +1194,7 @@ fn acks_name_their_round_follower_ack_carries_term_promise_and_can_lead() {
                 kind: MessageKind::HeartbeatAck {
                     seq: 3,
                     position: (),
-                    promise: ms(400),
+                    promise_nanos: 400_000_000,
                     can_lead: true,
                 },
             }
@@ -1256,7 +1256,7 @@ fn acks_name_their_round_leader_ignores_rounds_it_never_sent() {
     let ahead = MessageKind::HeartbeatAck {
         seq: 2,
         position: (),
-        promise: ms(400),
+        promise_nanos: 400_000_000,
         can_lead: true,
     };
     drive(&mut n, t + ms(1), rx(2, 1, ahead));
@@ -1264,7 +1264,7 @@ fn acks_name_their_round_leader_ignores_rounds_it_never_sent() {
     let ack = MessageKind::HeartbeatAck {
         seq: 1,
         position: (),
-        promise: ms(400),
+        promise_nanos: 400_000_000,
         can_lead: true,
     };
     drive(&mut n, t + ms(2), rx(2, 1, ack));
@@ -1363,7 +1363,7 @@ fn soft_fencing_ignores_acknowledgements_of_rounds_older_than_a_death_timeout() 
     let ack = |seq| MessageKind::HeartbeatAck {
         seq,
         position: (),
-        promise: ms(400),
+        promise_nanos: 400_000_000,
         can_lead: true,
     };
     // A round trip of 350 ms: round 1's ack arrives 350 ms after it went out
@@ -1430,7 +1430,7 @@ fn heartbeat_fits_promises_of_voters_with_a_shorter_death_timeout() {
     let ack = MessageKind::HeartbeatAck {
         seq: 1,
         position: (),
-        promise: ms(150),
+        promise_nanos: 150_000_000,
         can_lead: true,
     };
     drive(&mut n, t + ms(5), rx(2, 1, ack));

@@ -132,7 +132,7 @@ fuzz_target!(|case: Case| {
                     Kind::HeartbeatAck { seq, position, promise, can_lead } => MessageKind::HeartbeatAck {
                         seq,
                         position,
-                        promise: Duration::from_nanos(promise),
+                        promise_nanos: promise,
                         can_lead,
                     },
                 };

@@ -145,12 +145,12 @@ impl<P: LogPosition> Node<P> {
             MessageKind::HeartbeatAck {
                 seq,
                 position,
-                promise,
+                promise_nanos,
                 can_lead,
             } => {
                 let ack = super::Ack {
                     seq,
-                    promise,
+                    promise: core::time::Duration::from_nanos(promise_nanos),
                     can_lead,
                 };
                 self.on_heartbeat_ack(now, from, ack, position, out);

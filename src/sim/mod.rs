@@ -685,7 +685,7 @@ impl Cluster {
                         message.kind = MessageKind::HeartbeatAck {
                             seq,
                             position: (),
-                            promise,
+                            promise_nanos: crate::time::duration_nanos(promise),
                             can_lead: true,
                         };
                     }
