@@ -22,46 +22,18 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
 
-use common::{Sim, ms};
+use common::{Sim, drive, ms, rx, strict};
 use rand_core::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use tenure::sim::{Cluster, Fault, Scenario, SimConfig};
 use tenure::{
-    Action, Config, Event, Fencing, HardState, Input, Instant, Message, MessageKind, Mode, Node,
-    NodeId, Role,
+    Config, Event, Fencing, HardState, Input, Instant, Message, MessageKind, Mode, Node, NodeId,
+    Role,
 };
 
 // ---------------------------------------------------------------------
 // Hand-driven helpers (each node may have its own clock reading).
 // ---------------------------------------------------------------------
-
-fn strict(id: NodeId) -> Config {
-    common::timing(id, vec![1, 2, 3])
-        .fencing(Fencing::Strict)
-        .rng_seed(5)
-}
-
-/// Steps `n` and acknowledges every `Persist` at once; returns the sends.
-fn drive(n: &mut Node, now: Instant, input: Input) -> Vec<(NodeId, Message)> {
-    let mut sends = Vec::new();
-    let mut pending = n.step(now, input);
-    while !pending.is_empty() {
-        let mut next = Vec::new();
-        for a in pending {
-            match a {
-                Action::Persist(s) => next.extend(n.step(now, Input::Persisted(s))),
-                Action::Send { to, message } => sends.push((to, message)),
-                _ => {}
-            }
-        }
-        pending = next;
-    }
-    sends
-}
-
-fn rx(from: NodeId, message: Message) -> Input {
-    Input::Receive { from, message }
-}
 
 /// Elects `c` with the help of `v` alone; `c` reads `tc`, `v` reads `tv`
 /// (zero latency). Returns the new leader's first round.

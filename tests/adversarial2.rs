@@ -20,11 +20,9 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
 
-use common::ms;
+use common::{drive, ms, rx};
 use tenure::sim::{Cluster, Fault, Report, Scenario, SimConfig};
-use tenure::{
-    Action, Config, Fencing, HardState, Input, Instant, Message, Mode, Node, NodeId, Role,
-};
+use tenure::{Config, Fencing, HardState, Input, Instant, Message, Mode, Node, NodeId, Role};
 
 fn env(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -47,28 +45,6 @@ fn summary(r: &Report) -> String {
 // ---------------------------------------------------------------------
 // Hand-driven helpers.
 // ---------------------------------------------------------------------
-
-/// Steps `n` and acknowledges every `Persist` at once; returns the sends.
-fn drive(n: &mut Node, now: Instant, input: Input) -> Vec<(NodeId, Message)> {
-    let mut sends = Vec::new();
-    let mut pending = n.step(now, input);
-    while !pending.is_empty() {
-        let mut next = Vec::new();
-        for a in pending {
-            match a {
-                Action::Persist(s) => next.extend(n.step(now, Input::Persisted(s))),
-                Action::Send { to, message } => sends.push((to, message)),
-                _ => {}
-            }
-        }
-        pending = next;
-    }
-    sends
-}
-
-fn rx(from: NodeId, message: Message) -> Input {
-    Input::Receive { from, message }
-}
 
 // ---------------------------------------------------------------------
 // Change 2: soft fencing dated by send time, on a healthy WAN.

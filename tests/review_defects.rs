@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Sim, ms, split};
+use common::{Sim, drive, ms, rx, split, strict};
 use tenure::{
     Action, Config, ConfigError, Event, Fencing, HardState, Input, Instant, Message, MessageKind,
     Mode, Node, NodeId, PromoteFailure, Role, TransferFailure,
@@ -11,34 +11,6 @@ use tenure::{
 
 fn at(millis: u64) -> Instant {
     Instant::from_millis(millis)
-}
-
-fn strict(id: NodeId) -> Config {
-    common::timing(id, vec![1, 2, 3])
-        .fencing(Fencing::Strict)
-        .rng_seed(5)
-}
-
-/// Steps `n` and acknowledges every `Persist` at once; returns the sends.
-fn drive(n: &mut Node, now: Instant, input: Input) -> Vec<(NodeId, Message)> {
-    let mut sends = Vec::new();
-    let mut pending = n.step(now, input);
-    while !pending.is_empty() {
-        let mut next = Vec::new();
-        for a in pending {
-            match a {
-                Action::Persist(s) => next.extend(n.step(now, Input::Persisted(s))),
-                Action::Send { to, message } => sends.push((to, message)),
-                _ => {}
-            }
-        }
-        pending = next;
-    }
-    sends
-}
-
-fn rx(from: NodeId, message: Message) -> Input {
-    Input::Receive { from, message }
 }
 
 /// Delivers every message `from` sent to `to` among `sends`; returns what

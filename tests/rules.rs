@@ -95,7 +95,13 @@ fn follower_of_2(term: u64, now: Instant) -> Node {
 
 /// Node 1 becomes leader of term 1 with node 2's vote.
 fn leader_1() -> Node {
-    let mut n = node(1);
+    leader_1_of(cfg(1)).0
+}
+
+/// Node 1, configured by `config`, becomes leader of term 1 with node 2's
+/// vote; returns it and the instant it won.
+fn leader_1_of(config: Config) -> (Node, Instant) {
+    let mut n: Node = Node::new(config, HardState::default(), Instant::ZERO).unwrap();
     let t = n.next_deadline().unwrap();
     let out = drive(&mut n, t, Input::Tick);
     assert!(
@@ -115,7 +121,7 @@ fn leader_1() -> Node {
         rx(2, 1, MessageKind::VoteResponse { granted: true }),
     );
     assert_eq!(n.status().role, Role::Leader);
-    n
+    (n, t)
 }
 
 // ---------------------------------------------------------------- rule 1: terms
@@ -1229,24 +1235,7 @@ fn acks_name_their_round_follower_ack_carries_term_promise_and_can_lead() {
 /// round it has not sent.
 #[test]
 fn acks_name_their_round_leader_ignores_rounds_it_never_sent() {
-    let mut n: Node = Node::new(
-        cfg(1).fencing(tenure::Fencing::Strict),
-        HardState::default(),
-        Instant::ZERO,
-    )
-    .unwrap();
-    let t = n.next_deadline().unwrap();
-    drive(&mut n, t, Input::Tick);
-    drive(
-        &mut n,
-        t,
-        rx(2, 1, MessageKind::PreVoteResponse { granted: true }),
-    );
-    drive(
-        &mut n,
-        t,
-        rx(2, 1, MessageKind::VoteResponse { granted: true }),
-    );
+    let (mut n, t) = leader_1_of(cfg(1).fencing(tenure::Fencing::Strict));
     assert_eq!(n.status().role, Role::Leader);
     let stale = MessageKind::HeartbeatResponse {
         seq: 0,
@@ -1408,24 +1397,7 @@ fn soft_fencing_ignores_acknowledgements_of_rounds_older_than_a_death_timeout() 
 /// not let the lease lapse between rounds.
 #[test]
 fn heartbeat_fits_promises_of_voters_with_a_shorter_death_timeout() {
-    let mut n: Node = Node::new(
-        cfg(1).fencing(tenure::Fencing::Strict),
-        HardState::default(),
-        Instant::ZERO,
-    )
-    .unwrap();
-    let t = n.next_deadline().unwrap();
-    drive(&mut n, t, Input::Tick);
-    drive(
-        &mut n,
-        t,
-        rx(2, 1, MessageKind::PreVoteResponse { granted: true }),
-    );
-    drive(
-        &mut n,
-        t,
-        rx(2, 1, MessageKind::VoteResponse { granted: true }),
-    );
+    let (mut n, t) = leader_1_of(cfg(1).fencing(tenure::Fencing::Strict));
     assert_eq!(n.next_deadline(), Some(t + ms(100)), "configured interval");
     let ack = MessageKind::HeartbeatAck {
         seq: 1,

@@ -396,3 +396,38 @@ pub fn split<P>(actions: Vec<Action<P>>) -> Out<P> {
     }
     out
 }
+
+/// Steps `n` and acknowledges every `Persist` at once (a synchronous disk);
+/// returns the messages it sent.
+pub fn drive<P: LogPosition>(
+    n: &mut Node<P>,
+    now: Instant,
+    input: Input<P>,
+) -> Vec<(NodeId, Message<P>)> {
+    let mut sends = Vec::new();
+    let mut pending = n.step(now, input);
+    while !pending.is_empty() {
+        let mut next = Vec::new();
+        for a in pending {
+            match a {
+                Action::Persist(s) => next.extend(n.step(now, Input::Persisted(s))),
+                Action::Send { to, message } => sends.push((to, message)),
+                Action::Event(_) => {}
+            }
+        }
+        pending = next;
+    }
+    sends
+}
+
+/// `message` from `from`, as an input.
+pub fn rx<P>(from: NodeId, message: Message<P>) -> Input<P> {
+    Input::Receive { from, message }
+}
+
+/// Node `id` of voters 1, 2, 3 with the harness timing and strict fencing.
+pub fn strict(id: NodeId) -> Config {
+    timing(id, vec![1, 2, 3])
+        .fencing(tenure::Fencing::Strict)
+        .rng_seed(5)
+}
