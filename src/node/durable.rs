@@ -80,7 +80,7 @@ impl<P: LogPosition> Node<P> {
         let kind = MessageKind::HeartbeatAck {
             seq,
             position: self.position.clone(),
-            promise_nanos: crate::time::duration_nanos(self.timing.death),
+            promise_nanos: self.timing.promise_nanos,
             can_lead: self.may_lead_if_asked(),
         };
         self.reply(to, kind, out);

@@ -240,16 +240,25 @@ impl<P: LogPosition> Node<P> {
             }
             return;
         }
-        let since = self.leader_since;
-        if let Some(t) = self.quorum_value(needed_from_peers, |p| Some(p.heard_at.unwrap_or(since)))
-        {
-            self.soft_anchor = t;
-        }
-        if let Some(t) = self.quorum_value(needed_from_peers, |p| p.promised_until) {
-            self.strict_until = self.strict_until.max(t);
-        }
-        if let Some(t) = self.quorum_value(needed_from_peers, |p| p.lease_until) {
-            self.lease_until = Some(self.lease_until.map_or(t, |u| u.max(t)));
+        // Each fencing mode reads only its own anchors: compute just those
+        // (this runs on every acknowledgement).
+        match self.fencing {
+            Fencing::Soft => {
+                let since = self.leader_since;
+                let heard = |p: &PeerProgress<P>| Some(p.heard_at.unwrap_or(since));
+                if let Some(t) = self.quorum_value(needed_from_peers, heard) {
+                    self.soft_anchor = t;
+                }
+            }
+            Fencing::Strict => {
+                if let Some(t) = self.quorum_value(needed_from_peers, |p| p.promised_until) {
+                    self.strict_until = self.strict_until.max(t);
+                }
+                if let Some(t) = self.quorum_value(needed_from_peers, |p| p.lease_until) {
+                    self.lease_until = Some(self.lease_until.map_or(t, |u| u.max(t)));
+                }
+            }
+            _ => {}
         }
     }
 

@@ -192,6 +192,9 @@ struct Timing {
     drift_ppm: u32,
     /// Subtracted from every strict lease.
     lease_margin: Duration,
+    /// The death timeout in nanoseconds: the promise every acknowledgement
+    /// states (computed once; it is on the follower's hot path).
+    promise_nanos: u64,
 }
 
 /// One member of an election group: a pure state machine.
@@ -311,6 +314,7 @@ impl<P: LogPosition> Node<P> {
             jitter: config.effective_election_jitter(),
             drift_ppm: config.drift_ppm(),
             lease_margin: config.effective_lease_margin(),
+            promise_nanos: crate::time::duration_nanos(config.effective_death_timeout()),
         };
         let root = config
             .take_logger()
