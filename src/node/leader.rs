@@ -99,15 +99,15 @@ impl<P: LogPosition> Node<P> {
             return;
         }
         let sent = self.round_sent(ack.seq);
+        let promise_backs = self.lease_for_promise(ack.promise);
         // A zero promise (the older `HeartbeatResponse`) backs nothing; an
         // instant that saturated at the end of time proves nothing either.
         let promised = sent
             .filter(|_| !ack.promise.is_zero())
-            .map(|s| s + self.lease_for_promise(ack.promise))
+            .map(|s| s + promise_backs)
             .filter(|&until| until < Instant::MAX);
         let floor = self.lease_floor;
         let forfeited = self.lease_forfeited;
-        let promise_backs = self.lease_for_promise(ack.promise);
         let Some(peer) = self.peers.iter_mut().find(|p| p.id == from) else {
             return;
         };
@@ -133,13 +133,15 @@ impl<P: LogPosition> Node<P> {
         // office for as long as such acknowledgements trickle in.
         if let Some(sent) = sent.filter(|&s| now.saturating_duration_since(s) <= self.timing.death)
         {
-            peer.heard_at = Some(peer.heard_at.map_or(now, |h| h.max(now)));
+            // `now` never goes back (`observe_time`): the newest is `now`.
+            peer.heard_at = Some(now);
             peer.rtt = Some(now.saturating_duration_since(sent));
         }
         if let (Some(sent), Some(until)) = (sent, promised) {
-            peer.promised_until = Some(peer.promised_until.map_or(until, |u| u.max(until)));
+            // `None` orders below every `Some`: these only move forward.
+            peer.promised_until = peer.promised_until.max(Some(until));
             if !forfeited && sent >= floor {
-                peer.lease_until = Some(peer.lease_until.map_or(until, |u| u.max(until)));
+                peer.lease_until = peer.lease_until.max(Some(until));
             }
         }
         self.recompute_anchors();

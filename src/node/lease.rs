@@ -235,7 +235,7 @@ impl<P: LogPosition> Node<P> {
                 let until = sent + self.lease_duration;
                 self.strict_until = self.strict_until.max(until);
                 if !self.lease_forfeited && sent >= self.lease_floor {
-                    self.lease_until = Some(self.lease_until.map_or(until, |u| u.max(until)));
+                    self.lease_until = self.lease_until.max(Some(until));
                 }
             }
             return;
@@ -255,7 +255,7 @@ impl<P: LogPosition> Node<P> {
                     self.strict_until = self.strict_until.max(t);
                 }
                 if let Some(t) = self.quorum_value(needed_from_peers, |p| p.lease_until) {
-                    self.lease_until = Some(self.lease_until.map_or(t, |u| u.max(t)));
+                    self.lease_until = self.lease_until.max(Some(t));
                 }
             }
             _ => {}
