@@ -10,14 +10,133 @@
 
 use alloc::vec::Vec;
 
-use super::{Action, Held, Node, RoundKind};
+use super::{Action, Node, Phase};
 use crate::NodeId;
 use crate::hard_state::HardState;
 use crate::message::{Message, MessageKind};
 use crate::position::LogPosition;
 use crate::rule::Rule;
-use crate::status::Role;
 use crate::time::Instant;
+
+/// A message waiting for the state it asserts to become durable.
+#[derive(Clone, Debug, PartialEq, Hash)]
+struct Held<P> {
+    needed: HardState,
+    to: NodeId,
+    message: Message<P>,
+}
+
+/// The durable state, the one write in flight, and the messages that wait
+/// for it.
+#[derive(Clone, Debug, PartialEq, Hash)]
+pub(super) struct Durability<P> {
+    /// The last state storage confirmed.
+    persisted: HardState,
+    /// The write storage was asked for and has not confirmed (at most one).
+    in_flight: Option<HardState>,
+    /// Messages that assert state not yet durable, in send order.
+    held: Vec<Held<P>>,
+}
+
+impl<P> Durability<P> {
+    pub(super) fn new(persisted: HardState) -> Self {
+        Durability {
+            persisted,
+            in_flight: None,
+            held: Vec::new(),
+        }
+    }
+
+    pub(super) fn persisted(&self) -> HardState {
+        self.persisted
+    }
+
+    pub(super) fn in_flight(&self) -> Option<HardState> {
+        self.in_flight
+    }
+
+    /// Releases `message` into `out` if `needed` is durable, and holds it
+    /// otherwise (replacing a held message of the same kind to the same
+    /// receiver). Returns whether it was held.
+    fn send_or_hold(
+        &mut self,
+        needed: HardState,
+        to: NodeId,
+        message: Message<P>,
+        out: &mut Vec<Action<P>>,
+    ) -> Option<&Message<P>> {
+        if self.persisted.covers(&needed) {
+            out.push(Action::Send { to, message });
+            return None;
+        }
+        let discriminant = core::mem::discriminant(&message.kind);
+        self.held
+            .retain(|h| !(h.to == to && core::mem::discriminant(&h.message.kind) == discriminant));
+        self.held.push(Held {
+            needed,
+            to,
+            message,
+        });
+        self.held.last().map(|h| &h.message)
+    }
+
+    /// Starts a write of `want` if it differs from the durable state and no
+    /// write is in flight; returns the write to emit.
+    fn start_write(&mut self, want: HardState) -> Option<HardState> {
+        if self.in_flight.is_some() || want == self.persisted {
+            return None;
+        }
+        self.in_flight = Some(want);
+        Some(want)
+    }
+
+    /// Storage confirmed `state`: make it the durable state and release, in
+    /// send order, every held message it covers. `false` if `state` is not
+    /// the write in flight (nothing changes).
+    fn confirm(&mut self, state: HardState, out: &mut Vec<Action<P>>) -> bool {
+        if self.in_flight != Some(state) {
+            return false;
+        }
+        self.in_flight = None;
+        self.persisted = state;
+        let mut i = 0;
+        while i < self.held.len() {
+            if state.covers(&self.held[i].needed) {
+                let held = self.held.remove(i);
+                out.push(Action::Send {
+                    to: held.to,
+                    message: held.message,
+                });
+            } else {
+                i += 1;
+            }
+        }
+        true
+    }
+
+    /// Drops held messages about terms older than `term`: they would assert
+    /// a term this node has left (and a held heartbeat of a deposed leader
+    /// must never go out).
+    pub(super) fn drop_older_than(&mut self, term: u64) {
+        self.held.retain(|h| h.needed.term >= term);
+    }
+
+    /// The invariants of the write pipeline, given the volatile term.
+    #[cfg(debug_assertions)]
+    pub(super) fn debug_check(&self, term: u64) {
+        debug_assert!(self.persisted.term <= term, "durable term ahead");
+        if let Some(w) = self.in_flight {
+            debug_assert!(self.persisted.term <= w.term && w.term <= term);
+        }
+        for h in &self.held {
+            debug_assert!(h.needed.term == term, "held message of an old term");
+            debug_assert!(
+                !self.persisted.covers(&h.needed),
+                "held message already durable"
+            );
+        }
+    }
+}
 
 impl<P: LogPosition> Node<P> {
     /// Rule `persist_before_send`: sends `kind` to `to` stamped with
@@ -41,21 +160,11 @@ impl<P: LogPosition> Node<P> {
             term: msg_term,
             kind,
         };
-        if self.persisted.covers(&needed) {
-            out.push(Action::Send { to, message });
-            return;
+        if let Some(message) = self.durable.send_or_hold(needed, to, message, out) {
+            slog::debug!(self.log, "hold message until durable";
+                "rule" => Rule::PersistBeforeSend, "term" => self.term,
+                "to" => to, "message" => ?message, "needs" => ?needed);
         }
-        let discriminant = core::mem::discriminant(&message.kind);
-        self.held
-            .retain(|h| !(h.to == to && core::mem::discriminant(&h.message.kind) == discriminant));
-        slog::debug!(self.log, "hold message until durable";
-            "rule" => Rule::PersistBeforeSend, "term" => self.term,
-            "to" => to, "message" => ?message, "needs" => ?needed);
-        self.held.push(Held {
-            needed,
-            to,
-            message,
-        });
     }
 
     /// Answers `to` at the current term; needs only that term durable.
@@ -121,11 +230,10 @@ impl<P: LogPosition> Node<P> {
             term: self.term,
             vote: self.vote,
         };
-        if self.in_flight.is_none() && want != self.persisted {
+        if let Some(write) = self.durable.start_write(want) {
             slog::debug!(self.log, "persist"; "rule" => Rule::PersistBeforeSend,
-                "term" => self.term, "state" => ?want);
-            self.in_flight = Some(want);
-            out.push(Action::Persist(want));
+                "term" => self.term, "state" => ?write);
+            out.push(Action::Persist(write));
         }
     }
 
@@ -138,44 +246,23 @@ impl<P: LogPosition> Node<P> {
         state: HardState,
         out: &mut Vec<Action<P>>,
     ) {
-        if self.in_flight != Some(state) {
+        if !self.durable.confirm(state, out) {
             slog::error!(self.log, "Persisted does not match the write in flight; ignored";
                 "rule" => Rule::PersistAckMatchesWrite, "term" => self.term,
-                "acked" => ?state, "in_flight" => ?self.in_flight);
+                "acked" => ?state, "in_flight" => ?self.durable.in_flight());
             return;
         }
-        self.in_flight = None;
-        self.persisted = state;
         slog::debug!(self.log, "persisted"; "rule" => Rule::PersistBeforeSend,
             "term" => self.term, "state" => ?state);
-        // Release in FIFO order what is now covered; anything about an older
-        // term was already dropped when the term moved on.
-        let mut i = 0;
-        while i < self.held.len() {
-            if self.persisted.covers(&self.held[i].needed) {
-                let held = self.held.remove(i);
-                out.push(Action::Send {
-                    to: held.to,
-                    message: held.message,
-                });
-            } else {
-                i += 1;
+        if let Phase::AwaitingSelfVote { transfer } = self.phase {
+            if state == HardState::new(self.term, Some(self.id)) {
+                self.become_candidate(now, transfer, out);
             }
-        }
-        if self.round.kind == RoundKind::AwaitDurable
-            && self.role == Role::PreCandidate
-            && self.persisted.term == self.round.term
-            && self.persisted.vote == Some(self.id)
-        {
-            self.become_candidate(now, out);
         }
     }
 
-    /// Drops held messages about terms older than the current one: they
-    /// would assert a term this node has left (and a held heartbeat of a
-    /// deposed leader must never go out).
+    /// Drops held messages about terms older than the current one.
     pub(super) fn drop_stale_held(&mut self) {
-        let term = self.term;
-        self.held.retain(|h| h.needed.term >= term);
+        self.durable.drop_older_than(self.term);
     }
 }

@@ -3,14 +3,15 @@
 use alloc::vec::Vec;
 use core::cmp::Ordering;
 
-use super::{Action, Node, Round, RoundKind};
+use super::phase::{PreVoteRound, VoteRound};
+use super::{Ack, Action, Node, Phase};
 use crate::NodeId;
 use crate::config::Mode;
 use crate::message::{Message, MessageKind};
 use crate::position::LogPosition;
 use crate::quorum::Outcome;
 use crate::rule::Rule;
-use crate::status::{Event, PromoteFailure, Role, StepDownReason, TransferFailure};
+use crate::status::{Event, PromoteFailure, StepDownReason, TransferFailure};
 use crate::time::Instant;
 
 /// Why a (pre-)vote is refused: the rule that decides, and a reason.
@@ -148,7 +149,7 @@ impl<P: LogPosition> Node<P> {
                 promise_nanos,
                 can_lead,
             } => {
-                let ack = super::Ack {
+                let ack = Ack {
                     seq,
                     promise: core::time::Duration::from_nanos(promise_nanos),
                     can_lead,
@@ -160,7 +161,7 @@ impl<P: LogPosition> Node<P> {
             // heartbeats (see `MessageKind::HeartbeatResponse`). `seq: 0`
             // names no round.
             MessageKind::HeartbeatResponse { seq, position } if seq > 0 => {
-                let ack = super::Ack {
+                let ack = Ack {
                     seq,
                     promise: core::time::Duration::ZERO,
                     can_lead: true,
@@ -180,7 +181,6 @@ impl<P: LogPosition> Node<P> {
     pub(super) fn adopt_term(&mut self, now: Instant, term: u64, out: &mut Vec<Action<P>>) {
         debug_assert!(term > self.term);
         let old_term = self.term;
-        let was_leader = self.role == Role::Leader;
         // A transfer that already sent TimeoutNow expects this term change;
         // any other transfer is aborted by it.
         let handed_over = self.transfer.is_some_and(|t| t.timeout_now_sent);
@@ -190,10 +190,7 @@ impl<P: LogPosition> Node<P> {
         self.term = term;
         self.vote = None;
         self.newest_round = 0;
-        self.role = Role::Follower;
-        self.round = Round::IDLE;
-        self.next_heartbeat = Instant::MAX;
-        self.lease_until = None;
+        let was_leader = core::mem::replace(&mut self.phase, Phase::Follower).is_leader();
         self.drop_stale_held();
         if was_leader {
             let reason = if handed_over {
@@ -211,7 +208,7 @@ impl<P: LogPosition> Node<P> {
         }
         self.set_leader(None, out);
         self.end_promotion(Some(PromoteFailure::OutdatedTerm { term }), out);
-        self.campaign_at = self.campaign_at.max(now);
+        self.gates.defer_campaign(now);
     }
 
     /// Whether this node is bound by a promise not to help elect anyone
@@ -220,15 +217,7 @@ impl<P: LogPosition> Node<P> {
     /// timeout ago (rule `restart_waits_death_timeout`). The strict-fencing
     /// lease is sound only because of this promise.
     pub(super) fn promise_active(&self, now: Instant) -> bool {
-        self.role == Role::Leader || now < self.promise_until()
-    }
-
-    /// The instant the promise ends (for a non-leader).
-    pub(super) fn promise_until(&self) -> Instant {
-        let contact = self
-            .leader_contact
-            .map_or(Instant::ZERO, |c| c + self.timing.death);
-        contact.max(self.restart_embargo_until)
+        self.phase.is_leader() || now < self.gates.promise_until()
     }
 
     /// Whether the mode and voter status allow campaigning at all right now
@@ -239,53 +228,30 @@ impl<P: LogPosition> Node<P> {
                 || (self.mode == Mode::Manual && self.promotion.is_some()))
     }
 
-    /// Whether the follower timer may start a campaign now.
+    /// Whether a new campaign may start now (every gate open).
     fn may_campaign(&self, now: Instant) -> bool {
         self.may_ever_campaign()
             && self.leader.is_none()
-            && now >= self.no_campaign_before
+            && now >= self.gates.no_campaign_before
             && !self.promise_active(now)
     }
 
-    /// Timers of a non-leader.
-    pub(super) fn follower_tick(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
-        // Rule `leader_death`: no leader message for a death timeout.
-        if let (Some(leader), Some(contact)) = (self.leader, self.leader_contact) {
-            if now >= contact + self.timing.death {
-                slog::info!(self.log, "leader declared dead";
-                    "rule" => Rule::LeaderDeath, "term" => self.term, "leader" => leader,
-                    "last_heard" => %contact);
-                self.set_leader(None, out);
-            }
-        }
-        self.transfer_tick(now, out);
-        if self.promotion.is_some_and(|deadline| now >= deadline) {
-            // Rule `promote_one_campaign`: bounded by one election timeout.
-            self.abandon_round(now);
-            self.end_promotion(Some(PromoteFailure::NoQuorum), out);
-        }
-        // Timers freeze while a write is in flight (rule
-        // `no_candidacy_on_volatile_state`).
-        if self.in_flight.is_some() {
-            slog::debug!(self.log, "election timers frozen while a write is in flight";
-                "rule" => Rule::NoCandidacyOnVolatileState, "term" => self.term);
-            return;
-        }
-        match self.round.kind {
-            RoundKind::PreVote | RoundKind::Vote if now >= self.round.deadline => {
-                self.round_timed_out(now, out);
-            }
-            RoundKind::Idle if now >= self.campaign_at && self.may_campaign(now) => {
-                self.start_pre_vote(now, out);
-            }
-            _ => {}
-        }
+    /// Rule `leader_death` (timer `leader_death`): no message from the
+    /// leader for a death timeout; forget it, so the campaign timer runs.
+    pub(super) fn declare_leader_dead(&mut self, out: &mut Vec<Action<P>>) {
+        slog::info!(self.log, "leader declared dead";
+            "rule" => Rule::LeaderDeath, "term" => self.term, "leader" => ?self.leader,
+            "last_heard" => ?self.gates.leader_contact);
+        self.set_leader(None, out);
     }
 
-    fn round_timed_out(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
+    /// Rule `election_timeout` (timer `election_round`): the round gave up.
+    /// A promotion ends; otherwise a new pre-vote starts if every gate is
+    /// open, or the node goes back to following.
+    pub(super) fn round_timed_out(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
         slog::info!(self.log, "election round timed out";
             "rule" => Rule::ElectionTimeout, "term" => self.term,
-            "round" => ?self.round.kind, "round_term" => self.round.term);
+            "role" => ?self.phase.role());
         if self.promotion.is_some() {
             // A promotion is one campaign; never retried in a loop
             // (Tarantool dd89c57e78).
@@ -300,9 +266,8 @@ impl<P: LogPosition> Node<P> {
 
     /// Back to follower; the next own attempt waits a randomized round.
     pub(super) fn abandon_round(&mut self, now: Instant) {
-        self.role = Role::Follower;
-        self.round = Round::IDLE;
-        self.campaign_at = now + self.round_length();
+        self.phase = Phase::Follower;
+        self.gates.campaign_at = now + self.round_length();
     }
 
     /// Rule `pre_vote` (thesis §9.6): ask for term + 1 without changing
@@ -316,20 +281,13 @@ impl<P: LogPosition> Node<P> {
         let Some(proposed) = self.term_space_left(now) else {
             return;
         };
-        self.role = Role::PreCandidate;
         self.set_leader(None, out);
         let deadline = now + self.round_length();
-        self.round = Round {
-            kind: RoundKind::PreVote,
-            term: proposed,
-            deadline,
-            split_handled: false,
-            transfer: false,
-        };
+        self.phase = Phase::PreVoting(PreVoteRound { proposed, deadline });
         self.tally.reset();
         self.tally.record(me, true);
         slog::info!(self.log, "start pre-vote";
-            "rule" => Rule::PreVote, "term" => self.term, "proposed" => self.round.term);
+            "rule" => Rule::PreVote, "term" => self.term, "proposed" => proposed);
         if self.tally.outcome(self.voters.quorum()) == Outcome::Won {
             self.start_campaign(now, false, out);
             return;
@@ -360,16 +318,9 @@ impl<P: LogPosition> Node<P> {
         self.term = term;
         self.vote = Some(self.id);
         self.newest_round = 0;
-        self.role = Role::PreCandidate;
+        self.phase = Phase::AwaitingSelfVote { transfer };
         self.drop_stale_held();
         self.set_leader(None, out);
-        self.round = Round {
-            kind: RoundKind::AwaitDurable,
-            term: self.term,
-            deadline: Instant::MAX,
-            split_handled: false,
-            transfer,
-        };
         slog::info!(self.log, "bump term and vote for self";
             "rule" => Rule::SelfVoteWithTermBump, "term" => self.term, "transfer" => transfer);
     }
@@ -389,12 +340,19 @@ impl<P: LogPosition> Node<P> {
     }
 
     /// The self-vote is durable: ask for votes.
-    pub(super) fn become_candidate(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
+    pub(super) fn become_candidate(
+        &mut self,
+        now: Instant,
+        transfer: bool,
+        out: &mut Vec<Action<P>>,
+    ) {
         let Some(me) = self.self_index else { return };
-        self.role = Role::Candidate;
         let deadline = now + self.round_length();
-        self.round.kind = RoundKind::Vote;
-        self.round.deadline = deadline;
+        self.phase = Phase::Candidate(VoteRound {
+            deadline,
+            split_handled: false,
+            transfer,
+        });
         self.tally.reset();
         self.tally.record(me, true);
         slog::info!(self.log, "enter candidate state with 1 self vote";
@@ -404,7 +362,7 @@ impl<P: LogPosition> Node<P> {
             self.become_leader(now, out);
             return;
         }
-        let (term, transfer) = (self.term, self.round.transfer);
+        let term = self.term;
         self.send_to_other_voters(
             term,
             true,
@@ -459,32 +417,27 @@ impl<P: LogPosition> Node<P> {
         position: &P,
         out: &mut Vec<Action<P>>,
     ) {
-        let mut reason = self.refusal(now, position, false);
-        if reason.is_none()
-            && proposed == self.term
-            && (self.leader.is_some() || self.vote.is_some_and(|v| v != from))
-        {
-            reason = Some((
-                Rule::OneVotePerTerm,
-                "already voted or following a leader in that term",
-            ));
+        if let Some(refusal) = self.pre_vote_refusal(now, from, proposed, position) {
+            self.refuse_pre_vote(from, refusal, out);
+            return;
         }
         let conceded = self.conceded_for >= proposed;
-        let dueling = self.round.kind == RoundKind::PreVote && self.round.term == proposed;
-        let mut concede = reason.is_none() && !conceded;
-        if reason.is_none() && dueling {
+        let dueling = matches!(self.phase, Phase::PreVoting(r) if r.proposed == proposed);
+        if dueling {
             if self.outranks(from, position) {
-                reason = Some((
+                let refusal = (
                     Rule::PreVoteDuelRanked,
                     "dueling pre-candidate ranked lower",
-                ));
-            } else if conceded {
+                );
+                self.refuse_pre_vote(from, refusal, out);
+                return;
+            }
+            if conceded {
                 // This term's concession is spent: grant, but keep this
                 // node's own round running.
                 slog::info!(self.log, "already conceded this term: grant and keep campaigning";
                     "rule" => Rule::PreVoteDefersOnce, "term" => self.term, "to" => from,
                     "proposed" => proposed);
-                concede = false;
             } else {
                 // Rule `pre_vote_duel_ranked`: yield to the better-placed
                 // pre-candidate so the two do not split the vote.
@@ -494,23 +447,16 @@ impl<P: LogPosition> Node<P> {
                 self.end_promotion(Some(PromoteFailure::OtherLeader { leader: None }), out);
             }
         }
-        let term = self.term;
-        if let Some((rule, reason)) = reason {
-            slog::info!(self.log, "pre-vote refused"; "rule" => rule,
-                "term" => term, "from" => from, "reason" => reason);
-            self.reply(from, MessageKind::PreVoteResponse { granted: false }, out);
-            return;
-        }
-        if concede && self.role == Role::Follower {
+        if !conceded && self.phase.is_follower() {
             self.conceded_for = proposed;
-            self.campaign_at = self.campaign_at.max(now + self.timing.election);
+            self.gates.defer_campaign(now + self.timing.election);
         } else if conceded && !dueling {
             slog::info!(self.log, "already conceded this term: grant without deferring";
-                "rule" => Rule::PreVoteDefersOnce, "term" => term, "from" => from,
+                "rule" => Rule::PreVoteDefersOnce, "term" => self.term, "from" => from,
                 "proposed" => proposed);
         }
         slog::info!(self.log, "pre-vote granted"; "rule" => Rule::PreVoteGrant,
-            "term" => term, "from" => from, "proposed" => proposed);
+            "term" => self.term, "from" => from, "proposed" => proposed);
         self.send(
             from,
             proposed,
@@ -518,6 +464,31 @@ impl<P: LogPosition> Node<P> {
             false,
             out,
         );
+    }
+
+    /// Why a pre-vote for `from` in `proposed` is refused outright: the
+    /// shared vote refusal, or this node already voted for another or
+    /// follows a leader in that very term.
+    fn pre_vote_refusal(
+        &self,
+        now: Instant,
+        from: NodeId,
+        proposed: u64,
+        position: &P,
+    ) -> Option<Refusal> {
+        self.refusal(now, position, false).or_else(|| {
+            let committed = self.leader.is_some() || self.vote.is_some_and(|v| v != from);
+            (proposed == self.term && committed).then_some((
+                Rule::OneVotePerTerm,
+                "already voted or following a leader in that term",
+            ))
+        })
+    }
+
+    fn refuse_pre_vote(&mut self, from: NodeId, (rule, reason): Refusal, out: &mut Vec<Action<P>>) {
+        slog::info!(self.log, "pre-vote refused"; "rule" => rule,
+            "term" => self.term, "from" => from, "reason" => reason);
+        self.reply(from, MessageKind::PreVoteResponse { granted: false }, out);
     }
 
     /// Rule `pre_vote_duel_ranked`: between two pre-candidates for the same
@@ -543,7 +514,7 @@ impl<P: LogPosition> Node<P> {
         granted: bool,
         out: &mut Vec<Action<P>>,
     ) {
-        if self.round.kind != RoundKind::PreVote || self.round.term != proposed {
+        if !matches!(self.phase, Phase::PreVoting(r) if r.proposed == proposed) {
             return;
         }
         let Some(index) = self.voters.index_of(from) else {
@@ -589,7 +560,7 @@ impl<P: LogPosition> Node<P> {
         }
         let reason = if self.vote.is_some() {
             Some((Rule::OneVotePerTerm, "already voted in this term"))
-        } else if self.leader.is_some() || self.role == Role::Leader {
+        } else if self.leader.is_some() || self.phase.is_leader() {
             Some((Rule::OneVotePerTerm, "the leader of this term is known"))
         } else {
             self.refusal(now, position, transfer)
@@ -603,13 +574,12 @@ impl<P: LogPosition> Node<P> {
         slog::info!(self.log, "vote granted, follow"; "rule" => Rule::OneVotePerTerm,
             "term" => term, "to" => from, "transfer" => transfer);
         self.vote = Some(from);
-        if self.role != Role::Follower {
+        if !self.phase.is_follower() {
             // A pre-candidate gives up its own round for the candidate it voted for.
-            self.role = Role::Follower;
-            self.round = Round::IDLE;
+            self.phase = Phase::Follower;
             self.end_promotion(Some(PromoteFailure::OtherLeader { leader: None }), out);
         }
-        self.campaign_at = now + self.round_length();
+        self.gates.campaign_at = now + self.round_length();
         self.send_with_vote(from, MessageKind::VoteResponse { granted: true }, out);
     }
 
@@ -624,7 +594,7 @@ impl<P: LogPosition> Node<P> {
         granted: bool,
         out: &mut Vec<Action<P>>,
     ) {
-        if self.role != Role::Candidate || self.round.kind != RoundKind::Vote {
+        if !matches!(self.phase, Phase::Candidate(_)) {
             return;
         }
         let Some(index) = self.voters.index_of(from) else {
@@ -646,14 +616,24 @@ impl<P: LogPosition> Node<P> {
                 self.abandon_round(now);
                 self.end_promotion(Some(PromoteFailure::NoQuorum), out);
             }
-            Outcome::Lost if !self.round.split_handled => {
-                self.round.split_handled = true;
-                let retry = now + self.jitter.up_to(self.timing.jitter);
-                self.round.deadline = self.round.deadline.min(retry);
-                slog::info!(self.log, "split vote is discovered"; "rule" => Rule::SplitVoteEndsRound,
-                    "term" => self.term, "retry_at" => %self.round.deadline);
-            }
-            _ => {}
+            Outcome::Lost => self.split_vote(now),
+            Outcome::Pending => {}
         }
+    }
+
+    /// Rule `split_vote_ends_round`: a quorum is out of reach; cut the
+    /// round to a short random delay, once per round.
+    fn split_vote(&mut self, now: Instant) {
+        if !matches!(self.phase, Phase::Candidate(r) if !r.split_handled) {
+            return;
+        }
+        let retry = now + self.jitter.up_to(self.timing.jitter);
+        let Phase::Candidate(round) = &mut self.phase else {
+            return;
+        };
+        round.split_handled = true;
+        round.deadline = round.deadline.min(retry);
+        slog::info!(self.log, "split vote is discovered"; "rule" => Rule::SplitVoteEndsRound,
+            "term" => self.term, "retry_at" => %round.deadline);
     }
 }

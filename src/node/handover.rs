@@ -1,15 +1,15 @@
-//! Promote, demote and leadership transfer.
+//! Promote, demote, leadership transfer and TimeoutNow.
 
 use alloc::vec::Vec;
 
-use super::{Action, Node};
+use super::{Action, Node, Phase, Transfer};
 use crate::NodeId;
 use crate::config::Fencing;
 use crate::config::Mode;
 use crate::message::MessageKind;
 use crate::position::LogPosition;
 use crate::rule::Rule;
-use crate::status::{Event, PromoteFailure, Role, StepDownReason, TransferFailure};
+use crate::status::{Event, PromoteFailure, StepDownReason, TransferFailure};
 use crate::time::Instant;
 
 impl<P: LogPosition> Node<P> {
@@ -33,13 +33,13 @@ impl<P: LogPosition> Node<P> {
             );
             return;
         }
-        match self.role {
-            Role::Leader => {
+        match self.phase {
+            Phase::Leader(_) => {
                 slog::info!(self.log, "promote ignored: already leader";
                     "rule" => Rule::PromoteOneCampaign, "term" => self.term);
                 return;
             }
-            Role::PreCandidate | Role::Candidate => {
+            Phase::PreVoting(_) | Phase::AwaitingSelfVote { .. } | Phase::Candidate(_) => {
                 // Already campaigning: the running campaign becomes the
                 // promotion (no second round, no term inflation), with its
                 // own deadline: its outcome is reported within one
@@ -52,7 +52,7 @@ impl<P: LogPosition> Node<P> {
                 }
                 return;
             }
-            _ => {}
+            Phase::Follower => {}
         }
         if self.fencing == Fencing::Strict && self.promise_active(now) {
             slog::info!(self.log, "promote refused: a leader may still be alive";
@@ -99,32 +99,32 @@ impl<P: LogPosition> Node<P> {
     /// death timeout, so another node takes over. On a (pre-)candidate it
     /// cancels the campaign; on any node it starts the same embargo.
     pub(super) fn on_demote(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
-        self.no_campaign_before = now + self.timing.death;
-        match self.role {
-            Role::Leader => {
-                self.fail_transfer(TransferFailure::SteppedDown, out);
+        self.gates.no_campaign_before = now + self.timing.death;
+        match self.phase {
+            Phase::Leader(_) => {
+                // `step_down` fails a running transfer (`SteppedDown`).
                 self.step_down(StepDownReason::Demoted, out);
                 self.send_to_peers(&MessageKind::Resign, out);
             }
-            Role::PreCandidate | Role::Candidate => {
+            Phase::PreVoting(_) | Phase::AwaitingSelfVote { .. } | Phase::Candidate(_) => {
                 slog::info!(self.log, "demote: campaign cancelled"; "rule" => Rule::DemoteMovesLeadership,
                     "term" => self.term);
                 self.abandon_round(now);
                 self.end_promotion(Some(PromoteFailure::Cancelled), out);
             }
-            _ => {
+            Phase::Follower => {
                 slog::info!(self.log, "demote on a follower: no campaign for a death timeout";
                     "rule" => Rule::DemoteMovesLeadership, "term" => self.term);
             }
         }
-        self.campaign_at = self.campaign_at.max(self.no_campaign_before);
+        self.gates.defer_campaign(self.gates.no_campaign_before);
     }
 
     /// Rule `timeout_now_campaigns`: the leader of this term hands over; a
     /// voter in `Candidate` or `Manual` mode campaigns at once, skipping
     /// pre-vote, with the transfer flag that lets voters skip stickiness.
     pub(super) fn on_timeout_now(&mut self, now: Instant, from: NodeId, out: &mut Vec<Action<P>>) {
-        if self.leader != Some(from) || !self.may_lead_if_asked() || self.role != Role::Follower {
+        if self.leader != Some(from) || !self.may_lead_if_asked() || !self.phase.is_follower() {
             slog::info!(self.log, "TimeoutNow ignored"; "rule" => Rule::TimeoutNowCampaigns,
                 "term" => self.term, "from" => from);
             return;
@@ -132,5 +132,143 @@ impl<P: LogPosition> Node<P> {
         slog::info!(self.log, "leadership handed over: campaign now"; "rule" => Rule::TimeoutNowCampaigns,
             "term" => self.term, "from" => from);
         self.start_campaign(now, true, out);
+    }
+
+    /// Timer `promotion` (rule `promote_one_campaign`): the promotion's
+    /// one campaign did not win within an election timeout.
+    pub(super) fn promotion_timed_out(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
+        self.abandon_round(now);
+        self.end_promotion(Some(PromoteFailure::NoQuorum), out);
+    }
+
+    /// Rule `transfer_leadership` (Raft thesis §3.10): give up the lease at
+    /// once, wait until the target's acknowledged log position is at least
+    /// ours, then send it `TimeoutNow`. Aborts after one election timeout,
+    /// on a term change, or if the target is not a voter.
+    pub(super) fn on_transfer(&mut self, now: Instant, to: NodeId, out: &mut Vec<Action<P>>) {
+        let refusal = if !self.phase.is_leader() {
+            Some(TransferFailure::NotLeader)
+        } else if to == self.id {
+            Some(TransferFailure::TargetIsSelf)
+        } else if !self.voters.contains(to) {
+            Some(TransferFailure::NotAVoter)
+        } else if self
+            .peers
+            .iter()
+            .any(|p| p.id == to && p.can_lead == Some(false))
+        {
+            // Its last acknowledgement said it never campaigns (mode Voter
+            // or Off): TimeoutNow would be ignored and the lease lost.
+            Some(TransferFailure::TargetCannotLead)
+        } else {
+            None
+        };
+        if let Some(reason) = refusal {
+            slog::info!(self.log, "transfer refused"; "rule" => Rule::TransferLeadership,
+                "term" => self.term, "to" => to, "reason" => ?reason);
+            self.emit(Event::TransferFailed { to, reason }, out);
+            return;
+        }
+        if let Some(current) = self.transfer {
+            if current.to == to {
+                // Same target again: does not extend the deadline (etcd).
+                return;
+            }
+            self.fail_transfer(TransferFailure::Superseded, out);
+        }
+        slog::info!(self.log, "transfer leadership: lease given up"; "rule" => Rule::TransferLeadership,
+            "term" => self.term, "to" => to);
+        if let Some(l) = self.phase.leadership_mut() {
+            l.drop_lease();
+        }
+        self.transfer = Some(Transfer {
+            to,
+            deadline: now + self.timing.election,
+            timeout_now_sent: false,
+        });
+        self.maybe_send_timeout_now(to, out);
+    }
+
+    /// Sends `TimeoutNow` once the target has caught up.
+    pub(super) fn maybe_send_timeout_now(&mut self, from: NodeId, out: &mut Vec<Action<P>>) {
+        let Some(transfer) = self
+            .transfer
+            .filter(|t| t.to == from && !t.timeout_now_sent)
+        else {
+            return;
+        };
+        let Some(l) = self.phase.leadership_mut() else {
+            return;
+        };
+        let target = self.peers.iter().position(|p| p.id == transfer.to);
+        let caught_up = target
+            .and_then(|i| l.acks[i].position.as_ref())
+            .is_some_and(|pos| pos.is_at_least(&self.position));
+        if !caught_up {
+            return;
+        }
+        // From here on the target's voters may skip stickiness: no lease
+        // for the rest of this term.
+        l.lease_forfeited = true;
+        l.drop_lease();
+        slog::info!(self.log, "target caught up: TimeoutNow"; "rule" => Rule::TransferLeadership,
+            "term" => self.term, "to" => transfer.to);
+        self.transfer = Some(Transfer {
+            timeout_now_sent: true,
+            ..transfer
+        });
+        self.send_with_vote(transfer.to, MessageKind::TimeoutNow, out);
+    }
+
+    /// Timer `transfer`: the transfer gave up, on the leader or on a
+    /// leader that already stepped down for it and waits to see the target
+    /// lead.
+    pub(super) fn transfer_timed_out(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
+        let Some(transfer) = self.transfer else {
+            return;
+        };
+        self.fail_transfer(TransferFailure::TimedOut, out);
+        let fencing = self.fencing;
+        let Some(l) = self.phase.leadership_mut() else {
+            return;
+        };
+        // `lease_forfeited` also covers a transfer that replaced one whose
+        // TimeoutNow already went out: this term's lease is gone either way.
+        if transfer.timeout_now_sent || l.lease_forfeited {
+            if fencing == Fencing::Strict {
+                // No lease can be regained this term: leading on without
+                // one is pointless under strict fencing.
+                self.step_down(StepDownReason::LeaseExpired, out);
+            }
+        } else {
+            // Only rounds sent from now on may restore the lease: rounds
+            // acknowledged during the transfer do not (issue 8, defect 7).
+            l.lease_floor = now;
+            l.drop_lease();
+        }
+    }
+
+    pub(super) fn fail_transfer(&mut self, reason: TransferFailure, out: &mut Vec<Action<P>>) {
+        if let Some(t) = self.transfer.take() {
+            slog::info!(self.log, "transfer failed"; "rule" => Rule::TransferLeadership,
+                "term" => self.term, "to" => t.to, "reason" => ?reason);
+            self.emit(Event::TransferFailed { to: t.to, reason }, out);
+        }
+    }
+
+    /// A leader became known while a handed-over transfer was pending.
+    pub(super) fn transfer_saw_leader(&mut self, leader: NodeId, out: &mut Vec<Action<P>>) {
+        match self.transfer {
+            Some(t) if !self.phase.is_leader() && t.to == leader => {
+                self.transfer = None;
+                slog::info!(self.log, "transfer completed"; "rule" => Rule::TransferLeadership,
+                    "term" => self.term, "to" => leader);
+                self.emit(Event::TransferCompleted { to: leader }, out);
+            }
+            Some(_) if !self.phase.is_leader() => {
+                self.fail_transfer(TransferFailure::TermChanged, out)
+            }
+            _ => {}
+        }
     }
 }

@@ -16,13 +16,15 @@ use alloc::vec::Vec;
 
 use core::time::Duration;
 
-use super::{Action, Node, PeerProgress, Transfer};
-use crate::NodeId;
+use super::phase::{Leadership, PeerAcks};
+use super::{Action, Node, PeerFacts, Phase};
 use crate::config::{Fencing, lease_length};
 use crate::fence::{FencingToken, Lease};
-use crate::message::MessageKind;
 use crate::position::LogPosition;
 use crate::quorum::kth_largest;
+use crate::rule::Rule;
+use crate::status::StepDownReason;
+use crate::time::Instant;
 
 /// The shortest heartbeat period `heartbeat_fits_promises` uses: a quarter
 /// of the configured interval, and never zero (a zero period would be a
@@ -30,9 +32,6 @@ use crate::quorum::kth_largest;
 pub(super) fn min_heartbeat_period(configured: Duration) -> Duration {
     (configured / 4).max(Duration::from_nanos(1))
 }
-use crate::rule::Rule;
-use crate::status::{Event, Role, StepDownReason, TransferFailure};
-use crate::time::Instant;
 
 impl<P: LogPosition> Node<P> {
     /// The lease this node holds at `now`, if it may act as the only leader.
@@ -135,15 +134,13 @@ impl<P: LogPosition> Node<P> {
     /// for.
     #[must_use]
     pub fn lease(&self, now: Instant) -> Option<Lease> {
-        if self.fencing != Fencing::Strict
-            || self.role != Role::Leader
-            || self.transfer.is_some()
-            || self.lease_forfeited
+        let leadership = self.phase.leadership()?;
+        if self.fencing != Fencing::Strict || self.transfer.is_some() || leadership.lease_forfeited
         {
             return None;
         }
-        let valid_until = self.lease_until?;
-        debug_assert!(valid_until <= self.strict_until);
+        let valid_until = leadership.lease_until?;
+        debug_assert!(valid_until <= leadership.strict_until);
         (now < valid_until).then_some(Lease {
             token: self.token()?,
             valid_until,
@@ -152,29 +149,17 @@ impl<P: LogPosition> Node<P> {
 
     /// This node's leadership token, while it leads.
     pub(super) fn token(&self) -> Option<FencingToken> {
-        (self.role == Role::Leader).then_some(FencingToken {
+        self.phase.is_leader().then_some(FencingToken {
             term: self.term,
             leader: self.id,
         })
-    }
-
-    /// When fencing makes this leader step down (rule `soft_fencing` or
-    /// `strict_lease`), or `None` with fencing off.
-    pub(super) fn step_down_deadline(&self) -> Option<Instant> {
-        match self.fencing {
-            Fencing::Soft => {
-                (self.soft_anchor != Instant::MAX).then(|| self.soft_anchor + self.timing.death)
-            }
-            Fencing::Strict => Some(self.strict_until),
-            _ => None,
-        }
     }
 
     /// How long after a round's send time a voter's promise of `promise`
     /// backs the lease: `min(promise, E) / ρ − margin`.
     pub(super) fn lease_for_promise(&self, promise: Duration) -> Duration {
         if promise >= self.timing.death {
-            self.lease_duration
+            self.timing.lease
         } else {
             lease_length(promise, self.timing.drift_ppm, self.timing.lease_margin)
         }
@@ -209,232 +194,83 @@ impl<P: LogPosition> Node<P> {
         }
     }
 
-    /// Records the send time of heartbeat round `seq`.
-    pub(super) fn record_round(&mut self, seq: u64, now: Instant) {
-        let len = self.rounds.len() as u64;
-        self.rounds[(seq % len) as usize] = (seq, now);
-    }
-
-    /// When round `seq` of this leadership was sent, if it is recent enough
-    /// to matter (older rounds cannot back a lease that has not expired).
-    pub(super) fn round_sent(&self, seq: u64) -> Option<Instant> {
-        let len = self.rounds.len() as u64;
-        let (s, at) = self.rounds[(seq % len) as usize];
-        (s == seq).then_some(at)
-    }
-
     /// Recomputes the fencing anchors from the peers' acknowledgements:
     /// each is the quorum-th largest value among the voters, the leader
-    /// counting as a voter that heard itself and keeps its promise.
+    /// counting as a voter that heard itself and keeps its promise. Each
+    /// fencing mode reads only its own anchors, so only those are computed
+    /// (this runs on every acknowledgement).
     pub(super) fn recompute_anchors(&mut self) {
+        let Phase::Leader(l) = &mut self.phase else {
+            return;
+        };
         let needed_from_peers = self.voters.quorum() - 1;
         if needed_from_peers == 0 {
             // A single-voter quorum: the leader alone is a quorum.
-            self.soft_anchor = Instant::MAX;
-            if let Some(sent) = self.round_sent(self.heartbeat_seq) {
-                let until = sent + self.lease_duration;
-                self.strict_until = self.strict_until.max(until);
-                if !self.lease_forfeited && sent >= self.lease_floor {
-                    self.lease_until = self.lease_until.max(Some(until));
+            l.soft_anchor = None;
+            if let Some(sent) = l.round_sent(l.seq) {
+                let until = sent + self.timing.lease;
+                l.strict_until = l.strict_until.max(until);
+                if !l.lease_forfeited && sent >= l.lease_floor {
+                    l.lease_until = l.lease_until.max(Some(until));
                 }
             }
             return;
         }
-        // Each fencing mode reads only its own anchors: compute just those
-        // (this runs on every acknowledgement).
+        let scratch = &mut self.scratch;
+        let peers = &self.peers;
         match self.fencing {
             Fencing::Soft => {
-                let since = self.leader_since;
-                let heard = |p: &PeerProgress<P>| Some(p.heard_at.unwrap_or(since));
-                if let Some(t) = self.quorum_value(needed_from_peers, heard) {
-                    self.soft_anchor = t;
+                let since = l.since;
+                let heard = |a: &PeerAcks<P>| Some(a.heard_at.unwrap_or(since));
+                if let Some(t) = quorum_value(scratch, peers, l, needed_from_peers, heard) {
+                    l.soft_anchor = Some(t);
                 }
             }
             Fencing::Strict => {
-                if let Some(t) = self.quorum_value(needed_from_peers, |p| p.promised_until) {
-                    self.strict_until = self.strict_until.max(t);
+                let promised = |a: &PeerAcks<P>| a.promised_until;
+                if let Some(t) = quorum_value(scratch, peers, l, needed_from_peers, promised) {
+                    l.strict_until = l.strict_until.max(t);
                 }
-                if let Some(t) = self.quorum_value(needed_from_peers, |p| p.lease_until) {
-                    self.lease_until = self.lease_until.max(Some(t));
+                let leased = |a: &PeerAcks<P>| a.lease_until;
+                if let Some(t) = quorum_value(scratch, peers, l, needed_from_peers, leased) {
+                    l.lease_until = l.lease_until.max(Some(t));
                 }
             }
             _ => {}
         }
     }
 
-    /// The `needed`-th largest `value` among the voter peers that have one.
-    fn quorum_value(
-        &mut self,
-        needed: usize,
-        value: impl Fn(&PeerProgress<P>) -> Option<Instant>,
-    ) -> Option<Instant> {
-        self.scratch.clear();
-        self.scratch.extend(
-            self.peers
-                .iter()
-                .filter(|p| p.is_voter)
-                .filter_map(|p| value(p).map(Instant::as_nanos)),
-        );
-        kth_largest(&mut self.scratch, needed).map(Instant::from_nanos)
-    }
-
-    /// Gives up the reported lease and every acknowledgement that backed
-    /// it; only rounds acknowledged from now on can bring it back.
-    fn drop_lease(&mut self) {
-        self.lease_until = None;
-        for peer in &mut self.peers {
-            peer.lease_until = None;
-        }
-    }
-
-    /// Leader timers: fencing first (a leader past its lease must not send
-    /// another heartbeat as leader), then the transfer deadline, then
-    /// heartbeats.
-    pub(super) fn leader_tick(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
-        if let Some(deadline) = self.step_down_deadline().filter(|&d| now >= d) {
-            let reason = if self.fencing == Fencing::Strict {
-                StepDownReason::LeaseExpired
-            } else {
-                StepDownReason::QuorumLost
-            };
-            slog::warn!(self.log, "fencing: step down";
-                "rule" => if reason == StepDownReason::LeaseExpired { Rule::StrictLease } else { Rule::SoftFencing },
-                "term" => self.term, "deadline" => %deadline);
-            self.step_down(reason, out);
-            return;
-        }
-        self.transfer_tick(now, out);
-        if self.role == Role::Leader && now >= self.next_heartbeat {
-            self.broadcast_heartbeat(now, out);
-        }
-    }
-
-    /// Rule `transfer_leadership` (Raft thesis §3.10): give up the lease at
-    /// once, wait until the target's acknowledged log position is at least
-    /// ours, then send it `TimeoutNow`. Aborts after one election timeout,
-    /// on a term change, or if the target is not a voter.
-    pub(super) fn on_transfer(&mut self, now: Instant, to: NodeId, out: &mut Vec<Action<P>>) {
-        let refusal = if self.role != Role::Leader {
-            Some(TransferFailure::NotLeader)
-        } else if to == self.id {
-            Some(TransferFailure::TargetIsSelf)
-        } else if !self.voters.contains(to) {
-            Some(TransferFailure::NotAVoter)
-        } else if self
-            .peers
-            .iter()
-            .any(|p| p.id == to && p.can_lead == Some(false))
-        {
-            // Its last acknowledgement said it never campaigns (mode Voter
-            // or Off): TimeoutNow would be ignored and the lease lost.
-            Some(TransferFailure::TargetCannotLead)
+    /// Rule `soft_fencing` or `strict_lease` (timer `step_down`): the
+    /// leader lost its quorum (soft) or its promises ran out (strict), and
+    /// steps down in the same term.
+    pub(super) fn fencing_step_down(&mut self, out: &mut Vec<Action<P>>) {
+        let (reason, rule) = if self.fencing == Fencing::Strict {
+            (StepDownReason::LeaseExpired, Rule::StrictLease)
         } else {
-            None
+            (StepDownReason::QuorumLost, Rule::SoftFencing)
         };
-        if let Some(reason) = refusal {
-            slog::info!(self.log, "transfer refused"; "rule" => Rule::TransferLeadership,
-                "term" => self.term, "to" => to, "reason" => ?reason);
-            self.emit(Event::TransferFailed { to, reason }, out);
-            return;
-        }
-        if let Some(current) = self.transfer {
-            if current.to == to {
-                // Same target again: does not extend the deadline (etcd).
-                return;
-            }
-            self.fail_transfer(TransferFailure::Superseded, out);
-        }
-        slog::info!(self.log, "transfer leadership: lease given up"; "rule" => Rule::TransferLeadership,
-            "term" => self.term, "to" => to);
-        self.drop_lease();
-        self.transfer = Some(Transfer {
-            to,
-            deadline: now + self.timing.election,
-            timeout_now_sent: false,
-        });
-        self.maybe_send_timeout_now(to, out);
+        slog::warn!(self.log, "fencing: step down"; "rule" => rule,
+            "term" => self.term, "deadline" => ?self.step_down_deadline());
+        self.step_down(reason, out);
     }
+}
 
-    /// Sends `TimeoutNow` once the target has caught up.
-    pub(super) fn maybe_send_timeout_now(&mut self, from: NodeId, out: &mut Vec<Action<P>>) {
-        let Some(transfer) = self
-            .transfer
-            .filter(|t| t.to == from && !t.timeout_now_sent)
-        else {
-            return;
-        };
-        if self.role != Role::Leader {
-            return;
-        }
-        let caught_up = self
-            .peers
+/// The `needed`-th largest `value` among the voter peers that have one
+/// (`scratch` is a reused buffer: no allocation per acknowledgement).
+fn quorum_value<P>(
+    scratch: &mut Vec<u64>,
+    peers: &[PeerFacts],
+    leadership: &Leadership<P>,
+    needed: usize,
+    value: impl Fn(&PeerAcks<P>) -> Option<Instant>,
+) -> Option<Instant> {
+    scratch.clear();
+    scratch.extend(
+        peers
             .iter()
-            .find(|p| p.id == transfer.to)
-            .and_then(|p| p.position.as_ref())
-            .is_some_and(|pos| pos.is_at_least(&self.position));
-        if !caught_up {
-            return;
-        }
-        slog::info!(self.log, "target caught up: TimeoutNow"; "rule" => Rule::TransferLeadership,
-            "term" => self.term, "to" => transfer.to);
-        // From here on the target's voters may skip stickiness: no lease
-        // for the rest of this term.
-        self.lease_forfeited = true;
-        self.drop_lease();
-        self.transfer = Some(Transfer {
-            timeout_now_sent: true,
-            ..transfer
-        });
-        self.send_with_vote(transfer.to, MessageKind::TimeoutNow, out);
-    }
-
-    /// The transfer deadline, on the leader or on a leader that already
-    /// stepped down for the transfer and waits to see the target lead.
-    pub(super) fn transfer_tick(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
-        let Some(transfer) = self.transfer.filter(|t| now >= t.deadline) else {
-            return;
-        };
-        self.fail_transfer(TransferFailure::TimedOut, out);
-        if self.role != Role::Leader {
-            return;
-        }
-        // `lease_forfeited` also covers a transfer that replaced one whose
-        // TimeoutNow already went out: this term's lease is gone either way.
-        if transfer.timeout_now_sent || self.lease_forfeited {
-            if self.fencing == Fencing::Strict {
-                // No lease can be regained this term: leading on without
-                // one is pointless under strict fencing.
-                self.step_down(StepDownReason::LeaseExpired, out);
-            }
-        } else {
-            // Only rounds sent from now on may restore the lease: rounds
-            // acknowledged during the transfer do not (issue 8, defect 7).
-            self.lease_floor = now;
-            self.drop_lease();
-        }
-    }
-
-    pub(super) fn fail_transfer(&mut self, reason: TransferFailure, out: &mut Vec<Action<P>>) {
-        if let Some(t) = self.transfer.take() {
-            slog::info!(self.log, "transfer failed"; "rule" => Rule::TransferLeadership,
-                "term" => self.term, "to" => t.to, "reason" => ?reason);
-            self.emit(Event::TransferFailed { to: t.to, reason }, out);
-        }
-    }
-
-    /// A leader became known while a handed-over transfer was pending.
-    pub(super) fn transfer_saw_leader(&mut self, leader: NodeId, out: &mut Vec<Action<P>>) {
-        match self.transfer {
-            Some(t) if self.role != Role::Leader && t.to == leader => {
-                self.transfer = None;
-                slog::info!(self.log, "transfer completed"; "rule" => Rule::TransferLeadership,
-                    "term" => self.term, "to" => leader);
-                self.emit(Event::TransferCompleted { to: leader }, out);
-            }
-            Some(_) if self.role != Role::Leader => {
-                self.fail_transfer(TransferFailure::TermChanged, out)
-            }
-            _ => {}
-        }
-    }
+            .zip(&leadership.acks)
+            .filter(|(p, _)| p.is_voter)
+            .filter_map(|(_, a)| value(a).map(Instant::as_nanos)),
+    );
+    kth_largest(scratch, needed).map(Instant::from_nanos)
 }

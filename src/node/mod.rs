@@ -3,21 +3,35 @@
 //! [`Node`] is pure: it reads no clock, touches no I/O and draws randomness
 //! only from its seeded PRNG. Each call to [`Node::step_into`] takes the
 //! current time and one [`Input`], and appends [`Action`]s to a buffer the
-//! caller owns. The rules live in one file per concern:
+//! caller owns. One file per concern (the [`Rule`](crate::Rule) docs name
+//! the file that decides each rule):
 //!
+//! - `phase.rs`: the node's phase as a type; leader-only state lives in
+//!   [`Phase::Leader`] and is built in one place;
+//! - `gates.rs`: the campaign gates (promise, restart embargo, demote
+//!   embargo, jitter) and the earliest campaign instant;
 //! - `durable.rs`: volatile vs persisted term and vote, held sends, persist acks;
+//! - `timers.rs`: the timer table, `next_deadline` and `Tick`;
 //! - `election.rs`: terms, pre-vote, votes, candidacy, split votes;
-//! - `leader.rs`: following, heartbeats, acknowledgements, stepping down;
-//! - `lease.rs`: soft and strict fencing, the lease argument, transfer;
-//! - `handover.rs`: promote, demote, TimeoutNow.
+//! - `leadership.rs`: following, heartbeats, acknowledgements, stepping down;
+//! - `lease.rs`: soft and strict fencing math and the lease argument;
+//! - `handover.rs`: promote, demote, leadership transfer, TimeoutNow.
 
 mod durable;
 mod election;
+#[cfg(feature = "sim")]
+mod fingerprint;
+mod gates;
 mod handover;
-mod leader;
+mod leadership;
 mod lease;
+mod phase;
+mod timers;
 
+use durable::Durability;
+use gates::CampaignGates;
 use lease::min_heartbeat_period;
+use phase::Phase;
 
 use alloc::vec::Vec;
 use core::time::Duration;
@@ -32,7 +46,7 @@ use crate::position::LogPosition;
 use crate::quorum::{Tally, VoterSet};
 use crate::rng::Jitter;
 use crate::rule::Rule;
-use crate::status::{Event, Role, Status};
+use crate::status::{Event, Status};
 use crate::time::Instant;
 
 /// Everything a driver feeds into [`Node::step`].
@@ -91,81 +105,15 @@ pub enum Action<P = ()> {
     Event(Event),
 }
 
-/// What the current election round is doing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum RoundKind {
-    /// No round: follower or leader.
-    Idle,
-    /// Pre-vote for `Round::term`.
-    PreVote,
-    /// Won the pre-vote (or skipped it); waiting for term + self-vote to be durable.
-    AwaitDurable,
-    /// Asking for votes in `Round::term`.
-    Vote,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-struct Round {
-    kind: RoundKind,
-    /// The term the round is for.
-    term: u64,
-    /// When the round gives up.
-    deadline: Instant,
-    /// The split-vote shortcut is taken at most once per round.
-    split_handled: bool,
-    /// Campaign started by TimeoutNow: voters skip stickiness.
-    transfer: bool,
-}
-
-impl Round {
-    const IDLE: Round = Round {
-        kind: RoundKind::Idle,
-        term: 0,
-        deadline: Instant::MAX,
-        split_handled: false,
-        transfer: false,
-    };
-}
-
-/// A message waiting for the state it asserts to become durable.
-#[derive(Clone, Debug, PartialEq, Hash)]
-struct Held<P> {
-    needed: HardState,
-    to: NodeId,
-    message: Message<P>,
-}
-
-/// A leadership transfer in progress.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-struct Transfer {
-    to: NodeId,
-    /// One election timeout after it started.
-    deadline: Instant,
-    /// Whether `TimeoutNow` went out (the lease is then gone for the term).
-    timeout_now_sent: bool,
-}
-
-/// What the leader knows of one peer.
-#[derive(Clone, Debug, PartialEq)]
-struct PeerProgress<P> {
+/// What the leader's bookkeeping keeps of one peer across leaderships:
+/// its membership and what it said of itself.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct PeerFacts {
     id: NodeId,
     is_voter: bool,
-    /// When an acknowledgement of a round sent within the last death
-    /// timeout last arrived (soft fencing). Older rounds do not count:
-    /// acknowledgements delayed in the network must not keep a deaf leader
-    /// in office.
-    heard_at: Option<Instant>,
-    /// Round trip of the latest such acknowledgement.
+    /// Round trip of the latest acknowledgement of a round sent within the
+    /// last death timeout.
     rtt: Option<Duration>,
-    /// Log position from the last acknowledgement.
-    position: Option<P>,
-    /// Strict fencing: the latest instant (leader's clock) until which this
-    /// peer's acknowledged promises keep it from helping elect anyone, less
-    /// drift and margin: send time of the round + its promise / ρ − margin.
-    promised_until: Option<Instant>,
-    /// The same, from rounds that may back a reported lease (sent at or
-    /// after `lease_floor`, in a term whose `TimeoutNow` has not gone out).
-    lease_until: Option<Instant>,
     /// Whether the peer said it would campaign if handed leadership.
     can_lead: Option<bool>,
     /// The promise the peer said it keeps (its death timeout).
@@ -192,9 +140,51 @@ struct Timing {
     drift_ppm: u32,
     /// Subtracted from every strict lease.
     lease_margin: Duration,
+    /// The longest lease a quorum's promises can back.
+    lease: Duration,
     /// The death timeout in nanoseconds: the promise every acknowledgement
     /// states (computed once; it is on the follower's hot path).
     promise_nanos: u64,
+    /// Slots of the leader's round ring: enough rounds to cover a lease
+    /// (older acknowledgements cannot back a lease that has not already
+    /// expired), at up to four rounds per heartbeat interval (rule
+    /// `heartbeat_fits_promises`). `validate` bounds the ratio.
+    round_slots: usize,
+}
+
+impl Timing {
+    fn new(config: &Config) -> Timing {
+        let heartbeat = config.heartbeat();
+        let death = config.effective_death_timeout();
+        let shortest_period = min_heartbeat_period(heartbeat).as_nanos().max(1);
+        let round_slots = death
+            .as_nanos()
+            .div_ceil(shortest_period)
+            .min(4 * u128::from(crate::config::MAX_ROUNDS_PER_DEATH_TIMEOUT))
+            as usize
+            + 2;
+        Timing {
+            heartbeat,
+            death,
+            election: config.effective_election_timeout(),
+            jitter: config.effective_election_jitter(),
+            drift_ppm: config.drift_ppm(),
+            lease_margin: config.effective_lease_margin(),
+            lease: config.effective_lease_duration(),
+            promise_nanos: crate::time::duration_nanos(death),
+            round_slots,
+        }
+    }
+}
+
+/// A leadership transfer in progress.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Transfer {
+    to: NodeId,
+    /// One election timeout after it started.
+    deadline: Instant,
+    /// Whether `TimeoutNow` went out (the lease is then gone for the term).
+    timeout_now_sent: bool,
 }
 
 /// One member of an election group: a pure state machine.
@@ -217,11 +207,11 @@ struct Timing {
 /// sends makes `step` panic.
 #[derive(Clone)]
 pub struct Node<P = ()> {
+    // Configuration.
     id: NodeId,
     mode: Mode,
     fencing: Fencing,
     timing: Timing,
-    lease_duration: Duration,
     pre_vote: bool,
     voters: VoterSet,
     /// Index of this node in `voters`, `None` for an observer.
@@ -232,59 +222,38 @@ pub struct Node<P = ()> {
     /// Largest `now` seen.
     now: Instant,
 
-    // Durable state and the write pipeline (durable.rs).
-    persisted: HardState,
-    in_flight: Option<HardState>,
-    held: Vec<Held<P>>,
+    /// Durable state, the write in flight and held messages (durable.rs).
+    durable: Durability<P>,
 
     // Volatile state: decisions are made on these.
     term: u64,
     vote: Option<NodeId>,
-    role: Role,
     leader: Option<NodeId>,
-    /// When a leader message was last accepted (any term). Anchors the
-    /// stickiness promise: no votes for a death timeout after it.
-    leader_contact: Option<Instant>,
-    /// Restart promise: no votes (own or others') before this instant.
-    restart_embargo_until: Instant,
-    /// After a demote: no own campaign before this instant.
-    no_campaign_before: Instant,
-    /// A follower starts a pre-vote at this instant (if it may campaign).
-    campaign_at: Instant,
+    /// Following, pre-voting, awaiting the self-vote, campaigning or
+    /// leading, with the state only that phase has (phase.rs).
+    phase: Phase<P>,
+    /// When this node may help elect anyone, and campaign (gates.rs).
+    gates: CampaignGates,
     /// The newest heartbeat round seen from the current term's leader (0:
     /// none); older rounds are ignored (rule `old_rounds_ignored`).
     newest_round: u64,
     /// Random extra wait after the leader's death, drawn per leader.
     death_jitter: Duration,
-    round: Round,
+    /// The answers of the running pre-vote or vote round (a buffer reused
+    /// across rounds, so counting never allocates).
     tally: Tally,
     /// A promotion in progress (one campaign): when it gives up.
     promotion: Option<Instant>,
+    /// A leadership transfer in progress; it outlives the leadership that
+    /// started it until the target is seen leading (handover.rs).
+    transfer: Option<Transfer>,
     /// The highest proposed term for which this node already made its one
     /// concession to a pre-candidate (rule `pre_vote_defers_once`).
     conceded_for: u64,
     position: P,
-
-    // Leader state (leader.rs, lease.rs).
-    next_heartbeat: Instant,
-    heartbeat_seq: u64,
-    peers: Vec<PeerProgress<P>>,
-    /// Send times of recent heartbeat rounds, indexed by `seq % len`.
-    rounds: Vec<(u64, Instant)>,
-    leader_since: Instant,
-    /// Soft fencing: the newest instant by which a quorum was heard.
-    soft_anchor: Instant,
-    /// Strict fencing: until when a quorum's acknowledged promises cover
-    /// this leadership (from the start of leadership on); the step-down
-    /// deadline.
-    strict_until: Instant,
-    /// The same, restricted to rounds that may back a reported lease.
-    lease_until: Option<Instant>,
-    /// Rounds sent before this do not back a reported lease.
-    lease_floor: Instant,
-    /// `TimeoutNow` was sent this term: no lease until the term ends.
-    lease_forfeited: bool,
-    transfer: Option<Transfer>,
+    /// Every other voter and observer, in configuration order; a leader's
+    /// per-peer acknowledgements are index-aligned with it.
+    peers: Vec<PeerFacts>,
     /// Reused buffer for quorum computations (no allocation per ack).
     scratch: Vec<u64>,
 }
@@ -306,20 +275,11 @@ impl<P: LogPosition> Node<P> {
         config.validate()?;
         let id = config.id();
         let voters = VoterSet::new(config.voters().to_vec(), config.effective_quorum());
-        let voters_len = voters.len();
-        let timing = Timing {
-            heartbeat: config.heartbeat(),
-            death: config.effective_death_timeout(),
-            election: config.effective_election_timeout(),
-            jitter: config.effective_election_jitter(),
-            drift_ppm: config.drift_ppm(),
-            lease_margin: config.effective_lease_margin(),
-            promise_nanos: crate::time::duration_nanos(config.effective_death_timeout()),
+        let timing = Timing::new(&config);
+        let log = match config.take_logger() {
+            Some(root) => root.new(o!("node" => id)),
+            None => Logger::root(slog::Discard, o!()),
         };
-        let root = config
-            .take_logger()
-            .unwrap_or_else(|| Logger::root(slog::Discard, o!()));
-        let log = root.new(o!("node" => id));
         let mut jitter = Jitter::new(config.seed(), id);
         let death_jitter = jitter.up_to(timing.jitter);
         let peers = voters
@@ -327,30 +287,14 @@ impl<P: LogPosition> Node<P> {
             .iter()
             .chain(config.observer_ids())
             .filter(|&&p| p != id)
-            .map(|&p| PeerProgress {
+            .map(|&p| PeerFacts {
                 id: p,
                 is_voter: voters.contains(p),
-                heard_at: None,
                 rtt: None,
-                position: None,
-                promised_until: None,
-                lease_until: None,
                 can_lead: None,
                 promise: None,
             })
             .collect();
-        // Enough rounds to cover a lease (older acknowledgements cannot back
-        // a lease that has not already expired), at up to four rounds per
-        // heartbeat interval (rule `heartbeat_fits_promises`). `validate`
-        // bounds the ratio, so this stays small.
-        let shortest_period = min_heartbeat_period(timing.heartbeat).as_nanos().max(1);
-        let round_slots = timing
-            .death
-            .as_nanos()
-            .div_ceil(shortest_period)
-            .min(4 * u128::from(crate::config::MAX_ROUNDS_PER_DEATH_TIMEOUT))
-            as usize
-            + 2;
         // Rule `fresh_node_owes_no_promise`: a node whose durable term is 0
         // never acknowledged a leader (an acknowledgement needs its term
         // durable first, and every leader's term is at least 1), so it has
@@ -362,50 +306,34 @@ impl<P: LogPosition> Node<P> {
             id,
             mode: config.election_mode(),
             fencing: config.fencing_mode(),
-            lease_duration: config.effective_lease_duration(),
             timing,
             pre_vote: config.pre_vote_enabled(),
             self_index: voters.index_of(id),
             tally: Tally::new(&voters),
+            scratch: Vec::with_capacity(voters.len()),
             voters,
             observers: config.observer_ids().to_vec(),
             log,
             jitter,
             now,
-            persisted: state,
-            in_flight: None,
-            held: Vec::new(),
+            durable: Durability::new(state),
             term: state.term,
             vote: state.vote,
-            role: Role::Follower,
             leader: None,
-            leader_contact: None,
-            restart_embargo_until: now + embargo,
-            no_campaign_before: now,
-            campaign_at: now + embargo + death_jitter,
+            phase: Phase::Follower,
+            gates: CampaignGates::new(now, timing.death, embargo, death_jitter),
             newest_round: 0,
             death_jitter,
-            round: Round::IDLE,
             promotion: None,
+            transfer: None,
             conceded_for: 0,
             position: P::default(),
-            next_heartbeat: Instant::MAX,
-            heartbeat_seq: 0,
-            scratch: Vec::with_capacity(voters_len),
             peers,
-            rounds: alloc::vec![(0, Instant::ZERO); round_slots],
-            leader_since: Instant::ZERO,
-            soft_anchor: Instant::MAX,
-            strict_until: Instant::ZERO,
-            lease_until: None,
-            lease_floor: Instant::ZERO,
-            lease_forfeited: false,
-            transfer: None,
         };
         slog::info!(node.log, "start as follower";
             "rule" => if fresh { Rule::FreshNodeOwesNoPromise } else { Rule::RestartWaitsDeathTimeout },
             "term" => node.term, "vote" => ?node.vote,
-            "no_votes_until" => %node.restart_embargo_until);
+            "no_votes_until" => %node.gates.restart_embargo_until);
         Ok(node)
     }
 
@@ -436,47 +364,30 @@ impl<P: LogPosition> Node<P> {
     }
 
     /// The invariants the rules rely on, checked after every step in debug
-    /// builds (the fuzz targets run them; TigerBeetle style).
+    /// builds (the fuzz targets and the simulator run them; TigerBeetle
+    /// style). Role/round consistency needs no check: the phase type makes
+    /// any other combination unrepresentable.
     #[cfg(debug_assertions)]
     fn debug_check_invariants(&self) {
-        // Durable state never runs ahead of the decision it records.
-        debug_assert!(self.persisted.term <= self.term, "durable term ahead");
-        if let Some(w) = self.in_flight {
-            debug_assert!(self.persisted.term <= w.term && w.term <= self.term);
-        }
-        // Held messages wait for the current term and are not yet covered
-        // (covered ones were released by the write that covered them).
-        for h in &self.held {
-            debug_assert!(h.needed.term == self.term, "held message of an old term");
-            debug_assert!(
-                !self.persisted.covers(&h.needed),
-                "held message already durable"
+        // Durable state never runs ahead of the decision it records; one
+        // write in flight; held messages wait for the current term only.
+        self.durable.debug_check(self.term);
+        // Candidacy and leadership stand on a durable self-vote.
+        if matches!(self.phase, Phase::Candidate(_) | Phase::Leader(_)) {
+            debug_assert_eq!(
+                self.durable.persisted(),
+                HardState::new(self.term, Some(self.id))
             );
         }
-        // Role and round move together.
-        let consistent = match self.role {
-            Role::Follower | Role::Leader => self.round.kind == RoundKind::Idle,
-            Role::PreCandidate => {
-                matches!(
-                    self.round.kind,
-                    RoundKind::PreVote | RoundKind::AwaitDurable
-                )
-            }
-            Role::Candidate => self.round.kind == RoundKind::Vote,
-        };
-        debug_assert!(
-            consistent,
-            "role {:?} with round {:?}",
-            self.role, self.round.kind
-        );
-        // Candidacy and leadership stand on a durable self-vote.
-        if matches!(self.role, Role::Candidate | Role::Leader) {
-            debug_assert_eq!(self.persisted, HardState::new(self.term, Some(self.id)));
+        if let Phase::PreVoting(round) = &self.phase {
+            debug_assert_eq!(round.proposed, self.term + 1, "pre-vote for another term");
         }
-        // A reported lease never outlives the step-down deadline.
-        if self.role == Role::Leader {
-            debug_assert!(self.lease_until.is_none_or(|l| l <= self.strict_until));
+        if let Phase::Leader(l) = &self.phase {
+            // A reported lease never outlives the step-down deadline.
+            debug_assert!(l.lease_until.is_none_or(|until| until <= l.strict_until));
+            debug_assert!(!l.lease_forfeited || l.lease_until.is_none());
             debug_assert!(self.promotion.is_none(), "a leader is not being promoted");
+            debug_assert_eq!(self.leader, Some(self.id), "a leader knows itself");
         }
     }
 
@@ -491,60 +402,23 @@ impl<P: LogPosition> Node<P> {
         self.earliest_deadline().filter(|&d| d < Instant::MAX)
     }
 
-    fn earliest_deadline(&self) -> Option<Instant> {
-        let transfer = self.transfer.map(|t| t.deadline);
-        if self.role == Role::Leader {
-            return [
-                Some(self.next_heartbeat),
-                self.step_down_deadline(),
-                transfer,
-            ]
-            .into_iter()
-            .flatten()
-            .min();
-        }
-        let mut deadline = [transfer, self.promotion].into_iter().flatten().min();
-        if let (Some(_), Some(contact)) = (self.leader, self.leader_contact) {
-            let death = contact + self.timing.death;
-            deadline = Some(deadline.map_or(death, |d| d.min(death)));
-        }
-        // Timers are frozen while a write is in flight: a node never acts as
-        // candidate on a state that is not yet durable.
-        if self.in_flight.is_some() {
-            return deadline;
-        }
-        let election = match self.round.kind {
-            RoundKind::PreVote | RoundKind::Vote => Some(self.round.deadline),
-            RoundKind::AwaitDurable => None,
-            // With a live leader only its death can start anything.
-            RoundKind::Idle if self.leader.is_none() && self.may_ever_campaign() => Some(
-                self.campaign_at
-                    .max(self.no_campaign_before)
-                    .max(self.promise_until()),
-            ),
-            RoundKind::Idle => None,
-        };
-        match (deadline, election) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-
     /// A snapshot of the node's state.
     #[must_use]
     pub fn status(&self) -> Status {
+        let leading = self.phase.is_leader();
         Status {
             id: self.id,
-            role: self.role,
+            role: self.phase.role(),
             term: self.term,
             vote: self.vote,
             leader: self.leader,
-            persisted: self.persisted,
-            write_in_flight: self.in_flight.is_some(),
-            leader_idle: if self.role == Role::Leader {
+            persisted: self.durable.persisted(),
+            write_in_flight: self.durable.in_flight().is_some(),
+            leader_idle: if leading {
                 Some(Duration::ZERO)
             } else {
-                self.leader_contact
+                self.gates
+                    .leader_contact
                     .map(|c| self.now.saturating_duration_since(c))
             },
             mode: self.mode,
@@ -577,14 +451,6 @@ impl<P: LogPosition> Node<P> {
             self.now = now;
         }
         self.now
-    }
-
-    fn on_tick(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
-        if self.role == Role::Leader {
-            self.leader_tick(now, out);
-        } else {
-            self.follower_tick(now, out);
-        }
     }
 
     /// Whether `id` is a configured voter or observer (anyone else is ignored).
@@ -630,189 +496,11 @@ impl<P: core::fmt::Debug> core::fmt::Debug for Node<P> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Node")
             .field("id", &self.id)
-            .field("role", &self.role)
             .field("term", &self.term)
             .field("vote", &self.vote)
             .field("leader", &self.leader)
-            .field("persisted", &self.persisted)
-            .field("in_flight", &self.in_flight)
-            .field("round", &self.round)
+            .field("durable", &self.durable)
+            .field("phase", &self.phase)
             .finish_non_exhaustive()
-    }
-}
-
-#[cfg(feature = "sim")]
-impl<P: LogPosition + core::hash::Hash> Node<P> {
-    /// A hash of everything that decides this node's future behaviour, as
-    /// seen at time `at` (the driver's current time; the node's own `now`
-    /// if that is later). Model checkers use it to recognise states they
-    /// have already explored; it is not stable across versions.
-    ///
-    /// Instants are hashed **relative to `at`**, because the node only ever
-    /// compares instants with each other and with the time it is stepped
-    /// at, and adds durations to them: two nodes whose instants differ by
-    /// one common shift behave alike, so a model whose clocks grow without
-    /// bound still has finitely many states. Two kinds of instants, two
-    /// collapses, both exact (they merge only states that behave alike):
-    ///
-    /// - *Expiries* (deadlines, promises, leases: compared with the current
-    ///   time, or combined with `max`/`min` with other expiries): every one
-    ///   at or before `at` hashes as "expired", since time never goes back
-    ///   and an expired one acts like any other. An optional lease or
-    ///   promise that expired hashes as absent: it backs nothing, and
-    ///   folding it into a quorum value or a later lease changes nothing.
-    /// - *Anchors* (when a leader was heard, a round sent, an
-    ///   acknowledgement arrived, leadership began): the node adds at most
-    ///   a death timeout to one before comparing it with the time, so an
-    ///   anchor older than a death timeout is clamped to exactly one death
-    ///   timeout ago, keeping the sign and everything newer.
-    ///
-    /// The field list is exhaustive (a new field does not compile until it
-    /// is placed here). Left out on purpose: the logger, the scratch
-    /// buffer and `now` (replaced by `at`: a step before `now` acts at
-    /// `now`). The PRNG is
-    /// hashed through the next two draws of a copy: its state is private,
-    /// and its draws are all that it decides.
-    #[doc(hidden)]
-    pub fn protocol_fingerprint(&self, at: Instant) -> u64 {
-        use core::hash::{Hash, Hasher};
-        // FNV-1a: deterministic, unlike std's RandomState.
-        struct Fnv(u64);
-        impl Hasher for Fnv {
-            fn finish(&self) -> u64 {
-                self.0
-            }
-            fn write(&mut self, bytes: &[u8]) {
-                for b in bytes {
-                    self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
-                }
-            }
-        }
-        let Node {
-            id,
-            mode,
-            fencing,
-            timing,
-            lease_duration,
-            pre_vote,
-            voters,
-            self_index,
-            observers,
-            log: _,
-            jitter,
-            now,
-            persisted,
-            in_flight,
-            held,
-            term,
-            vote,
-            role,
-            leader,
-            leader_contact,
-            restart_embargo_until,
-            no_campaign_before,
-            campaign_at,
-            newest_round,
-            death_jitter,
-            round,
-            tally,
-            promotion,
-            conceded_for,
-            position,
-            next_heartbeat,
-            heartbeat_seq,
-            peers,
-            rounds,
-            leader_since,
-            soft_anchor,
-            strict_until,
-            lease_until,
-            lease_floor,
-            lease_forfeited,
-            transfer,
-            scratch: _,
-        } = self;
-        let at = at.max(*now);
-        // Nanoseconds after `at`; 0: expired; `u64::MAX`: never.
-        let expiry = |t: Instant| t.saturating_duration_since(at).as_nanos() as u64;
-        let live = |t: &Option<Instant>| t.filter(|&t| t > at).map(expiry);
-        let horizon = i128::from(timing.death.as_nanos() as u64);
-        // Signed nanoseconds from `at`, no earlier than one death timeout
-        // ago; `i128::MAX`: never.
-        let anchor = |t: Instant| {
-            if t == Instant::MAX {
-                i128::MAX
-            } else {
-                (i128::from(t.as_nanos()) - i128::from(at.as_nanos())).max(-horizon)
-            }
-        };
-        let mut h = Fnv(0xcbf2_9ce4_8422_2325);
-        // Configuration.
-        (id, mode, fencing, timing, lease_duration, pre_vote).hash(&mut h);
-        (voters, self_index, observers).hash(&mut h);
-        let mut draws = jitter.clone();
-        (
-            draws.up_to(Duration::MAX),
-            draws.up_to(Duration::MAX),
-            death_jitter,
-        )
-            .hash(&mut h);
-        // Durable state, the write pipeline and the volatile state.
-        (persisted, in_flight, held, term, vote, role, leader).hash(&mut h);
-        newest_round.hash(&mut h);
-        leader_contact.map(anchor).hash(&mut h);
-        (
-            expiry(*restart_embargo_until),
-            expiry(*no_campaign_before),
-            expiry(*campaign_at),
-        )
-            .hash(&mut h);
-        (
-            round.kind,
-            round.term,
-            expiry(round.deadline),
-            round.split_handled,
-            round.transfer,
-        )
-            .hash(&mut h);
-        (tally, promotion.map(expiry), conceded_for, position).hash(&mut h);
-        // Leader state.
-        (expiry(*next_heartbeat), heartbeat_seq).hash(&mut h);
-        for peer in peers {
-            let PeerProgress {
-                id,
-                is_voter,
-                heard_at,
-                rtt,
-                position,
-                promised_until,
-                lease_until,
-                can_lead,
-                promise,
-            } = peer;
-            (id, is_voter, heard_at.map(anchor), position).hash(&mut h);
-            (
-                live(promised_until),
-                live(lease_until),
-                can_lead,
-                promise,
-                rtt,
-            )
-                .hash(&mut h);
-        }
-        for &(seq, sent) in rounds {
-            (seq, anchor(sent)).hash(&mut h);
-        }
-        (
-            anchor(*leader_since),
-            anchor(*soft_anchor),
-            anchor(*lease_floor),
-        )
-            .hash(&mut h);
-        (expiry(*strict_until), live(lease_until), lease_forfeited).hash(&mut h);
-        transfer
-            .map(|t| (t.to, expiry(t.deadline), t.timeout_now_sent))
-            .hash(&mut h);
-        h.finish()
     }
 }

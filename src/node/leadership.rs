@@ -1,14 +1,17 @@
-//! Following a leader, leading, heartbeats and stepping down.
+//! Following a leader, leading, heartbeats, acknowledgements and stepping
+//! down.
 
 use alloc::vec::Vec;
+use core::time::Duration;
 
-use super::{Ack, Action, Node, Round, min_heartbeat_period};
+use super::phase::Leadership;
+use super::{Ack, Action, Node, Phase, min_heartbeat_period};
 use crate::NodeId;
 use crate::fence::FencingToken;
 use crate::message::MessageKind;
 use crate::position::LogPosition;
 use crate::rule::Rule;
-use crate::status::{Event, PromoteFailure, Role, StepDownReason, TransferFailure};
+use crate::status::{Event, PromoteFailure, StepDownReason, TransferFailure};
 use crate::time::Instant;
 
 impl<P: LogPosition> Node<P> {
@@ -23,7 +26,7 @@ impl<P: LogPosition> Node<P> {
         seq: u64,
         out: &mut Vec<Action<P>>,
     ) {
-        let known = if self.role == Role::Leader {
+        let known = if self.phase.is_leader() {
             Some(self.id)
         } else {
             self.leader
@@ -59,11 +62,10 @@ impl<P: LogPosition> Node<P> {
             return;
         }
         self.newest_round = seq;
-        if self.role != Role::Follower {
+        if !self.phase.is_follower() {
             slog::info!(self.log, "leader of my term found, concede"; "rule" => Rule::FollowLeader,
                 "term" => self.term, "leader" => from);
-            self.role = Role::Follower;
-            self.round = Round::IDLE;
+            self.phase = Phase::Follower;
             self.end_promotion(
                 Some(PromoteFailure::OtherLeader { leader: Some(from) }),
                 out,
@@ -74,8 +76,8 @@ impl<P: LogPosition> Node<P> {
                 "term" => self.term, "leader" => from);
         }
         self.set_leader(Some(from), out);
-        self.leader_contact = Some(now);
-        self.campaign_at = now + self.timing.death + self.death_jitter;
+        self.gates.leader_contact = Some(now);
+        self.gates.campaign_at = now + self.timing.death + self.death_jitter;
         self.ack_heartbeat(from, seq, out);
     }
 
@@ -92,86 +94,105 @@ impl<P: LogPosition> Node<P> {
         position: P,
         out: &mut Vec<Action<P>>,
     ) {
-        if self.role != Role::Leader || ack.seq == 0 || ack.seq > self.heartbeat_seq {
-            slog::debug!(self.log, "acknowledgement of no round of this leadership: ignored";
-                "rule" => Rule::AcksNameTheirRound, "term" => self.term, "from" => from,
-                "seq" => ack.seq);
-            return;
-        }
-        let sent = self.round_sent(ack.seq);
-        let promise_backs = self.lease_for_promise(ack.promise);
+        let index = self.peers.iter().position(|p| p.id == from);
+        let (index, sent) = match (&self.phase, index) {
+            (Phase::Leader(l), Some(index)) if ack.seq > 0 && ack.seq <= l.seq => {
+                (index, l.round_sent(ack.seq))
+            }
+            _ => {
+                slog::debug!(self.log, "acknowledgement of no round of this leadership: ignored";
+                    "rule" => Rule::AcksNameTheirRound, "term" => self.term, "from" => from,
+                    "seq" => ack.seq);
+                return;
+            }
+        };
+        self.note_promise(index, ack.promise);
+        self.peers[index].can_lead = Some(ack.can_lead);
+        self.record_ack(now, index, sent, ack.promise, position);
+        self.recompute_anchors();
+        self.maybe_send_timeout_now(from, out);
+    }
+
+    /// Records an acknowledgement from the peer at `index` of a round sent
+    /// at `sent` (`None`: too old to be remembered; it then backs nothing,
+    /// but its position is still news): when the peer was heard (soft
+    /// fencing) and until when its promise backs this leadership (strict
+    /// fencing).
+    fn record_ack(
+        &mut self,
+        now: Instant,
+        index: usize,
+        sent: Option<Instant>,
+        promise: Duration,
+        position: P,
+    ) {
         // A zero promise (the older `HeartbeatResponse`) backs nothing; an
         // instant that saturated at the end of time proves nothing either.
         let promised = sent
-            .filter(|_| !ack.promise.is_zero())
-            .map(|s| s + promise_backs)
-            .filter(|&until| until < Instant::MAX);
-        let floor = self.lease_floor;
-        let forfeited = self.lease_forfeited;
-        let Some(peer) = self.peers.iter_mut().find(|p| p.id == from) else {
-            return;
-        };
-        peer.position = Some(position);
-        peer.can_lead = Some(ack.can_lead);
-        if !ack.promise.is_zero() && peer.promise != Some(ack.promise) {
-            peer.promise = Some(ack.promise);
-            if ack.promise < self.timing.death {
-                slog::info!(self.log, "a voter promises less than this node's death timeout";
-                    "rule" => Rule::HeartbeatFitsPromises, "term" => self.term, "from" => from,
-                    "promise" => ?ack.promise, "death_timeout" => ?self.timing.death);
-                let fastest = min_heartbeat_period(self.timing.heartbeat);
-                if promise_backs < fastest.saturating_mul(2) {
-                    slog::warn!(self.log, "a voter's promise cannot back a continuous lease: raise its death_timeout";
-                        "rule" => Rule::HeartbeatFitsPromises, "term" => self.term, "from" => from,
-                        "promise" => ?ack.promise, "fastest_heartbeat" => ?fastest);
-                }
-            }
-        }
+            .map(|s| s + self.lease_for_promise(promise))
+            .filter(|&until| !promise.is_zero() && until < Instant::MAX);
         // Soft fencing hears a peer when its acknowledgement arrives, but
         // only for a round sent within the last death timeout: one delayed
         // longer says nothing about now, and would keep a deaf leader in
         // office for as long as such acknowledgements trickle in.
-        if let Some(sent) = sent.filter(|&s| now.saturating_duration_since(s) <= self.timing.death)
-        {
-            // `now` never goes back (`observe_time`): the newest is `now`.
-            peer.heard_at = Some(now);
-            peer.rtt = Some(now.saturating_duration_since(sent));
+        let recent = sent.filter(|&s| now.saturating_duration_since(s) <= self.timing.death);
+        if let Some(s) = recent {
+            self.peers[index].rtt = Some(now.saturating_duration_since(s));
         }
-        if let (Some(sent), Some(until)) = (sent, promised) {
+        let Some(l) = self.phase.leadership_mut() else {
+            return;
+        };
+        let backs_lease = !l.lease_forfeited && sent.is_some_and(|s| s >= l.lease_floor);
+        let acks = &mut l.acks[index];
+        acks.position = Some(position);
+        if recent.is_some() {
+            // `now` never goes back (`observe_time`): the newest is `now`.
+            acks.heard_at = Some(now);
+        }
+        if let Some(until) = promised {
             // `None` orders below every `Some`: these only move forward.
-            peer.promised_until = peer.promised_until.max(Some(until));
-            if !forfeited && sent >= floor {
-                peer.lease_until = peer.lease_until.max(Some(until));
+            acks.promised_until = acks.promised_until.max(Some(until));
+            if backs_lease {
+                acks.lease_until = acks.lease_until.max(Some(until));
             }
         }
-        self.recompute_anchors();
-        self.maybe_send_timeout_now(from, out);
+    }
+
+    /// Rule `heartbeat_fits_promises`: remembers the promise a voter states,
+    /// and warns when it is shorter than this node's own.
+    fn note_promise(&mut self, index: usize, promise: Duration) {
+        let peer = &mut self.peers[index];
+        if promise.is_zero() || peer.promise == Some(promise) {
+            return;
+        }
+        peer.promise = Some(promise);
+        let from = peer.id;
+        if promise >= self.timing.death {
+            return;
+        }
+        slog::info!(self.log, "a voter promises less than this node's death timeout";
+            "rule" => Rule::HeartbeatFitsPromises, "term" => self.term, "from" => from,
+            "promise" => ?promise, "death_timeout" => ?self.timing.death);
+        let fastest = min_heartbeat_period(self.timing.heartbeat);
+        if self.lease_for_promise(promise) < fastest.saturating_mul(2) {
+            slog::warn!(self.log, "a voter's promise cannot back a continuous lease: raise its death_timeout";
+                "rule" => Rule::HeartbeatFitsPromises, "term" => self.term, "from" => from,
+                "promise" => ?promise, "fastest_heartbeat" => ?fastest);
+        }
     }
 
     /// Rule `leader_heartbeats_at_once`: a new leader announces itself
     /// immediately so followers stop campaigning. Its lease (strict fencing)
     /// starts only once a quorum acknowledges a round of this term.
     pub(super) fn become_leader(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
-        self.role = Role::Leader;
-        self.round = Round::IDLE;
+        self.phase = Phase::Leader(Leadership::new(
+            now,
+            self.timing.lease,
+            self.peers.len(),
+            self.timing.round_slots,
+        ));
         self.promotion = None;
-        self.leader_contact = Some(now);
-        self.leader_since = now;
-        self.soft_anchor = now;
-        self.strict_until = now + self.lease_duration;
-        self.lease_until = None;
-        self.lease_floor = now;
-        self.lease_forfeited = false;
         self.transfer = None;
-        // Rounds are numbered per leadership, from 1 (0 names no round).
-        self.heartbeat_seq = 0;
-        self.rounds.fill((0, Instant::ZERO));
-        for peer in &mut self.peers {
-            peer.heard_at = None;
-            peer.position = None;
-            peer.promised_until = None;
-            peer.lease_until = None;
-        }
         slog::info!(self.log, "enter leader state, heartbeat at once"; "rule" => Rule::LeaderHeartbeatsAtOnce,
             "term" => self.term, "quorum" => self.voters.quorum());
         let token = FencingToken {
@@ -189,15 +210,18 @@ impl<P: LogPosition> Node<P> {
         self.broadcast_heartbeat(now, out);
     }
 
+    /// Sends the next heartbeat round (timer `heartbeat`). The leader
+    /// counts as having acknowledged its own round as it sends it; with a
+    /// single-voter quorum that alone moves the fencing anchors.
     pub(super) fn broadcast_heartbeat(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
-        self.heartbeat_seq += 1;
-        self.record_round(self.heartbeat_seq, now);
-        self.next_heartbeat = now + self.heartbeat_period();
-        self.leader_contact = Some(now);
-        let seq = self.heartbeat_seq;
+        let period = self.heartbeat_period();
+        let Some(l) = self.phase.leadership_mut() else {
+            return;
+        };
+        let seq = l.start_round(now);
+        l.next_heartbeat = now + period;
+        self.gates.leader_contact = Some(now);
         self.send_to_peers(&MessageKind::Heartbeat { seq }, out);
-        // The leader acknowledges its own round as it sends it; with a
-        // single-voter quorum that alone moves the fencing anchors.
         self.recompute_anchors();
     }
 
@@ -207,13 +231,10 @@ impl<P: LogPosition> Node<P> {
         slog::warn!(self.log, "resigning from leader state"; "rule" => Rule::StepDown,
             "term" => self.term, "reason" => ?reason);
         self.fail_transfer(TransferFailure::SteppedDown, out);
-        self.role = Role::Follower;
-        self.round = Round::IDLE;
-        self.leader_contact = None;
-        self.next_heartbeat = Instant::MAX;
-        self.lease_until = None;
+        self.phase = Phase::Follower;
+        self.gates.leader_contact = None;
         // Campaigning at once would only repeat what just failed.
-        self.campaign_at = self.now + self.round_length();
+        self.gates.campaign_at = self.now + self.round_length();
         self.emit(
             Event::SteppedDown {
                 term: self.term,
@@ -235,7 +256,7 @@ impl<P: LogPosition> Node<P> {
         slog::info!(self.log, "the leader has resigned"; "rule" => Rule::ResignReleasesFollowers,
             "term" => self.term, "leader" => from);
         self.set_leader(None, out);
-        self.leader_contact = None;
-        self.campaign_at = now + self.jitter.up_to(self.timing.jitter);
+        self.gates.leader_contact = None;
+        self.gates.campaign_at = now + self.jitter.up_to(self.timing.jitter);
     }
 }

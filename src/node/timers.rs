@@ -1,0 +1,152 @@
+//! The timer table: every deadline the node has, by name.
+//!
+//! A deadline is not stored twice: [`Node::deadline`] derives each timer's
+//! next firing from the state that owns it (the phase, the campaign gates,
+//! the transfer, the promotion). [`Node::next_deadline`] is the earliest
+//! entry; [`Input::Tick`](crate::Input::Tick) fires the expired entries in
+//! table order, re-reading each entry just before it fires, because an
+//! earlier firing may have moved it (a leader that steps down has no
+//! heartbeat due).
+
+use alloc::vec::Vec;
+
+use super::{Action, Node};
+use crate::config::Fencing;
+use crate::position::LogPosition;
+use crate::rule::Rule;
+use crate::time::Instant;
+
+/// One named timer. Expired timers fire in this order: fencing first (a
+/// leader past its lease must not send another heartbeat as leader), then
+/// the leader's death, handover deadlines, the election round, a new
+/// campaign, and last the heartbeat.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Timer {
+    /// Rule `soft_fencing` or `strict_lease`: the leader steps down.
+    StepDown,
+    /// Rule `leader_death`: no leader message for a death timeout.
+    LeaderDeath,
+    /// Rule `transfer_leadership`: a transfer gives up.
+    Transfer,
+    /// Rule `promote_one_campaign`: a promotion gives up.
+    Promotion,
+    /// Rule `election_timeout`: the running pre-vote or vote round gives up.
+    ElectionRound,
+    /// The follower timer: every campaign gate is open.
+    Campaign,
+    /// The leader's next heartbeat round.
+    Heartbeat,
+}
+
+impl Timer {
+    /// Every timer, in firing order.
+    pub(super) const ALL: [Timer; 7] = [
+        Timer::StepDown,
+        Timer::LeaderDeath,
+        Timer::Transfer,
+        Timer::Promotion,
+        Timer::ElectionRound,
+        Timer::Campaign,
+        Timer::Heartbeat,
+    ];
+
+    /// The name the decision log uses.
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Timer::StepDown => "step_down",
+            Timer::LeaderDeath => "leader_death",
+            Timer::Transfer => "transfer",
+            Timer::Promotion => "promotion",
+            Timer::ElectionRound => "election_round",
+            Timer::Campaign => "campaign",
+            Timer::Heartbeat => "heartbeat",
+        }
+    }
+}
+
+impl<P: LogPosition> Node<P> {
+    /// The timer table: when `timer` fires next, or `None` if it is not
+    /// armed. Election timers (the round and the campaign) are frozen while
+    /// a write is in flight (rule `no_candidacy_on_volatile_state`): a node
+    /// never acts as a candidate on state that is not yet durable.
+    pub(super) fn deadline(&self, timer: Timer) -> Option<Instant> {
+        let frozen = self.durable.in_flight().is_some();
+        match timer {
+            Timer::StepDown => self.step_down_deadline(),
+            Timer::LeaderDeath => self
+                .leader
+                .filter(|_| !self.phase.is_leader())
+                .and(self.gates.leader_death_at()),
+            Timer::Transfer => self.transfer.map(|t| t.deadline),
+            Timer::Promotion => self.promotion,
+            Timer::ElectionRound if frozen => None,
+            Timer::ElectionRound => self.phase.round_deadline(),
+            Timer::Campaign => (!frozen
+                && self.phase.is_follower()
+                && self.leader.is_none()
+                && self.may_ever_campaign())
+            .then(|| self.gates.earliest_campaign()),
+            Timer::Heartbeat => self.phase.leadership().map(|l| l.next_heartbeat),
+        }
+    }
+
+    /// When fencing makes this leader step down (rule `soft_fencing` or
+    /// `strict_lease`), or `None` with fencing off or when not leading.
+    pub(super) fn step_down_deadline(&self) -> Option<Instant> {
+        let leadership = self.phase.leadership()?;
+        match self.fencing {
+            Fencing::Soft => leadership.soft_anchor.map(|a| a + self.timing.death),
+            Fencing::Strict => Some(leadership.strict_until),
+            _ => None,
+        }
+    }
+
+    /// The earliest armed entry of the timer table.
+    pub(super) fn earliest_deadline(&self) -> Option<Instant> {
+        Timer::ALL
+            .into_iter()
+            .filter_map(|t| self.deadline(t))
+            .min()
+    }
+
+    /// Fires every expired timer, in table order.
+    pub(super) fn on_tick(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
+        if self.durable.in_flight().is_some() && !self.phase.is_leader() {
+            slog::debug!(self.log, "election timers frozen while a write is in flight";
+                "rule" => Rule::NoCandidacyOnVolatileState, "term" => self.term);
+        }
+        for timer in Timer::ALL {
+            if let Some(deadline) = self.deadline(timer).filter(|&d| now >= d) {
+                slog::debug!(self.log, "timer fired"; "timer" => timer.name(),
+                    "term" => self.term, "deadline" => %deadline);
+                self.fire(timer, now, out);
+            }
+        }
+    }
+
+    fn fire(&mut self, timer: Timer, now: Instant, out: &mut Vec<Action<P>>) {
+        match timer {
+            Timer::StepDown => self.fencing_step_down(out),
+            Timer::LeaderDeath => self.declare_leader_dead(out),
+            Timer::Transfer => self.transfer_timed_out(now, out),
+            Timer::Promotion => self.promotion_timed_out(now, out),
+            Timer::ElectionRound => self.round_timed_out(now, out),
+            Timer::Campaign => self.start_pre_vote(now, out),
+            Timer::Heartbeat => self.broadcast_heartbeat(now, out),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Timer;
+
+    #[test]
+    fn timer_names_are_distinct() {
+        for (i, a) in Timer::ALL.iter().enumerate() {
+            for b in &Timer::ALL[i + 1..] {
+                assert_ne!(a.name(), b.name());
+            }
+        }
+    }
+}
