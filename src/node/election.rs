@@ -2,6 +2,7 @@
 
 use alloc::vec::Vec;
 use core::cmp::Ordering;
+use core::time::Duration;
 
 use super::phase::{PreVoteRound, VoteRound};
 use super::{Ack, Action, Node, Phase};
@@ -149,11 +150,8 @@ impl<P: LogPosition> Node<P> {
                 promise_nanos,
                 can_lead,
             } => {
-                let ack = Ack {
-                    seq,
-                    promise: core::time::Duration::from_nanos(promise_nanos),
-                    can_lead,
-                };
+                let promise = Duration::from_nanos(promise_nanos);
+                let ack = Ack::new(seq, promise, can_lead);
                 self.on_heartbeat_ack(now, from, ack, position, out);
             }
             // The older acknowledgement states no promise, so it backs no
@@ -161,11 +159,7 @@ impl<P: LogPosition> Node<P> {
             // heartbeats (see `MessageKind::HeartbeatResponse`). `seq: 0`
             // names no round.
             MessageKind::HeartbeatResponse { seq, position } if seq > 0 => {
-                let ack = Ack {
-                    seq,
-                    promise: core::time::Duration::ZERO,
-                    can_lead: true,
-                };
+                let ack = Ack::new(seq, Duration::ZERO, true);
                 self.on_heartbeat_ack(now, from, ack, position, out);
             }
             MessageKind::HeartbeatResponse { .. } => {}
@@ -423,29 +417,8 @@ impl<P: LogPosition> Node<P> {
         }
         let conceded = self.conceded_for >= proposed;
         let dueling = matches!(self.phase, Phase::PreVoting(r) if r.proposed == proposed);
-        if dueling {
-            if self.outranks(from, position) {
-                let refusal = (
-                    Rule::PreVoteDuelRanked,
-                    "dueling pre-candidate ranked lower",
-                );
-                self.refuse_pre_vote(from, refusal, out);
-                return;
-            }
-            if conceded {
-                // This term's concession is spent: grant, but keep this
-                // node's own round running.
-                slog::info!(self.log, "already conceded this term: grant and keep campaigning";
-                    "rule" => Rule::PreVoteDefersOnce, "term" => self.term, "to" => from,
-                    "proposed" => proposed);
-            } else {
-                // Rule `pre_vote_duel_ranked`: yield to the better-placed
-                // pre-candidate so the two do not split the vote.
-                slog::info!(self.log, "yield to a better-placed pre-candidate";
-                    "rule" => Rule::PreVoteDuelRanked, "term" => self.term, "to" => from);
-                self.abandon_round(now);
-                self.end_promotion(Some(PromoteFailure::OtherLeader { leader: None }), out);
-            }
+        if dueling && !self.settle_duel(now, from, proposed, position, conceded, out) {
+            return;
         }
         if !conceded && self.phase.is_follower() {
             self.conceded_for = proposed;
@@ -464,6 +437,44 @@ impl<P: LogPosition> Node<P> {
             false,
             out,
         );
+    }
+
+    /// Rule `pre_vote_duel_ranked`: `from` runs a pre-vote for the same
+    /// term as this node. Refuses it (returns `false`) if this node ranks
+    /// higher; otherwise yields its own round, unless this term's one
+    /// concession is already spent (rule `pre_vote_defers_once`).
+    fn settle_duel(
+        &mut self,
+        now: Instant,
+        from: NodeId,
+        proposed: u64,
+        position: &P,
+        conceded: bool,
+        out: &mut Vec<Action<P>>,
+    ) -> bool {
+        if self.outranks(from, position) {
+            let refusal = (
+                Rule::PreVoteDuelRanked,
+                "dueling pre-candidate ranked lower",
+            );
+            self.refuse_pre_vote(from, refusal, out);
+            return false;
+        }
+        if conceded {
+            // This term's concession is spent: grant, but keep this node's
+            // own round running.
+            slog::info!(self.log, "already conceded this term: grant and keep campaigning";
+                "rule" => Rule::PreVoteDefersOnce, "term" => self.term, "to" => from,
+                "proposed" => proposed);
+        } else {
+            // Yield to the better-placed pre-candidate so the two do not
+            // split the vote.
+            slog::info!(self.log, "yield to a better-placed pre-candidate";
+                "rule" => Rule::PreVoteDuelRanked, "term" => self.term, "to" => from);
+            self.abandon_round(now);
+            self.end_promotion(Some(PromoteFailure::OtherLeader { leader: None }), out);
+        }
+        true
     }
 
     /// Why a pre-vote for `from` in `proposed` is refused outright: the

@@ -17,8 +17,7 @@ use crate::time::Instant;
 impl<P: LogPosition> Node<P> {
     /// Rule `follow_leader` (Raft §5.2): a heartbeat of a round newer than
     /// any seen in the current term makes a (pre-)candidate concede and
-    /// refreshes leader contact, which starts a new stickiness promise. Rule `one_leader_per_term`: a second
-    /// claimant in a term whose leader is known is reported and ignored.
+    /// refreshes leader contact, which starts a new stickiness promise.
     pub(super) fn on_heartbeat(
         &mut self,
         now: Instant,
@@ -26,39 +25,7 @@ impl<P: LogPosition> Node<P> {
         seq: u64,
         out: &mut Vec<Action<P>>,
     ) {
-        let known = if self.phase.is_leader() {
-            Some(self.id)
-        } else {
-            self.leader
-        };
-        if let Some(known) = known.filter(|&k| k != from) {
-            slog::warn!(self.log, "conflicting leader detected in one term";
-                "rule" => Rule::OneLeaderPerTerm, "term" => self.term,
-                "known" => known, "claimed" => from);
-            self.emit(
-                Event::ConflictingLeader {
-                    term: self.term,
-                    known,
-                    claimed: from,
-                },
-                out,
-            );
-            return;
-        }
-        if seq <= self.newest_round {
-            // Rule `old_rounds_ignored`: a round not newer than one already
-            // seen from this term's leader is a duplicate or was delayed; it
-            // says nothing about the leader being alive now, so it neither
-            // refreshes leader contact nor revives a leader declared dead.
-            // The newest round is acknowledged again (its acknowledgement
-            // may have been lost); its promise already runs.
-            if seq == self.newest_round && self.leader == Some(from) {
-                self.ack_heartbeat(from, seq, out);
-            } else {
-                slog::debug!(self.log, "heartbeat round older than one already seen: ignored";
-                    "rule" => Rule::OldRoundsIgnored, "term" => self.term, "from" => from,
-                    "seq" => seq, "newest" => self.newest_round);
-            }
+        if self.conflicting_leader(from, out) || self.old_round(from, seq, out) {
             return;
         }
         self.newest_round = seq;
@@ -79,6 +46,51 @@ impl<P: LogPosition> Node<P> {
         self.gates.leader_contact = Some(now);
         self.gates.campaign_at = now + self.timing.death + self.death_jitter;
         self.ack_heartbeat(from, seq, out);
+    }
+
+    /// Rule `one_leader_per_term` (Raft §5.2, Election Safety): a second
+    /// claimant in a term whose leader is known is reported and ignored.
+    fn conflicting_leader(&mut self, from: NodeId, out: &mut Vec<Action<P>>) -> bool {
+        let known = if self.phase.is_leader() {
+            Some(self.id)
+        } else {
+            self.leader
+        };
+        let Some(known) = known.filter(|&k| k != from) else {
+            return false;
+        };
+        slog::warn!(self.log, "conflicting leader detected in one term";
+            "rule" => Rule::OneLeaderPerTerm, "term" => self.term,
+            "known" => known, "claimed" => from);
+        self.emit(
+            Event::ConflictingLeader {
+                term: self.term,
+                known,
+                claimed: from,
+            },
+            out,
+        );
+        true
+    }
+
+    /// Rule `old_rounds_ignored`: a round not newer than one already seen
+    /// from this term's leader is a duplicate or was delayed; it says
+    /// nothing about the leader being alive now, so it neither refreshes
+    /// leader contact nor revives a leader declared dead. The newest round
+    /// is acknowledged again (its acknowledgement may have been lost); its
+    /// promise already runs.
+    fn old_round(&mut self, from: NodeId, seq: u64, out: &mut Vec<Action<P>>) -> bool {
+        if seq > self.newest_round {
+            return false;
+        }
+        if seq == self.newest_round && self.leader == Some(from) {
+            self.ack_heartbeat(from, seq, out);
+        } else {
+            slog::debug!(self.log, "heartbeat round older than one already seen: ignored";
+                "rule" => Rule::OldRoundsIgnored, "term" => self.term, "from" => from,
+                "seq" => seq, "newest" => self.newest_round);
+        }
+        true
     }
 
     /// Rule `acks_name_their_round`: a peer acknowledged round `ack.seq` of

@@ -120,6 +120,26 @@ struct PeerFacts {
     promise: Option<Duration>,
 }
 
+impl PeerFacts {
+    /// Every voter and observer but `me`, in configuration order, with
+    /// nothing learned yet.
+    fn of_peers(me: NodeId, voters: &VoterSet, observers: &[NodeId]) -> Vec<PeerFacts> {
+        voters
+            .ids()
+            .iter()
+            .chain(observers)
+            .filter(|&&p| p != me)
+            .map(|&id| PeerFacts {
+                id,
+                is_voter: voters.contains(id),
+                rtt: None,
+                can_lead: None,
+                promise: None,
+            })
+            .collect()
+    }
+}
+
 /// What a peer's heartbeat acknowledgement says (see
 /// [`MessageKind::HeartbeatAck`](crate::MessageKind::HeartbeatAck)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -127,6 +147,16 @@ struct Ack {
     seq: u64,
     promise: Duration,
     can_lead: bool,
+}
+
+impl Ack {
+    fn new(seq: u64, promise: Duration, can_lead: bool) -> Ack {
+        Ack {
+            seq,
+            promise,
+            can_lead,
+        }
+    }
 }
 
 /// Timing derived from the configuration.
@@ -282,19 +312,7 @@ impl<P: LogPosition> Node<P> {
         };
         let mut jitter = Jitter::new(config.seed(), id);
         let death_jitter = jitter.up_to(timing.jitter);
-        let peers = voters
-            .ids()
-            .iter()
-            .chain(config.observer_ids())
-            .filter(|&&p| p != id)
-            .map(|&p| PeerFacts {
-                id: p,
-                is_voter: voters.contains(p),
-                rtt: None,
-                can_lead: None,
-                promise: None,
-            })
-            .collect();
+        let peers = PeerFacts::of_peers(id, &voters, config.observer_ids());
         // Rule `fresh_node_owes_no_promise`: a node whose durable term is 0
         // never acknowledged a leader (an acknowledgement needs its term
         // durable first, and every leader's term is at least 1), so it has
