@@ -4,13 +4,14 @@
 
 use core::fmt;
 
-/// Declares `Rule` with its variants, `Rule::ALL` and `Rule::name` from one
-/// list, so a rule cannot be added to one and forgotten in another.
+/// Declares `Rule` with its variants, `Rule::ALL`, `Rule::name` and
+/// `Rule::decided_in` from one list, so a rule cannot be added to one and
+/// forgotten in another.
 macro_rules! rules {
-    ($($(#[doc = $doc:literal])* $variant:ident => $name:literal,)*) => {
+    ($($(#[doc = $doc:literal])* $variant:ident => $name:literal in $file:literal,)*) => {
         /// One rule of the engine. [`Rule::name`] is the snake-case name found
-        /// in the docs, the logs (key `rule`) and the test names; search for it
-        /// to find where the rule is decided.
+        /// in the docs, the logs (key `rule`) and the test names;
+        /// [`Rule::decided_in`] is the file that decides it.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
         #[non_exhaustive]
         pub enum Rule {
@@ -29,6 +30,15 @@ macro_rules! rules {
                 }
             }
 
+            /// The source file that decides the rule and logs the decision
+            /// (relative to the crate root), e.g. `src/node/election.rs`.
+            #[must_use]
+            pub const fn decided_in(self) -> &'static str {
+                match self {
+                    $(Rule::$variant => $file,)*
+                }
+            }
+
             /// The rule with this name, if any.
             #[must_use]
             pub fn from_name(name: &str) -> Option<Rule> {
@@ -40,86 +50,86 @@ macro_rules! rules {
 
 rules! {
     /// Lower terms are ignored, higher terms adopted (Raft §5.1).
-    TermCheck => "term_check",
+    TermCheck => "term_check" in "src/node/election.rs",
     /// A higher term makes a node a follower with no vote (Raft §5.1).
-    HigherTermAdopted => "higher_term_adopted",
+    HigherTermAdopted => "higher_term_adopted" in "src/node/election.rs",
     /// A stale request or heartbeat is answered with the current term.
-    StaleTermAnswered => "stale_term_answered",
+    StaleTermAnswered => "stale_term_answered" in "src/node/election.rs",
     /// One vote per term, durable across restarts (Raft §5.2).
-    OneVotePerTerm => "one_vote_per_term",
+    OneVotePerTerm => "one_vote_per_term" in "src/node/election.rs",
     /// Votes only for a candidate whose log is at least as up to date
     /// (Raft §5.4.1).
-    LogUpToDate => "log_up_to_date",
+    LogUpToDate => "log_up_to_date" in "src/node/election.rs",
     /// Nothing that asserts a term or vote leaves before it is durable.
-    PersistBeforeSend => "persist_before_send",
+    PersistBeforeSend => "persist_before_send" in "src/node/durable.rs",
     /// `Persisted` must acknowledge exactly the write in flight.
-    PersistAckMatchesWrite => "persist_ack_matches_write",
+    PersistAckMatchesWrite => "persist_ack_matches_write" in "src/node/durable.rs",
     /// The term bump and the self-vote are one write.
-    SelfVoteWithTermBump => "self_vote_with_term_bump",
+    SelfVoteWithTermBump => "self_vote_with_term_bump" in "src/node/election.rs",
     /// A node asks for votes only once its self-vote is durable.
-    SelfVoteDurableBeforeCandidacy => "self_vote_durable_before_candidacy",
+    SelfVoteDurableBeforeCandidacy => "self_vote_durable_before_candidacy" in "src/node/election.rs",
     /// Timers freeze while a write is in flight.
-    NoCandidacyOnVolatileState => "no_candidacy_on_volatile_state",
+    NoCandidacyOnVolatileState => "no_candidacy_on_volatile_state" in "src/node/timers.rs",
     /// A pre-vote round before bumping the term (thesis §9.6).
-    PreVote => "pre_vote",
+    PreVote => "pre_vote" in "src/node/election.rs",
     /// Grant a pre-vote if this node would vote for the pre-candidate.
-    PreVoteGrant => "pre_vote_grant",
+    PreVoteGrant => "pre_vote_grant" in "src/node/election.rs",
     /// A pre-vote request or grant moves nobody's term.
-    PreVoteChangesNothing => "pre_vote_changes_nothing",
+    PreVoteChangesNothing => "pre_vote_changes_nothing" in "src/node/election.rs",
     /// Between two pre-candidates for one term, the better placed goes
     /// first.
-    PreVoteDuelRanked => "pre_vote_duel_ranked",
+    PreVoteDuelRanked => "pre_vote_duel_ranked" in "src/node/election.rs",
     /// A node defers to, or yields to, a pre-candidate at most once per
     /// proposed term.
-    PreVoteDefersOnce => "pre_vote_defers_once",
+    PreVoteDefersOnce => "pre_vote_defers_once" in "src/node/election.rs",
     /// No votes within a death timeout of hearing a leader (thesis §4.2.3).
-    LeaderStickiness => "leader_stickiness",
+    LeaderStickiness => "leader_stickiness" in "src/node/election.rs",
     /// A restarted node grants and campaigns nothing for a death timeout.
-    RestartWaitsDeathTimeout => "restart_waits_death_timeout",
+    RestartWaitsDeathTimeout => "restart_waits_death_timeout" in "src/node/mod.rs",
     /// A node whose durable term is 0 skips the restart wait.
-    FreshNodeOwesNoPromise => "fresh_node_owes_no_promise",
+    FreshNodeOwesNoPromise => "fresh_node_owes_no_promise" in "src/node/mod.rs",
     /// No leader message for a death timeout: the leader is dead.
-    LeaderDeath => "leader_death",
+    LeaderDeath => "leader_death" in "src/node/leadership.rs",
     /// A round that did not finish in time is retried or abandoned.
-    ElectionTimeout => "election_timeout",
+    ElectionTimeout => "election_timeout" in "src/node/election.rs",
     /// A round that can no longer win ends early.
-    SplitVoteEndsRound => "split_vote_ends_round",
+    SplitVoteEndsRound => "split_vote_ends_round" in "src/node/election.rs",
     /// A quorum of durable grants makes the candidate leader.
-    QuorumWins => "quorum_wins",
+    QuorumWins => "quorum_wins" in "src/node/election.rs",
     /// At most one leader per term; a second claimant is reported.
-    OneLeaderPerTerm => "one_leader_per_term",
+    OneLeaderPerTerm => "one_leader_per_term" in "src/node/leadership.rs",
     /// A newer round of the term's leader is followed.
-    FollowLeader => "follow_leader",
+    FollowLeader => "follow_leader" in "src/node/leadership.rs",
     /// A new leader heartbeats at once.
-    LeaderHeartbeatsAtOnce => "leader_heartbeats_at_once",
+    LeaderHeartbeatsAtOnce => "leader_heartbeats_at_once" in "src/node/leadership.rs",
     /// An acknowledgement names exactly one round of one leadership.
-    AcksNameTheirRound => "acks_name_their_round",
+    AcksNameTheirRound => "acks_name_their_round" in "src/node/leadership.rs",
     /// A heartbeat round not newer than one already seen changes nothing.
-    OldRoundsIgnored => "old_rounds_ignored",
+    OldRoundsIgnored => "old_rounds_ignored" in "src/node/leadership.rs",
     /// A strict leader heartbeats often enough for its voters' promises.
-    HeartbeatFitsPromises => "heartbeat_fits_promises",
+    HeartbeatFitsPromises => "heartbeat_fits_promises" in "src/node/lease.rs",
     /// Demote resigns in the same term and does not campaign for a while.
-    DemoteMovesLeadership => "demote_moves_leadership",
+    DemoteMovesLeadership => "demote_moves_leadership" in "src/node/handover.rs",
     /// A resigned leader releases its followers.
-    ResignReleasesFollowers => "resign_releases_followers",
+    ResignReleasesFollowers => "resign_releases_followers" in "src/node/leadership.rs",
     /// Promote runs one campaign and reports its outcome.
-    PromoteOneCampaign => "promote_one_campaign",
+    PromoteOneCampaign => "promote_one_campaign" in "src/node/handover.rs",
     /// `TimeoutNow` from the leader starts a campaign at once.
-    TimeoutNowCampaigns => "timeout_now_campaigns",
+    TimeoutNowCampaigns => "timeout_now_campaigns" in "src/node/handover.rs",
     /// A leader leaves leadership in the same term.
-    StepDown => "step_down",
+    StepDown => "step_down" in "src/node/leadership.rs",
     /// Messages from unknown senders are ignored.
-    MembersOnly => "members_only",
+    MembersOnly => "members_only" in "src/node/election.rs",
     /// Election messages from non-voters are ignored.
-    VotersOnly => "voters_only",
+    VotersOnly => "voters_only" in "src/node/election.rs",
     /// A leader without a quorum-acknowledged recent round steps down.
-    SoftFencing => "soft_fencing",
+    SoftFencing => "soft_fencing" in "src/node/lease.rs",
     /// A strict leader steps down when its lease ends.
-    StrictLease => "strict_lease",
+    StrictLease => "strict_lease" in "src/node/lease.rs",
     /// Hand leadership over (thesis §3.10).
-    TransferLeadership => "transfer_leadership",
+    TransferLeadership => "transfer_leadership" in "src/node/handover.rs",
     /// `now` never goes backwards.
-    MonotonicTime => "monotonic_time",
+    MonotonicTime => "monotonic_time" in "src/node/mod.rs",
 }
 
 impl fmt::Display for Rule {

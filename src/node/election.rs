@@ -230,15 +230,6 @@ impl<P: LogPosition> Node<P> {
             && !self.promise_active(now)
     }
 
-    /// Rule `leader_death` (timer `leader_death`): no message from the
-    /// leader for a death timeout; forget it, so the campaign timer runs.
-    pub(super) fn declare_leader_dead(&mut self, out: &mut Vec<Action<P>>) {
-        slog::info!(self.log, "leader declared dead";
-            "rule" => Rule::LeaderDeath, "term" => self.term, "leader" => ?self.leader,
-            "last_heard" => ?self.gates.leader_contact);
-        self.set_leader(None, out);
-    }
-
     /// Rule `election_timeout` (timer `election_round`): the round gave up.
     /// A promotion ends; otherwise a new pre-vote starts if every gate is
     /// open, or the node goes back to following.

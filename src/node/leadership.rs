@@ -5,7 +5,7 @@ use alloc::vec::Vec;
 use core::time::Duration;
 
 use super::phase::Leadership;
-use super::{Ack, Action, Node, Phase, min_heartbeat_period};
+use super::{Ack, Action, Node, Phase};
 use crate::NodeId;
 use crate::fence::FencingToken;
 use crate::message::MessageKind;
@@ -170,29 +170,6 @@ impl<P: LogPosition> Node<P> {
         }
     }
 
-    /// Rule `heartbeat_fits_promises`: remembers the promise a voter states,
-    /// and warns when it is shorter than this node's own.
-    fn note_promise(&mut self, index: usize, promise: Duration) {
-        let peer = &mut self.peers[index];
-        if promise.is_zero() || peer.promise == Some(promise) {
-            return;
-        }
-        peer.promise = Some(promise);
-        let from = peer.id;
-        if promise >= self.timing.death {
-            return;
-        }
-        slog::info!(self.log, "a voter promises less than this node's death timeout";
-            "rule" => Rule::HeartbeatFitsPromises, "term" => self.term, "from" => from,
-            "promise" => ?promise, "death_timeout" => ?self.timing.death);
-        let fastest = min_heartbeat_period(self.timing.heartbeat);
-        if self.lease_for_promise(promise) < fastest.saturating_mul(2) {
-            slog::warn!(self.log, "a voter's promise cannot back a continuous lease: raise its death_timeout";
-                "rule" => Rule::HeartbeatFitsPromises, "term" => self.term, "from" => from,
-                "promise" => ?promise, "fastest_heartbeat" => ?fastest);
-        }
-    }
-
     /// Rule `leader_heartbeats_at_once`: a new leader announces itself
     /// immediately so followers stop campaigning. Its lease (strict fencing)
     /// starts only once a quorum acknowledges a round of this term.
@@ -254,6 +231,15 @@ impl<P: LogPosition> Node<P> {
             },
             out,
         );
+        self.set_leader(None, out);
+    }
+
+    /// Rule `leader_death` (timer `leader_death`): no message from the
+    /// leader for a death timeout; forget it, so the campaign timer runs.
+    pub(super) fn declare_leader_dead(&mut self, out: &mut Vec<Action<P>>) {
+        slog::info!(self.log, "leader declared dead";
+            "rule" => Rule::LeaderDeath, "term" => self.term, "leader" => ?self.leader,
+            "last_heard" => ?self.gates.leader_contact);
         self.set_leader(None, out);
     }
 

@@ -165,6 +165,29 @@ impl<P: LogPosition> Node<P> {
         }
     }
 
+    /// Rule `heartbeat_fits_promises`: remembers the promise a voter states,
+    /// and warns when it is shorter than this node's own.
+    pub(super) fn note_promise(&mut self, index: usize, promise: Duration) {
+        let peer = &mut self.peers[index];
+        if promise.is_zero() || peer.promise == Some(promise) {
+            return;
+        }
+        peer.promise = Some(promise);
+        let from = peer.id;
+        if promise >= self.timing.death {
+            return;
+        }
+        slog::info!(self.log, "a voter promises less than this node's death timeout";
+            "rule" => Rule::HeartbeatFitsPromises, "term" => self.term, "from" => from,
+            "promise" => ?promise, "death_timeout" => ?self.timing.death);
+        let fastest = min_heartbeat_period(self.timing.heartbeat);
+        if self.lease_for_promise(promise) < fastest.saturating_mul(2) {
+            slog::warn!(self.log, "a voter's promise cannot back a continuous lease: raise its death_timeout";
+                "rule" => Rule::HeartbeatFitsPromises, "term" => self.term, "from" => from,
+                "promise" => ?promise, "fastest_heartbeat" => ?fastest);
+        }
+    }
+
     /// Rule `heartbeat_fits_promises`: how long until the next heartbeat
     /// round. The configured interval, shortened so that every voter's
     /// promise, less the round trip its acknowledgement takes, backs at
