@@ -162,6 +162,8 @@ fn fencing_strict_new_leader_has_no_lease_until_a_quorum_acks() {
     );
 }
 
+/// Reference: Thesis §6.4.1 (leader leases): the lease runs from the send
+/// time of a quorum-acknowledged round, shortened by the clock drift bound.
 #[test]
 fn strict_lease_is_shorter_than_death_timeout_by_drift_and_margin() {
     let c = Config::new(1, [1, 2, 3])
@@ -255,6 +257,8 @@ fn transfer_events<P: tenure::LogPosition>(s: &Sim<P>, id: NodeId) -> Vec<Event>
         .collect()
 }
 
+/// Reference: Thesis §3.10 (leadership transfer): catch the target up, send
+/// TimeoutNow, abort after an election timeout.
 #[test]
 fn transfer_leadership_to_up_to_date_follower_completes_in_about_a_round_trip() {
     let mut s = sim_with(Fencing::Strict);

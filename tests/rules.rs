@@ -192,6 +192,8 @@ fn higher_term_adopted_leader_becomes_follower_without_vote_or_leader() {
     assert_eq!(out.persists, vec![HardState::new(7, None)]);
 }
 
+/// Reference: Raft §5.2: a candidate that receives a heartbeat from a leader
+/// whose term is at least its own returns to follower.
 #[test]
 fn follow_leader_of_a_higher_term_heartbeat() {
     let mut n = follower_of_2(2, at(10));
@@ -243,6 +245,8 @@ fn one_vote_per_term_second_candidate_is_refused() {
     );
 }
 
+/// Reference: Raft §5.2 and Figure 2 ("persistent state"): the vote is
+/// durable, so a restart cannot grant a second vote in the same term.
 #[test]
 fn one_vote_per_term_vote_survives_restart() {
     let mut n = node(1);
@@ -265,6 +269,8 @@ fn one_vote_per_term_vote_survives_restart() {
     assert_eq!(n.status().vote, Some(2));
 }
 
+/// Reference: Tarantool `election_mode = off` (before 3.8): the node neither
+/// votes nor campaigns.
 #[test]
 fn voters_only_no_vote_in_off_mode() {
     let mut n: Node =
@@ -320,6 +326,8 @@ fn self_vote_with_term_bump_is_one_durable_step() {
 
 // ---------------------------------------------------------------- rule 3: persist before send
 
+/// Reference: Raft Figure 2 ("updated on stable storage before responding to
+/// RPCs"); etcd `AsyncStorageWrites` holds vote responses until durable.
 #[test]
 fn persist_before_send_vote_grant_is_held_until_persisted() {
     let mut n = node(1);
@@ -344,6 +352,8 @@ fn persist_before_send_vote_grant_is_held_until_persisted() {
     );
 }
 
+/// Reference: etcd raft commit e9e525d: rejections that assert a new term are
+/// held until durable too.
 #[test]
 fn persist_before_send_rejection_asserting_a_new_term_is_held_too() {
     let mut n = node(1);
@@ -360,6 +370,8 @@ fn persist_before_send_rejection_asserting_a_new_term_is_held_too() {
     assert_eq!(out.sends.len(), 2);
 }
 
+/// Reference: Raft Figure 2 (the vote is persistent state) and Tarantool
+/// gh-8497: vote requests go out only once the self-vote is durable.
 #[test]
 fn self_vote_durable_before_candidacy_requests_wait_for_it() {
     let mut n = node(1);
@@ -384,6 +396,8 @@ fn self_vote_durable_before_candidacy_requests_wait_for_it() {
     );
 }
 
+/// Reference: Tarantool raft.c worker: decisions made during a write coalesce
+/// into one further write.
 #[test]
 fn persist_before_send_pending_writes_coalesce() {
     let mut n = node(1);
@@ -419,6 +433,7 @@ fn persist_ack_matches_write_mismatched_ack_is_ignored() {
 
 // ---------------------------------------------------------------- rule 4: quorum
 
+/// Reference: Raft §5.2: a majority of votes; any two quorums must intersect.
 #[test]
 fn quorum_wins_minority_quorum_is_refused_unless_explicitly_unsafe() {
     let c = Config::new(1, [1, 2, 3, 4]).quorum(2);
@@ -480,6 +495,8 @@ fn config_errors_name_the_setting() {
     );
 }
 
+/// Reference: Raft §5.2: a candidate wins with votes from a majority of the
+/// servers in the full cluster, each counted once.
 #[test]
 fn quorum_wins_votes_count_only_from_configured_voters_once() {
     let mut n: Node = Node::new(
@@ -714,6 +731,8 @@ fn ticks(n: &mut Node, until: Instant) -> Out<()> {
     all
 }
 
+/// Reference: Tarantool `election_mode` `off` and `voter`: never a candidate,
+/// still follows the leader.
 #[test]
 fn modes_off_and_voter_never_campaign_but_follow() {
     for mode in [Mode::Off, Mode::Voter] {
@@ -739,6 +758,8 @@ fn modes_off_and_voter_never_campaign_but_follow() {
     }
 }
 
+/// Reference: Tarantool `election_mode = voter` votes; `off` (before 3.8)
+/// does not.
 #[test]
 fn voters_only_mode_voter_votes_and_off_does_not() {
     let mut v: Node = Node::new(
@@ -751,6 +772,8 @@ fn voters_only_mode_voter_votes_and_off_does_not() {
     assert_eq!(v.status().vote, Some(2));
 }
 
+/// Reference: Tarantool `box.ctl.promote()` in `manual` mode: a candidate for
+/// exactly one term, then back to voter.
 #[test]
 fn promote_one_campaign_in_manual_mode_for_one_term() {
     let mut n: Node = Node::new(
@@ -780,6 +803,8 @@ fn promote_one_campaign_in_manual_mode_for_one_term() {
     );
 }
 
+/// Reference: Tarantool anonymous replicas (`replication_anon`, gh-10561)
+/// follow but never vote or lead.
 #[test]
 fn voters_only_observer_follows_never_votes_or_campaigns() {
     let mut o: Node = Node::new(
@@ -802,6 +827,8 @@ fn voters_only_observer_follows_never_votes_or_campaigns() {
 
 // ---------------------------------------------------------------- rule 7: log position
 
+/// Reference: Raft §5.4.1: the RequestVote RPC carries the candidate's log
+/// position.
 #[test]
 fn log_up_to_date_vote_requests_carry_the_reported_position() {
     let mut n: Node<(u64, u64)> =
@@ -816,6 +843,8 @@ fn log_up_to_date_vote_requests_carry_the_reported_position() {
         }));
 }
 
+/// Reference: Tarantool raft.c: a vote needs the candidate's vclock to be at
+/// least the voter's in every component.
 #[test]
 fn log_up_to_date_vclock_incomparable_is_refused() {
     let mine: VClock = [(1, 5), (2, 5)].into_iter().collect();
@@ -861,6 +890,8 @@ fn log_up_to_date_vclock_incomparable_is_refused() {
 
 // ---------------------------------------------------------------- rule 8: timeouts
 
+/// Reference: Raft §5.2: once a candidate wins, it sends heartbeats to every
+/// other server to establish its authority and prevent new elections.
 #[test]
 fn leader_heartbeats_at_once_and_every_interval() {
     let mut n = leader_1();
@@ -887,6 +918,8 @@ fn leader_heartbeats_at_once_and_every_interval() {
     assert_eq!(rounds[0], start);
 }
 
+/// Reference: Raft §5.2 (a follower that hears nothing for the election
+/// timeout assumes there is no viable leader); Tarantool's death timeout.
 #[test]
 fn leader_death_declared_after_death_timeout() {
     let mut n = follower_of_2(1, at(1000));
@@ -900,6 +933,8 @@ fn leader_death_declared_after_death_timeout() {
     }));
 }
 
+/// Reference: Thesis §6.4.1 and §4.2.3: the lease holds only if a restarted
+/// voter keeps the promise it may have made before the crash.
 #[test]
 fn restart_waits_death_timeout_before_campaigning_or_voting() {
     let mut n: Node = Node::new(cfg(1), HardState::new(5, Some(1)), at(10_000)).unwrap();
@@ -911,6 +946,7 @@ fn restart_waits_death_timeout_before_campaigning_or_voting() {
     assert_eq!(n.status().term, 5);
 }
 
+/// Reference: Raft §5.2: randomized election timeouts make split votes rare.
 #[test]
 fn election_timeout_rounds_are_randomized_within_jitter() {
     let mut lengths = std::collections::BTreeSet::new();
@@ -983,6 +1019,8 @@ fn split_vote_ends_round_early() {
 
 // ---------------------------------------------------------------- rule 9: leadership
 
+/// Reference: Raft §5.2: a quorum of votes wins; the new leader heartbeats at
+/// once.
 #[test]
 fn quorum_wins_with_durable_votes_and_leader_heartbeats_at_once() {
     let mut n = node(1);
@@ -1012,6 +1050,8 @@ fn quorum_wins_with_durable_votes_and_leader_heartbeats_at_once() {
     assert_eq!(hbs, vec![2, 3]);
 }
 
+/// Reference: Raft §5.2 and Figure 3 (Election Safety): at most one leader
+/// per term.
 #[test]
 fn one_leader_per_term_second_claim_is_reported_and_ignored() {
     let mut n = follower_of_2(4, at(10));
@@ -1028,6 +1068,8 @@ fn one_leader_per_term_second_claim_is_reported_and_ignored() {
     assert!(out.sends.is_empty());
 }
 
+/// Reference: Tarantool `box.ctl.demote()` (gh-9855): resign in the same term
+/// and wait a death timeout before campaigning.
 #[test]
 fn step_down_on_demote_in_same_term_and_no_campaign_for_a_death_timeout() {
     let mut n = leader_1();
