@@ -12,35 +12,17 @@ mod common;
 use std::time::Duration;
 
 use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
-use tenure::sim::NodeChecker;
-use tenure::{
-    Action, Config, Fencing, HardState, Input, Instant, Message, MessageKind, Mode, Node,
-};
+use tenure::sim::{Op, OpRunner};
+use tenure::{Action, Config, Fencing, HardState, Message, MessageKind, Mode};
 
+/// A generated [`Op`] (the shared op type of `tenure::sim`); the newtype
+/// carries quickcheck's `Arbitrary`. `Restart` and the broken-driver ops
+/// come only from the tests that need them.
 #[derive(Clone, Debug)]
-enum Op {
-    Advance(u16),
-    /// Time jumps by an arbitrary amount, up to near `Instant::MAX`.
-    Leap(Duration),
-    Tick,
-    Receive {
-        from: u64,
-        term: u64,
-        kind: MessageKind<u64>,
-    },
-    AckWrite,
-    BogusAck(HardState),
-    Promote,
-    Demote,
-    Transfer(u64),
-    Position(u64),
-    Restart,
-    /// A broken driver: restart from an empty state, losing the disk. Never
-    /// generated; it shows the checks can fail.
-    RestartEmpty,
-    /// A broken driver: acknowledge the write in flight without making it
-    /// durable. Never generated; it shows the checks can fail.
-    AckEarly,
+struct AnyOp(Op);
+
+fn ms(v: u64) -> Duration {
+    Duration::from_millis(v)
 }
 
 fn small_term(g: &mut Gen) -> u64 {
@@ -61,68 +43,80 @@ fn any_duration(g: &mut Gen) -> Duration {
     }
 }
 
-impl Arbitrary for Op {
-    fn arbitrary(g: &mut Gen) -> Op {
-        match u8::arbitrary(g) % 17 {
-            0..=2 => Op::Advance(u16::arbitrary(g) % 1200),
-            3..=4 => Op::Tick,
-            5..=9 => {
-                let from = *g.choose(&[0, 1, 2, 3, 3, 2, 4, 9]).unwrap();
-                let term = small_term(g);
-                let position = u64::arbitrary(g) % 4;
-                let kind = match u8::arbitrary(g) % 9 {
-                    0 => MessageKind::PreVoteRequest { position },
-                    1 => MessageKind::PreVoteResponse {
-                        granted: bool::arbitrary(g),
-                    },
-                    2 => MessageKind::VoteRequest {
-                        position,
-                        transfer: bool::arbitrary(g),
-                    },
-                    3 => MessageKind::VoteResponse {
-                        granted: bool::arbitrary(g),
-                    },
-                    4 => MessageKind::Heartbeat {
-                        seq: u64::arbitrary(g) % 5,
-                    },
-                    5 => MessageKind::HeartbeatResponse {
-                        seq: u64::arbitrary(g) % 5,
-                        position,
-                    },
-                    6 => MessageKind::HeartbeatAck {
-                        seq: u64::arbitrary(g) % 5,
-                        position,
-                        promise_nanos: u64::try_from(any_duration(g).as_nanos())
-                            .unwrap_or(u64::MAX),
-                        can_lead: bool::arbitrary(g),
-                    },
-                    7 => MessageKind::Resign,
-                    _ => MessageKind::TimeoutNow,
-                };
-                Op::Receive { from, term, kind }
-            }
-            10..=11 => Op::AckWrite,
-            12 => Op::BogusAck(HardState::new(
-                small_term(g),
-                *g.choose(&[None, Some(1), Some(2)]).unwrap(),
-            )),
-            13 => g
-                .choose(&[Op::Promote, Op::Demote, Op::Transfer(2), Op::Restart])
-                .unwrap()
-                .clone(),
-            14 => Op::Position(u64::arbitrary(g) % 4),
-            // Rare: most histories must stay in the timers' range.
-            15 if u8::arbitrary(g) % 4 == 0 => Op::Leap(any_duration(g)),
-            _ => Op::Tick,
-        }
+impl Arbitrary for AnyOp {
+    fn arbitrary(g: &mut Gen) -> AnyOp {
+        AnyOp(any_op(g))
     }
 
-    fn shrink(&self) -> Box<dyn Iterator<Item = Op>> {
-        match self {
-            Op::Advance(d) if *d > 0 => Box::new(std::iter::once(Op::Advance(d / 2))),
-            Op::Leap(d) if !d.is_zero() => Box::new(std::iter::once(Op::Leap(*d / 2))),
+    fn shrink(&self) -> Box<dyn Iterator<Item = AnyOp>> {
+        match &self.0 {
+            Op::Advance(d) if !d.is_zero() => Box::new(std::iter::once(AnyOp(Op::Advance(*d / 2)))),
             _ => Box::new(std::iter::empty()),
         }
+    }
+}
+
+fn any_op(g: &mut Gen) -> Op {
+    match u8::arbitrary(g) % 17 {
+        0..=2 => Op::Advance(ms(u64::from(u16::arbitrary(g) % 1200))),
+        3..=4 => Op::Tick,
+        5..=9 => {
+            let from = *g.choose(&[0, 1, 2, 3, 3, 2, 4, 9]).unwrap();
+            let term = small_term(g);
+            let position = u64::arbitrary(g) % 4;
+            let kind = match u8::arbitrary(g) % 9 {
+                0 => MessageKind::PreVoteRequest { position },
+                1 => MessageKind::PreVoteResponse {
+                    granted: bool::arbitrary(g),
+                },
+                2 => MessageKind::VoteRequest {
+                    position,
+                    transfer: bool::arbitrary(g),
+                },
+                3 => MessageKind::VoteResponse {
+                    granted: bool::arbitrary(g),
+                },
+                4 => MessageKind::Heartbeat {
+                    seq: u64::arbitrary(g) % 5,
+                },
+                5 => MessageKind::HeartbeatResponse {
+                    seq: u64::arbitrary(g) % 5,
+                    position,
+                },
+                6 => MessageKind::HeartbeatAck {
+                    seq: u64::arbitrary(g) % 5,
+                    position,
+                    promise_nanos: u64::try_from(any_duration(g).as_nanos()).unwrap_or(u64::MAX),
+                    can_lead: bool::arbitrary(g),
+                },
+                7 => MessageKind::Resign,
+                _ => MessageKind::TimeoutNow,
+            };
+            Op::Receive {
+                from,
+                message: Message { term, kind },
+            }
+        }
+        10..=11 => Op::AckWrite,
+        12 => Op::BogusAck(HardState::new(
+            small_term(g),
+            *g.choose(&[None, Some(1), Some(2)]).unwrap(),
+        )),
+        13 => {
+            let write_survived = bool::arbitrary(g);
+            g.choose(&[
+                Op::Promote,
+                Op::Demote,
+                Op::Transfer(2),
+                Op::Restart { write_survived },
+            ])
+            .unwrap()
+            .clone()
+        }
+        14 => Op::Position(u64::arbitrary(g) % 4),
+        // Rare: most histories must stay in the timers' range.
+        15 if u8::arbitrary(g) % 4 == 0 => Op::Advance(any_duration(g)),
+        _ => Op::Tick,
     }
 }
 
@@ -169,7 +163,7 @@ struct Case {
     pre_vote: bool,
     seed: u64,
     timing: Timing,
-    ops: Vec<Op>,
+    ops: Vec<AnyOp>,
 }
 
 impl Arbitrary for Case {
@@ -224,88 +218,18 @@ fn config(case: &Case) -> Config {
     config
 }
 
-/// Runs the case through a `NodeChecker`. Returns every action in order,
-/// or the first violation. A configuration `Config::validate` refuses runs
-/// nothing (`Ok` with no actions).
+/// Runs the case through `tenure::sim::OpRunner` (every step checked by a
+/// `NodeChecker`). Returns every action in order, or the first violation. A
+/// configuration `Config::validate` refuses runs nothing (`Ok` with no
+/// actions).
 fn run(case: &Case) -> Result<Vec<Action<u64>>, String> {
-    if config(case).validate().is_err() {
+    let Ok(mut runner) = OpRunner::new(config(case)) else {
         return Ok(Vec::new());
-    }
-    let mut now = Instant::ZERO;
-    let mut node: Node<u64> = Node::new(config(case), HardState::default(), now).unwrap();
-    let mut checker = NodeChecker::new(&node, now);
-    let mut disk = HardState::default();
-    let mut in_flight: Option<HardState> = None;
+    };
     let mut trace = Vec::new();
-    for (i, op) in case.ops.iter().enumerate() {
-        let input = match op {
-            Op::Advance(ms) => {
-                now = now + Duration::from_millis(u64::from(*ms));
-                continue;
-            }
-            Op::Leap(d) => {
-                now = now + *d;
-                continue;
-            }
-            Op::Tick => Input::Tick,
-            Op::Receive { from, term, kind } => Input::Receive {
-                from: *from,
-                message: Message {
-                    term: *term,
-                    kind: kind.clone(),
-                },
-            },
-            Op::AckWrite => match in_flight.take() {
-                Some(s) => {
-                    disk = s;
-                    checker.durable(s);
-                    Input::Persisted(s)
-                }
-                None => continue,
-            },
-            Op::AckEarly => match in_flight.take() {
-                Some(s) => Input::Persisted(s),
-                None => continue,
-            },
-            Op::BogusAck(s) => {
-                if in_flight == Some(*s) {
-                    continue; // that would be a correct ack
-                }
-                Input::Persisted(*s)
-            }
-            Op::Promote => Input::Promote,
-            Op::Demote => Input::Demote,
-            Op::Transfer(to) => Input::TransferLeadership { to: *to },
-            Op::Position(p) => Input::LogPosition(*p),
-            Op::RestartEmpty => {
-                in_flight = None;
-                node = Node::new(config(case), HardState::default(), now).unwrap();
-                checker.restarted(&node, now);
-                continue;
-            }
-            Op::Restart => {
-                // Crash: the write in flight may or may not have landed.
-                if let Some(s) = in_flight.take() {
-                    if case.seed % 2 == 0 {
-                        disk = s;
-                        checker.durable(s);
-                    }
-                }
-                node = Node::new(config(case), disk, now).unwrap();
-                checker.restarted(&node, now);
-                continue;
-            }
-        };
-        let mut actions = Vec::new();
-        checker
-            .step(&mut node, now, input, &mut actions)
-            .map_err(|v| format!("op {i}: {v}"))?;
-        for a in &actions {
-            if let Action::Persist(s) = a {
-                in_flight = Some(*s);
-            }
-        }
-        trace.extend(actions);
+    for (i, AnyOp(op)) in case.ops.iter().enumerate() {
+        let actions = runner.apply(op).map_err(|v| format!("op {i}: {v}"))?;
+        trace.extend_from_slice(actions);
     }
     Ok(trace)
 }
@@ -339,30 +263,42 @@ fn same_seed_and_inputs_give_identical_actions() {
     check(500, prop);
 }
 
+fn any(ops: Vec<Op>) -> Vec<AnyOp> {
+    ops.into_iter().map(AnyOp).collect()
+}
+
+fn vote_request(from: u64) -> Op {
+    Op::Receive {
+        from,
+        message: Message {
+            term: 1,
+            kind: MessageKind::VoteRequest {
+                position: 0,
+                transfer: false,
+            },
+        },
+    }
+}
+
 /// The checker itself must be able to fail: a node restarted from an empty
 /// state (a broken driver) could vote again in a term it already voted in;
 /// the restart itself is reported, as the durable term going back.
 #[test]
 fn the_invariant_checker_catches_a_double_vote() {
-    let vote_request = |from| Op::Receive {
-        from,
-        term: 1,
-        kind: MessageKind::VoteRequest {
-            position: 0,
-            transfer: false,
-        },
-    };
     let mut case = Case {
         mode: Mode::Candidate,
         fencing: Fencing::Soft,
         pre_vote: true,
         seed: 1,
         timing: Timing::standard(),
-        ops: vec![Op::Advance(500), vote_request(2), Op::AckWrite],
+        ops: any(vec![Op::Advance(ms(500)), vote_request(2), Op::AckWrite]),
     };
     assert!(run(&case).is_ok());
-    case.ops
-        .extend([Op::RestartEmpty, Op::Advance(500), vote_request(3)]);
+    case.ops.extend(any(vec![
+        Op::RestartEmpty,
+        Op::Advance(ms(500)),
+        vote_request(3),
+    ]));
     let err = run(&case).expect_err("losing the disk must be reported");
     assert!(err.contains("`term_never_decreases`"), "{err}");
 }
@@ -378,7 +314,8 @@ fn generator_produces_long_varied_histories() {
         .iter()
         .filter(|c| {
             let mut c = (*c).clone();
-            c.ops.splice(0..0, [Op::Advance(1000), Op::Tick]);
+            c.ops
+                .splice(0..0, any(vec![Op::Advance(ms(1000)), Op::Tick]));
             run(&c)
                 .unwrap()
                 .iter()
@@ -391,12 +328,15 @@ fn generator_produces_long_varied_histories() {
         .filter(|c| c.timing.death != Timing::standard().death && config(c).validate().is_ok())
         .count();
     assert!(custom_timing > 0, "no arbitrary timing passed validation");
-    let ops = || cases.iter().flat_map(|c| c.ops.iter());
-    assert!(ops().any(|op| matches!(op, Op::Leap(_))));
+    let ops = || cases.iter().flat_map(|c| c.ops.iter().map(|AnyOp(op)| op));
+    assert!(ops().any(|op| matches!(op, Op::Advance(d) if *d > ms(1200))));
     assert!(ops().any(|op| matches!(
         op,
         Op::Receive {
-            kind: MessageKind::HeartbeatAck { .. },
+            message: Message {
+                kind: MessageKind::HeartbeatAck { .. },
+                ..
+            },
             ..
         }
     )));
@@ -414,18 +354,10 @@ fn the_invariant_checker_catches_an_early_ack() {
         pre_vote: false,
         seed: 1,
         timing: Timing::standard(),
-        ops: pre.into_iter().chain([ack]).collect(),
+        ops: any(pre.into_iter().chain([ack]).collect()),
     };
-    let vote_request = Op::Receive {
-        from: 2,
-        term: 1,
-        kind: MessageKind::VoteRequest {
-            position: 0,
-            transfer: false,
-        },
-    };
-    let grant = vec![Op::Advance(100), vote_request];
-    let campaign = vec![Op::Advance(1000), Op::Tick];
+    let grant = vec![Op::Advance(ms(100)), vote_request(2)];
+    let campaign = vec![Op::Advance(ms(1000)), Op::Tick];
     for (pre, invariant) in [
         (grant, "persist_before_send"),
         (campaign, "self_vote_durable_before_candidacy"),

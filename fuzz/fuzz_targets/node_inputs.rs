@@ -13,8 +13,29 @@ use std::time::Duration;
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use tenure::sim::NodeChecker;
-use tenure::{Config, Fencing, HardState, Input, Instant, Message, MessageKind, Mode, Node};
+use tenure::sim::{Op, OpRunner};
+use tenure::{Config, Fencing, HardState, Message, MessageKind, Mode};
+
+impl Kind {
+    fn into_message_kind(self) -> MessageKind<u64> {
+        match self {
+            Kind::PreVoteRequest(position) => MessageKind::PreVoteRequest { position },
+            Kind::PreVoteResponse(granted) => MessageKind::PreVoteResponse { granted },
+            Kind::VoteRequest(position, transfer) => MessageKind::VoteRequest { position, transfer },
+            Kind::VoteResponse(granted) => MessageKind::VoteResponse { granted },
+            Kind::Heartbeat(seq) => MessageKind::Heartbeat { seq },
+            Kind::HeartbeatResponse(seq, position) => MessageKind::HeartbeatResponse { seq, position },
+            Kind::Resign => MessageKind::Resign,
+            Kind::TimeoutNow => MessageKind::TimeoutNow,
+            Kind::HeartbeatAck { seq, position, promise, can_lead } => MessageKind::HeartbeatAck {
+                seq,
+                position,
+                promise_nanos: promise,
+                can_lead,
+            },
+        }
+    }
+}
 
 #[derive(Arbitrary, Debug)]
 enum Kind {
@@ -29,8 +50,11 @@ enum Kind {
     HeartbeatAck { seq: u64, position: u64, promise: u64, can_lead: bool },
 }
 
+/// The fuzzer's encoding of `tenure::sim::Op` (the shared op type, run by
+/// `tenure::sim::OpRunner` as in the quickcheck properties). Its variant
+/// order is the corpus format: append, never reorder.
 #[derive(Arbitrary, Debug)]
-enum Op {
+enum RawOp {
     Advance(u16),
     Tick,
     Receive { from: u8, term: u64, kind: Kind },
@@ -61,7 +85,7 @@ struct Case {
     seed: u64,
     timing: Option<Timing>,
     // Last: it takes the rest of the input.
-    ops: Vec<Op>,
+    ops: Vec<RawOp>,
 }
 
 /// Milliseconds for most values, any number of nanoseconds (up to ~584
@@ -99,84 +123,30 @@ fuzz_target!(|case: Case| {
         }
         config
     };
-    if config().validate().is_err() {
+    let Ok(mut runner) = OpRunner::<u64>::new(config()) else {
         return;
-    }
-    let mut now = Instant::ZERO;
-    let mut node: Node<u64> = Node::new(config(), HardState::default(), now).unwrap();
-    let mut checker = NodeChecker::new(&node, now);
-    let mut disk = HardState::default();
-    let mut in_flight = None;
-    let mut actions = Vec::new();
+    };
     for op in case.ops {
-        let input = match op {
-            Op::Advance(ms) => {
-                now = now + Duration::from_millis(u64::from(ms));
-                continue;
-            }
-            Op::Leap(nanos) => {
-                now = now + Duration::from_nanos(nanos);
-                continue;
-            }
-            Op::Tick => Input::Tick,
-            Op::Receive { from, term, kind } => {
-                let kind = match kind {
-                    Kind::PreVoteRequest(position) => MessageKind::PreVoteRequest { position },
-                    Kind::PreVoteResponse(granted) => MessageKind::PreVoteResponse { granted },
-                    Kind::VoteRequest(position, transfer) => MessageKind::VoteRequest { position, transfer },
-                    Kind::VoteResponse(granted) => MessageKind::VoteResponse { granted },
-                    Kind::Heartbeat(seq) => MessageKind::Heartbeat { seq },
-                    Kind::HeartbeatResponse(seq, position) => MessageKind::HeartbeatResponse { seq, position },
-                    Kind::Resign => MessageKind::Resign,
-                    Kind::TimeoutNow => MessageKind::TimeoutNow,
-                    Kind::HeartbeatAck { seq, position, promise, can_lead } => MessageKind::HeartbeatAck {
-                        seq,
-                        position,
-                        promise_nanos: promise,
-                        can_lead,
-                    },
-                };
-                Input::Receive { from: u64::from(from % 6), message: Message { term, kind } }
-            }
-            Op::AckWrite => match in_flight.take() {
-                Some(s) => {
-                    disk = s;
-                    checker.durable(s);
-                    Input::Persisted(s)
-                }
-                None => continue,
+        let op = match op {
+            RawOp::Advance(ms) => Op::Advance(Duration::from_millis(u64::from(ms))),
+            RawOp::Leap(nanos) => Op::Advance(Duration::from_nanos(nanos)),
+            RawOp::Tick => Op::Tick,
+            RawOp::Receive { from, term, kind } => Op::Receive {
+                from: u64::from(from % 6),
+                message: Message { term, kind: kind.into_message_kind() },
             },
-            Op::BogusAck(term, vote) => {
-                let s = HardState::new(term, vote.map(|v| u64::from(v % 5)));
-                if in_flight == Some(s) {
-                    continue;
-                }
-                Input::Persisted(s)
+            RawOp::AckWrite => Op::AckWrite,
+            RawOp::BogusAck(term, vote) => {
+                Op::BogusAck(HardState::new(term, vote.map(|v| u64::from(v % 5))))
             }
-            Op::Promote => Input::Promote,
-            Op::Demote => Input::Demote,
-            Op::Transfer(to) => Input::TransferLeadership { to: u64::from(to) },
-            Op::Position(p) => Input::LogPosition(p),
-            Op::Restart { write_survived } => {
-                if let Some(s) = in_flight.take() {
-                    if write_survived {
-                        disk = s;
-                        checker.durable(s);
-                    }
-                }
-                node = Node::new(config(), disk, now).unwrap();
-                checker.restarted(&node, now);
-                continue;
-            }
+            RawOp::Promote => Op::Promote,
+            RawOp::Demote => Op::Demote,
+            RawOp::Transfer(to) => Op::Transfer(u64::from(to)),
+            RawOp::Position(p) => Op::Position(p),
+            RawOp::Restart { write_survived } => Op::Restart { write_survived },
         };
-        actions.clear();
-        if let Err(v) = checker.step(&mut node, now, input, &mut actions) {
+        if let Err(v) = runner.apply(&op) {
             panic!("{v}");
-        }
-        for action in &actions {
-            if let tenure::Action::Persist(s) = action {
-                in_flight = Some(*s);
-            }
         }
     }
 });

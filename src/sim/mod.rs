@@ -24,6 +24,7 @@
 
 mod check;
 mod node_check;
+mod ops;
 mod scenario;
 mod standard;
 mod summary;
@@ -42,6 +43,7 @@ use rand_pcg::Pcg64Mcg;
 
 pub use check::{Checker, Violation};
 pub use node_check::{NodeChecker, NodeViolation};
+pub use ops::{Op, OpRunner};
 pub use scenario::{Fault, Scenario};
 pub use standard::{Standard, standard_scenarios};
 pub use summary::Summary;
