@@ -76,7 +76,7 @@ pub enum ConfigError {
     #[error("node id must not be 0 (0 means \"no node\")")]
     ZeroId,
     /// The voter set is empty.
-    #[error("the voter set is empty: at least one voter is required")]
+    #[error("the voter set is empty (voters): at least one voter is required")]
     NoVoters,
     /// A voter or observer id is 0.
     #[error("the {list} list contains id 0, which means \"no node\"")]
@@ -85,7 +85,9 @@ pub enum ConfigError {
         list: &'static str,
     },
     /// A node is listed both as voter and as observer.
-    #[error("node {id} is listed both as a voter and as an observer")]
+    #[error(
+        "node {id} is listed both as a voter and as an observer (voters and observers must not overlap)"
+    )]
     ObserverIsVoter {
         /// The id in both lists.
         id: NodeId,
@@ -170,6 +172,88 @@ pub enum ConfigError {
         /// The smallest safe quorum.
         majority: usize,
     },
+}
+
+/// One setting of a [`Config`], by the name of its builder method
+/// ([`Setting::name`]). [`ConfigError::setting`] names the setting to change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum Setting {
+    /// The node id ([`Config::new`]).
+    Id,
+    /// The voter set ([`Config::new`]).
+    Voters,
+    /// [`Config::observers`].
+    Observers,
+    /// [`Config::heartbeat_interval`].
+    HeartbeatInterval,
+    /// [`Config::death_timeout`].
+    DeathTimeout,
+    /// [`Config::election_timeout`].
+    ElectionTimeout,
+    /// [`Config::election_jitter`].
+    ElectionJitter,
+    /// [`Config::quorum`].
+    Quorum,
+    /// [`Config::clock_drift_ppm`].
+    ClockDriftPpm,
+    /// [`Config::lease_margin`].
+    LeaseMargin,
+}
+
+impl Setting {
+    /// The builder method's name, e.g. `"death_timeout"` (for the id and
+    /// the voters, the argument of [`Config::new`]).
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Setting::Id => "id",
+            Setting::Voters => "voters",
+            Setting::Observers => "observers",
+            Setting::HeartbeatInterval => "heartbeat_interval",
+            Setting::DeathTimeout => "death_timeout",
+            Setting::ElectionTimeout => "election_timeout",
+            Setting::ElectionJitter => "election_jitter",
+            Setting::Quorum => "quorum",
+            Setting::ClockDriftPpm => "clock_drift_ppm",
+            Setting::LeaseMargin => "lease_margin",
+        }
+    }
+}
+
+impl ConfigError {
+    /// The setting to change first to fix this error. Where an error
+    /// relates two settings (e.g. [`ConfigError::LeaseTooShort`]), the one
+    /// the message suggests raising.
+    #[must_use]
+    pub fn setting(&self) -> Setting {
+        match self {
+            ConfigError::ZeroId => Setting::Id,
+            ConfigError::NoVoters => Setting::Voters,
+            ConfigError::ZeroPeerId { list } if *list == Setting::Observers.name() => {
+                Setting::Observers
+            }
+            ConfigError::ZeroPeerId { .. } => Setting::Voters,
+            ConfigError::ObserverIsVoter { .. } => Setting::Observers,
+            ConfigError::ZeroDuration { name } => [
+                Setting::HeartbeatInterval,
+                Setting::DeathTimeout,
+                Setting::ElectionTimeout,
+            ]
+            .into_iter()
+            .find(|s| s.name() == *name)
+            .unwrap_or(Setting::ElectionTimeout),
+            ConfigError::DeathTimeoutTooShort { .. } | ConfigError::LeaseTooShort { .. } => {
+                Setting::DeathTimeout
+            }
+            ConfigError::HeartbeatTooFrequent { .. } => Setting::HeartbeatInterval,
+            ConfigError::JitterTooLarge { .. } => Setting::ElectionJitter,
+            ConfigError::DriftBoundTooLarge { .. } => Setting::ClockDriftPpm,
+            ConfigError::ZeroQuorum
+            | ConfigError::QuorumUnreachable { .. }
+            | ConfigError::UnsafeQuorum { .. } => Setting::Quorum,
+        }
+    }
 }
 
 /// Configuration of one [`Node`](crate::Node).
@@ -336,24 +420,68 @@ impl Config {
         &self.voters
     }
 
-    /// The observers, sorted, without duplicates.
-    pub fn observer_ids(&self) -> &[NodeId] {
+    /// The observers, sorted, without duplicates (setter [`Config::observers`]).
+    #[must_use]
+    pub fn effective_observers(&self) -> &[NodeId] {
         &self.observers
     }
 
-    /// The configured mode.
-    pub fn election_mode(&self) -> Mode {
+    /// Old name of [`Config::effective_observers`].
+    #[deprecated(
+        since = "0.2.0",
+        note = "renamed `effective_observers`: getters are named after their setter"
+    )]
+    #[must_use]
+    pub fn observer_ids(&self) -> &[NodeId] {
+        self.effective_observers()
+    }
+
+    /// The mode (setter [`Config::mode`]).
+    #[must_use]
+    pub fn effective_mode(&self) -> Mode {
         self.mode
     }
 
-    /// The configured fencing mode.
-    pub fn fencing_mode(&self) -> Fencing {
+    /// Old name of [`Config::effective_mode`].
+    #[deprecated(
+        since = "0.2.0",
+        note = "renamed `effective_mode`: getters are named after their setter"
+    )]
+    #[must_use]
+    pub fn election_mode(&self) -> Mode {
+        self.effective_mode()
+    }
+
+    /// The fencing mode (setter [`Config::fencing`]).
+    #[must_use]
+    pub fn effective_fencing(&self) -> Fencing {
         self.fencing
     }
 
-    /// The heartbeat interval.
-    pub fn heartbeat(&self) -> Duration {
+    /// Old name of [`Config::effective_fencing`].
+    #[deprecated(
+        since = "0.2.0",
+        note = "renamed `effective_fencing`: getters are named after their setter"
+    )]
+    #[must_use]
+    pub fn fencing_mode(&self) -> Fencing {
+        self.effective_fencing()
+    }
+
+    /// The heartbeat interval (setter [`Config::heartbeat_interval`]).
+    #[must_use]
+    pub fn effective_heartbeat_interval(&self) -> Duration {
         self.heartbeat_interval
+    }
+
+    /// Old name of [`Config::effective_heartbeat_interval`].
+    #[deprecated(
+        since = "0.2.0",
+        note = "renamed `effective_heartbeat_interval`: getters are named after their setter"
+    )]
+    #[must_use]
+    pub fn heartbeat(&self) -> Duration {
+        self.effective_heartbeat_interval()
     }
 
     /// The effective death timeout.
@@ -379,9 +507,20 @@ impl Config {
         self.quorum.unwrap_or(self.voters.len() / 2 + 1)
     }
 
-    /// The configured clock-drift bound in ppm.
-    pub fn drift_ppm(&self) -> u32 {
+    /// The clock-drift bound in ppm (setter [`Config::clock_drift_ppm`]).
+    #[must_use]
+    pub fn effective_clock_drift_ppm(&self) -> u32 {
         self.clock_drift_ppm
+    }
+
+    /// Old name of [`Config::effective_clock_drift_ppm`].
+    #[deprecated(
+        since = "0.2.0",
+        note = "renamed `effective_clock_drift_ppm`: getters are named after their setter"
+    )]
+    #[must_use]
+    pub fn drift_ppm(&self) -> u32 {
+        self.effective_clock_drift_ppm()
     }
 
     /// The effective lease margin.
@@ -400,14 +539,36 @@ impl Config {
         )
     }
 
-    /// Whether pre-vote is enabled.
-    pub fn pre_vote_enabled(&self) -> bool {
+    /// Whether pre-vote is enabled (setter [`Config::pre_vote`]).
+    #[must_use]
+    pub fn effective_pre_vote(&self) -> bool {
         self.pre_vote
     }
 
-    /// The configured seed.
-    pub fn seed(&self) -> u64 {
+    /// Old name of [`Config::effective_pre_vote`].
+    #[deprecated(
+        since = "0.2.0",
+        note = "renamed `effective_pre_vote`: getters are named after their setter"
+    )]
+    #[must_use]
+    pub fn pre_vote_enabled(&self) -> bool {
+        self.effective_pre_vote()
+    }
+
+    /// The PRNG seed (setter [`Config::rng_seed`]).
+    #[must_use]
+    pub fn effective_rng_seed(&self) -> u64 {
         self.rng_seed
+    }
+
+    /// Old name of [`Config::effective_rng_seed`].
+    #[deprecated(
+        since = "0.2.0",
+        note = "renamed `effective_rng_seed`: getters are named after their setter"
+    )]
+    #[must_use]
+    pub fn seed(&self) -> u64 {
+        self.effective_rng_seed()
     }
 
     pub(crate) fn take_logger(&self) -> Option<slog::Logger> {
@@ -426,10 +587,12 @@ impl Config {
             return Err(ConfigError::NoVoters);
         }
         if self.voters.contains(&0) {
-            return Err(ConfigError::ZeroPeerId { list: "voters" });
+            let list = Setting::Voters.name();
+            return Err(ConfigError::ZeroPeerId { list });
         }
         if self.observers.contains(&0) {
-            return Err(ConfigError::ZeroPeerId { list: "observers" });
+            let list = Setting::Observers.name();
+            return Err(ConfigError::ZeroPeerId { list });
         }
         if let Some(&id) = self.observers.iter().find(|o| self.voters.contains(o)) {
             return Err(ConfigError::ObserverIsVoter { id });
@@ -437,12 +600,13 @@ impl Config {
         let heartbeat_interval = self.heartbeat_interval;
         let death_timeout = self.effective_death_timeout();
         let election_timeout = self.effective_election_timeout();
-        for (name, d) in [
-            ("heartbeat_interval", heartbeat_interval),
-            ("death_timeout", death_timeout),
-            ("election_timeout", election_timeout),
+        for (setting, d) in [
+            (Setting::HeartbeatInterval, heartbeat_interval),
+            (Setting::DeathTimeout, death_timeout),
+            (Setting::ElectionTimeout, election_timeout),
         ] {
             if d.is_zero() {
+                let name = setting.name();
                 return Err(ConfigError::ZeroDuration { name });
             }
         }

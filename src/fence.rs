@@ -31,13 +31,30 @@ pub struct FencingToken {
 
 /// Proof that this node may act as the only leader until `valid_until`
 /// (on this node's clock).
+///
+/// Only [`Node::lease`](crate::Node::lease) makes one: the struct is
+/// `#[non_exhaustive]`, so code outside the crate can read its fields but
+/// not build one. (With feature `serde` a lease can be deserialized, e.g.
+/// from a log; such a copy records a lease, it proves nothing now.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct Lease {
     /// The token to attach to writes made under this lease.
     pub token: FencingToken,
     /// Local instant at which the lease ends.
     pub valid_until: Instant,
+}
+
+impl Lease {
+    /// A lease no node granted, for checker tests that must show a bogus
+    /// lease is caught. Not for production use.
+    #[cfg(feature = "sim")]
+    #[doc(hidden)]
+    #[must_use]
+    pub fn forged(token: FencingToken, valid_until: Instant) -> Lease {
+        Lease { token, valid_until }
+    }
 }
 
 /// A write carried a token older than one the fence has already accepted.

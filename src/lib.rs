@@ -145,7 +145,7 @@ pub mod sim;
 mod status;
 mod time;
 
-pub use config::{Config, ConfigError, Fencing, Mode};
+pub use config::{Config, ConfigError, Fencing, Mode, Setting};
 pub use fence::{Fence, FencingToken, Lease, StaleToken};
 pub use hard_state::HardState;
 pub use message::{Message, MessageKind};

@@ -356,10 +356,7 @@ fn mode_respected_catches_a_voter_only_node_campaigning() {
 /// expired one.
 #[test]
 fn lease_only_strict_leader_catches_bogus_leases() {
-    let lease = |until| Lease {
-        token: FencingToken { term: 0, leader: 1 },
-        valid_until: until,
-    };
+    let lease = |until| Lease::forged(FencingToken { term: 0, leader: 1 }, until);
     let (node, mut checker) = fresh(config(&[1, 2, 3]).fencing(Fencing::Soft));
     let soft = Some(lease(ms_instant(500)));
     let result = hand_made(&mut checker, &node, Input::Tick, &[], |_| {}, None, soft);

@@ -3,10 +3,12 @@
 
 mod common;
 
+use std::time::Duration;
+
 use common::{Out, ms, split};
 use tenure::{
-    Action, Config, ConfigError, Event, HardState, Input, Instant, Message, MessageKind, Mode,
-    Node, NodeId, PromoteFailure, Role, StepDownReason, VClock,
+    Action, Config, ConfigError, Event, Fencing, HardState, Input, Instant, Message, MessageKind,
+    Mode, Node, NodeId, PromoteFailure, Role, Setting, StepDownReason, VClock,
 };
 
 fn cfg(id: NodeId) -> Config {
@@ -493,6 +495,47 @@ fn config_errors_name_the_setting() {
             name: "election_timeout"
         })
     );
+}
+
+/// Every refused configuration names, as data, the setting to change, and
+/// its message mentions that setting by the builder method's name.
+#[test]
+fn config_errors_name_the_setting_as_data() {
+    let base = || Config::new(1, [1, 2, 3]);
+    let cases = [
+        (Config::new(0, [1]), Setting::Id),
+        (Config::new(1, []), Setting::Voters),
+        (Config::new(1, [0, 1]), Setting::Voters),
+        (base().observers([0]), Setting::Observers),
+        (base().observers([2]), Setting::Observers),
+        (base().heartbeat_interval(ms(0)), Setting::HeartbeatInterval),
+        (base().death_timeout(ms(0)), Setting::DeathTimeout),
+        (base().election_timeout(ms(0)), Setting::ElectionTimeout),
+        (base().death_timeout(ms(100)), Setting::DeathTimeout),
+        (
+            base()
+                .heartbeat_interval(Duration::from_micros(1))
+                .death_timeout(ms(400)),
+            Setting::HeartbeatInterval,
+        ),
+        (base().election_jitter(ms(5000)), Setting::ElectionJitter),
+        (base().clock_drift_ppm(2_000_000), Setting::ClockDriftPpm),
+        (
+            base().fencing(Fencing::Strict).lease_margin(ms(300)),
+            Setting::DeathTimeout,
+        ),
+        (base().quorum(0), Setting::Quorum),
+        (base().quorum(4), Setting::Quorum),
+        (base().quorum(1), Setting::Quorum),
+    ];
+    for (config, setting) in cases {
+        let e = config
+            .validate()
+            .expect_err(&format!("{setting:?} refused"));
+        assert_eq!(e.setting(), setting, "{e}");
+        let message = e.to_string();
+        assert!(message.contains(setting.name()), "{setting:?}: {message}");
+    }
 }
 
 /// Reference: Raft §5.2: a candidate wins with votes from a majority of the

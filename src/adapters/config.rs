@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Config, ConfigError, Fencing, Mode, NodeId};
+use crate::{Config, ConfigError, Fencing, Mode, NodeId, Setting};
 
 fn yes() -> bool {
     true
@@ -213,24 +213,16 @@ impl NodeFile {
 
 /// The file key behind an engine configuration error.
 fn config_key(e: &ConfigError) -> &'static str {
-    match e {
-        ConfigError::ZeroId => "id",
-        ConfigError::ZeroDuration {
-            name: "heartbeat_interval",
-        } => "heartbeat_ms",
-        ConfigError::ZeroDuration {
-            name: "death_timeout",
-        }
-        | ConfigError::DeathTimeoutTooShort { .. } => "death_timeout_ms",
-        ConfigError::ZeroDuration { .. } => "election_timeout_ms",
-        ConfigError::JitterTooLarge { .. } => "election_jitter_ms",
-        ConfigError::HeartbeatTooFrequent { .. } => "heartbeat_ms",
-        ConfigError::ZeroQuorum
-        | ConfigError::QuorumUnreachable { .. }
-        | ConfigError::UnsafeQuorum { .. } => "quorum",
-        ConfigError::DriftBoundTooLarge { .. } => "clock_drift_ppm",
-        ConfigError::LeaseTooShort { .. } => "death_timeout_ms",
-        _ => "peers",
+    match e.setting() {
+        Setting::Id => "id",
+        Setting::HeartbeatInterval => "heartbeat_ms",
+        Setting::DeathTimeout => "death_timeout_ms",
+        Setting::ElectionTimeout => "election_timeout_ms",
+        Setting::ElectionJitter => "election_jitter_ms",
+        Setting::Quorum => "quorum",
+        Setting::ClockDriftPpm => "clock_drift_ppm",
+        Setting::LeaseMargin => "lease_margin_ms",
+        Setting::Voters | Setting::Observers => "peers",
     }
 }
 

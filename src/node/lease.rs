@@ -16,8 +16,8 @@ use alloc::vec::Vec;
 
 use core::time::Duration;
 
-use super::phase::{Leadership, PeerAcks};
-use super::{Action, Node, PeerFacts, Phase};
+use super::phase::PeerAcks;
+use super::{Action, Node, Phase};
 use crate::config::{Fencing, lease_length};
 use crate::fence::{FencingToken, Lease};
 use crate::position::LogPosition;
@@ -240,22 +240,24 @@ impl<P: LogPosition> Node<P> {
             return;
         }
         let scratch = &mut self.scratch;
-        let peers = &self.peers;
+        // Voters come first among the peers (`PeerFacts::of_peers`).
+        let voter_peers = self.voters.len() - usize::from(self.self_index.is_some());
+        let acks = &l.acks[..voter_peers];
         match self.fencing {
             Fencing::Soft => {
                 let since = l.since;
                 let heard = |a: &PeerAcks<P>| Some(a.heard_at.unwrap_or(since));
-                if let Some(t) = quorum_value(scratch, peers, l, needed_from_peers, heard) {
+                if let Some(t) = quorum_value(scratch, acks, needed_from_peers, heard) {
                     l.soft_anchor = Some(t);
                 }
             }
             Fencing::Strict => {
                 let promised = |a: &PeerAcks<P>| a.promised_until;
-                if let Some(t) = quorum_value(scratch, peers, l, needed_from_peers, promised) {
+                if let Some(t) = quorum_value(scratch, acks, needed_from_peers, promised) {
                     l.strict_until = l.strict_until.max(t);
                 }
                 let leased = |a: &PeerAcks<P>| a.lease_until;
-                if let Some(t) = quorum_value(scratch, peers, l, needed_from_peers, leased) {
+                if let Some(t) = quorum_value(scratch, acks, needed_from_peers, leased) {
                     l.lease_until = l.lease_until.max(Some(t));
                 }
             }
@@ -278,22 +280,16 @@ impl<P: LogPosition> Node<P> {
     }
 }
 
-/// The `needed`-th largest `value` among the voter peers that have one
-/// (`scratch` is a reused buffer: no allocation per acknowledgement).
+/// The `needed`-th largest `value` among `acks` (the voter peers') that
+/// have one. `scratch` is a reused buffer: no
+/// allocation per acknowledgement.
 fn quorum_value<P>(
     scratch: &mut Vec<u64>,
-    peers: &[PeerFacts],
-    leadership: &Leadership<P>,
+    acks: &[PeerAcks<P>],
     needed: usize,
     value: impl Fn(&PeerAcks<P>) -> Option<Instant>,
 ) -> Option<Instant> {
     scratch.clear();
-    scratch.extend(
-        peers
-            .iter()
-            .zip(&leadership.acks)
-            .filter(|(p, _)| p.is_voter)
-            .filter_map(|(_, a)| value(a).map(Instant::as_nanos)),
-    );
+    scratch.extend(acks.iter().filter_map(|a| value(a).map(Instant::as_nanos)));
     kth_largest(scratch, needed).map(Instant::from_nanos)
 }

@@ -121,8 +121,9 @@ struct PeerFacts {
 }
 
 impl PeerFacts {
-    /// Every voter and observer but `me`, in configuration order, with
-    /// nothing learned yet.
+    /// Every voter and observer but `me`, with nothing learned yet: the
+    /// voters first (the quorum computations read only that prefix), then
+    /// the observers.
     fn of_peers(me: NodeId, voters: &VoterSet, observers: &[NodeId]) -> Vec<PeerFacts> {
         voters
             .ids()
@@ -184,7 +185,7 @@ struct Timing {
 
 impl Timing {
     fn new(config: &Config) -> Timing {
-        let heartbeat = config.heartbeat();
+        let heartbeat = config.effective_heartbeat_interval();
         let death = config.effective_death_timeout();
         let shortest_period = min_heartbeat_period(heartbeat).as_nanos().max(1);
         let round_slots = death
@@ -198,7 +199,7 @@ impl Timing {
             death,
             election: config.effective_election_timeout(),
             jitter: config.effective_election_jitter(),
-            drift_ppm: config.drift_ppm(),
+            drift_ppm: config.effective_clock_drift_ppm(),
             lease_margin: config.effective_lease_margin(),
             lease: config.effective_lease_duration(),
             promise_nanos: crate::time::duration_nanos(death),
@@ -310,9 +311,9 @@ impl<P: LogPosition> Node<P> {
             Some(root) => root.new(o!("node" => id)),
             None => Logger::root(slog::Discard, o!()),
         };
-        let mut jitter = Jitter::new(config.seed(), id);
+        let mut jitter = Jitter::new(config.effective_rng_seed(), id);
         let death_jitter = jitter.up_to(timing.jitter);
-        let peers = PeerFacts::of_peers(id, &voters, config.observer_ids());
+        let peers = PeerFacts::of_peers(id, &voters, config.effective_observers());
         // Rule `fresh_node_owes_no_promise`: a node whose durable term is 0
         // never acknowledged a leader (an acknowledgement needs its term
         // durable first, and every leader's term is at least 1), so it has
@@ -322,15 +323,15 @@ impl<P: LogPosition> Node<P> {
         let embargo = if fresh { Duration::ZERO } else { timing.death };
         let node = Node {
             id,
-            mode: config.election_mode(),
-            fencing: config.fencing_mode(),
+            mode: config.effective_mode(),
+            fencing: config.effective_fencing(),
             timing,
-            pre_vote: config.pre_vote_enabled(),
+            pre_vote: config.effective_pre_vote(),
             self_index: voters.index_of(id),
             tally: Tally::new(&voters),
             scratch: Vec::with_capacity(voters.len()),
             voters,
-            observers: config.observer_ids().to_vec(),
+            observers: config.effective_observers().to_vec(),
             log,
             jitter,
             now,

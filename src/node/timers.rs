@@ -10,7 +10,7 @@
 
 use alloc::vec::Vec;
 
-use super::{Action, Node};
+use super::{Action, Node, Phase};
 use crate::config::Fencing;
 use crate::position::LogPosition;
 use crate::rule::Rule;
@@ -40,7 +40,8 @@ pub(super) enum Timer {
 
 impl Timer {
     /// Every timer, in firing order.
-    pub(super) const ALL: [Timer; 7] = [
+    #[cfg(test)]
+    const ALL: [Timer; 7] = [
         Timer::StepDown,
         Timer::LeaderDeath,
         Timer::Transfer,
@@ -48,6 +49,18 @@ impl Timer {
         Timer::ElectionRound,
         Timer::Campaign,
         Timer::Heartbeat,
+    ];
+
+    /// The timers a leader can have armed, in firing order.
+    const LEADING: [Timer; 3] = [Timer::StepDown, Timer::Transfer, Timer::Heartbeat];
+
+    /// The timers a non-leader can have armed, in firing order.
+    const NOT_LEADING: [Timer; 5] = [
+        Timer::LeaderDeath,
+        Timer::Transfer,
+        Timer::Promotion,
+        Timer::ElectionRound,
+        Timer::Campaign,
     ];
 
     /// The name the decision log uses.
@@ -69,6 +82,7 @@ impl<P: LogPosition> Node<P> {
     /// armed. Election timers (the round and the campaign) are frozen while
     /// a write is in flight (rule `no_candidacy_on_volatile_state`): a node
     /// never acts as a candidate on state that is not yet durable.
+    #[inline]
     pub(super) fn deadline(&self, timer: Timer) -> Option<Instant> {
         let frozen = self.durable.in_flight().is_some();
         match timer {
@@ -92,6 +106,7 @@ impl<P: LogPosition> Node<P> {
 
     /// When fencing makes this leader step down (rule `soft_fencing` or
     /// `strict_lease`), or `None` with fencing off or when not leading.
+    #[inline]
     pub(super) fn step_down_deadline(&self) -> Option<Instant> {
         let leadership = self.phase.leadership()?;
         match self.fencing {
@@ -101,12 +116,32 @@ impl<P: LogPosition> Node<P> {
         }
     }
 
-    /// The earliest armed entry of the timer table.
+    /// The earliest armed entry of the timer table. Only the timers the
+    /// current phase can arm are read (the others are `None` by
+    /// construction). A leader's three are read directly: this runs on
+    /// every turn of a driver's loop, and debug builds check it against
+    /// the table.
     pub(super) fn earliest_deadline(&self) -> Option<Instant> {
-        Timer::ALL
-            .into_iter()
-            .filter_map(|t| self.deadline(t))
-            .min()
+        let Phase::Leader(l) = &self.phase else {
+            return Timer::NOT_LEADING
+                .iter()
+                .filter_map(|&t| self.deadline(t))
+                .min();
+        };
+        let transfer = self.transfer.map(|t| t.deadline);
+        let earliest = match (self.step_down_deadline(), transfer) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => a.or(b).unwrap_or(Instant::MAX),
+        }
+        .min(l.next_heartbeat);
+        debug_assert_eq!(
+            Some(earliest),
+            Timer::LEADING
+                .iter()
+                .filter_map(|&t| self.deadline(t))
+                .min()
+        );
+        Some(earliest)
     }
 
     /// Fires every expired timer, in table order.
@@ -115,7 +150,20 @@ impl<P: LogPosition> Node<P> {
             slog::debug!(self.log, "election timers frozen while a write is in flight";
                 "rule" => Rule::NoCandidacyOnVolatileState, "term" => self.term);
         }
-        for timer in Timer::ALL {
+        // Only the timers the phase can arm are read. A tick can end a
+        // leadership (fencing, a transfer) but never start one, so a leader
+        // that steps down goes on with the non-leader timers: the same
+        // firings, in the same order, as reading `Timer::ALL`.
+        if self.phase.is_leader() {
+            self.fire_expired(&Timer::LEADING, now, out);
+        }
+        if !self.phase.is_leader() {
+            self.fire_expired(&Timer::NOT_LEADING, now, out);
+        }
+    }
+
+    fn fire_expired(&mut self, timers: &[Timer], now: Instant, out: &mut Vec<Action<P>>) {
+        for &timer in timers {
             if let Some(deadline) = self.deadline(timer).filter(|&d| now >= d) {
                 slog::debug!(self.log, "timer fired"; "timer" => timer.name(),
                     "term" => self.term, "deadline" => %deadline);
@@ -140,6 +188,19 @@ impl<P: LogPosition> Node<P> {
 #[cfg(test)]
 mod tests {
     use super::Timer;
+
+    /// The per-phase lists keep the table order and, together, name every
+    /// timer: a tick reads them instead of `ALL`.
+    #[test]
+    fn phase_lists_cover_every_timer_in_table_order() {
+        let position = |t: &Timer| Timer::ALL.iter().position(|a| a == t).unwrap();
+        for list in [&Timer::LEADING[..], &Timer::NOT_LEADING[..]] {
+            assert!(list.windows(2).all(|w| position(&w[0]) < position(&w[1])));
+        }
+        for t in Timer::ALL {
+            assert!(Timer::LEADING.contains(&t) || Timer::NOT_LEADING.contains(&t));
+        }
+    }
 
     #[test]
     fn timer_names_are_distinct() {

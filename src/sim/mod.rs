@@ -221,7 +221,7 @@ impl SimConfig {
 /// observers, quorum and mode overrides.
 fn configure(cfg: &SimConfig, voters: &[NodeId], observers: &[NodeId], id: NodeId) -> Config {
     let mut config = (cfg.node_config)(id, voters);
-    if !observers.is_empty() && config.observer_ids().is_empty() {
+    if !observers.is_empty() && config.effective_observers().is_empty() {
         config = config.observers(observers.iter().copied());
     }
     if let Some(quorum) = cfg.quorum {
