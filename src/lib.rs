@@ -94,12 +94,38 @@
 //!
 //! Every rule is a variant of [`Rule`]; its [`Rule::name`] appears in the
 //! rule's doc comment, in the `rule` key of every log line that applies it,
-//! and in the names of the tests that check it (`<rule>_<behaviour>`;
-//! `tests/rule_coverage.rs` fails when a rule is never logged or has no such
-//! test). Search for the name to find where it is decided:
-//! `durable.rs` (persistence), `election.rs` (terms, pre-vote, votes),
-//! `leader.rs` (following, heartbeats, acknowledgements), `lease.rs`
-//! (fencing, transfer), `handover.rs` (promote, demote, `TimeoutNow`).
+//! and in the names of the tests that check it (`<rule>_<behaviour>`), and
+//! [`Rule::decided_in`] names the file that decides it
+//! (`tests/rule_coverage.rs` fails when a rule is not logged there or has
+//! no such test): `src/node/durable.rs` (persistence), `election.rs`
+//! (terms, pre-vote, votes), `leadership.rs` (following, heartbeats,
+//! acknowledgements, step-down), `lease.rs` (fencing math), `handover.rs`
+//! (promote, demote, transfer, `TimeoutNow`), `timers.rs` (the timer
+//! table), `mod.rs` (start-up and time).
+//!
+//! ## Log keys
+//!
+//! Every decision is one slog line at `info` or above (per-message noise at
+//! `debug`, compiled out of release builds by slog's default features) with
+//! the logger's `node` and these keys; `tests/rule_coverage.rs` fails when
+//! the core logs a key that is not listed here.
+//!
+//! | key | meaning |
+//! |---|---|
+//! | `rule` | the [`Rule`] that decided (its name) |
+//! | `term` | the node's current term when it decided |
+//! | `timer` | the timer that fired (`step_down`, `leader_death`, `transfer`, `promotion`, `election_round`, `campaign`, `heartbeat`) |
+//! | `from`, `to` | the peer a message came from or goes to |
+//! | `leader`, `known`, `claimed` | a leader id; the known and the second claimant of one term |
+//! | `proposed`, `new_term`, `request_term`, `message_term` | terms named by a message |
+//! | `vote`, `votes`, `granted`, `quorum` | this node's vote; grants counted; the quorum |
+//! | `reason` | why a request was refused, or a failure's reason |
+//! | `transfer`, `role`, `mode` | a vote request's transfer flag; the node's role and mode |
+//! | `seq`, `newest` | a heartbeat round; the newest seen |
+//! | `promise`, `death_timeout`, `fastest_heartbeat` | a voter's stated promise; this node's timing |
+//! | `deadline`, `retry_at`, `last_heard`, `no_votes_until` | instants the decision is about |
+//! | `given`, `latest` | a `now` that went backwards, and the latest seen |
+//! | `state`, `acked`, `in_flight`, `needs`, `message` | durable states and a held message |
 //!
 //! ## Fencing
 //!

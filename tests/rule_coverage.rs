@@ -72,3 +72,35 @@ fn every_rule_has_a_test_named_after_it() {
         "rules with no test named `<rule>_<behaviour>`: {missing:?}"
     );
 }
+
+/// Every key the core logs is listed in the crate docs' "Log keys" table
+/// (src/lib.rs), so an operator can look up what a key means.
+#[test]
+fn every_log_key_is_documented() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let docs = fs::read_to_string(root.join("src/lib.rs")).unwrap();
+    let table: Vec<&str> = docs
+        .lines()
+        .filter_map(|l| l.strip_prefix("//! | `"))
+        .flat_map(|row| row.split(" |").next())
+        .flat_map(|keys| keys.split(", "))
+        .map(|k| k.trim_matches('`'))
+        .collect();
+    let mut missing = Vec::new();
+    for (path, text) in read_dir_rs(&root.join("src/node")) {
+        for (at, _) in text.match_indices("\" =>") {
+            let start = text[..at].rfind('"').map_or(at, |s| s + 1);
+            let key = &text[start..at];
+            let is_key = !key.is_empty() && key.chars().all(|c| c.is_ascii_lowercase() || c == '_');
+            // `"node" =>` is the logger's own key (set once in Node::new).
+            if is_key && key != "node" && !table.contains(&key) {
+                missing.push(format!("{key} ({path})"));
+            }
+        }
+    }
+    assert!(!table.is_empty(), "no log key table found in src/lib.rs");
+    assert!(
+        missing.is_empty(),
+        "log keys not documented in src/lib.rs: {missing:?}"
+    );
+}
