@@ -571,8 +571,9 @@ impl Config {
         self.effective_rng_seed()
     }
 
-    pub(crate) fn take_logger(&self) -> Option<slog::Logger> {
-        self.logger.clone()
+    /// Moves the logger out (the node owns it from then on).
+    pub(crate) fn take_logger(&mut self) -> Option<slog::Logger> {
+        self.logger.take()
     }
 
     /// Checks the configuration; [`Node::new`](crate::Node::new) calls this.

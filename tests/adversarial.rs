@@ -258,7 +258,7 @@ fn finding_strict_leader_flaps_when_voters_promise_less_than_a_round() {
 
 /// Failed on f13f06b. Each driver chooses its own epoch. A leader whose clock reads
 /// within a lease of `u64::MAX` ns computes `sent + lease` saturated to
-/// `Instant::MAX` (src/node/leader.rs `on_heartbeat_ack`, `s + ...` via
+/// `Instant::MAX` (then src/node/leader.rs `on_heartbeat_ack`, now `record_ack` in leadership.rs, via
 /// `Instant: Add` saturating), and `lease(now)` is then valid for the rest
 /// of time, while its followers (ordinary epochs) keep 400 ms promises and
 /// elect node 3. `next_deadline` returns `None`, so it never steps down

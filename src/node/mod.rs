@@ -302,7 +302,7 @@ impl<P: LogPosition> Node<P> {
     ///
     /// # Errors
     /// The configuration's [`ConfigError`], if [`Config::validate`] refuses it.
-    pub fn new(config: Config, state: HardState, now: Instant) -> Result<Node<P>, ConfigError> {
+    pub fn new(mut config: Config, state: HardState, now: Instant) -> Result<Node<P>, ConfigError> {
         config.validate()?;
         let id = config.id();
         let voters = VoterSet::new(config.voters().to_vec(), config.effective_quorum());
