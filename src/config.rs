@@ -17,6 +17,7 @@
 //! | `lease_margin` | heartbeat / 4 | time between checking the lease and the guarded action taking effect |
 
 use alloc::vec::Vec;
+use core::fmt;
 use core::time::Duration;
 
 use crate::NodeId;
@@ -174,8 +175,9 @@ pub enum ConfigError {
     },
 }
 
-/// One setting of a [`Config`], by the name of its builder method
-/// ([`Setting::name`]). [`ConfigError::setting`] names the setting to change.
+/// A setting of a [`Config`] that [`Config::validate`] can refuse, by the
+/// name of its builder method ([`Setting::name`]).
+/// [`ConfigError::setting`] names the setting to change.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[non_exhaustive]
 pub enum Setting {
@@ -197,8 +199,6 @@ pub enum Setting {
     Quorum,
     /// [`Config::clock_drift_ppm`].
     ClockDriftPpm,
-    /// [`Config::lease_margin`].
-    LeaseMargin,
 }
 
 impl Setting {
@@ -216,8 +216,13 @@ impl Setting {
             Setting::ElectionJitter => "election_jitter",
             Setting::Quorum => "quorum",
             Setting::ClockDriftPpm => "clock_drift_ppm",
-            Setting::LeaseMargin => "lease_margin",
         }
+    }
+}
+
+impl fmt::Display for Setting {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -484,25 +489,33 @@ impl Config {
         self.effective_heartbeat_interval()
     }
 
-    /// The effective death timeout.
+    /// The death timeout (setter [`Config::death_timeout`]; default 4 ×
+    /// the heartbeat interval).
+    #[must_use]
     pub fn effective_death_timeout(&self) -> Duration {
         self.death_timeout
             .unwrap_or(self.heartbeat_interval.saturating_mul(4))
     }
 
-    /// The effective election timeout.
+    /// The election timeout (setter [`Config::election_timeout`]; default
+    /// the death timeout).
+    #[must_use]
     pub fn effective_election_timeout(&self) -> Duration {
         self.election_timeout
             .unwrap_or_else(|| self.effective_death_timeout())
     }
 
-    /// The effective election jitter bound.
+    /// The election jitter bound (setter [`Config::election_jitter`];
+    /// default a tenth of the election timeout).
+    #[must_use]
     pub fn effective_election_jitter(&self) -> Duration {
         self.election_jitter
             .unwrap_or_else(|| self.effective_election_timeout() / 10)
     }
 
-    /// The effective quorum.
+    /// The quorum (setter [`Config::quorum`]; default a majority of the
+    /// voters).
+    #[must_use]
     pub fn effective_quorum(&self) -> usize {
         self.quorum.unwrap_or(self.voters.len() / 2 + 1)
     }
@@ -523,14 +536,18 @@ impl Config {
         self.effective_clock_drift_ppm()
     }
 
-    /// The effective lease margin.
+    /// The lease margin (setter [`Config::lease_margin`]; default a
+    /// quarter of the heartbeat interval).
+    #[must_use]
     pub fn effective_lease_margin(&self) -> Duration {
         self.lease_margin.unwrap_or(self.heartbeat_interval / 4)
     }
 
     /// How long a strict-fencing lease lasts after the send time of the
     /// heartbeat round that a quorum acknowledged:
-    /// `death_timeout / (1 + clock_drift_ppm / 10⁶) − lease_margin`.
+    /// `death_timeout / (1 + clock_drift_ppm / 10⁶) − lease_margin` (derived;
+    /// no setter of its own).
+    #[must_use]
     pub fn effective_lease_duration(&self) -> Duration {
         lease_length(
             self.effective_death_timeout(),

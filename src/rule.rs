@@ -68,7 +68,8 @@ rules! {
     SelfVoteWithTermBump => "self_vote_with_term_bump" in "src/node/election.rs",
     /// A node asks for votes only once its self-vote is durable.
     SelfVoteDurableBeforeCandidacy => "self_vote_durable_before_candidacy" in "src/node/election.rs",
-    /// Timers freeze while a write is in flight.
+    /// The election timers (round and campaign) freeze while a write is in
+    /// flight.
     NoCandidacyOnVolatileState => "no_candidacy_on_volatile_state" in "src/node/timers.rs",
     /// A pre-vote round before bumping the term (thesis §9.6).
     PreVote => "pre_vote" in "src/node/election.rs",

@@ -169,10 +169,10 @@ fn finding_legacy_ack_is_credited_with_the_leaders_promise() {
 
 /// Failed on f13f06b. Transfer to A (caught up: `TimeoutNow` goes out at once, and is
 /// lost), then transfer to B (never catches up). `on_transfer` replaces
-/// the transfer record (src/node/lease.rs, `on_transfer`: `self.transfer =
+/// the transfer record (then src/node/lease.rs, now handover.rs, `on_transfer`: `self.transfer =
 /// Some(Transfer { timeout_now_sent: false, .. })` after
 /// `fail_transfer(Superseded)`), so when B's transfer times out,
-/// `transfer_tick` takes the "aborted before TimeoutNow" branch: no strict
+/// `transfer_tick` (now `transfer_timed_out`) takes the "aborted before TimeoutNow" branch: no strict
 /// step-down, while `lease_forfeited` stays set for the rest of the term.
 /// The leader keeps leading forever (acks keep extending `strict_until`)
 /// and never holds a lease again: under strict fencing the cluster is

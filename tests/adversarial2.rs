@@ -511,8 +511,9 @@ fn debug_deaf() {
 }
 
 /// Finding: rule `pre_vote_defers_once` bounds deferrals and duel yields
-/// *per pre-candidate* (`deferred_for[i]`, `yielded_to[i]` in
-/// src/node/election.rs `on_pre_vote_request`), so `k` deaf voters with
+/// *per pre-candidate* (then `deferred_for[i]`, `yielded_to[i]` in
+/// src/node/election.rs `on_pre_vote_request`; now one `conceded_for` per
+/// node), so `k` deaf voters with
 /// lower ids (which never complete a round and keep pre-voting for the
 /// same term) cost every healthy pre-candidate up to `k` abandoned rounds
 /// in the same proposed term: in each round the healthy front-runner

@@ -104,3 +104,51 @@ fn every_log_key_is_documented() {
         "log keys not documented in src/lib.rs: {missing:?}"
     );
 }
+
+/// The function that logs a rule names it in its doc comment (so reading a
+/// function's docs tells which rules it decides). The enclosing function
+/// of each `Rule::X` in `src/node` is the nearest `fn` above it; its doc
+/// comment is the `///` block right above that `fn` (attributes allowed).
+#[test]
+fn every_rule_is_named_in_the_docs_of_the_function_that_logs_it() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut missing = Vec::new();
+    for (path, text) in read_dir_rs(&root.join("src/node")) {
+        let lines: Vec<&str> = text.lines().collect();
+        for (n, line) in lines.iter().enumerate() {
+            for rule in Rule::ALL {
+                if !mentions_variant(line, &format!("Rule::{rule:?}")) {
+                    continue;
+                }
+                let Some(f) = (0..=n).rev().find(|&i| is_fn_line(lines[i])) else {
+                    continue;
+                };
+                let doc: String = lines[..f]
+                    .iter()
+                    .rev()
+                    .map(|l| l.trim())
+                    .skip_while(|l| l.starts_with("#["))
+                    .take_while(|l| l.starts_with("///"))
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                if !doc.contains(&format!("`{}`", rule.name())) {
+                    let name = lines[f].trim();
+                    missing.push(format!("{} in `{name}` ({path}:{})", rule.name(), f + 1));
+                }
+            }
+        }
+    }
+    missing.dedup();
+    assert!(
+        missing.is_empty(),
+        "functions that log a rule their doc comment does not name:\n{}",
+        missing.join("\n")
+    );
+}
+
+fn is_fn_line(line: &str) -> bool {
+    let t = line.trim_start();
+    ["fn ", "pub fn ", "pub(super) fn ", "pub(crate) fn "]
+        .iter()
+        .any(|p| t.starts_with(p))
+}

@@ -221,7 +221,6 @@ fn config_key(e: &ConfigError) -> &'static str {
         Setting::ElectionJitter => "election_jitter_ms",
         Setting::Quorum => "quorum",
         Setting::ClockDriftPpm => "clock_drift_ppm",
-        Setting::LeaseMargin => "lease_margin_ms",
         Setting::Voters | Setting::Observers => "peers",
     }
 }

@@ -221,8 +221,9 @@ impl<P: LogPosition> Node<P> {
         }
     }
 
-    /// Emits a `Persist` when the volatile state differs from the durable
-    /// one and no write is in flight. Called once at the end of every step,
+    /// Rule `persist_before_send`, the write side: emits a `Persist` when
+    /// the volatile state differs from the durable one and no write is in
+    /// flight (one write at a time). Called once at the end of every step,
     /// so several decisions (and decisions made during a slow write)
     /// coalesce into one write.
     pub(super) fn flush_persist(&mut self, out: &mut Vec<Action<P>>) {
@@ -237,9 +238,13 @@ impl<P: LogPosition> Node<P> {
         }
     }
 
-    /// Storage confirmed a write: release what it covers, and become a
-    /// candidate if the confirmed state is this node's own term bump and
-    /// self-vote (rule `self_vote_durable_before_candidacy`).
+    /// Storage confirmed a write: release what it covers (rule
+    /// `persist_before_send`), and become a candidate if the confirmed state
+    /// is this node's own term bump and self-vote (rule
+    /// `self_vote_durable_before_candidacy`). Rule
+    /// `persist_ack_matches_write`: an acknowledgement of anything but the
+    /// write in flight changes nothing (a confused driver must not make
+    /// undurable state count as durable).
     pub(super) fn on_persisted(
         &mut self,
         now: Instant,

@@ -19,10 +19,12 @@ use crate::time::Instant;
 type Refusal = (Rule, &'static str);
 
 impl<P: LogPosition> Node<P> {
-    /// Entry point for every peer message. Rule `term_check` (Raft §5.1):
-    /// lower terms are ignored (a stale leader or candidate is answered with
-    /// the current term), higher terms are adopted, except where pre-vote and
-    /// stickiness say otherwise.
+    /// Entry point for every peer message. Rules `members_only` (a sender
+    /// outside the configuration is ignored) and `voters_only` (only voters
+    /// ask for votes, answer them, lead or hand over). Rule `term_check`
+    /// (Raft §5.1): lower terms are ignored (a stale leader or candidate is
+    /// answered with the current term), higher terms are adopted, except
+    /// where pre-vote and stickiness say otherwise.
     pub(super) fn on_message(
         &mut self,
         now: Instant,
@@ -82,6 +84,12 @@ impl<P: LogPosition> Node<P> {
         }
     }
 
+    /// A message of a higher term. Rule `higher_term_adopted` (Raft §5.1):
+    /// the term is adopted and the message handled in it, except that rule
+    /// `pre_vote_changes_nothing` (a pre-vote request or grant moves nobody's
+    /// term) and rule `leader_stickiness` (a vote request is not even
+    /// adopted while this node keeps its promise to a live leader) apply
+    /// first.
     fn on_higher_term(
         &mut self,
         now: Instant,
@@ -170,7 +178,7 @@ impl<P: LogPosition> Node<P> {
 
     /// Rule `higher_term_adopted` (Raft §5.1): become a follower of `term`
     /// with no vote and no known leader. A leader steps down; a promotion
-    /// ends. The stickiness anchor (`leader_contact`) is kept on purpose: a
+    /// ends. The stickiness anchor (`gates.leader_contact`) is kept on purpose: a
     /// new term does not release this node's promise to the old leader.
     pub(super) fn adopt_term(&mut self, now: Instant, term: u64, out: &mut Vec<Action<P>>) {
         debug_assert!(term > self.term);
@@ -310,8 +318,8 @@ impl<P: LogPosition> Node<P> {
             "rule" => Rule::SelfVoteWithTermBump, "term" => self.term, "transfer" => transfer);
     }
 
-    /// The next term, or `None` (logged, round abandoned) when the term
-    /// space is exhausted: a peer announced term `u64::MAX`. Campaigning
+    /// Rule `term_check` at the end of the term space: the next term, or
+    /// `None` (logged, round abandoned) when the term space is exhausted: a peer announced term `u64::MAX`. Campaigning
     /// would wrap to term 0 and break every invariant, so this node stops
     /// campaigning instead.
     fn term_space_left(&mut self, now: Instant) -> Option<u64> {
@@ -324,7 +332,9 @@ impl<P: LogPosition> Node<P> {
         next
     }
 
-    /// The self-vote is durable: ask for votes.
+    /// Rule `self_vote_durable_before_candidacy`: the term bump and
+    /// self-vote are durable, so this node may ask for votes (a crash can
+    /// no longer make it vote for another in the same term).
     pub(super) fn become_candidate(
         &mut self,
         now: Instant,
@@ -357,7 +367,10 @@ impl<P: LogPosition> Node<P> {
     }
 
     /// Why this node would refuse to help elect `from` (pre-vote or vote),
-    /// or `None` if it may. Shared by both rounds so they cannot disagree.
+    /// or `None` if it may: rule `voters_only` (mode `Off` or an observer),
+    /// rule `leader_stickiness` (its promise is active, unless the candidate
+    /// was handed leadership) or rule `log_up_to_date` (Raft §5.4.1). Shared
+    /// by both rounds so they cannot disagree.
     fn refusal(&self, now: Instant, position: &P, bypass_promise: bool) -> Option<Refusal> {
         if self.mode == Mode::Off || self.self_index.is_none() {
             Some((
@@ -469,8 +482,8 @@ impl<P: LogPosition> Node<P> {
     }
 
     /// Why a pre-vote for `from` in `proposed` is refused outright: the
-    /// shared vote refusal, or this node already voted for another or
-    /// follows a leader in that very term.
+    /// shared vote refusal, or rule `one_vote_per_term` (this node already
+    /// voted for another or follows a leader in that very term).
     fn pre_vote_refusal(
         &self,
         now: Instant,
@@ -508,6 +521,8 @@ impl<P: LogPosition> Node<P> {
         }
     }
 
+    /// Rule `pre_vote`: counts a pre-vote answer for the running round; a
+    /// quorum of grants starts the campaign, a lost quorum ends the round.
     fn on_pre_vote_response(
         &mut self,
         now: Instant,

@@ -78,7 +78,8 @@ impl<P: LogPosition> Node<P> {
         self.self_index.is_some() && matches!(self.mode, Mode::Candidate | Mode::Manual)
     }
 
-    /// Ends a promotion, reporting `failure` if one was in progress.
+    /// Rule `promote_one_campaign`: ends a promotion, reporting `failure`
+    /// (exactly one outcome per promotion) if one was in progress.
     pub(super) fn end_promotion(
         &mut self,
         failure: Option<PromoteFailure>,
@@ -189,7 +190,9 @@ impl<P: LogPosition> Node<P> {
         self.maybe_send_timeout_now(to, out);
     }
 
-    /// Sends `TimeoutNow` once the target has caught up.
+    /// Rule `transfer_leadership`: sends `TimeoutNow` once the target's
+    /// acknowledged log position has caught up, and forfeits the lease for
+    /// the rest of the term (the target's voters may skip stickiness).
     pub(super) fn maybe_send_timeout_now(&mut self, from: NodeId, out: &mut Vec<Action<P>>) {
         let Some(transfer) = self
             .transfer
@@ -248,6 +251,8 @@ impl<P: LogPosition> Node<P> {
         }
     }
 
+    /// Rule `transfer_leadership`: ends a running transfer with `reason`
+    /// (one `TransferFailed` per transfer).
     pub(super) fn fail_transfer(&mut self, reason: TransferFailure, out: &mut Vec<Action<P>>) {
         if let Some(t) = self.transfer.take() {
             slog::info!(self.log, "transfer failed"; "rule" => Rule::TransferLeadership,
@@ -256,7 +261,9 @@ impl<P: LogPosition> Node<P> {
         }
     }
 
-    /// A leader became known while a handed-over transfer was pending.
+    /// Rule `transfer_leadership`: a leader became known while a
+    /// handed-over transfer was pending; it completed if the leader is the
+    /// target, and failed otherwise.
     pub(super) fn transfer_saw_leader(&mut self, leader: NodeId, out: &mut Vec<Action<P>>) {
         match self.transfer {
             Some(t) if !self.phase.is_leader() && t.to == leader => {

@@ -214,8 +214,9 @@ impl<P: LogPosition> Node<P> {
         self.recompute_anchors();
     }
 
-    /// Leaves leadership in the same term (no term bump). The caller decides
-    /// what follows (resign message, campaign embargo).
+    /// Rule `step_down`: leaves leadership in the same term (no term bump),
+    /// failing a running transfer; no own campaign for a round. The caller
+    /// decides what follows (resign message, demote embargo).
     pub(super) fn step_down(&mut self, reason: StepDownReason, out: &mut Vec<Action<P>>) {
         slog::warn!(self.log, "resigning from leader state"; "rule" => Rule::StepDown,
             "term" => self.term, "reason" => ?reason);

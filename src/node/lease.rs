@@ -165,8 +165,10 @@ impl<P: LogPosition> Node<P> {
         }
     }
 
-    /// Rule `heartbeat_fits_promises`: remembers the promise a voter states,
-    /// and warns when it is shorter than this node's own.
+    /// Rule `heartbeat_fits_promises`: remembers the promise a voter states
+    /// (which [`Node::heartbeat_period`] uses); logs when it is shorter
+    /// than this node's own, and warns when it cannot back a continuous
+    /// lease even at the fastest heartbeat.
     pub(super) fn note_promise(&mut self, index: usize, promise: Duration) {
         let peer = &mut self.peers[index];
         if promise.is_zero() || peer.promise == Some(promise) {

@@ -294,8 +294,9 @@ impl<P: LogPosition> Node<P> {
     /// confirmed (`HardState::default()` for a brand-new node).
     ///
     /// The node starts as a follower and neither votes nor campaigns for one
-    /// death timeout: a leader may be alive and leasing, and this node may
-    /// have promised it not to help depose it before the restart. A node
+    /// death timeout (rule `restart_waits_death_timeout`): a leader may be
+    /// alive and leasing, and this node may have promised it not to help
+    /// depose it before the restart. A node
     /// whose durable term is 0 never acknowledged a leader and skips that
     /// wait (rule `fresh_node_owes_no_promise`): a brand-new cluster elects
     /// its first leader at once.
@@ -461,6 +462,9 @@ impl<P: LogPosition> Node<P> {
         &self.position
     }
 
+    /// Rule `monotonic_time`: an earlier `now` than one already seen acts as
+    /// the latest (deadlines and promises are never re-armed by a clock
+    /// that went back).
     fn observe_time(&mut self, now: Instant) -> Instant {
         if now < self.now {
             slog::warn!(self.log, "time went backwards; using the latest instant seen";

@@ -1,7 +1,11 @@
 //! What the node is doing: following, pre-voting, awaiting its self-vote,
-//! campaigning or leading. State that only one phase has lives in that
-//! phase's variant, so it exists exactly while it is true: a follower has
-//! no heartbeat round, a leader no election round.
+//! campaigning or leading. A round's and a leadership's state live in that
+//! phase's variant, so they exist exactly while they are true: a follower
+//! has no heartbeat round, a leader no election round. What outlives a
+//! phase stays on the node: the newest round seen from the current leader
+//! (kept across a pre-vote that fails), the vote tally buffer, and what a
+//! leader learned of its peers (their promises, round trips, whether they
+//! can lead), which the next leadership reuses.
 
 use alloc::vec::Vec;
 use core::time::Duration;

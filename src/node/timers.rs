@@ -129,11 +129,10 @@ impl<P: LogPosition> Node<P> {
                 .min();
         };
         let transfer = self.transfer.map(|t| t.deadline);
-        let earliest = match (self.step_down_deadline(), transfer) {
-            (Some(a), Some(b)) => a.min(b),
-            (a, b) => a.or(b).unwrap_or(Instant::MAX),
-        }
-        .min(l.next_heartbeat);
+        let earliest = [self.step_down_deadline(), transfer]
+            .into_iter()
+            .flatten()
+            .fold(l.next_heartbeat, Instant::min);
         debug_assert_eq!(
             Some(earliest),
             Timer::LEADING
@@ -144,7 +143,9 @@ impl<P: LogPosition> Node<P> {
         Some(earliest)
     }
 
-    /// Fires every expired timer, in table order.
+    /// Fires every expired timer, in table order. Rule
+    /// `no_candidacy_on_volatile_state`: the election timers stay frozen
+    /// while a write is in flight (see [`Node::deadline`]).
     pub(super) fn on_tick(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
         if self.durable.in_flight().is_some() && !self.phase.is_leader() {
             slog::debug!(self.log, "election timers frozen while a write is in flight";

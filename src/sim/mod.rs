@@ -21,6 +21,23 @@
 //! Every step of every node is checked by its [`NodeChecker`], and after
 //! every event the cluster-wide [`Checker`]'s invariants are evaluated; the
 //! first violation stops the run and is reported with the seed.
+//!
+//! For one node driven by generated inputs (property tests, fuzzing),
+//! [`OpRunner`] runs a list of [`Op`]s the way a driver would, each step
+//! checked by a [`NodeChecker`]:
+//!
+//! ```
+//! use core::time::Duration;
+//! use tenure::sim::{Op, OpRunner};
+//! use tenure::{Action, Config, Role};
+//!
+//! let mut runner: OpRunner = OpRunner::new(Config::new(1, [1]).rng_seed(7)).unwrap();
+//! runner.apply(&Op::Advance(Duration::from_secs(1))).unwrap();
+//! let actions = runner.apply(&Op::Tick).unwrap().to_vec();
+//! assert!(actions.iter().any(|a| matches!(a, Action::Persist(_))));
+//! runner.apply(&Op::AckWrite).unwrap(); // durable: a single voter leads
+//! assert_eq!(runner.node().status().role, Role::Leader);
+//! ```
 
 mod check;
 mod node_check;

@@ -56,6 +56,8 @@ pub enum Op<P = u64> {
 }
 
 /// Runs [`Op`]s against one node, as its driver, and checks every step.
+/// Positions default to `u64` (as in the property tests and fuzz targets),
+/// unlike [`Node`]'s `()`.
 #[derive(Debug)]
 pub struct OpRunner<P: LogPosition = u64> {
     config: Config,
@@ -88,7 +90,8 @@ impl<P: LogPosition> OpRunner<P> {
     }
 
     /// Applies `op` and returns the actions it caused (none for an op that
-    /// steps nothing), or the first invariant it broke.
+    /// steps nothing), or the first invariant it broke. The slice borrows
+    /// the runner until the next call: copy it (`to_vec`) to keep it.
     ///
     /// # Errors
     /// The [`NodeViolation`] the step caused.
