@@ -1111,6 +1111,60 @@ fn one_leader_per_term_second_claim_is_reported_and_ignored() {
     assert!(out.sends.is_empty());
 }
 
+/// An anchor at the end of time is still an anchor: a soft-fencing leader
+/// elected at `Instant::MAX` has a step-down deadline (saturated at
+/// `Instant::MAX`) and steps down on a tick there. Before the phase type,
+/// an anchor at `Instant::MAX` read as "no anchor" and such a leader never
+/// stepped down.
+#[test]
+fn soft_fencing_an_anchor_at_the_end_of_time_is_an_anchor() {
+    let mut n: Node = Node::new(cfg(1), HardState::default(), Instant::MAX).unwrap();
+    drive(&mut n, Instant::MAX, Input::Tick);
+    drive(
+        &mut n,
+        Instant::MAX,
+        rx(2, 1, MessageKind::PreVoteResponse { granted: true }),
+    );
+    drive(
+        &mut n,
+        Instant::MAX,
+        rx(2, 1, MessageKind::VoteResponse { granted: true }),
+    );
+    assert_eq!(n.status().role, Role::Leader);
+    let out = drive(&mut n, Instant::MAX, Input::Tick);
+    assert!(
+        out.events.iter().any(|e| matches!(
+            e,
+            Event::SteppedDown {
+                reason: StepDownReason::QuorumLost,
+                ..
+            }
+        )),
+        "{:?}",
+        out.events
+    );
+}
+
+/// A leader that steps down in a tick fires no follower timer in that
+/// tick: at the end of time its next campaign (a round from now) saturates
+/// to `Instant::MAX` and would otherwise start at once (found by
+/// differential testing of the timer table against the previous core).
+#[test]
+fn step_down_at_the_end_of_time_starts_no_campaign_in_the_same_tick() {
+    let (mut n, _) = leader_1_of(cfg(1).fencing(tenure::Fencing::Strict));
+    let out = drive(&mut n, Instant::MAX, Input::Tick);
+    assert!(
+        out.events
+            .iter()
+            .any(|e| matches!(e, Event::SteppedDown { .. })),
+        "{:?}",
+        out.events
+    );
+    assert!(out.sends.is_empty(), "{:?}", out.sends);
+    assert!(out.persists.is_empty(), "{:?}", out.persists);
+    assert_eq!(n.status().role, Role::Follower);
+}
+
 /// Reference: Tarantool `box.ctl.demote()` (gh-9855): resign in the same term
 /// and wait a death timeout before campaigning.
 #[test]

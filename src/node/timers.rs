@@ -19,7 +19,9 @@ use crate::time::Instant;
 /// One named timer. Expired timers fire in this order: fencing first (a
 /// leader past its lease must not send another heartbeat as leader), then
 /// the leader's death, handover deadlines, the election round, a new
-/// campaign, and last the heartbeat.
+/// campaign, and last the heartbeat. A tick reads the leader's timers
+/// (`StepDown`, `Transfer`, `Heartbeat`) or the others, by the phase it
+/// finds: a leader that steps down fires no follower timer in that tick.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Timer {
     /// Rule `soft_fencing` or `strict_lease`: the leader steps down.
@@ -151,14 +153,13 @@ impl<P: LogPosition> Node<P> {
             slog::debug!(self.log, "election timers frozen while a write is in flight";
                 "rule" => Rule::NoCandidacyOnVolatileState, "term" => self.term);
         }
-        // Only the timers the phase can arm are read. A tick can end a
-        // leadership (fencing, a transfer) but never start one, so a leader
-        // that steps down goes on with the non-leader timers: the same
-        // firings, in the same order, as reading `Timer::ALL`.
+        // Only the timers the phase can arm are read. A leader that steps
+        // down in this tick does not go on to the follower timers: its next
+        // campaign waits a round from now, and only a deadline saturated
+        // at the end of time could be due at once.
         if self.phase.is_leader() {
             self.fire_expired(&Timer::LEADING, now, out);
-        }
-        if !self.phase.is_leader() {
+        } else {
             self.fire_expired(&Timer::NOT_LEADING, now, out);
         }
     }
