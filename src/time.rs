@@ -71,7 +71,7 @@ impl Sub<Duration> for Instant {
 
 impl fmt::Debug for Instant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Seconds with millisecond precision read best in traces.
+        // Seconds with all nine digits: exact, and traces sort as text.
         write!(
             f,
             "{}.{:09}s",

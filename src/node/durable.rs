@@ -55,20 +55,14 @@ impl<P> Durability<P> {
         self.in_flight
     }
 
-    /// Releases `message` into `out` if `needed` is durable, and holds it
-    /// otherwise (replacing a held message of the same kind to the same
-    /// receiver). Returns whether it was held.
-    fn send_or_hold(
-        &mut self,
-        needed: HardState,
-        to: NodeId,
-        message: Message<P>,
-        out: &mut Vec<Action<P>>,
-    ) -> Option<&Message<P>> {
-        if self.persisted.covers(&needed) {
-            out.push(Action::Send { to, message });
-            return None;
-        }
+    /// Whether `needed` is durable (a message asserting it may go out).
+    fn covers(&self, needed: &HardState) -> bool {
+        self.persisted.covers(needed)
+    }
+
+    /// Holds `message` until `needed` is durable, replacing a held message
+    /// of the same kind to the same receiver; returns the held message.
+    fn hold(&mut self, needed: HardState, to: NodeId, message: Message<P>) -> &Message<P> {
         let discriminant = core::mem::discriminant(&message.kind);
         self.held
             .retain(|h| !(h.to == to && core::mem::discriminant(&h.message.kind) == discriminant));
@@ -77,7 +71,7 @@ impl<P> Durability<P> {
             to,
             message,
         });
-        self.held.last().map(|h| &h.message)
+        &self.held[self.held.len() - 1].message
     }
 
     /// Starts a write of `want` if it differs from the durable state and no
@@ -160,11 +154,14 @@ impl<P: LogPosition> Node<P> {
             term: msg_term,
             kind,
         };
-        if let Some(message) = self.durable.send_or_hold(needed, to, message, out) {
-            slog::debug!(self.log, "hold message until durable";
-                "rule" => Rule::PersistBeforeSend, "term" => self.term,
-                "to" => to, "message" => ?message, "needs" => ?needed);
+        if self.durable.covers(&needed) {
+            out.push(Action::Send { to, message });
+            return;
         }
+        let message = self.durable.hold(needed, to, message);
+        slog::debug!(self.log, "hold message until durable";
+            "rule" => Rule::PersistBeforeSend, "term" => self.term,
+            "to" => to, "message" => ?message, "needs" => ?needed);
     }
 
     /// Answers `to` at the current term; needs only that term durable.

@@ -292,6 +292,10 @@ fn quorum_value<P>(
     value: impl Fn(&PeerAcks<P>) -> Option<Instant>,
 ) -> Option<Instant> {
     scratch.clear();
-    scratch.extend(acks.iter().filter_map(|a| value(a).map(Instant::as_nanos)));
+    for a in acks {
+        if let Some(v) = value(a) {
+            scratch.push(v.as_nanos());
+        }
+    }
     kth_largest(scratch, needed).map(Instant::from_nanos)
 }

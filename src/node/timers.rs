@@ -84,7 +84,7 @@ impl<P: LogPosition> Node<P> {
     /// armed. Election timers (the round and the campaign) are frozen while
     /// a write is in flight (rule `no_candidacy_on_volatile_state`): a node
     /// never acts as a candidate on state that is not yet durable.
-    #[inline]
+    #[inline(always)]
     pub(super) fn deadline(&self, timer: Timer) -> Option<Instant> {
         let frozen = self.durable.in_flight().is_some();
         match timer {
@@ -158,14 +158,22 @@ impl<P: LogPosition> Node<P> {
         // campaign waits a round from now, and only a deadline saturated
         // at the end of time could be due at once.
         if self.phase.is_leader() {
-            self.fire_expired(&Timer::LEADING, now, out);
+            self.fire_expired(Timer::LEADING, now, out);
         } else {
-            self.fire_expired(&Timer::NOT_LEADING, now, out);
+            self.fire_expired(Timer::NOT_LEADING, now, out);
         }
     }
 
-    fn fire_expired(&mut self, timers: &[Timer], now: Instant, out: &mut Vec<Action<P>>) {
-        for &timer in timers {
+    // Inlined with the timer list known, so each entry's deadline reads
+    // only its own state (this runs on every tick).
+    #[inline(always)]
+    fn fire_expired<const N: usize>(
+        &mut self,
+        timers: [Timer; N],
+        now: Instant,
+        out: &mut Vec<Action<P>>,
+    ) {
+        for timer in timers {
             if let Some(deadline) = self.deadline(timer).filter(|&d| now >= d) {
                 slog::debug!(self.log, "timer fired"; "timer" => timer.name(),
                     "term" => self.term, "deadline" => %deadline);
