@@ -40,12 +40,20 @@
 //!
 //! # What is checked
 //!
+//! The checks are the simulator's own, so the model and the simulator
+//! cannot drift apart: every step goes through a `tenure::sim::NodeChecker`
+//! resumed from the node's state (persist before send, one write in
+//! flight, candidacy on a durable self-vote, deadlines, leases only on a
+//! strict leader; the model keeps no checker history, which would split
+//! states), and every state through a fresh `tenure::sim::Checker` told of
+//! the highest election so far.
+//!
 //! Always: at most one leader per term; a durable vote never changes
-//! within a term; a leader or candidate holds a durable self-vote; **strict
-//! leases never overlap** (in every state, at most one node has
-//! `lease(its clock)`); **no lease once a higher term elected a leader**
-//! (a ghost records the highest term any node became leader in; every lease
-//! held names at least that term). Between two states only time passes,
+//! within a term; every step passes its `NodeChecker`; **strict leases
+//! never overlap** (in every state, at most one node has `lease(its
+//! clock)`); **no lease once a higher term elected a leader** (a ghost
+//! records the highest term any node became leader in; every lease held
+//! names at least that term). Between two states only time passes,
 //! and passing time only ends leases, so checking each state at its real
 //! time covers every real instant. Sometimes (so the checks are not
 //! vacuous): a leader is elected, a lease is held, a leader is elected
@@ -78,6 +86,7 @@ use std::sync::Arc;
 use std::time::Instant as WallClock;
 
 use stateright::{Checker, Expectation, Model, Property};
+use tenure::sim::{Checker as SimChecker, NodeChecker};
 use tenure::{
     Action, Config, Event, Fencing, HardState, Input, Instant, Message, Node, NodeId, Role,
 };
@@ -93,6 +102,9 @@ struct Variant {
     max_crashes: usize,
     /// Writes complete within the step that asks for them.
     instant_fsync: bool,
+    /// A broken driver (only to show the checker can fail): it acknowledges
+    /// each write before storage holds it.
+    ack_before_fsync: bool,
     /// Every node's clock rate; the configuration assumes rates within
     /// `clock_drift_ppm` (1000) of each other.
     clock_rates: [ClockRate; NODES],
@@ -102,6 +114,7 @@ const SAFE: Variant = Variant {
     unsafe_quorum: None,
     max_crashes: 1,
     instant_fsync: false,
+    ack_before_fsync: false,
     clock_rates: [ClockRate::EXACT; NODES],
 };
 
@@ -144,6 +157,9 @@ struct Cluster {
     highest_elected: u64,
     /// Ghost: set when a write would replace a durable vote within its term.
     vote_changed: bool,
+    /// Ghost: the first invariant a step broke, as `tenure::sim::NodeChecker`
+    /// (resumed at each step) reported it.
+    node_violation: Option<&'static str>,
     /// How fast each node's clock runs (fixed per model).
     clock_rates: [ClockRate; NODES],
 }
@@ -187,6 +203,7 @@ type Identity<'a> = (
     usize,
     u64,
     bool,
+    Option<&'static str>,
 );
 
 impl Cluster {
@@ -207,6 +224,7 @@ impl Cluster {
             self.crashes,
             self.highest_elected,
             self.vote_changed,
+            self.node_violation,
         )
     }
 }
@@ -261,12 +279,24 @@ impl ElectionModel {
         })
     }
 
-    /// Steps node `id` at the real time and applies what it asks for.
+    /// Steps node `id` at the real time and applies what it asks for. The
+    /// step goes through a `NodeChecker` resumed from the node's current
+    /// state (the model keeps no checker history: it would split states).
     fn run(&self, cluster: &mut Cluster, id: NodeId, input: Input) {
         let now = cluster.clock(id);
+        let disk = cluster.disks[index(id)];
         let slot = &mut cluster.nodes[index(id)];
         let running = Arc::make_mut(slot.as_mut().expect("running node"));
-        for action in running.node.step(now, input) {
+        let mut checker = NodeChecker::resume(&running.node, now, disk, running.pending);
+        if let Input::Persisted(acked) = &input {
+            // The write in flight is acknowledged by this very step.
+            running.pending = running.pending.filter(|p| p != acked);
+        }
+        let mut actions = Vec::new();
+        if let Err(v) = checker.step(&mut running.node, now, input, &mut actions) {
+            cluster.node_violation.get_or_insert(v.invariant);
+        }
+        for action in actions {
             match action {
                 Action::Persist(hs) => running.pending = Some(hs),
                 Action::Send { to, message } => {
@@ -292,15 +322,45 @@ impl ElectionModel {
     /// The pending write of node `id` becomes durable and is acknowledged.
     fn fsync(&self, cluster: &mut Cluster, id: NodeId) -> Option<()> {
         let running = Arc::make_mut(cluster.nodes[index(id)].as_mut()?);
-        let hs = running.pending.take()?;
+        // Left pending for `run`'s checker, which sees it acknowledged.
+        let hs = running.pending?;
         let old = cluster.disks[index(id)];
         if hs.term == old.term && old.vote.is_some() && hs.vote != old.vote {
             cluster.vote_changed = true;
         }
-        // Durable before the acknowledgement: a crash after this keeps it.
-        cluster.disks[index(id)] = hs;
+        // Durable before the acknowledgement: a crash after this keeps it
+        // (a broken driver skips the write).
+        if !self.variant.ack_before_fsync {
+            cluster.disks[index(id)] = hs;
+        }
         self.run(cluster, id, Input::Persisted(hs));
         Some(())
+    }
+
+    /// The cluster invariants `tenure::sim::Checker` (the simulator's) finds
+    /// in this state: a fresh checker, told of the highest election so far
+    /// (its leader, if still leading; otherwise no live node), then shown
+    /// every live node at its own clock reading.
+    fn cluster_violations(&self, cluster: &Cluster) -> Vec<&'static str> {
+        let mut checker = SimChecker::default();
+        if cluster.highest_elected > 0 {
+            let leader = self
+                .running(cluster)
+                .find(|(_, n)| {
+                    let st = n.status();
+                    st.role == Role::Leader && st.term == cluster.highest_elected
+                })
+                .map_or(0, |(id, _)| id);
+            checker.leader_elected(leader, cluster.highest_elected, cluster.now);
+        }
+        let nodes = self
+            .running(cluster)
+            .map(|(id, node)| (node, cluster.clock(id)));
+        checker
+            .check_nodes(0, cluster.now, nodes)
+            .into_iter()
+            .map(|v| v.invariant)
+            .collect()
     }
 
     fn running<'a>(&self, cluster: &'a Cluster) -> impl Iterator<Item = (NodeId, &'a Node)> {
@@ -332,6 +392,7 @@ impl ElectionModel {
             crashes: 0,
             highest_elected: 0,
             vote_changed: false,
+            node_violation: None,
             clock_rates: self.variant.clock_rates,
         }
     }
@@ -464,46 +525,29 @@ impl Model for ElectionModel {
     fn properties(&self) -> Vec<Property<Self>> {
         vec![
             Property::always("one leader per term", |model, cluster| {
-                let mut terms = Vec::new();
-                for (_, node) in model.running(cluster) {
-                    let st = node.status();
-                    if st.role == Role::Leader {
-                        if terms.contains(&st.term) {
-                            return false;
-                        }
-                        terms.push(st.term);
-                    }
-                }
-                true
+                !model
+                    .cluster_violations(cluster)
+                    .contains(&"one_leader_per_term")
             }),
             Property::always(
                 "durable vote never changes within a term",
                 |_, cluster: &Cluster| !cluster.vote_changed,
             ),
             Property::always(
-                "leader or candidate only on a durable self-vote",
-                |model, cluster| {
-                    model.running(cluster).all(|(id, node)| {
-                        let st = node.status();
-                        !matches!(st.role, Role::Leader | Role::Candidate)
-                            || st.persisted == HardState::new(st.term, Some(id))
-                    })
-                },
+                "every step passes its NodeChecker (persist before send, candidacy on a durable self-vote, ...)",
+                |_, cluster: &Cluster| cluster.node_violation.is_none(),
             ),
             Property::always("strict leases never overlap", |model, cluster| {
-                model
-                    .running(cluster)
-                    .filter(|&(id, node)| node.lease(cluster.clock(id)).is_some())
-                    .count()
-                    <= 1
+                !model
+                    .cluster_violations(cluster)
+                    .contains(&"lease_exclusive")
             }),
             Property::always(
                 "no lease once a higher term elected a leader",
                 |model, cluster| {
-                    model.running(cluster).all(|(id, node)| {
-                        node.lease(cluster.clock(id))
-                            .is_none_or(|lease| lease.token.term >= cluster.highest_elected)
-                    })
+                    !model
+                        .cluster_violations(cluster)
+                        .contains(&"lease_outlives_newer_leader")
                 },
             ),
             Property::sometimes("a leader is elected", |model, cluster| {
@@ -602,6 +646,35 @@ fn model_check_election_and_lease_safety() {
         FAILOVER,
         depth + 1,
         &["a leader is elected after a lease was held"],
+    );
+}
+
+/// The per-step checker can fail here: a driver that acknowledges a write
+/// before storage holds it lets a node campaign on (or send) state that is
+/// not durable, and the resumed `NodeChecker` reports it.
+#[test]
+fn model_check_finds_a_send_before_durable_with_an_early_acking_driver() {
+    let model = ElectionModel {
+        variant: Variant {
+            ack_before_fsync: true,
+            max_crashes: 0,
+            ..SAFE
+        },
+    };
+    let checker = model.checker().target_max_depth(4).spawn_bfs().join();
+    let property = "every step passes its NodeChecker (persist before send, candidacy on a durable self-vote, ...)";
+    let path = checker.discovery(property).expect("a counterexample");
+    let broken = path.last_state().node_violation;
+    assert!(
+        matches!(
+            broken,
+            Some("persist_before_send" | "self_vote_durable_before_candidacy")
+        ),
+        "{broken:?}"
+    );
+    eprintln!(
+        "{property} ({broken:?}): counterexample\n{}",
+        describe(checker.model(), path)
     );
 }
 

@@ -5,7 +5,7 @@ use std::fmt;
 use std::format;
 use std::string::String;
 
-use crate::{Event, FencingToken, Instant, Lease, NodeId, Role, Status};
+use crate::{Event, FencingToken, Instant, Lease, LogPosition, Node, NodeId, Role, Status};
 
 /// A broken invariant, with what is needed to replay it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -65,7 +65,8 @@ pub struct Checker {
     max_elected_term: u64,
     max_term: u64,
     max_lease_token: Option<FencingToken>,
-    pending: Option<(Instant, &'static str, String)>,
+    /// Violations found and not yet reported, in the order found.
+    pending: Vec<(Instant, &'static str, String)>,
 }
 
 impl Checker {
@@ -75,9 +76,51 @@ impl Checker {
     }
 
     fn fail(&mut self, at: Instant, invariant: &'static str, detail: String) {
-        if self.pending.is_none() {
-            self.pending = Some((at, invariant, detail));
-        }
+        self.pending.push((at, invariant, detail));
+    }
+
+    /// Takes the pending violations, in the order found.
+    fn take_pending(&mut self, seed: u64) -> impl Iterator<Item = Violation> + '_ {
+        self.pending
+            .drain(..)
+            .map(move |(at, invariant, detail)| Violation {
+                seed,
+                at,
+                invariant,
+                detail,
+            })
+    }
+
+    /// Checks the cluster-wide invariants on the live `nodes`, each with
+    /// its own clock reading, at real time `now`: for harnesses that hold
+    /// the nodes rather than the simulator's views (a model checker). Call
+    /// [`Checker::leader_elected`] for each election first. Returns every
+    /// violation found since the last check, in the order found.
+    pub fn check_nodes<'a, P: LogPosition + 'a>(
+        &mut self,
+        seed: u64,
+        now: Instant,
+        nodes: impl IntoIterator<Item = (&'a Node<P>, Instant)>,
+    ) -> Vec<Violation> {
+        let views: Vec<NodeView> = nodes
+            .into_iter()
+            .map(|(node, clock)| NodeView {
+                id: node.id(),
+                status: node.status(),
+                lease: node.lease(clock),
+            })
+            .collect();
+        self.evaluate(now, &views);
+        self.take_pending(seed).collect()
+    }
+
+    /// Records that node `id` became leader of `term` at real time `at` (its
+    /// `Event::BecameLeader`): it claims the term (one leader per term;
+    /// tokens increase), and every lease of an older term is a violation
+    /// from now on.
+    pub fn leader_elected(&mut self, id: NodeId, term: u64, at: Instant) {
+        let token = FencingToken { term, leader: id };
+        self.on_event(id, &Event::BecameLeader { term, token }, at);
     }
 
     pub(crate) fn on_event(&mut self, id: NodeId, event: &Event, at: Instant) {
@@ -109,6 +152,12 @@ impl Checker {
         now: Instant,
         views: &[NodeView],
     ) -> Option<Violation> {
+        self.evaluate(now, views);
+        self.take_pending(seed).next()
+    }
+
+    /// Evaluates the invariants on `views`, recording violations.
+    fn evaluate(&mut self, now: Instant, views: &[NodeView]) {
         for v in views {
             let st = &v.status;
             self.max_term = self.max_term.max(st.term);
@@ -155,13 +204,5 @@ impl Checker {
                     .map_or(lease.token, |m| m.max(lease.token)),
             );
         }
-        self.pending
-            .take()
-            .map(|(at, invariant, detail)| Violation {
-                seed,
-                at,
-                invariant,
-                detail,
-            })
     }
 }

@@ -126,6 +126,28 @@ impl NodeChecker {
         }
     }
 
+    /// A checker picked up mid-life, for a harness that keeps no checker
+    /// between steps (a model checker, whose states must not carry
+    /// history): `node` as it is now, `disk` what its storage holds, and
+    /// `in_flight` the write it asked for and has not had acknowledged.
+    /// Step-local invariants (persist before send, one write in flight,
+    /// candidacy on a durable self-vote, deadlines, leases) are checked as
+    /// by a checker that saw the whole life; history (terms and votes
+    /// never going back across restarts, campaign terms increasing) only
+    /// from here on.
+    pub fn resume<P: LogPosition>(
+        node: &Node<P>,
+        now: Instant,
+        disk: HardState,
+        in_flight: Option<HardState>,
+    ) -> NodeChecker {
+        let mut checker = NodeChecker::new(node, now);
+        checker.disk = disk;
+        checker.max_durable = disk;
+        checker.in_flight = in_flight;
+        checker
+    }
+
     /// The node restarted at `now`: `node` was just built from what
     /// storage held (report a write that survived the crash with
     /// [`durable`](NodeChecker::durable) first). Volatile state and the
