@@ -426,3 +426,38 @@ fn peers_acking_stale_heartbeats_are_caught() {
     assert_eq!(run(v.seed, PeerMode::Honest), None, "seed {}", v.seed);
     eprintln!("found as expected: {v}");
 }
+
+/// The simulator runs any log position type (`Cluster::with_positions`):
+/// with positions 1, 2 and 3 on nodes 1, 2 and 3, node 1's log is behind
+/// both others, so rule `log_up_to_date` keeps it from ever leading, while
+/// with equal positions it leads first in some seeds.
+#[test]
+fn log_up_to_date_in_a_simulated_cluster_with_positions() {
+    use tenure::Input;
+    use tenure::sim::{Scenario, SimConfig};
+    let first_leader = |seed: u64, positions: [u64; 3]| {
+        let mut cluster = Cluster::<u64>::with_positions(SimConfig::new(3, seed));
+        for (id, p) in (1..=3).zip(positions) {
+            cluster.input(id, Input::LogPosition(p));
+        }
+        cluster.enable_trace();
+        let (report, _, log) = cluster.run_traced(&Scenario::new("positions", ms(2_000)));
+        assert_eq!(report.violation, None, "seed {seed}");
+        let line = log
+            .unwrap()
+            .lines()
+            .find(|l| l.contains("BecameLeader"))
+            .map(str::to_owned)
+            .unwrap_or_else(|| panic!("seed {seed}: nobody led"));
+        line.split_whitespace().nth(1).unwrap().to_owned()
+    };
+    let seeds = 0..30;
+    assert!(
+        seeds.clone().all(|s| first_leader(s, [1, 2, 3]) != "n1"),
+        "node 1 led with the oldest log"
+    );
+    assert!(
+        seeds.clone().any(|s| first_leader(s, [7, 7, 7]) == "n1"),
+        "node 1 never led first with equal logs: the first check shows nothing"
+    );
+}

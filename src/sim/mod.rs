@@ -67,8 +67,8 @@ pub use summary::Summary;
 pub use timeline::{NodeState, Timeline};
 
 use crate::{
-    Action, Config, Event, HardState, Input, Instant, Message, MessageKind, Mode, Node, NodeId,
-    Role,
+    Action, Config, Event, HardState, Input, Instant, LogPosition, Message, MessageKind, Mode,
+    Node, NodeId, Role,
 };
 
 /// Builds the configuration of node `id` given all voter ids. It is called
@@ -278,9 +278,9 @@ impl Clock {
     }
 }
 
-struct SimNode {
+struct SimNode<P> {
     id: NodeId,
-    node: Option<Node>,
+    node: Option<Node<P>>,
     disk: HardState,
     pending_write: Option<HardState>,
     write_gen: u64,
@@ -292,13 +292,13 @@ struct SimNode {
     checker: Option<NodeChecker>,
 }
 
-enum Payload {
+enum Payload<P> {
     Deliver {
         from: NodeId,
         /// The sender's incarnation when it sent the message.
         incarnation: u64,
         to: NodeId,
-        message: Message,
+        message: Message<P>,
     },
     WriteDone {
         node: NodeId,
@@ -317,24 +317,24 @@ enum Payload {
     End,
 }
 
-struct Scheduled {
+struct Scheduled<P> {
     at: Instant,
     seq: u64,
-    payload: Payload,
+    payload: Payload<P>,
 }
 
-impl PartialEq for Scheduled {
+impl<P> PartialEq for Scheduled<P> {
     fn eq(&self, other: &Self) -> bool {
         (self.at, self.seq) == (other.at, other.seq)
     }
 }
-impl Eq for Scheduled {}
-impl PartialOrd for Scheduled {
+impl<P> Eq for Scheduled<P> {}
+impl<P> PartialOrd for Scheduled<P> {
     fn partial_cmp(&self, other: &Self) -> Option<core::cmp::Ordering> {
         Some(self.cmp(other))
     }
 }
-impl Ord for Scheduled {
+impl<P> Ord for Scheduled<P> {
     fn cmp(&self, other: &Self) -> core::cmp::Ordering {
         (self.at, self.seq).cmp(&(other.at, other.seq))
     }
@@ -377,14 +377,16 @@ pub struct Report {
     pub delivered_after_sender_restart: u64,
 }
 
-/// A simulated cluster.
-pub struct Cluster {
+/// A simulated cluster of `Node<P>`s. [`Cluster::new`] runs `Node<()>`;
+/// [`Cluster::with_positions`] any log position type, fed with
+/// [`Cluster::input`] (`Input::LogPosition`).
+pub struct Cluster<P: LogPosition = ()> {
     cfg: SimConfig,
     rng: Pcg64Mcg,
     now: Instant,
     seq: u64,
-    queue: BinaryHeap<Reverse<Scheduled>>,
-    nodes: Vec<SimNode>,
+    queue: BinaryHeap<Reverse<Scheduled<P>>>,
+    nodes: Vec<SimNode<P>>,
     /// Voter ids, ascending.
     voters: Vec<NodeId>,
     /// Observer ids, ascending.
@@ -399,7 +401,7 @@ pub struct Cluster {
     long_tail: f64,
     checker: Checker,
     trace: Option<String>,
-    buf: Vec<Action>,
+    buf: Vec<Action<P>>,
     timeline: Option<Timeline>,
     /// Acknowledgements a broken driver feeds back at once.
     acks: Vec<(NodeId, HardState)>,
@@ -419,8 +421,18 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// A cluster at real time zero, every node freshly started.
+    /// A cluster of `Node<()>`s at real time zero, every node freshly
+    /// started.
     pub fn new(cfg: SimConfig) -> Cluster {
+        Cluster::with_positions(cfg)
+    }
+}
+
+impl<P: LogPosition> Cluster<P> {
+    /// A cluster of `Node<P>`s at real time zero, every node freshly
+    /// started; every position starts at `P::default()` until an
+    /// `Input::LogPosition` says otherwise.
+    pub fn with_positions(cfg: SimConfig) -> Cluster<P> {
         let mut rng = Pcg64Mcg::seed_from_u64(cfg.seed);
         let voters: Vec<NodeId> = (1..=cfg.nodes).collect();
         let observer_ids: Vec<NodeId> = (cfg.nodes + 1..=cfg.nodes + cfg.observers).collect();
@@ -542,7 +554,7 @@ impl Cluster {
     }
 
     /// A node, if it is up.
-    pub fn node(&self, id: NodeId) -> Option<&Node> {
+    pub fn node(&self, id: NodeId) -> Option<&Node<P>> {
         self.slot(id).and_then(|s| s.node.as_ref())
     }
 
@@ -564,7 +576,7 @@ impl Cluster {
             .collect()
     }
 
-    fn slot(&self, id: NodeId) -> Option<&SimNode> {
+    fn slot(&self, id: NodeId) -> Option<&SimNode<P>> {
         self.nodes.get(usize::try_from(id).ok()?.checked_sub(1)?)
     }
 
@@ -575,7 +587,7 @@ impl Cluster {
             .filter(|&i| i < self.nodes.len())
     }
 
-    fn schedule(&mut self, at: Instant, payload: Payload) {
+    fn schedule(&mut self, at: Instant, payload: Payload<P>) {
         self.seq += 1;
         self.queue.push(Reverse(Scheduled {
             at,
@@ -642,7 +654,7 @@ impl Cluster {
     }
 
     /// Feeds `input` to node `id` (if up) at the current real time.
-    pub fn input(&mut self, id: NodeId, input: Input) {
+    pub fn input(&mut self, id: NodeId, input: Input<P>) {
         let Some(i) = self.idx(id) else { return };
         let local = self.nodes[i].clock.local(self.now);
         let mut buf = core::mem::take(&mut self.buf);
@@ -664,7 +676,7 @@ impl Cluster {
         }
     }
 
-    fn execute(&mut self, i: usize, action: Action) {
+    fn execute(&mut self, i: usize, action: Action<P>) {
         let id = self.nodes[i].id;
         match action {
             Action::Persist(state) => {
@@ -695,7 +707,7 @@ impl Cluster {
                 }
             }
             Action::Send { to, mut message } => {
-                if let (Some((leader, seq)), MessageKind::HeartbeatResponse { seq: 0, .. }) =
+                if let (Some((leader, seq)), MessageKind::HeartbeatResponse { seq: 0, position }) =
                     (self.stale_heartbeat, &message.kind)
                 {
                     if leader == to {
@@ -703,7 +715,7 @@ impl Cluster {
                             .effective_death_timeout();
                         message.kind = MessageKind::HeartbeatAck {
                             seq,
-                            position: (),
+                            position: position.clone(),
                             promise_nanos: crate::time::duration_nanos(promise),
                             can_lead: true,
                         };
@@ -875,7 +887,13 @@ impl Cluster {
             }
             Fault::Input(id, input) => {
                 self.log(id, format_args!("input {input:?}"));
-                self.input(id, input);
+                match lift_input(input) {
+                    Some(input) => self.input(id, input),
+                    None => self.log(
+                        id,
+                        format_args!("input ignored: it carries a `()` position"),
+                    ),
+                }
             }
         }
     }
@@ -1229,5 +1247,58 @@ impl Cluster {
             self.report.lease_events += 1;
         }
         self.checker.check(seed, now, &views)
+    }
+}
+
+/// A scheduled [`Fault::Input`] (written for `Node<()>`) as an input of a
+/// `Node<P>`: everything but a log position carries over; messages get
+/// `P::default()` positions.
+fn lift_input<P: LogPosition>(input: Input) -> Option<Input<P>> {
+    Some(match input {
+        Input::Tick => Input::Tick,
+        Input::Receive { from, message } => Input::Receive {
+            from,
+            message: Message {
+                term: message.term,
+                kind: lift_kind(message.kind),
+            },
+        },
+        Input::Persisted(state) => Input::Persisted(state),
+        Input::Promote => Input::Promote,
+        Input::Demote => Input::Demote,
+        Input::TransferLeadership { to } => Input::TransferLeadership { to },
+        Input::LogPosition(()) => return None,
+    })
+}
+
+fn lift_kind<P: LogPosition>(kind: MessageKind) -> MessageKind<P> {
+    match kind {
+        MessageKind::PreVoteRequest { .. } => MessageKind::PreVoteRequest {
+            position: P::default(),
+        },
+        MessageKind::PreVoteResponse { granted } => MessageKind::PreVoteResponse { granted },
+        MessageKind::VoteRequest { transfer, .. } => MessageKind::VoteRequest {
+            position: P::default(),
+            transfer,
+        },
+        MessageKind::VoteResponse { granted } => MessageKind::VoteResponse { granted },
+        MessageKind::Heartbeat { seq } => MessageKind::Heartbeat { seq },
+        MessageKind::HeartbeatResponse { seq, .. } => MessageKind::HeartbeatResponse {
+            seq,
+            position: P::default(),
+        },
+        MessageKind::Resign => MessageKind::Resign,
+        MessageKind::TimeoutNow => MessageKind::TimeoutNow,
+        MessageKind::HeartbeatAck {
+            seq,
+            promise_nanos,
+            can_lead,
+            ..
+        } => MessageKind::HeartbeatAck {
+            seq,
+            position: P::default(),
+            promise_nanos,
+            can_lead,
+        },
     }
 }
