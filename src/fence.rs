@@ -29,6 +29,41 @@ pub struct FencingToken {
     pub leader: NodeId,
 }
 
+impl FencingToken {
+    /// The token as one integer, for stores that keep a single number per
+    /// guarded object (a version column, a ZooKeeper-style epoch, an etcd
+    /// revision check): the term.
+    ///
+    /// The term alone identifies the leadership because the engine elects
+    /// at most one leader per term (rule `one_leader_per_term`: a quorum
+    /// of durable votes, each voter voting once per term). Compare it the
+    /// way [`Fence::check`] compares tokens: accept a write whose number is
+    /// at least the highest seen, reject a smaller one. Two writes with the
+    /// same number come from the same leadership.
+    #[must_use]
+    pub const fn as_u64(self) -> u64 {
+        self.term
+    }
+
+    /// The token as one 128-bit integer, ordered exactly as the token
+    /// (term in the high 64 bits, leader id in the low): for stores with
+    /// 128-bit numbers that also want the leader id back
+    /// ([`FencingToken::from_u128`]).
+    #[must_use]
+    pub const fn as_u128(self) -> u128 {
+        ((self.term as u128) << 64) | self.leader as u128
+    }
+
+    /// The token [`FencingToken::as_u128`] encoded.
+    #[must_use]
+    pub const fn from_u128(value: u128) -> FencingToken {
+        FencingToken {
+            term: (value >> 64) as u64,
+            leader: value as u64,
+        }
+    }
+}
+
 /// Proof that this node may act as the only leader until `valid_until`
 /// (on this node's clock).
 ///

@@ -243,6 +243,42 @@ fn fence_rejects_stale_accepts_equal_and_higher() {
     );
 }
 
+/// The single-integer forms order leaderships as the token does: `as_u128`
+/// exactly (and round-trips), `as_u64` (the term) up to ties, which only
+/// one leadership can produce (one leader per term).
+#[test]
+fn fence_integer_forms_keep_the_token_order() {
+    let edges = [0, 1, 2, 7, u64::MAX / 2, u64::MAX - 1, u64::MAX];
+    let tokens: Vec<FencingToken> = edges
+        .iter()
+        .flat_map(|&term| {
+            edges
+                .iter()
+                .map(move |&leader| FencingToken { term, leader })
+        })
+        .collect();
+    for &a in &tokens {
+        assert_eq!(FencingToken::from_u128(a.as_u128()), a);
+        for &b in &tokens {
+            assert_eq!(a.cmp(&b), a.as_u128().cmp(&b.as_u128()), "{a:?} {b:?}");
+            if a < b {
+                assert!(a.as_u64() <= b.as_u64(), "{a:?} {b:?}");
+            }
+        }
+    }
+    // In a run: each new leadership's single integer is larger.
+    let mut s: Sim = Sim::new(3, |id, voters| cfg(id, voters));
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let leader = s.run_until_leader(ms(3_000)).expect("a leader");
+        seen.push(s.node(leader).status().fencing_token.unwrap().as_u64());
+        s.crash(leader);
+        s.run_for(ms(50));
+        s.restart(leader);
+    }
+    assert!(seen.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
+}
+
 // ------------------------------------------------------------ transfer
 
 fn transfer_events<P: tenure::LogPosition>(s: &Sim<P>, id: NodeId) -> Vec<Event> {
