@@ -267,7 +267,7 @@ fn fence_integer_forms_keep_the_token_order() {
         }
     }
     // In a run: each new leadership's single integer is larger.
-    let mut s: Sim = Sim::new(3, |id, voters| cfg(id, voters));
+    let mut s: Sim = Sim::new(3, cfg);
     let mut seen = Vec::new();
     for _ in 0..3 {
         let leader = s.run_until_leader(ms(3_000)).expect("a leader");
