@@ -105,6 +105,17 @@ pub struct StaleToken {
 /// The storage side of fencing: remembers the highest token seen, accepts
 /// equal or higher tokens, rejects lower ones. Persist it atomically with
 /// the data it guards.
+///
+/// ```
+/// use tenure::{Fence, FencingToken};
+///
+/// let mut fence = Fence::new();
+/// let old = FencingToken { term: 3, leader: 1 };
+/// let new = FencingToken { term: 4, leader: 2 };
+/// assert!(fence.check(old).is_ok()); // the term-3 leader writes
+/// assert!(fence.check(new).is_ok()); // its successor writes
+/// assert!(fence.check(old).is_err()); // a late write of the deposed leader
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Fence {

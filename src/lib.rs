@@ -149,6 +149,7 @@
 //! Without default features the crate is `no_std` + `alloc`.
 
 #![cfg_attr(not(feature = "std"), no_std)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![warn(unreachable_pub)]
@@ -156,6 +157,7 @@
 extern crate alloc;
 
 #[cfg(feature = "adapters")]
+#[cfg_attr(docsrs, doc(cfg(feature = "adapters")))]
 pub mod adapters;
 mod config;
 mod fence;
@@ -167,6 +169,7 @@ mod quorum;
 mod rng;
 mod rule;
 #[cfg(feature = "sim")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sim")))]
 pub mod sim;
 mod status;
 mod time;

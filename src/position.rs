@@ -18,6 +18,35 @@ use core::fmt::Debug;
 use crate::NodeId;
 
 /// A position in the application's log, partially ordered by recency.
+///
+/// # What to feed
+///
+/// Feed the position of the last entry this node holds **durably** (after
+/// its fsync), with [`Input::LogPosition`](crate::Input::LogPosition):
+///
+/// - **Durable, not merely received.** A node votes and campaigns with the
+///   position it last reported. If it reported entries that a crash then
+///   loses, it may have refused a candidate that had them, or won with a
+///   log it no longer has: Raft's "a leader holds every committed entry"
+///   (§5.4) rests on the position surviving the crash.
+/// - **When.** Right after [`Node::new`](crate::Node::new), before the
+///   node handles any message (a restarted node otherwise votes with
+///   `P::default()`, the oldest position), and after each durable append.
+///   Reporting more often is harmless; a position reported late only makes
+///   the node more willing to vote for others meanwhile.
+/// - **Backwards.** Allowed (an uncommitted suffix truncated by a new
+///   leader): the node uses the latest value from then on. Votes already
+///   granted stay granted, as in Raft.
+///
+/// ```
+/// use tenure::{Config, HardState, Input, Instant, Node};
+///
+/// // A node whose storage holds entries up to index 41 of term 3.
+/// let mut node: Node<(u64, u64)> =
+///     Node::new(Config::new(1, [1, 2, 3]), HardState::new(3, None), Instant::ZERO).unwrap();
+/// node.step(Instant::ZERO, Input::LogPosition((3, 41)));
+/// assert_eq!(node.position(), &(3, 41));
+/// ```
 pub trait LogPosition: Clone + Debug + PartialEq + Default {
     /// Whether a candidate at `self` is at least as up to date as a voter at
     /// `voter`. Must be reflexive and transitive; incomparable positions

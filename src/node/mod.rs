@@ -75,7 +75,9 @@ pub enum Input<P = ()> {
         /// The intended new leader.
         to: NodeId,
     },
-    /// The application's current log position.
+    /// The application's log position: the last entry this node holds
+    /// durably. Feed it after [`Node::new`] and after each durable append;
+    /// see [`LogPosition`] for what it must mean and why.
     LogPosition(P),
 }
 
