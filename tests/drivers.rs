@@ -149,3 +149,90 @@ fn a_damaged_store_stops_the_driver_from_starting() {
     assert!(err.to_string().contains(STATE_FILE), "{err}");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// Both drivers carry a log position through the wire (`Node<P>` for any
+/// position the codec encodes, fed with `Handle::set_position`): node 1 is
+/// behind, so it never wins (rule `log_up_to_date`); a transfer to it waits
+/// until its acknowledged position catches up, then completes.
+fn exercise_positions<P: tenure::adapters::driver::WirePosition>(
+    handles: &BTreeMap<u64, Handle<P>>,
+    events: &[(u64, Receiver<Event>)],
+    ahead: P,
+) {
+    let leader = wait_for(events, |_, e| matches!(e, Event::BecameLeader { .. }));
+    assert_ne!(leader, 1, "node 1's log is behind the others'");
+    std::thread::sleep(Duration::from_millis(100));
+    handles[&leader].transfer_to(1);
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(
+        handles[&leader].status().transferring_to,
+        Some(1),
+        "the transfer waits for node 1 to catch up"
+    );
+    assert_eq!(handles[&1].status().role, Role::Follower);
+    handles[&1].set_position(ahead);
+    wait_for(events, |id, e| {
+        id == 1 && matches!(e, Event::BecameLeader { .. })
+    });
+}
+
+/// Handles by node id, and each node's event channel.
+type Running<P> = (BTreeMap<u64, Handle<P>>, Vec<(u64, Receiver<Event>)>);
+
+fn spawn_all<P: tenure::adapters::driver::WirePosition>(
+    spawn: impl Fn(NodeSetup<MemStorage>) -> (Handle<P>, Receiver<Event>),
+    behind: &P,
+    ahead: &P,
+) -> Running<P> {
+    let mut handles = BTreeMap::new();
+    let mut events = Vec::new();
+    for mut setup in setups() {
+        let id = setup.config.id();
+        // Position before the first campaign can start (no fresh-node rush).
+        setup.config = setup.config.election_jitter(Duration::from_millis(150));
+        let (h, e) = spawn(setup);
+        h.set_position(if id == 1 {
+            behind.clone()
+        } else {
+            ahead.clone()
+        });
+        handles.insert(id, h);
+        events.push((id, e));
+    }
+    (handles, events)
+}
+
+#[test]
+fn log_up_to_date_through_the_std_driver_with_u64_positions() {
+    let (behind, ahead) = (5u64, 9u64);
+    let (handles, events) = spawn_all(
+        |s| driver::spawn_with_positions::<_, u64>(s).unwrap(),
+        &behind,
+        &ahead,
+    );
+    exercise_positions(&handles, &events, ahead);
+    for (_, h) in handles {
+        h.shutdown().unwrap();
+    }
+}
+
+#[test]
+fn log_up_to_date_through_the_tokio_driver_with_term_index_positions() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (behind, ahead) = ((2u64, 40u64), (3u64, 7u64));
+    let (handles, events) = spawn_all(
+        |s| {
+            rt.block_on(driver_tokio::spawn_with_positions::<_, (u64, u64)>(s))
+                .unwrap()
+        },
+        &behind,
+        &ahead,
+    );
+    exercise_positions(&handles, &events, ahead);
+    drop(handles);
+    rt.shutdown_timeout(Duration::from_secs(1));
+}

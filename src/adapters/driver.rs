@@ -26,6 +26,13 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! [`spawn`] runs a pure election (`Node<()>`). A system with its own
+//! replicated log uses [`spawn_with_positions`] with its position type
+//! (`u64`, `(u64, u64)`, [`VClock`](crate::VClock) or its own
+//! [`WirePosition`]) and reports the log's durable end with
+//! [`Handle::set_position`] after each append, so votes go only to
+//! up-to-date candidates and transfers wait for the target to catch up.
+//!
 //! Time comes from a [`SuspendAwareClock`]: `CLOCK_BOOTTIME` on Linux and
 //! Android, which keeps counting while the host is suspended, as strict
 //! fencing's lease requires; elsewhere `std::time::Instant`, which may not
@@ -45,9 +52,19 @@ use super::config::NodeFile;
 use super::retry::retry_interrupted;
 use super::storage::{FileStorage, Storage, StorageError};
 use super::udp::{DropCounts, Framing, Received, UdpTransport};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
 use crate::{
-    Action, Config, ConfigError, Event, Input, Instant, Lease, Message, Node, NodeId, Status,
+    Action, Config, ConfigError, Event, Input, Instant, Lease, LogPosition, Message, Node, NodeId,
+    Status,
 };
+
+/// A log position the drivers can carry: the wire codec (postcard) encodes
+/// it, and it crosses to the driver's thread.
+pub trait WirePosition: LogPosition + Serialize + DeserializeOwned + Send + 'static {}
+
+impl<P: LogPosition + Serialize + DeserializeOwned + Send + 'static> WirePosition for P {}
 
 /// Everything needed to run one node.
 #[derive(Debug)]
@@ -112,23 +129,23 @@ pub(crate) struct Shared {
 }
 
 /// Executes a node's actions in order; shared by the std and tokio drivers.
-pub(crate) struct Executor<S> {
-    pub(crate) node: Node,
+pub(crate) struct Executor<S, P: LogPosition = ()> {
+    pub(crate) node: Node<P>,
     storage: S,
     shared: Arc<Mutex<Shared>>,
     events: mpsc::Sender<Event>,
-    queue: VecDeque<Action>,
-    buf: Vec<Action>,
+    queue: VecDeque<Action<P>>,
+    buf: Vec<Action<P>>,
 }
 
-impl<S: Storage> Executor<S> {
+impl<S: Storage, P: LogPosition> Executor<S, P> {
     /// Loads the durable state (refusing to start on a damaged one) and
     /// builds the node.
     pub(crate) fn start(
         setup_config: Config,
         mut storage: S,
         clock: &SuspendAwareClock,
-    ) -> Result<(Executor<S>, mpsc::Receiver<Event>), DriverError> {
+    ) -> Result<(Executor<S, P>, mpsc::Receiver<Event>), DriverError> {
         let state = storage.load()?.unwrap_or_default();
         let node = Node::new(setup_config, state, clock.now())?;
         let shared = Arc::new(Mutex::new(Shared {
@@ -159,8 +176,8 @@ impl<S: Storage> Executor<S> {
     pub(crate) fn step(
         &mut self,
         now: Instant,
-        input: Input,
-        send: &mut dyn FnMut(NodeId, &Message),
+        input: Input<P>,
+        send: &mut dyn FnMut(NodeId, &Message<P>),
     ) -> Result<(), StorageError> {
         self.node.step_into(now, input, &mut self.buf);
         self.queue.extend(self.buf.drain(..));
@@ -197,31 +214,32 @@ impl<S: Storage> Executor<S> {
     }
 }
 
-pub(crate) enum Command {
-    Input(Input),
+pub(crate) enum Command<P> {
+    Input(Input<P>),
     Stop,
 }
 
-pub(crate) enum Commands {
+pub(crate) enum Commands<P> {
     Std {
-        tx: mpsc::Sender<Command>,
+        tx: mpsc::Sender<Command<P>>,
         wake: UdpSocket,
         target: SocketAddr,
     },
     #[cfg(feature = "tokio")]
-    Tokio(tokio::sync::mpsc::UnboundedSender<Command>),
+    Tokio(tokio::sync::mpsc::UnboundedSender<Command<P>>),
 }
 
-/// The application's handle on a running node.
-pub struct Handle {
+/// The application's handle on a running node whose log position is `P`
+/// (`()` for a pure election).
+pub struct Handle<P = ()> {
     pub(crate) shared: Arc<Mutex<Shared>>,
-    pub(crate) commands: Commands,
+    pub(crate) commands: Commands<P>,
     pub(crate) clock: SuspendAwareClock,
     pub(crate) local_addr: SocketAddr,
     pub(crate) thread: Option<JoinHandle<Result<(), DriverError>>>,
 }
 
-impl std::fmt::Debug for Handle {
+impl<P> std::fmt::Debug for Handle<P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Handle")
             .field("local_addr", &self.local_addr)
@@ -229,7 +247,7 @@ impl std::fmt::Debug for Handle {
     }
 }
 
-impl Handle {
+impl<P> Handle<P> {
     fn shared(&self) -> std::sync::MutexGuard<'_, Shared> {
         self.shared.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -277,6 +295,12 @@ impl Handle {
         self.send(Command::Input(Input::TransferLeadership { to }));
     }
 
+    /// Reports the application's log position (the last entry this node
+    /// holds durably; see [`LogPosition`] for when to call it).
+    pub fn set_position(&self, position: P) {
+        self.send(Command::Input(Input::LogPosition(position)));
+    }
+
     /// Stops the node and waits for its thread.
     ///
     /// # Errors
@@ -291,7 +315,7 @@ impl Handle {
         }
     }
 
-    pub(crate) fn send(&self, command: Command) {
+    pub(crate) fn send(&self, command: Command<P>) {
         match &self.commands {
             Commands::Std { tx, wake, target } => {
                 let _ = tx.send(command);
@@ -316,7 +340,7 @@ pub(crate) fn reachable(addr: SocketAddr) -> SocketAddr {
     target
 }
 
-/// Starts the node on its own thread.
+/// Starts a node with no log position (`Node<()>`) on its own thread.
 ///
 /// # Errors
 /// Damaged stored state (the node refuses to start), invalid configuration,
@@ -324,6 +348,18 @@ pub(crate) fn reachable(addr: SocketAddr) -> SocketAddr {
 pub fn spawn<S: Storage + Send + 'static>(
     setup: NodeSetup<S>,
 ) -> Result<(Handle, mpsc::Receiver<Event>), DriverError> {
+    spawn_with_positions(setup)
+}
+
+/// Starts a node whose log position is `P` on its own thread; feed the
+/// position with [`Handle::set_position`].
+///
+/// # Errors
+/// Damaged stored state (the node refuses to start), invalid configuration,
+/// or a socket that cannot be bound.
+pub fn spawn_with_positions<S: Storage + Send + 'static, P: WirePosition>(
+    setup: NodeSetup<S>,
+) -> Result<(Handle<P>, mpsc::Receiver<Event>), DriverError> {
     let clock = SuspendAwareClock::start();
     let me = setup.config.id();
     let (mut exec, events) = Executor::start(setup.config, setup.storage, &clock)?;
@@ -333,7 +369,7 @@ pub fn spawn<S: Storage + Send + 'static>(
     )?;
     let local_addr = transport.local_addr()?;
     let wake = UdpSocket::bind((std::net::Ipv4Addr::LOCALHOST, 0))?;
-    let (tx, rx) = mpsc::channel::<Command>();
+    let (tx, rx) = mpsc::channel::<Command<P>>();
     let shared = exec.shared();
     let thread = std::thread::Builder::new()
         .name(format!("tenure-node-{me}"))
@@ -358,10 +394,10 @@ pub fn spawn<S: Storage + Send + 'static>(
     Ok((handle, events))
 }
 
-fn run<S: Storage>(
-    exec: &mut Executor<S>,
+fn run<S: Storage, P: WirePosition>(
+    exec: &mut Executor<S, P>,
     transport: &mut UdpTransport,
-    commands: &mpsc::Receiver<Command>,
+    commands: &mpsc::Receiver<Command<P>>,
     clock: &SuspendAwareClock,
 ) -> Result<(), DriverError> {
     loop {
@@ -385,7 +421,7 @@ fn run<S: Storage>(
                 d.saturating_duration_since(clock.now())
             });
         if let Received::Message(from, message) =
-            transport.recv(wait.min(Duration::from_secs(1)))?
+            transport.recv::<P>(wait.min(Duration::from_secs(1)))?
         {
             exec.step(
                 clock.now(),

@@ -33,13 +33,14 @@ use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 use super::clock::SuspendAwareClock;
 use super::codec::MAX_FRAME;
-use super::driver::{Command, Commands, DriverError, Executor, Handle, NodeSetup};
+use super::driver::{Command, Commands, DriverError, Executor, Handle, NodeSetup, WirePosition};
 use super::retry::retry_interrupted_async;
 use super::storage::Storage;
 use super::udp::{Framing, Received};
 use crate::{Event, Input, Message, NodeId};
 
-/// Starts the node as a task on the current tokio runtime.
+/// Starts a node with no log position (`Node<()>`) as a task on the
+/// current tokio runtime.
 ///
 /// # Errors
 /// Damaged stored state (the node refuses to start), invalid configuration,
@@ -47,9 +48,21 @@ use crate::{Event, Input, Message, NodeId};
 pub async fn spawn<S: Storage + Send + 'static>(
     setup: NodeSetup<S>,
 ) -> Result<(Handle, mpsc::Receiver<Event>), DriverError> {
+    spawn_with_positions(setup).await
+}
+
+/// Starts a node whose log position is `P` as a task on the current tokio
+/// runtime; feed the position with [`Handle::set_position`].
+///
+/// # Errors
+/// Damaged stored state (the node refuses to start), invalid configuration,
+/// or a socket that cannot be bound.
+pub async fn spawn_with_positions<S: Storage + Send + 'static, P: WirePosition>(
+    setup: NodeSetup<S>,
+) -> Result<(Handle<P>, mpsc::Receiver<Event>), DriverError> {
     let clock = SuspendAwareClock::start();
     let me = setup.config.id();
-    let (exec, events) = Executor::start(setup.config, setup.storage, &clock)?;
+    let (exec, events) = Executor::<S, P>::start(setup.config, setup.storage, &clock)?;
     let socket = UdpSocket::bind(setup.listen).await?;
     let local_addr = socket.local_addr()?;
     let framing = Framing::new(me, setup.cluster_id, setup.peers);
@@ -71,15 +84,15 @@ pub async fn spawn<S: Storage + Send + 'static>(
     Ok((handle, events))
 }
 
-async fn run<S: Storage>(
-    exec: &mut Executor<S>,
+async fn run<S: Storage, P: WirePosition>(
+    exec: &mut Executor<S, P>,
     socket: UdpSocket,
     mut framing: Framing,
-    mut commands: UnboundedReceiver<Command>,
+    mut commands: UnboundedReceiver<Command<P>>,
     clock: SuspendAwareClock,
 ) -> Result<(), DriverError> {
     let mut buf = vec![0u8; MAX_FRAME + 1];
-    let mut outbox: Vec<(NodeId, Message)> = Vec::new();
+    let mut outbox: Vec<(NodeId, Message<P>)> = Vec::new();
     loop {
         let now = clock.now();
         if exec.node.next_deadline().is_some_and(|d| d <= now) {
@@ -107,7 +120,7 @@ async fn run<S: Storage>(
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                     Err(e) => return Err(e.into()),
                 };
-                if let Received::Message(from, message) = framing.accept::<()>(&buf[..len], from_addr) {
+                if let Received::Message(from, message) = framing.accept::<P>(&buf[..len], from_addr) {
                     exec.step(clock.now(), Input::Receive { from, message }, &mut |to, m| outbox.push((to, m.clone())))?;
                 }
             }
@@ -117,7 +130,11 @@ async fn run<S: Storage>(
     }
 }
 
-async fn flush(socket: &UdpSocket, framing: &mut Framing, outbox: &mut Vec<(NodeId, Message)>) {
+async fn flush<P: WirePosition>(
+    socket: &UdpSocket,
+    framing: &mut Framing,
+    outbox: &mut Vec<(NodeId, Message<P>)>,
+) {
     for (to, message) in outbox.drain(..) {
         if let Some((frame, addr)) = framing.frame(to, &message) {
             let frame = &frame;
