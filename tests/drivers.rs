@@ -66,6 +66,8 @@ fn wait_for(events: &[(u64, Receiver<Event>)], what: impl Fn(u64, &Event) -> boo
 
 fn exercise(handles: &BTreeMap<u64, Handle>, events: &[(u64, Receiver<Event>)]) {
     let leader = wait_for(events, |_, e| matches!(e, Event::BecameLeader { .. }));
+    // The status is published before the event that announces it.
+    assert_eq!(handles[&leader].status().role, Role::Leader);
     std::thread::sleep(Duration::from_millis(100));
     assert_eq!(handles[&leader].status().role, Role::Leader);
     let lease = handles[&leader]

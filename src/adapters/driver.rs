@@ -119,6 +119,27 @@ pub enum DriverError {
     Io(#[from] io::Error),
 }
 
+/// Where the executor delivers events.
+enum EventSink {
+    /// The application's channel; never blocks the driver.
+    Channel(mpsc::Sender<Event>),
+    /// A rendezvous channel: each send waits for the receiver, so a test
+    /// can look at the published status at the moment an event is sent.
+    #[cfg(test)]
+    Rendezvous(mpsc::SyncSender<Event>),
+}
+
+impl EventSink {
+    fn send(&self, event: Event) {
+        // The application may have dropped its receiver.
+        let _ = match self {
+            EventSink::Channel(tx) => tx.send(event),
+            #[cfg(test)]
+            EventSink::Rendezvous(tx) => tx.send(event),
+        };
+    }
+}
+
 /// What the driver publishes for its handle after every step.
 #[derive(Debug)]
 pub(crate) struct Shared {
@@ -133,7 +154,7 @@ pub(crate) struct Executor<S, P: LogPosition = ()> {
     pub(crate) node: Node<P>,
     storage: S,
     shared: Arc<Mutex<Shared>>,
-    events: mpsc::Sender<Event>,
+    events: EventSink,
     queue: VecDeque<Action<P>>,
     buf: Vec<Action<P>>,
 }
@@ -160,7 +181,7 @@ impl<S: Storage, P: LogPosition> Executor<S, P> {
                 node,
                 storage,
                 shared,
-                events,
+                events: EventSink::Channel(events),
                 queue: VecDeque::new(),
                 buf: Vec::new(),
             },
@@ -191,8 +212,10 @@ impl<S: Storage, P: LogPosition> Executor<S, P> {
                 }
                 Action::Send { to, message } => send(to, &message),
                 Action::Event(event) => {
-                    // The application may have dropped its receiver.
-                    let _ = self.events.send(event);
+                    // Status first: a reader woken by the event must not
+                    // read a status older than the event.
+                    self.publish_status(now);
+                    self.events.send(event);
                 }
             }
         }
@@ -204,6 +227,14 @@ impl<S: Storage, P: LogPosition> Executor<S, P> {
         shared.status = self.node.status();
         shared.lease = self.node.lease(now);
         shared.drops = drops;
+    }
+
+    /// Publishes the node's status and lease as they are now (mid-step:
+    /// the status an event announces).
+    fn publish_status(&self, now: Instant) {
+        let mut shared = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+        shared.status = self.node.status();
+        shared.lease = self.node.lease(now);
     }
 
     pub(crate) fn stop(&self, why: String) {
@@ -429,5 +460,45 @@ fn run<S: Storage, P: WirePosition>(
                 &mut |to, m| transport.send(to, m),
             )?;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Role;
+    use crate::adapters::storage::MemStorage;
+
+    /// Status is published before the event that announces it: a reader
+    /// woken by `BecameLeader` reads a leader's status. The rendezvous sink
+    /// holds the executor inside the send while the reader looks.
+    #[test]
+    fn status_is_published_before_the_event_that_announces_it() {
+        let clock = SuspendAwareClock::start();
+        let config = Config::new(1, [1]).rng_seed(3);
+        let (mut exec, _) =
+            Executor::<MemStorage, ()>::start(config, MemStorage::new(), &clock).unwrap();
+        let (tx, rx) = mpsc::sync_channel(0);
+        exec.events = EventSink::Rendezvous(tx);
+        let shared = exec.shared();
+        let driver = std::thread::spawn(move || {
+            for _ in 0..100 {
+                let now = exec.node.next_deadline().unwrap_or(Instant::ZERO);
+                exec.step(now, Input::Tick, &mut |_, _| {}).unwrap();
+                if exec.node.status().role == Role::Leader {
+                    break;
+                }
+            }
+        });
+        let mut seen = false;
+        while let Ok(event) = rx.recv() {
+            if matches!(event, Event::BecameLeader { .. }) {
+                let status = shared.lock().unwrap().status.clone();
+                assert_eq!(status.role, Role::Leader, "event before its status");
+                seen = true;
+            }
+        }
+        driver.join().unwrap();
+        assert!(seen, "no BecameLeader");
     }
 }
