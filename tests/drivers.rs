@@ -238,3 +238,67 @@ fn log_up_to_date_through_the_tokio_driver_with_term_index_positions() {
     drop(handles);
     rt.shutdown_timeout(Duration::from_secs(1));
 }
+
+/// The tokio driver's async-native handle: a status watch and an event
+/// broadcast; no blocking channel. A task woken by `BecameLeader` reads a
+/// leader's status from the watch (published first).
+#[test]
+fn tokio_async_handle_watches_status_and_broadcasts_events() {
+    use tenure::Role;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut nodes = BTreeMap::new();
+        for setup in setups() {
+            let id = setup.config.id();
+            let node = driver_tokio::spawn_async::<_, ()>(setup).await.unwrap();
+            nodes.insert(id, node);
+        }
+        let mut subscriptions: Vec<_> = nodes.iter().map(|(&id, n)| (id, n.subscribe())).collect();
+        let limit = Duration::from_secs(5);
+        // The first BecameLeader, with the watch already saying so.
+        let leader = tokio::time::timeout(limit, async {
+            loop {
+                for (id, rx) in &mut subscriptions {
+                    if let Ok(Event::BecameLeader { .. }) = rx.try_recv() {
+                        let watched = nodes[id].status().borrow().clone();
+                        assert_eq!(watched.status.role, Role::Leader);
+                        return *id;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        })
+        .await
+        .expect("a leader within 5 s");
+        // A watcher sees the leader's strict lease arrive.
+        let mut status = nodes[&leader].status();
+        tokio::time::timeout(limit, status.wait_for(|p| p.lease.is_some()))
+            .await
+            .expect("a lease within 5 s")
+            .unwrap();
+        // Commands still go through the handle; events through the broadcast.
+        let target = if leader == 1 { 2 } else { 1 };
+        let mut events = nodes[&leader].subscribe();
+        nodes[&leader].handle.transfer_to(target);
+        tokio::time::timeout(limit, async {
+            loop {
+                if let Ok(Event::TransferCompleted { to }) = events.recv().await {
+                    assert_eq!(to, target);
+                    return;
+                }
+            }
+        })
+        .await
+        .expect("the transfer completes within 5 s");
+        let mut status = nodes[&target].status();
+        tokio::time::timeout(limit, status.wait_for(|p| p.status.role == Role::Leader))
+            .await
+            .expect("the target leads within 5 s")
+            .unwrap();
+    });
+    rt.shutdown_timeout(Duration::from_secs(1));
+}

@@ -123,6 +123,10 @@ pub enum DriverError {
 enum EventSink {
     /// The application's channel; never blocks the driver.
     Channel(mpsc::Sender<Event>),
+    /// A tokio broadcast channel: never blocks; a lagging subscriber loses
+    /// the oldest events (and is told so by tokio).
+    #[cfg(feature = "tokio")]
+    Broadcast(tokio::sync::broadcast::Sender<Event>),
     /// A rendezvous channel: each send waits for the receiver, so a test
     /// can look at the published status at the moment an event is sent.
     #[cfg(test)]
@@ -133,11 +137,25 @@ impl EventSink {
     fn send(&self, event: Event) {
         // The application may have dropped its receiver.
         let _ = match self {
-            EventSink::Channel(tx) => tx.send(event),
+            EventSink::Channel(tx) => tx.send(event).map_err(drop),
+            #[cfg(feature = "tokio")]
+            EventSink::Broadcast(tx) => tx.send(event).map(drop).map_err(drop),
             #[cfg(test)]
-            EventSink::Rendezvous(tx) => tx.send(event),
+            EventSink::Rendezvous(tx) => tx.send(event).map_err(drop),
         };
     }
+}
+
+/// A node's status and lease as its driver last published them (the value
+/// of the tokio driver's status watch).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct Published {
+    /// The node's status.
+    pub status: Status,
+    /// The lease at the time of publishing; check `valid_until` against
+    /// the driver's clock before acting on it (it may have run out since).
+    pub lease: Option<Lease>,
 }
 
 /// What the driver publishes for its handle after every step.
@@ -155,6 +173,9 @@ pub(crate) struct Executor<S, P: LogPosition = ()> {
     storage: S,
     shared: Arc<Mutex<Shared>>,
     events: EventSink,
+    /// The tokio driver's status watch, updated with every publish.
+    #[cfg(feature = "tokio")]
+    watch: Option<tokio::sync::watch::Sender<Published>>,
     queue: VecDeque<Action<P>>,
     buf: Vec<Action<P>>,
 }
@@ -182,6 +203,8 @@ impl<S: Storage, P: LogPosition> Executor<S, P> {
                 storage,
                 shared,
                 events: EventSink::Channel(events),
+                #[cfg(feature = "tokio")]
+                watch: None,
                 queue: VecDeque::new(),
                 buf: Vec::new(),
             },
@@ -223,18 +246,51 @@ impl<S: Storage, P: LogPosition> Executor<S, P> {
     }
 
     pub(crate) fn publish(&self, now: Instant, drops: DropCounts) {
-        let mut shared = self.shared.lock().unwrap_or_else(|p| p.into_inner());
-        shared.status = self.node.status();
-        shared.lease = self.node.lease(now);
-        shared.drops = drops;
+        self.publish_status(now);
+        self.shared.lock().unwrap_or_else(|p| p.into_inner()).drops = drops;
     }
 
     /// Publishes the node's status and lease as they are now (mid-step:
     /// the status an event announces).
     fn publish_status(&self, now: Instant) {
+        let published = Published {
+            status: self.node.status(),
+            lease: self.node.lease(now),
+        };
+        #[cfg(feature = "tokio")]
+        if let Some(watch) = &self.watch {
+            // Wakes watchers only when something changed.
+            watch.send_if_modified(|old| {
+                let changed = *old != published;
+                if changed {
+                    *old = published.clone();
+                }
+                changed
+            });
+        }
         let mut shared = self.shared.lock().unwrap_or_else(|p| p.into_inner());
-        shared.status = self.node.status();
-        shared.lease = self.node.lease(now);
+        shared.status = published.status;
+        shared.lease = published.lease;
+    }
+
+    /// Switches the executor to tokio channels: events go to a broadcast
+    /// channel and every publish updates a status watch.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn use_tokio_channels(
+        &mut self,
+        capacity: usize,
+    ) -> (
+        tokio::sync::watch::Receiver<Published>,
+        tokio::sync::broadcast::Sender<Event>,
+    ) {
+        let (watch, status) = tokio::sync::watch::channel(Published {
+            status: self.node.status(),
+            lease: None,
+        });
+        let (events, _) = tokio::sync::broadcast::channel(capacity);
+        self.watch = Some(watch);
+        self.events = EventSink::Broadcast(events.clone());
+        (status, events)
     }
 
     pub(crate) fn stop(&self, why: String) {

@@ -17,6 +17,10 @@
 //! # }
 //! ```
 //!
+//! [`spawn_async`] is the async-native form: an [`AsyncHandle`] with a
+//! `watch` of status and lease and a `broadcast` of events, nothing that
+//! a task must block on.
+//!
 //! `now` comes from the same [`SuspendAwareClock`] as in the std driver
 //! (it counts suspend on Linux and Android); tokio's timer only decides
 //! when the next tick runs. A system call interrupted by a signal is
@@ -33,7 +37,9 @@ use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 use super::clock::SuspendAwareClock;
 use super::codec::MAX_FRAME;
-use super::driver::{Command, Commands, DriverError, Executor, Handle, NodeSetup, WirePosition};
+use super::driver::{
+    Command, Commands, DriverError, Executor, Handle, NodeSetup, Published, WirePosition,
+};
 use super::retry::retry_interrupted_async;
 use super::storage::Storage;
 use super::udp::{Framing, Received};
@@ -60,20 +66,36 @@ pub async fn spawn<S: Storage + Send + 'static>(
 pub async fn spawn_with_positions<S: Storage + Send + 'static, P: WirePosition>(
     setup: NodeSetup<S>,
 ) -> Result<(Handle<P>, mpsc::Receiver<Event>), DriverError> {
-    let clock = SuspendAwareClock::start();
-    let me = setup.config.id();
-    let (exec, events) = Executor::<S, P>::start(setup.config, setup.storage, &clock)?;
-    let socket = UdpSocket::bind(setup.listen).await?;
-    let local_addr = socket.local_addr()?;
-    let framing = Framing::new(me, setup.cluster_id, setup.peers);
-    let (tx, rx) = unbounded_channel();
-    let shared = exec.shared();
+    let (handle, (mut exec, events), socket, framing, rx, clock) = start::<S, P>(setup).await?;
     tokio::spawn(async move {
-        let mut exec = exec;
         if let Err(e) = run(&mut exec, socket, framing, rx, clock).await {
             exec.stop(e.to_string());
         }
     });
+    Ok((handle, events))
+}
+
+/// What a started, not yet running, driver task owns.
+type Started<S, P> = (
+    Handle<P>,
+    (Executor<S, P>, mpsc::Receiver<Event>),
+    UdpSocket,
+    Framing,
+    UnboundedReceiver<Command<P>>,
+    SuspendAwareClock,
+);
+
+async fn start<S: Storage + Send + 'static, P: WirePosition>(
+    setup: NodeSetup<S>,
+) -> Result<Started<S, P>, DriverError> {
+    let clock = SuspendAwareClock::start();
+    let me = setup.config.id();
+    let exec = Executor::<S, P>::start(setup.config, setup.storage, &clock)?;
+    let shared = exec.0.shared();
+    let socket = UdpSocket::bind(setup.listen).await?;
+    let local_addr = socket.local_addr()?;
+    let framing = Framing::new(me, setup.cluster_id, setup.peers);
+    let (tx, rx) = unbounded_channel();
     let handle = Handle {
         shared,
         commands: Commands::Tokio(tx),
@@ -81,7 +103,82 @@ pub async fn spawn_with_positions<S: Storage + Send + 'static, P: WirePosition>(
         local_addr,
         thread: None,
     };
-    Ok((handle, events))
+    Ok((handle, exec, socket, framing, rx, clock))
+}
+
+/// A running node's async-native handle (from [`spawn_async`]): the
+/// commands of [`Handle`], a `tokio::sync::watch` of its status and lease,
+/// and a `tokio::sync::broadcast` of its events. The watch is updated
+/// before each event is broadcast, so a task woken by an event never reads
+/// an older status.
+#[derive(Debug)]
+pub struct AsyncHandle<P = ()> {
+    /// Commands (promote, demote, transfer, position) and snapshots.
+    pub handle: Handle<P>,
+    status: tokio::sync::watch::Receiver<Published>,
+    events: tokio::sync::broadcast::Sender<Event>,
+}
+
+impl<P> AsyncHandle<P> {
+    /// A watch of the node's status and lease; `changed().await` wakes on
+    /// every change.
+    pub fn status(&self) -> tokio::sync::watch::Receiver<Published> {
+        self.status.clone()
+    }
+
+    /// A new subscription to the node's events from now on. A subscriber
+    /// that falls more than the channel's capacity (256) behind loses the
+    /// oldest events and is told so (`RecvError::Lagged`); the status
+    /// watch always has the latest state.
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Event> {
+        self.events.subscribe()
+    }
+}
+
+/// Starts a node whose log position is `P` as a task on the current tokio
+/// runtime, with async-native status and events (nothing in it blocks a
+/// runtime thread waiting for the application).
+///
+/// ```no_run
+/// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+/// use tenure::adapters::config::NodeFile;
+/// use tenure::adapters::driver::NodeSetup;
+/// use tenure::adapters::driver_tokio;
+/// use tenure::{Event, Role};
+///
+/// let file = NodeFile::load("node.toml".as_ref())?;
+/// let node = driver_tokio::spawn_async::<_, ()>(NodeSetup::from_file(&file)?).await?;
+/// let mut events = node.subscribe();
+/// let mut status = node.status();
+/// status.wait_for(|p| p.status.role == Role::Leader).await?;
+/// while let Ok(event) = events.recv().await {
+///     if let Event::SteppedDown { .. } = event {
+///         break;
+///     }
+/// }
+/// # Ok(())
+/// # }
+/// ```
+///
+/// # Errors
+/// Damaged stored state (the node refuses to start), invalid configuration,
+/// or a socket that cannot be bound.
+pub async fn spawn_async<S: Storage + Send + 'static, P: WirePosition>(
+    setup: NodeSetup<S>,
+) -> Result<AsyncHandle<P>, DriverError> {
+    // The std channel's receiver is dropped: events go to the broadcast.
+    let (handle, (mut exec, _), socket, framing, rx, clock) = start::<S, P>(setup).await?;
+    let (status, events) = exec.use_tokio_channels(256);
+    tokio::spawn(async move {
+        if let Err(e) = run(&mut exec, socket, framing, rx, clock).await {
+            exec.stop(e.to_string());
+        }
+    });
+    Ok(AsyncHandle {
+        handle,
+        status,
+        events,
+    })
 }
 
 async fn run<S: Storage, P: WirePosition>(
