@@ -6,6 +6,7 @@ use crate::NodeId;
 use crate::config::{Fencing, Mode};
 use crate::fence::FencingToken;
 use crate::hard_state::HardState;
+use crate::time::Instant;
 
 /// A node's role in its current term.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -143,6 +144,27 @@ pub enum Event {
     PromoteFailed {
         /// Why.
         reason: PromoteFailure,
+    },
+    /// This node now holds a strict lease (client-go's
+    /// `OnStartedLeading`): it may act as the only leader until
+    /// `valid_until` on its clock, unless [`Event::LeaseLost`] comes first.
+    /// Follows `BecameLeader` once a quorum acknowledged a round; comes
+    /// again if the lease returns after a loss. Strict fencing only.
+    #[non_exhaustive]
+    LeaseAcquired {
+        /// The leadership holding the lease.
+        token: FencingToken,
+        /// When the lease ends unless renewed (renewals are not events:
+        /// read [`Node::lease`](crate::Node::lease) before each act).
+        valid_until: Instant,
+    },
+    /// The lease announced by [`Event::LeaseAcquired`] is no longer held:
+    /// it ran out, a transfer started, or the node stopped leading. Stop
+    /// acting as the only leader.
+    #[non_exhaustive]
+    LeaseLost {
+        /// The leadership that held it.
+        token: FencingToken,
     },
     /// The target of a transfer became leader.
     TransferCompleted {

@@ -279,6 +279,59 @@ fn fence_integer_forms_keep_the_token_order() {
     assert!(seen.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
 }
 
+/// Strict fencing announces its lease: `LeaseAcquired` after
+/// `BecameLeader` once a quorum acknowledged a round, `LeaseLost` when it
+/// runs out (an isolated leader, before it steps down) and at once when a
+/// transfer starts.
+#[test]
+fn strict_lease_events_announce_acquired_and_lost() {
+    let mut s = sim_with(Fencing::Strict);
+    let l = s.run_until_leader(ms(2000)).unwrap();
+    s.run_for(ms(300));
+    let events = s.events_of(l);
+    let became = events
+        .iter()
+        .position(|e| matches!(e, Event::BecameLeader { .. }))
+        .unwrap();
+    let acquired = events
+        .iter()
+        .position(|e| matches!(e, Event::LeaseAcquired { .. }))
+        .expect("a lease announced");
+    assert!(became < acquired, "{events:?}");
+    let token = s.node(l).status().fencing_token.unwrap();
+    assert!(matches!(events[acquired], Event::LeaseAcquired { token: t, .. } if t == token));
+    assert!(s.node(l).lease(s.now).is_some());
+    // Isolated: the lease runs out and is announced lost, no later than the
+    // step-down.
+    s.isolate(l);
+    s.run_for(ms(1000));
+    let lost_at = s
+        .events
+        .iter()
+        .find_map(|(t, n, e)| matches!(e, Event::LeaseLost { .. } if *n == l).then_some(*t))
+        .expect("the lease announced lost");
+    let (down_at, _) = stepped_down_at(&s, l).unwrap();
+    assert!(
+        lost_at <= down_at,
+        "lost {lost_at:?} after step-down {down_at:?}"
+    );
+    // A transfer gives the lease up at once.
+    s.heal();
+    let l2 = s.run_until_leader(ms(3000)).unwrap();
+    s.run_for(ms(300));
+    assert!(s.node(l2).lease(s.now).is_some());
+    let before = s.events.len();
+    let target = if l2 == 1 { 2 } else { 1 };
+    s.input(l2, Input::TransferLeadership { to: target });
+    assert!(
+        s.events[before..]
+            .iter()
+            .any(|(_, n, e)| *n == l2 && matches!(e, Event::LeaseLost { .. })),
+        "{:?}",
+        &s.events[before..]
+    );
+}
+
 // ------------------------------------------------------------ transfer
 
 fn transfer_events<P: tenure::LogPosition>(s: &Sim<P>, id: NodeId) -> Vec<Event> {

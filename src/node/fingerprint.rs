@@ -197,6 +197,7 @@ impl<P: LogPosition + Hash> Node<P> {
             promotion,
             transfer,
             conceded_for,
+            lease_announced,
             position,
             peers,
             scratch: _,
@@ -219,6 +220,7 @@ impl<P: LogPosition + Hash> Node<P> {
             tally,
             promotion.map(|p| rel.expiry(p)),
             conceded_for,
+            lease_announced,
             position,
         )
             .hash(&mut h);

@@ -23,7 +23,7 @@ use crate::fence::{FencingToken, Lease};
 use crate::position::LogPosition;
 use crate::quorum::kth_largest;
 use crate::rule::Rule;
-use crate::status::StepDownReason;
+use crate::status::{Event, StepDownReason};
 use crate::time::Instant;
 
 /// The shortest heartbeat period `heartbeat_fits_promises` uses: a quarter
@@ -264,6 +264,43 @@ impl<P: LogPosition> Node<P> {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// Rule `strict_lease`: at the end of every step, announces a lease that
+    /// became held (`LeaseAcquired`) or one that is no longer held
+    /// (`LeaseLost`: it ran out, a transfer started, or leadership ended).
+    /// Timer `lease_end` makes the step that notices the lease running out
+    /// happen on time.
+    pub(super) fn announce_lease(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
+        // What `lease(now)` would say, read without building the lease
+        // (this runs after every step; debug builds check the two agree).
+        let holds = match &self.phase {
+            Phase::Leader(l) => {
+                self.fencing == Fencing::Strict
+                    && self.transfer.is_none()
+                    && !l.lease_forfeited
+                    && l.lease_until.is_some_and(|until| now < until)
+            }
+            _ => false,
+        };
+        if holds == self.lease_announced.is_some() {
+            return;
+        }
+        let held = self.lease(now);
+        if let Some(token) = self.lease_announced.take() {
+            slog::info!(self.log, "lease lost"; "rule" => Rule::StrictLease,
+                "term" => self.term);
+            out.push(Action::Event(Event::LeaseLost { token }));
+        }
+        if let Some(lease) = held {
+            slog::info!(self.log, "lease acquired"; "rule" => Rule::StrictLease,
+                "term" => self.term, "deadline" => %lease.valid_until);
+            self.lease_announced = Some(lease.token);
+            out.push(Action::Event(Event::LeaseAcquired {
+                token: lease.token,
+                valid_until: lease.valid_until,
+            }));
         }
     }
 

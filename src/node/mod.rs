@@ -40,6 +40,7 @@ use slog::{Logger, o};
 
 use crate::NodeId;
 use crate::config::{Config, ConfigError, Fencing, Mode};
+use crate::fence::FencingToken;
 use crate::hard_state::HardState;
 use crate::message::Message;
 use crate::position::LogPosition;
@@ -283,6 +284,9 @@ pub struct Node<P = ()> {
     /// The highest proposed term for which this node already made its one
     /// concession to a pre-candidate (rule `pre_vote_defers_once`).
     conceded_for: u64,
+    /// The lease last announced with `LeaseAcquired` and not yet with
+    /// `LeaseLost` (lease.rs).
+    lease_announced: Option<FencingToken>,
     position: P,
     /// Every other voter and observer, in configuration order; a leader's
     /// per-peer acknowledgements are index-aligned with it.
@@ -349,6 +353,7 @@ impl<P: LogPosition> Node<P> {
             promotion: None,
             transfer: None,
             conceded_for: 0,
+            lease_announced: None,
             position: P::default(),
             peers,
         };
@@ -379,6 +384,7 @@ impl<P: LogPosition> Node<P> {
             Input::TransferLeadership { to } => self.on_transfer(now, to, out),
             Input::LogPosition(position) => self.position = position,
         }
+        self.announce_lease(now, out);
         // Coalesce this step's decisions into at most one write.
         self.flush_persist(out);
         #[cfg(debug_assertions)]
@@ -404,6 +410,12 @@ impl<P: LogPosition> Node<P> {
         if let Phase::PreVoting(round) = &self.phase {
             debug_assert_eq!(round.proposed, self.term + 1, "pre-vote for another term");
         }
+        // An announced lease is held, and a held lease announced.
+        debug_assert_eq!(
+            self.lease_announced,
+            self.lease(self.now).map(|l| l.token),
+            "lease events out of step with the lease"
+        );
         if let Phase::Leader(l) = &self.phase {
             // A reported lease never outlives the step-down deadline.
             debug_assert!(l.lease_until.is_none_or(|until| until <= l.strict_until));

@@ -26,6 +26,9 @@ use crate::time::Instant;
 pub(super) enum Timer {
     /// Rule `soft_fencing` or `strict_lease`: the leader steps down.
     StepDown,
+    /// Rule `strict_lease`: the announced lease runs out (the step
+    /// announces `LeaseLost`).
+    LeaseEnd,
     /// Rule `leader_death`: no leader message for a death timeout.
     LeaderDeath,
     /// Rule `transfer_leadership`: a transfer gives up.
@@ -43,8 +46,9 @@ pub(super) enum Timer {
 impl Timer {
     /// Every timer, in firing order.
     #[cfg(test)]
-    const ALL: [Timer; 7] = [
+    const ALL: [Timer; 8] = [
         Timer::StepDown,
+        Timer::LeaseEnd,
         Timer::LeaderDeath,
         Timer::Transfer,
         Timer::Promotion,
@@ -54,7 +58,12 @@ impl Timer {
     ];
 
     /// The timers a leader can have armed, in firing order.
-    const LEADING: [Timer; 3] = [Timer::StepDown, Timer::Transfer, Timer::Heartbeat];
+    const LEADING: [Timer; 4] = [
+        Timer::StepDown,
+        Timer::LeaseEnd,
+        Timer::Transfer,
+        Timer::Heartbeat,
+    ];
 
     /// The timers a non-leader can have armed, in firing order.
     const NOT_LEADING: [Timer; 5] = [
@@ -69,6 +78,7 @@ impl Timer {
     pub(super) fn name(self) -> &'static str {
         match self {
             Timer::StepDown => "step_down",
+            Timer::LeaseEnd => "lease_end",
             Timer::LeaderDeath => "leader_death",
             Timer::Transfer => "transfer",
             Timer::Promotion => "promotion",
@@ -89,6 +99,10 @@ impl<P: LogPosition> Node<P> {
         let frozen = self.durable.in_flight().is_some();
         match timer {
             Timer::StepDown => self.step_down_deadline(),
+            Timer::LeaseEnd => self
+                .lease_announced
+                .and(self.phase.leadership())
+                .and_then(|l| l.lease_until),
             Timer::LeaderDeath => self
                 .leader
                 .filter(|_| !self.phase.is_leader())
@@ -131,7 +145,8 @@ impl<P: LogPosition> Node<P> {
                 .min();
         };
         let transfer = self.transfer.map(|t| t.deadline);
-        let earliest = [self.step_down_deadline(), transfer]
+        let lease_end = self.lease_announced.and(l.lease_until);
+        let earliest = [self.step_down_deadline(), lease_end, transfer]
             .into_iter()
             .flatten()
             .fold(l.next_heartbeat, Instant::min);
@@ -185,6 +200,8 @@ impl<P: LogPosition> Node<P> {
     fn fire(&mut self, timer: Timer, now: Instant, out: &mut Vec<Action<P>>) {
         match timer {
             Timer::StepDown => self.fencing_step_down(out),
+            // Nothing to do but notice: the step announces `LeaseLost`.
+            Timer::LeaseEnd => {}
             Timer::LeaderDeath => self.declare_leader_dead(out),
             Timer::Transfer => self.transfer_timed_out(now, out),
             Timer::Promotion => self.promotion_timed_out(now, out),
