@@ -318,6 +318,33 @@ pub(crate) enum Commands<P> {
 
 /// The application's handle on a running node whose log position is `P`
 /// (`()` for a pure election).
+///
+/// ```no_run
+/// use std::collections::BTreeMap;
+/// use tenure::adapters::driver::{self, NodeSetup};
+/// use tenure::adapters::storage::MemStorage;
+/// use tenure::{Config, Event, Fencing};
+///
+/// let setup = NodeSetup {
+///     config: Config::new(1, [1]).fencing(Fencing::Strict),
+///     cluster_id: 7,
+///     listen: "127.0.0.1:0".parse()?,
+///     peers: BTreeMap::new(),
+///     storage: MemStorage::new(),
+/// };
+/// let (handle, events) = driver::spawn_with_positions::<_, u64>(setup)?;
+/// handle.set_position(41); // the log's durable end
+/// for event in events {
+///     if let Event::LeaseAcquired { token, .. } = event {
+///         // Act as the only leader while `handle.lease()` is Some,
+///         // attaching `token` to every write.
+///         assert_eq!(handle.lease().map(|l| l.token), Some(token));
+///         break;
+///     }
+/// }
+/// handle.shutdown()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct Handle<P = ()> {
     pub(crate) shared: Arc<Mutex<Shared>>,
     pub(crate) commands: Commands<P>,

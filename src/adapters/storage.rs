@@ -35,6 +35,41 @@ pub const STATE_FILE: &str = "tenure.state";
 const TEMP_FILE: &str = "tenure.state.tmp";
 
 /// Loads and saves one node's [`HardState`].
+///
+/// A driver loads once at start and saves on every
+/// [`Action::Persist`](crate::Action::Persist), feeding
+/// [`Input::Persisted`](crate::Input::Persisted) only after `save`
+/// returned. An implementation keeping the state in the application's own
+/// database writes it in that database's transaction and commits durably:
+///
+/// ```
+/// use tenure::HardState;
+/// use tenure::adapters::storage::{MemStorage, Storage, StorageError};
+///
+/// /// Keeps the vote record next to the application's data.
+/// struct InMyDb {
+///     row: Option<HardState>, // stands for a table row
+/// }
+///
+/// impl Storage for InMyDb {
+///     fn load(&mut self) -> Result<Option<HardState>, StorageError> {
+///         Ok(self.row)
+///     }
+///     fn save(&mut self, state: &HardState) -> Result<(), StorageError> {
+///         self.row = Some(*state); // then commit with fsync before returning
+///         Ok(())
+///     }
+/// }
+///
+/// let mut store = InMyDb { row: None };
+/// store.save(&HardState::new(4, Some(2)))?;
+/// assert_eq!(store.load()?, Some(HardState::new(4, Some(2))));
+/// // Tests can share one in-memory store across a "restart".
+/// let mut mem = MemStorage::new();
+/// mem.save(&HardState::new(1, None))?;
+/// assert_eq!(mem.clone().load()?, Some(HardState::new(1, None)));
+/// # Ok::<(), StorageError>(())
+/// ```
 pub trait Storage {
     /// The last saved state, `None` for a node that never saved one.
     ///
