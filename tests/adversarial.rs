@@ -564,22 +564,11 @@ fn run_plan_report(p: &Plan) -> tenure::sim::Report {
     if TRACE.with(|t| t.get()) {
         cluster.enable_trace();
         let (report, _, log) = cluster.run_traced(&s);
-        let log = log.unwrap_or_default();
         let from = std::env::var("ADV_FROM")
             .ok()
             .and_then(|v| v.parse::<f64>().ok())
             .unwrap_or(0.0);
-        for line in log.lines() {
-            let t: f64 = line
-                .trim_start()
-                .split('s')
-                .next()
-                .and_then(|x| x.parse().ok())
-                .unwrap_or(0.0);
-            if t >= from && !line.contains("Heartbeat") {
-                eprintln!("{line}");
-            }
-        }
+        common::print_trace_from(&log.unwrap_or_default(), from);
         return report;
     }
     cluster.run(&s)

@@ -363,16 +363,7 @@ fn sweep_deaf_low_ids_on_a_wan() {
             }
         }
     }
-    eprintln!("{runs} runs, {} violations", bad.len());
-    for b in bad.iter().take(env("ADV2_SHOW", 30) as usize) {
-        eprintln!("{b}");
-    }
-    assert!(
-        bad.is_empty(),
-        "{} of {runs} runs failed; first: {}",
-        bad.len(),
-        bad[0]
-    );
+    common::assert_sweep_clean(runs, &bad, env("ADV2_SHOW", 30) as usize);
 }
 
 // ---------------------------------------------------------------------
@@ -438,16 +429,8 @@ fn sweep_old_rounds_restarts_duplicates() {
             }
         }
     }
-    eprintln!("{runs} runs, {} violations, elections {stats:?}", bad.len());
-    for b in bad.iter().take(30) {
-        eprintln!("{b}");
-    }
-    assert!(
-        bad.is_empty(),
-        "{} of {runs} runs failed; first: {}",
-        bad.len(),
-        bad[0]
-    );
+    eprintln!("elections {stats:?}");
+    common::assert_sweep_clean(runs, &bad, 30);
 }
 
 /// Debug helper: `ADV2_DEATH=<ms> cargo test ... debug_ring -- --ignored --nocapture`.
@@ -496,17 +479,7 @@ fn debug_deaf() {
     cluster.enable_trace();
     let (r, _, log) = cluster.run_traced(&s);
     let from = env("ADV2_FROM_MS", 0) as f64 / 1000.0;
-    for line in log.unwrap_or_default().lines() {
-        let t: f64 = line
-            .trim_start()
-            .split('s')
-            .next()
-            .and_then(|x| x.parse().ok())
-            .unwrap_or(0.0);
-        if t >= from && !line.contains("Heartbeat") {
-            eprintln!("{line}");
-        }
-    }
+    common::print_trace_from(&log.unwrap_or_default(), from);
     eprintln!("{}", summary(&r));
 }
 

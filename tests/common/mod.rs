@@ -431,3 +431,34 @@ pub fn strict(id: NodeId) -> Config {
         .fencing(tenure::Fencing::Strict)
         .rng_seed(5)
 }
+
+/// Prints a simulator trace to stderr from `from_secs` on, leaving out
+/// heartbeats (debug output of the adversarial sweeps).
+pub fn print_trace_from(log: &str, from_secs: f64) {
+    for line in log.lines() {
+        let t: f64 = line
+            .trim_start()
+            .split('s')
+            .next()
+            .and_then(|x| x.parse().ok())
+            .unwrap_or(0.0);
+        if t >= from_secs && !line.contains("Heartbeat") {
+            eprintln!("{line}");
+        }
+    }
+}
+
+/// Ends a randomized sweep: prints the run count and up to `show` failed
+/// runs, then fails if any run failed.
+pub fn assert_sweep_clean(runs: usize, bad: &[String], show: usize) {
+    eprintln!("{runs} runs, {} violations", bad.len());
+    for b in bad.iter().take(show) {
+        eprintln!("{b}");
+    }
+    assert!(
+        bad.is_empty(),
+        "{} of {runs} runs failed; first: {}",
+        bad.len(),
+        bad[0]
+    );
+}
