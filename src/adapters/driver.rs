@@ -237,7 +237,7 @@ impl<S: Storage, P: LogPosition> Executor<S, P> {
                 Action::Event(event) => {
                     // Status first: a reader woken by the event must not
                     // read a status older than the event.
-                    self.publish_status(now);
+                    self.publish_status(now, None);
                     self.events.send(event);
                 }
             }
@@ -246,13 +246,12 @@ impl<S: Storage, P: LogPosition> Executor<S, P> {
     }
 
     pub(crate) fn publish(&self, now: Instant, drops: DropCounts) {
-        self.publish_status(now);
-        self.shared.lock().unwrap_or_else(|p| p.into_inner()).drops = drops;
+        self.publish_status(now, Some(drops));
     }
 
     /// Publishes the node's status and lease as they are now (mid-step:
-    /// the status an event announces).
-    fn publish_status(&self, now: Instant) {
+    /// the status an event announces), and the drop counters if given.
+    fn publish_status(&self, now: Instant, drops: Option<DropCounts>) {
         let published = Published {
             status: self.node.status(),
             lease: self.node.lease(now),
@@ -271,6 +270,9 @@ impl<S: Storage, P: LogPosition> Executor<S, P> {
         let mut shared = self.shared.lock().unwrap_or_else(|p| p.into_inner());
         shared.status = published.status;
         shared.lease = published.lease;
+        if let Some(drops) = drops {
+            shared.drops = drops;
+        }
     }
 
     /// Switches the executor to tokio channels: events go to a broadcast

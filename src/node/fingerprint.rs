@@ -224,7 +224,10 @@ impl<P: LogPosition + Hash> Node<P> {
             position,
         )
             .hash(&mut h);
-        transfer.map(|t| t.fingerprint(&rel, &mut h)).hash(&mut h);
+        transfer.is_some().hash(&mut h);
+        if let Some(t) = transfer {
+            t.fingerprint(&rel, &mut h);
+        }
         h.finish()
     }
 }

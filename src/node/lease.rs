@@ -134,6 +134,16 @@ impl<P: LogPosition> Node<P> {
     /// for.
     #[must_use]
     pub fn lease(&self, now: Instant) -> Option<Lease> {
+        let valid_until = self.lease_held_until(now)?;
+        Some(Lease {
+            token: self.token()?,
+            valid_until,
+        })
+    }
+
+    /// When the lease held at `now` ends, if one is held (what
+    /// [`Node::lease`] reports, without building it).
+    fn lease_held_until(&self, now: Instant) -> Option<Instant> {
         let leadership = self.phase.leadership()?;
         if self.fencing != Fencing::Strict || self.transfer.is_some() || leadership.lease_forfeited
         {
@@ -141,10 +151,7 @@ impl<P: LogPosition> Node<P> {
         }
         let valid_until = leadership.lease_until?;
         debug_assert!(valid_until <= leadership.strict_until);
-        (now < valid_until).then_some(Lease {
-            token: self.token()?,
-            valid_until,
-        })
+        (now < valid_until).then_some(valid_until)
     }
 
     /// This node's leadership token, while it leads.
@@ -273,18 +280,8 @@ impl<P: LogPosition> Node<P> {
     /// Timer `lease_end` makes the step that notices the lease running out
     /// happen on time.
     pub(super) fn announce_lease(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
-        // What `lease(now)` would say, read without building the lease
-        // (this runs after every step; debug builds check the two agree).
-        let holds = match &self.phase {
-            Phase::Leader(l) => {
-                self.fencing == Fencing::Strict
-                    && self.transfer.is_none()
-                    && !l.lease_forfeited
-                    && l.lease_until.is_some_and(|until| now < until)
-            }
-            _ => false,
-        };
-        if holds == self.lease_announced.is_some() {
+        // This runs after every step: compare without building the lease.
+        if self.lease_held_until(now).is_some() == self.lease_announced.is_some() {
             return;
         }
         let held = self.lease(now);
