@@ -204,11 +204,9 @@ fn spawn_all<P: tenure::adapters::driver::WirePosition>(
     (handles, events)
 }
 
-#[test]
-fn log_up_to_date_through_the_std_driver_with_u64_positions() {
-    let (behind, ahead) = (5u64, 9u64);
+fn through_the_std_driver<P: tenure::adapters::driver::WirePosition>(behind: P, ahead: P) {
     let (handles, events) = spawn_all(
-        |s| driver::spawn_with_positions::<_, u64>(s).unwrap(),
+        |s| driver::spawn_with_positions::<_, P>(s).unwrap(),
         &behind,
         &ahead,
     );
@@ -218,17 +216,15 @@ fn log_up_to_date_through_the_std_driver_with_u64_positions() {
     }
 }
 
-#[test]
-fn log_up_to_date_through_the_tokio_driver_with_term_index_positions() {
+fn through_the_tokio_driver<P: tenure::adapters::driver::WirePosition>(behind: P, ahead: P) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
-    let (behind, ahead) = ((2u64, 40u64), (3u64, 7u64));
     let (handles, events) = spawn_all(
         |s| {
-            rt.block_on(driver_tokio::spawn_with_positions::<_, (u64, u64)>(s))
+            rt.block_on(driver_tokio::spawn_with_positions::<_, P>(s))
                 .unwrap()
         },
         &behind,
@@ -237,6 +233,26 @@ fn log_up_to_date_through_the_tokio_driver_with_term_index_positions() {
     exercise_positions(&handles, &events, ahead);
     drop(handles);
     rt.shutdown_timeout(Duration::from_secs(1));
+}
+
+#[test]
+fn log_up_to_date_through_the_std_driver_with_u64_positions() {
+    through_the_std_driver(5u64, 9u64);
+}
+
+#[test]
+fn log_up_to_date_through_the_std_driver_with_term_index_positions() {
+    through_the_std_driver((2u64, 40u64), (3u64, 7u64));
+}
+
+#[test]
+fn log_up_to_date_through_the_tokio_driver_with_u64_positions() {
+    through_the_tokio_driver(5u64, 9u64);
+}
+
+#[test]
+fn log_up_to_date_through_the_tokio_driver_with_term_index_positions() {
+    through_the_tokio_driver((2u64, 40u64), (3u64, 7u64));
 }
 
 /// The tokio driver's async-native handle: a status watch and an event
@@ -300,5 +316,88 @@ fn tokio_async_handle_watches_status_and_broadcasts_events() {
             .expect("the target leads within 5 s")
             .unwrap();
     });
+    rt.shutdown_timeout(Duration::from_secs(1));
+}
+
+/// A store whose every save takes 300 ms, recording when each ran.
+#[derive(Clone, Default)]
+struct SlowStorage {
+    saves: std::sync::Arc<std::sync::Mutex<Vec<(std::time::Instant, std::time::Instant)>>>,
+}
+
+impl tenure::adapters::storage::Storage for SlowStorage {
+    fn load(
+        &mut self,
+    ) -> Result<Option<tenure::HardState>, tenure::adapters::storage::StorageError> {
+        Ok(None)
+    }
+    fn save(
+        &mut self,
+        _: &tenure::HardState,
+    ) -> Result<(), tenure::adapters::storage::StorageError> {
+        let start = std::time::Instant::now();
+        std::thread::sleep(Duration::from_millis(300));
+        self.saves
+            .lock()
+            .unwrap()
+            .push((start, std::time::Instant::now()));
+        Ok(())
+    }
+}
+
+/// The tokio driver never blocks its runtime: on a current-thread runtime
+/// (one thread for everything), another task keeps running while the
+/// driver's 300 ms state writes are in progress. An inline write would
+/// freeze that thread for the whole write.
+#[test]
+fn tokio_driver_writes_state_off_the_runtime() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let storage = SlowStorage::default();
+    let saves = storage.saves.clone();
+    let setup = NodeSetup {
+        config: Config::new(1, [1]).rng_seed(9),
+        cluster_id: 4,
+        listen: "127.0.0.1:0".parse().unwrap(),
+        peers: BTreeMap::new(),
+        storage,
+    };
+    let ticks = rt.block_on(async {
+        let ticks = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let recorder = ticks.clone();
+        let ticker = tokio::spawn(async move {
+            loop {
+                recorder.lock().unwrap().push(std::time::Instant::now());
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        });
+        let node = driver_tokio::spawn_async::<_, ()>(setup).await.unwrap();
+        let mut status = node.status();
+        tokio::time::timeout(
+            Duration::from_secs(5),
+            status.wait_for(|p| p.status.role == Role::Leader),
+        )
+        .await
+        .expect("a leader within 5 s")
+        .unwrap();
+        ticker.abort();
+        std::mem::take(&mut *ticks.lock().unwrap())
+    });
+    let saves = saves.lock().unwrap().clone();
+    assert!(!saves.is_empty(), "the vote was never written");
+    for (start, end) in saves {
+        let inside = ticks
+            .iter()
+            .filter(|&&t| {
+                t > start + Duration::from_millis(50) && t < end - Duration::from_millis(50)
+            })
+            .count();
+        assert!(
+            inside >= 5,
+            "the runtime ran another task only {inside} times during a 300 ms write"
+        );
+    }
     rt.shutdown_timeout(Duration::from_secs(1));
 }

@@ -40,7 +40,7 @@
 //! A system call interrupted by a signal (a `SIGSTOP`/`SIGCONT` pause, say)
 //! is retried, never fatal.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::{Arc, Mutex, mpsc};
@@ -55,9 +55,10 @@ use super::udp::{DropCounts, Framing, Received, UdpTransport};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::executor::{Effects, Executor, Write};
 use crate::{
-    Action, Config, ConfigError, Event, Input, Instant, Lease, LogPosition, Message, Node, NodeId,
-    Status,
+    Config, ConfigError, Event, HardState, Input, Instant, Lease, LogPosition, Message, Node,
+    NodeId, Status,
 };
 
 /// A log position the drivers can carry: the wire codec (postcard) encodes
@@ -167,94 +168,27 @@ pub(crate) struct Shared {
     pub(crate) stopped: Option<String>,
 }
 
-/// Executes a node's actions in order; shared by the std and tokio drivers.
-pub(crate) struct Executor<S, P: LogPosition = ()> {
-    pub(crate) node: Node<P>,
-    storage: S,
+/// Publishes a node's status, lease and events to its handles.
+pub(crate) struct Publisher {
     shared: Arc<Mutex<Shared>>,
     events: EventSink,
     /// The tokio driver's status watch, updated with every publish.
     #[cfg(feature = "tokio")]
     watch: Option<tokio::sync::watch::Sender<Published>>,
-    queue: VecDeque<Action<P>>,
-    buf: Vec<Action<P>>,
 }
 
-impl<S: Storage, P: LogPosition> Executor<S, P> {
-    /// Loads the durable state (refusing to start on a damaged one) and
-    /// builds the node.
-    pub(crate) fn start(
-        setup_config: Config,
-        mut storage: S,
-        clock: &SuspendAwareClock,
-    ) -> Result<(Executor<S, P>, mpsc::Receiver<Event>), DriverError> {
-        let state = storage.load()?.unwrap_or_default();
-        let node = Node::new(setup_config, state, clock.now())?;
-        let shared = Arc::new(Mutex::new(Shared {
-            status: node.status(),
-            lease: None,
-            drops: DropCounts::default(),
-            stopped: None,
-        }));
-        let (events, rx) = mpsc::channel();
-        Ok((
-            Executor {
-                node,
-                storage,
-                shared,
-                events: EventSink::Channel(events),
-                #[cfg(feature = "tokio")]
-                watch: None,
-                queue: VecDeque::new(),
-                buf: Vec::new(),
-            },
-            rx,
-        ))
-    }
-
-    pub(crate) fn shared(&self) -> Arc<Mutex<Shared>> {
-        self.shared.clone()
-    }
-
-    /// Feeds `input` and executes everything it causes, in order.
-    pub(crate) fn step(
-        &mut self,
-        now: Instant,
-        input: Input<P>,
-        send: &mut dyn FnMut(NodeId, &Message<P>),
-    ) -> Result<(), StorageError> {
-        self.node.step_into(now, input, &mut self.buf);
-        self.queue.extend(self.buf.drain(..));
-        while let Some(action) = self.queue.pop_front() {
-            match action {
-                Action::Persist(state) => {
-                    self.storage.save(&state)?;
-                    self.node
-                        .step_into(now, Input::Persisted(state), &mut self.buf);
-                    self.queue.extend(self.buf.drain(..));
-                }
-                Action::Send { to, message } => send(to, &message),
-                Action::Event(event) => {
-                    // Status first: a reader woken by the event must not
-                    // read a status older than the event.
-                    self.publish_status(now, None);
-                    self.events.send(event);
-                }
-            }
-        }
-        Ok(())
-    }
-
-    pub(crate) fn publish(&self, now: Instant, drops: DropCounts) {
-        self.publish_status(now, Some(drops));
-    }
-
+impl Publisher {
     /// Publishes the node's status and lease as they are now (mid-step:
     /// the status an event announces), and the drop counters if given.
-    fn publish_status(&self, now: Instant, drops: Option<DropCounts>) {
+    pub(crate) fn publish<P: LogPosition>(
+        &self,
+        node: &Node<P>,
+        now: Instant,
+        drops: Option<DropCounts>,
+    ) {
         let published = Published {
-            status: self.node.status(),
-            lease: self.node.lease(now),
+            status: node.status(),
+            lease: node.lease(now),
         };
         #[cfg(feature = "tokio")]
         if let Some(watch) = &self.watch {
@@ -275,24 +209,32 @@ impl<S: Storage, P: LogPosition> Executor<S, P> {
         }
     }
 
-    /// Switches the executor to tokio channels: events go to a broadcast
-    /// channel and every publish updates a status watch.
+    /// Status first: a reader woken by the event must not read a status
+    /// older than the event.
+    fn announce<P: LogPosition>(&self, node: &Node<P>, now: Instant, event: Event) {
+        self.publish(node, now, None);
+        self.events.send(event);
+    }
+
+    /// Switches to tokio channels: events go to a broadcast channel and
+    /// every publish updates a status watch.
     #[cfg(feature = "tokio")]
     pub(crate) fn use_tokio_channels(
         &mut self,
+        status: Status,
         capacity: usize,
     ) -> (
         tokio::sync::watch::Receiver<Published>,
         tokio::sync::broadcast::Sender<Event>,
     ) {
-        let (watch, status) = tokio::sync::watch::channel(Published {
-            status: self.node.status(),
+        let (watch, rx) = tokio::sync::watch::channel(Published {
+            status,
             lease: None,
         });
         let (events, _) = tokio::sync::broadcast::channel(capacity);
         self.watch = Some(watch);
         self.events = EventSink::Broadcast(events.clone());
-        (status, events)
+        (rx, events)
     }
 
     pub(crate) fn stop(&self, why: String) {
@@ -300,6 +242,142 @@ impl<S: Storage, P: LogPosition> Executor<S, P> {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .stopped = Some(why);
+    }
+}
+
+/// A driver's node: the public [`Executor`] plus what it publishes.
+pub(crate) struct Driver<P: LogPosition> {
+    pub(crate) exec: Executor<P>,
+    pub(crate) publisher: Publisher,
+}
+
+impl<P: LogPosition> Driver<P> {
+    /// Builds the node from the state storage loaded (`None`: a node
+    /// that never saved one).
+    pub(crate) fn start(
+        config: Config,
+        state: Option<HardState>,
+        clock: &SuspendAwareClock,
+    ) -> Result<(Driver<P>, mpsc::Receiver<Event>), DriverError> {
+        let state = state.unwrap_or_default();
+        let node = Node::new(config, state, clock.now())?;
+        let shared = Arc::new(Mutex::new(Shared {
+            status: node.status(),
+            lease: None,
+            drops: DropCounts::default(),
+            stopped: None,
+        }));
+        let (events, rx) = mpsc::channel();
+        let publisher = Publisher {
+            shared,
+            events: EventSink::Channel(events),
+            #[cfg(feature = "tokio")]
+            watch: None,
+        };
+        Ok((
+            Driver {
+                exec: Executor::new(node),
+                publisher,
+            },
+            rx,
+        ))
+    }
+
+    pub(crate) fn shared(&self) -> Arc<Mutex<Shared>> {
+        self.publisher.shared.clone()
+    }
+
+    pub(crate) fn publish(&self, now: Instant, drops: DropCounts) {
+        self.publisher.publish(self.exec.node(), now, Some(drops));
+    }
+
+    /// Feeds `input`; a write is only requested in `write` (the tokio
+    /// driver runs it off the runtime and reports it as
+    /// `Input::Persisted`, which goes through [`Executor::write_done`]).
+    #[cfg(feature = "tokio")]
+    pub(crate) fn step_deferred(
+        &mut self,
+        now: Instant,
+        input: Input<P>,
+        outbox: &mut Vec<(NodeId, Message<P>)>,
+        write: &mut Option<HardState>,
+    ) {
+        let mut io = DeferredIo {
+            publisher: &self.publisher,
+            outbox,
+            write,
+        };
+        let Ok(()) = match input {
+            Input::Persisted(state) => self.exec.write_done(now, state, &mut io),
+            input => self.exec.step(now, input, &mut io),
+        };
+    }
+
+    /// Feeds `input` with synchronous writes to `storage`.
+    fn step_sync<S: Storage>(
+        &mut self,
+        storage: &mut S,
+        now: Instant,
+        input: Input<P>,
+        send: &mut dyn FnMut(NodeId, &Message<P>),
+    ) -> Result<(), StorageError> {
+        let mut io = SyncIo {
+            storage,
+            publisher: &self.publisher,
+            send,
+        };
+        self.exec.step(now, input, &mut io)
+    }
+}
+
+/// The std driver's I/O: writes synchronously, sends at once.
+struct SyncIo<'a, S, P> {
+    storage: &'a mut S,
+    publisher: &'a Publisher,
+    send: &'a mut dyn FnMut(NodeId, &Message<P>),
+}
+
+impl<S: Storage, P: LogPosition> Effects<P> for SyncIo<'_, S, P> {
+    type Error = StorageError;
+
+    fn persist(&mut self, state: &HardState) -> Result<Write, StorageError> {
+        self.storage.save(state)?;
+        Ok(Write::Durable)
+    }
+
+    fn send(&mut self, to: NodeId, message: &Message<P>) {
+        (self.send)(to, message);
+    }
+
+    fn event(&mut self, node: &Node<P>, now: Instant, event: Event) {
+        self.publisher.announce(node, now, event);
+    }
+}
+
+/// The tokio driver's I/O: a write is only requested here (it runs in
+/// `spawn_blocking`), sends are queued for the async socket.
+#[cfg(feature = "tokio")]
+struct DeferredIo<'a, P> {
+    publisher: &'a Publisher,
+    outbox: &'a mut Vec<(NodeId, Message<P>)>,
+    write: &'a mut Option<HardState>,
+}
+
+#[cfg(feature = "tokio")]
+impl<P: LogPosition> Effects<P> for DeferredIo<'_, P> {
+    type Error = core::convert::Infallible;
+
+    fn persist(&mut self, state: &HardState) -> Result<Write, Self::Error> {
+        *self.write = Some(*state);
+        Ok(Write::Pending)
+    }
+
+    fn send(&mut self, to: NodeId, message: &Message<P>) {
+        self.outbox.push((to, message.clone()));
+    }
+
+    fn event(&mut self, node: &Node<P>, now: Instant, event: Event) {
+        self.publisher.announce(node, now, event);
     }
 }
 
@@ -474,11 +552,14 @@ pub fn spawn<S: Storage + Send + 'static>(
 /// Damaged stored state (the node refuses to start), invalid configuration,
 /// or a socket that cannot be bound.
 pub fn spawn_with_positions<S: Storage + Send + 'static, P: WirePosition>(
-    setup: NodeSetup<S>,
+    mut setup: NodeSetup<S>,
 ) -> Result<(Handle<P>, mpsc::Receiver<Event>), DriverError> {
     let clock = SuspendAwareClock::start();
     let me = setup.config.id();
-    let (mut exec, events) = Executor::start(setup.config, setup.storage, &clock)?;
+    // A damaged state file stops the start here (the node must not vote).
+    let state = setup.storage.load()?;
+    let (mut driver, events) = Driver::start(setup.config, state, &clock)?;
+    let mut storage = setup.storage;
     let mut transport = UdpTransport::bind(
         setup.listen,
         Framing::new(me, setup.cluster_id, setup.peers),
@@ -486,13 +567,13 @@ pub fn spawn_with_positions<S: Storage + Send + 'static, P: WirePosition>(
     let local_addr = transport.local_addr()?;
     let wake = UdpSocket::bind((std::net::Ipv4Addr::LOCALHOST, 0))?;
     let (tx, rx) = mpsc::channel::<Command<P>>();
-    let shared = exec.shared();
+    let shared = driver.shared();
     let thread = std::thread::Builder::new()
         .name(format!("tenure-node-{me}"))
         .spawn(move || {
-            let result = run(&mut exec, &mut transport, &rx, &clock);
+            let result = run(&mut driver, &mut storage, &mut transport, &rx, &clock);
             if let Err(e) = &result {
-                exec.stop(e.to_string());
+                driver.publisher.stop(e.to_string());
             }
             result
         })?;
@@ -511,7 +592,8 @@ pub fn spawn_with_positions<S: Storage + Send + 'static, P: WirePosition>(
 }
 
 fn run<S: Storage, P: WirePosition>(
-    exec: &mut Executor<S, P>,
+    driver: &mut Driver<P>,
+    storage: &mut S,
     transport: &mut UdpTransport,
     commands: &mpsc::Receiver<Command<P>>,
     clock: &SuspendAwareClock,
@@ -522,16 +604,18 @@ fn run<S: Storage, P: WirePosition>(
             match command {
                 Command::Stop => return Ok(()),
                 Command::Input(input) => {
-                    exec.step(now, input, &mut |to, m| transport.send(to, m))?
+                    driver.step_sync(storage, now, input, &mut |to, m| transport.send(to, m))?
                 }
             }
         }
-        if exec.node.next_deadline().is_some_and(|d| d <= now) {
-            exec.step(now, Input::Tick, &mut |to, m| transport.send(to, m))?;
+        if driver.exec.next_deadline().is_some_and(|d| d <= now) {
+            driver.step_sync(storage, now, Input::Tick, &mut |to, m| {
+                transport.send(to, m)
+            })?;
         }
-        exec.publish(now, transport.framing.drops);
-        let wait = exec
-            .node
+        driver.publish(now, transport.framing.drops);
+        let wait = driver
+            .exec
             .next_deadline()
             .map_or(Duration::from_secs(1), |d| {
                 d.saturating_duration_since(clock.now())
@@ -539,7 +623,8 @@ fn run<S: Storage, P: WirePosition>(
         if let Received::Message(from, message) =
             transport.recv::<P>(wait.min(Duration::from_secs(1)))?
         {
-            exec.step(
+            driver.step_sync(
+                storage,
                 clock.now(),
                 Input::Receive { from, message },
                 &mut |to, m| transport.send(to, m),
@@ -561,16 +646,18 @@ mod tests {
     fn status_is_published_before_the_event_that_announces_it() {
         let clock = SuspendAwareClock::start();
         let config = Config::new(1, [1]).rng_seed(3);
-        let (mut exec, _) =
-            Executor::<MemStorage, ()>::start(config, MemStorage::new(), &clock).unwrap();
+        let mut storage = MemStorage::new();
+        let (mut driver, _) = Driver::<()>::start(config, None, &clock).unwrap();
         let (tx, rx) = mpsc::sync_channel(0);
-        exec.events = EventSink::Rendezvous(tx);
-        let shared = exec.shared();
-        let driver = std::thread::spawn(move || {
+        driver.publisher.events = EventSink::Rendezvous(tx);
+        let shared = driver.shared();
+        let stepper = std::thread::spawn(move || {
             for _ in 0..100 {
-                let now = exec.node.next_deadline().unwrap_or(Instant::ZERO);
-                exec.step(now, Input::Tick, &mut |_, _| {}).unwrap();
-                if exec.node.status().role == Role::Leader {
+                let now = driver.exec.next_deadline().unwrap_or(Instant::ZERO);
+                driver
+                    .step_sync(&mut storage, now, Input::Tick, &mut |_, _| {})
+                    .unwrap();
+                if driver.exec.node().status().role == Role::Leader {
                     break;
                 }
             }
@@ -583,7 +670,7 @@ mod tests {
                 seen = true;
             }
         }
-        driver.join().unwrap();
+        stepper.join().unwrap();
         assert!(seen, "no BecameLeader");
     }
 }

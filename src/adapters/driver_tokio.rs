@@ -26,9 +26,11 @@
 //! when the next tick runs. A system call interrupted by a signal is
 //! retried, never fatal.
 //!
-//! The state write (a few hundred bytes and two fsyncs) runs inline on the
-//! driver's task: give the driver a runtime where a few milliseconds of
-//! blocking are acceptable, such as its own current-thread runtime.
+//! Nothing blocks the runtime: the state write (two fsyncs) runs in
+//! `tokio::task::spawn_blocking` through the public
+//! [`Executor`](super::executor::Executor)'s asynchronous writes, while
+//! the task keeps answering peers; messages that assert the state being
+//! written wait inside the node until the write is durable.
 
 use std::sync::mpsc;
 
@@ -38,12 +40,12 @@ use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 use super::clock::SuspendAwareClock;
 use super::codec::MAX_FRAME;
 use super::driver::{
-    Command, Commands, DriverError, Executor, Handle, NodeSetup, Published, WirePosition,
+    Command, Commands, Driver, DriverError, Handle, NodeSetup, Published, WirePosition,
 };
 use super::retry::retry_interrupted_async;
-use super::storage::Storage;
+use super::storage::{Storage, StorageError};
 use super::udp::{Framing, Received};
-use crate::{Event, Input, Message, NodeId};
+use crate::{Event, HardState, Input, Message, NodeId};
 
 /// Starts a node with no log position (`Node<()>`) as a task on the
 /// current tokio runtime.
@@ -66,32 +68,43 @@ pub async fn spawn<S: Storage + Send + 'static>(
 pub async fn spawn_with_positions<S: Storage + Send + 'static, P: WirePosition>(
     setup: NodeSetup<S>,
 ) -> Result<(Handle<P>, mpsc::Receiver<Event>), DriverError> {
-    let (handle, (mut exec, events), socket, framing, rx, clock) = start::<S, P>(setup).await?;
-    tokio::spawn(async move {
-        if let Err(e) = run(&mut exec, socket, framing, rx, clock).await {
-            exec.stop(e.to_string());
-        }
-    });
+    let (handle, started) = start::<S, P>(setup).await?;
+    let events = started.events;
+    tokio::spawn(started.task.run());
     Ok((handle, events))
 }
 
 /// What a started, not yet running, driver task owns.
-type Started<S, P> = (
-    Handle<P>,
-    (Executor<S, P>, mpsc::Receiver<Event>),
-    UdpSocket,
-    Framing,
-    UnboundedReceiver<Command<P>>,
-    SuspendAwareClock,
-);
+struct Task<S, P: WirePosition> {
+    driver: Driver<P>,
+    storage: S,
+    socket: UdpSocket,
+    framing: Framing,
+    commands: UnboundedReceiver<Command<P>>,
+    clock: SuspendAwareClock,
+}
+
+/// A started driver: its task and the std event channel.
+struct Started<S, P: WirePosition> {
+    task: Task<S, P>,
+    events: mpsc::Receiver<Event>,
+}
 
 async fn start<S: Storage + Send + 'static, P: WirePosition>(
     setup: NodeSetup<S>,
-) -> Result<Started<S, P>, DriverError> {
+) -> Result<(Handle<P>, Started<S, P>), DriverError> {
     let clock = SuspendAwareClock::start();
     let me = setup.config.id();
-    let exec = Executor::<S, P>::start(setup.config, setup.storage, &clock)?;
-    let shared = exec.0.shared();
+    // The load reads a file: off the runtime, like every write.
+    let mut storage = setup.storage;
+    let (storage, state) = tokio::task::spawn_blocking(move || {
+        let state = storage.load();
+        (storage, state)
+    })
+    .await
+    .map_err(|e| DriverError::Setup(format!("state load task failed: {e}")))?;
+    let (driver, events) = Driver::<P>::start(setup.config, state?, &clock)?;
+    let shared = driver.shared();
     let socket = UdpSocket::bind(setup.listen).await?;
     let local_addr = socket.local_addr()?;
     let framing = Framing::new(me, setup.cluster_id, setup.peers);
@@ -103,7 +116,15 @@ async fn start<S: Storage + Send + 'static, P: WirePosition>(
         local_addr,
         thread: None,
     };
-    Ok((handle, exec, socket, framing, rx, clock))
+    let task = Task {
+        driver,
+        storage,
+        socket,
+        framing,
+        commands: rx,
+        clock,
+    };
+    Ok((handle, Started { task, events }))
 }
 
 /// A running node's async-native handle (from [`spawn_async`]): the
@@ -167,13 +188,10 @@ pub async fn spawn_async<S: Storage + Send + 'static, P: WirePosition>(
     setup: NodeSetup<S>,
 ) -> Result<AsyncHandle<P>, DriverError> {
     // The std channel's receiver is dropped: events go to the broadcast.
-    let (handle, (mut exec, _), socket, framing, rx, clock) = start::<S, P>(setup).await?;
-    let (status, events) = exec.use_tokio_channels(256);
-    tokio::spawn(async move {
-        if let Err(e) = run(&mut exec, socket, framing, rx, clock).await {
-            exec.stop(e.to_string());
-        }
-    });
+    let (handle, Started { mut task, .. }) = start::<S, P>(setup).await?;
+    let status = task.driver.exec.node().status();
+    let (status, events) = task.driver.publisher.use_tokio_channels(status, 256);
+    tokio::spawn(task.run());
     Ok(AsyncHandle {
         handle,
         status,
@@ -181,8 +199,30 @@ pub async fn spawn_async<S: Storage + Send + 'static, P: WirePosition>(
     })
 }
 
-async fn run<S: Storage, P: WirePosition>(
-    exec: &mut Executor<S, P>,
+/// A state write running on tokio's blocking pool; it hands the storage
+/// back with its result.
+type Writing<S> = tokio::task::JoinHandle<(S, HardState, Result<(), StorageError>)>;
+
+impl<S: Storage + Send + 'static, P: WirePosition> Task<S, P> {
+    /// Runs until stopped; an error is published for the handle.
+    async fn run(self) {
+        let Task {
+            mut driver,
+            storage,
+            socket,
+            framing,
+            commands,
+            clock,
+        } = self;
+        if let Err(e) = run(&mut driver, storage, socket, framing, commands, clock).await {
+            driver.publisher.stop(e.to_string());
+        }
+    }
+}
+
+async fn run<S: Storage + Send + 'static, P: WirePosition>(
+    driver: &mut Driver<P>,
+    storage: S,
     socket: UdpSocket,
     mut framing: Framing,
     mut commands: UnboundedReceiver<Command<P>>,
@@ -190,24 +230,44 @@ async fn run<S: Storage, P: WirePosition>(
 ) -> Result<(), DriverError> {
     let mut buf = vec![0u8; MAX_FRAME + 1];
     let mut outbox: Vec<(NodeId, Message<P>)> = Vec::new();
+    // The storage is here while idle and in the blocking task while a
+    // write runs (the node starts at most one write at a time).
+    let mut storage = Some(storage);
+    let mut requested: Option<HardState> = None;
+    let mut writing: Option<Writing<S>> = None;
     loop {
         let now = clock.now();
-        if exec.node.next_deadline().is_some_and(|d| d <= now) {
-            exec.step(now, Input::Tick, &mut |to, m| outbox.push((to, m.clone())))?;
+        if driver.exec.next_deadline().is_some_and(|d| d <= now) {
+            driver.step_deferred(now, Input::Tick, &mut outbox, &mut requested);
         }
+        start_write(&mut requested, &mut storage, &mut writing);
         flush(&socket, &mut framing, &mut outbox).await;
-        exec.publish(now, framing.drops);
-        let wait = exec
-            .node
+        driver.publish(now, framing.drops);
+        let wait = driver
+            .exec
             .next_deadline()
             .map_or(std::time::Duration::from_secs(1), |d| {
                 d.saturating_duration_since(clock.now())
             });
         tokio::select! {
             command = commands.recv() => match command {
-                None | Some(Command::Stop) => return Ok(()),
-                Some(Command::Input(input)) => exec.step(clock.now(), input, &mut |to, m| outbox.push((to, m.clone())))?,
+                None | Some(Command::Stop) => {
+                    // Let a write in progress finish: it may be a vote
+                    // this node already decided on.
+                    if let Some(write) = writing {
+                        let _ = write.await;
+                    }
+                    return Ok(());
+                }
+                Some(Command::Input(input)) => driver.step_deferred(clock.now(), input, &mut outbox, &mut requested),
             },
+            done = async { writing.as_mut().expect("guarded by the branch condition").await }, if writing.is_some() => {
+                writing = None;
+                let (back, state, result) = done.map_err(|e| DriverError::Setup(format!("state write task failed: {e}")))?;
+                storage = Some(back);
+                result?;
+                driver.step_deferred(clock.now(), Input::Persisted(state), &mut outbox, &mut requested);
+            }
             received = socket.recv_from(&mut buf) => {
                 let (len, from_addr) = match received {
                     Ok(r) => r,
@@ -218,13 +278,40 @@ async fn run<S: Storage, P: WirePosition>(
                     Err(e) => return Err(e.into()),
                 };
                 if let Received::Message(from, message) = framing.accept::<P>(&buf[..len], from_addr) {
-                    exec.step(clock.now(), Input::Receive { from, message }, &mut |to, m| outbox.push((to, m.clone())))?;
+                    driver.step_deferred(clock.now(), Input::Receive { from, message }, &mut outbox, &mut requested);
                 }
             }
             () = tokio::time::sleep(wait) => {}
         }
+        start_write(&mut requested, &mut storage, &mut writing);
         flush(&socket, &mut framing, &mut outbox).await;
     }
+}
+
+/// Starts the requested write on the blocking pool, if there is one and
+/// the storage is free (it always is: the node waits for each write to be
+/// confirmed before it requests the next).
+fn start_write<S: Storage + Send + 'static>(
+    requested: &mut Option<HardState>,
+    storage: &mut Option<S>,
+    writing: &mut Option<Writing<S>>,
+) {
+    if writing.is_some() {
+        return;
+    }
+    let Some(state) = requested.take() else {
+        return;
+    };
+    let Some(mut store) = storage.take() else {
+        // Not reachable (no write runs, so the storage is home); keep the
+        // request rather than lose it.
+        *requested = Some(state);
+        return;
+    };
+    *writing = Some(tokio::task::spawn_blocking(move || {
+        let result = store.save(&state);
+        (store, state, result)
+    }));
 }
 
 async fn flush<P: WirePosition>(

@@ -8,6 +8,9 @@
 //! - [`storage`]: the [`Storage`](storage::Storage) trait, crash-safe
 //!   [`FileStorage`](storage::FileStorage) and [`MemStorage`](storage::MemStorage);
 //! - [`udp`]: UDP transport over `std::net`;
+//! - [`executor`]: the action-execution loop ([`Executor`](executor::Executor))
+//!   both drivers use, public for custom event loops, with synchronous or
+//!   asynchronous writes;
 //! - [`driver`]: a one-thread std driver and its [`Handle`](driver::Handle);
 //! - `driver_tokio` (feature `tokio`): the same over tokio;
 //! - [`config`]: the TOML node configuration file.
@@ -22,6 +25,7 @@ pub mod config;
 pub mod driver;
 #[cfg(feature = "tokio")]
 pub mod driver_tokio;
+pub mod executor;
 pub mod retry;
 pub mod storage;
 pub mod udp;
