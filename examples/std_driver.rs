@@ -3,7 +3,7 @@
 //! lease and token, hands leadership to another node, then shuts down.
 //!
 //! ```text
-//! cargo run --example std_driver
+//! cargo run --release --features adapters --example std_driver
 //! ```
 
 // Real sockets and clocks: this is driver code, outside the sans-IO core.

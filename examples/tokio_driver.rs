@@ -3,7 +3,7 @@
 //! watches another node take over.
 //!
 //! ```text
-//! cargo run --example tokio_driver --features tokio
+//! cargo run --release --features tokio --example tokio_driver
 //! ```
 
 // Real sockets and clocks: this is driver code, outside the sans-IO core.

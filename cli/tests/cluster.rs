@@ -5,7 +5,6 @@
 
 // Real sockets and clocks: this is driver code, outside the sans-IO core.
 #![allow(clippy::disallowed_types, clippy::disallowed_methods)]
-#![cfg(feature = "cli")]
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};

@@ -1,7 +1,5 @@
 //! The `tenure` binary: `tenure sim` output and its errors for bad flags.
 
-#![cfg(feature = "cli")]
-
 use std::process::Command;
 
 fn tenure(args: &[&str]) -> (i32, String, String) {
