@@ -132,6 +132,31 @@ impl<P: LogPosition> Node<P> {
     /// not malicious. Pauses of the process between checking the lease and
     /// acting are not bounded by any clock: that is what fencing tokens are
     /// for.
+    ///
+    /// Check the lease right before each action that needs the only
+    /// leader, and send its token with the action:
+    ///
+    /// ```
+    /// use tenure::{Action, Config, Fence, Fencing, HardState, Input, Instant, Node};
+    ///
+    /// let config = Config::new(1, [1]).fencing(Fencing::Strict).rng_seed(3);
+    /// let mut node: Node = Node::new(config, HardState::default(), Instant::ZERO)?;
+    /// let mut now = Instant::ZERO;
+    /// while node.status().role != tenure::Role::Leader {
+    ///     now = node.next_deadline().expect("a deadline");
+    ///     for action in node.step(now, Input::Tick) {
+    ///         if let Action::Persist(state) = action {
+    ///             node.step(now, Input::Persisted(state));
+    ///         }
+    ///     }
+    /// }
+    /// let mut fence = Fence::new(); // lives in the guarded store
+    /// if let Some(lease) = node.lease(now) {
+    ///     assert!(now < lease.valid_until);
+    ///     fence.check(lease.token).expect("the newest token is accepted");
+    /// }
+    /// # Ok::<(), tenure::ConfigError>(())
+    /// ```
     #[must_use]
     pub fn lease(&self, now: Instant) -> Option<Lease> {
         let valid_until = self.lease_held_until(now)?;

@@ -373,6 +373,31 @@ impl<P: LogPosition> Node<P> {
 
     /// Feeds one input and appends the actions it caused to `out`. Does not
     /// allocate when `out` has room (a follower's heartbeat never allocates).
+    ///
+    /// Execute the actions in order: a `Persist` must be durable before
+    /// you feed its `Persisted` (the node holds back every message that
+    /// depends on it until then), `Send`s go to the network, `Event`s to
+    /// the application.
+    ///
+    /// ```
+    /// use tenure::{Action, Config, HardState, Input, Instant, Node};
+    ///
+    /// let mut node: Node = Node::new(Config::new(1, [1]).rng_seed(1), HardState::default(), Instant::ZERO)?;
+    /// let mut out = Vec::new();
+    /// let mut disk = HardState::default();
+    /// // A lone voter campaigns at its first deadline.
+    /// let now = node.next_deadline().expect("a follower waits for something");
+    /// node.step_into(now, Input::Tick, &mut out);
+    /// while let Some(action) = out.pop() {
+    ///     if let Action::Persist(state) = action {
+    ///         disk = state; // write and fsync here
+    ///         node.step_into(now, Input::Persisted(state), &mut out);
+    ///     }
+    /// }
+    /// assert_eq!(node.status().role, tenure::Role::Leader);
+    /// assert_eq!(disk, node.status().persisted);
+    /// # Ok::<(), tenure::ConfigError>(())
+    /// ```
     pub fn step_into(&mut self, now: Instant, input: Input<P>, out: &mut Vec<Action<P>>) {
         let now = self.observe_time(now);
         match input {
@@ -431,6 +456,21 @@ impl<P: LogPosition> Node<P> {
     /// A deadline that saturated at [`Instant::MAX`] (a huge configured
     /// duration, or time at its end) is no deadline: `None` rather than an
     /// instant that is due forever.
+    ///
+    /// An event loop sleeps until this instant or the next input,
+    /// whichever comes first, then ticks:
+    ///
+    /// ```
+    /// use tenure::{Config, HardState, Input, Instant, Node};
+    ///
+    /// let mut node: Node = Node::new(Config::new(1, [1, 2, 3]).rng_seed(2), HardState::default(), Instant::ZERO)?;
+    /// let deadline = node.next_deadline().expect("a follower waits for its leader");
+    /// // ... sleep until `deadline` (or until a message arrives) ...
+    /// let actions = node.step(deadline, Input::Tick);
+    /// assert!(!actions.is_empty(), "a deadline is a promise of work");
+    /// assert!(node.next_deadline().is_some_and(|next| next > deadline));
+    /// # Ok::<(), tenure::ConfigError>(())
+    /// ```
     #[must_use]
     pub fn next_deadline(&self) -> Option<Instant> {
         self.earliest_deadline().filter(|&d| d < Instant::MAX)
