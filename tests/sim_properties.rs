@@ -2,8 +2,10 @@
 //! crashes, restarts (also within milliseconds), partitions, deaf and mute
 //! nodes, loss, long-tail delays, disk stalls and commands, in every fencing
 //! mode, on a LAN or a WAN, with equal or mixed per-node timing, optionally
-//! with a node that stays deaf through the liveness check; any violation is
-//! shrunk to a minimal schedule.
+//! with a node that stays deaf through the liveness check, and in half the
+//! runs beside the simulator's replicated log (log positions, followers
+//! lagging, `leader_completeness`); any violation is shrunk to a minimal
+//! schedule.
 //!
 //! The generator seed is printed; replay with
 //! `TENURE_QC_SEED=<seed> cargo test --release --all-features --test sim_properties`.
@@ -18,7 +20,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
-use tenure::sim::{Cluster, Fault, Scenario, SimConfig};
+use tenure::sim::{Cluster, Fault, ReplicationModel, Scenario, SimConfig};
 use tenure::{Config, Fencing, Input};
 
 #[derive(Clone, Debug)]
@@ -106,6 +108,10 @@ struct Schedule {
     mixed_timing: bool,
     /// A node that is still deaf while liveness is checked.
     deaf: Option<u64>,
+    /// Run `Node<(u64, u64)>`s beside the simulator's replicated log
+    /// (`Cluster::with_replication`, followers up to 100 ms behind), which
+    /// adds the invariant `leader_completeness`.
+    replicated: bool,
     steps: Vec<Step>,
 }
 
@@ -120,6 +126,7 @@ impl Arbitrary for Schedule {
             wan: bool::arbitrary(g),
             mixed_timing: u8::arbitrary(g) % 4 == 0,
             deaf: (u8::arbitrary(g) % 4 == 0).then(|| 1 + u64::from(u8::arbitrary(g) % 3)),
+            replicated: bool::arbitrary(g),
             steps: if u8::arbitrary(g) % 3 == 0 {
                 leader_restart_storm(g)
             } else {
@@ -152,6 +159,12 @@ impl Arbitrary for Schedule {
         if self.deaf.is_some() {
             simpler.push(Schedule {
                 deaf: None,
+                ..self.clone()
+            });
+        }
+        if self.replicated {
+            simpler.push(Schedule {
+                replicated: false,
                 ..self.clone()
             });
         }
@@ -224,10 +237,13 @@ fn run(s: &Schedule) -> Option<String> {
     // Long enough for messages delayed before the heal (up to 2 s) and the
     // liveness bound after the last of them.
     scenario.duration = heal + deaf_leader_grace + ms(5000);
-    Cluster::new(cfg)
-        .run(&scenario)
-        .violation
-        .map(|v| v.to_string())
+    let report = if s.replicated {
+        let model = ReplicationModel::new(ms(20), (ms(1), ms(100)));
+        Cluster::with_replication(cfg, model).run(&scenario)
+    } else {
+        Cluster::new(cfg).run(&scenario)
+    };
+    report.violation.map(|v| v.to_string())
 }
 
 #[test]
@@ -256,6 +272,7 @@ fn regressions() -> Vec<Schedule> {
         wan: false,
         mixed_timing: false,
         deaf: None,
+        replicated: false,
         steps,
     };
     vec![
@@ -341,6 +358,7 @@ fn defect_schedules() -> Vec<(&'static str, Schedule)> {
                 wan: false,
                 mixed_timing: false,
                 deaf: None,
+                replicated: false,
                 steps: restarts,
             },
         ),
@@ -355,6 +373,7 @@ fn defect_schedules() -> Vec<(&'static str, Schedule)> {
                 wan: true,
                 mixed_timing: false,
                 deaf: Some(1),
+                replicated: false,
                 steps: vec![step(0, Fault::Deaf(1))],
             },
         ),
@@ -370,6 +389,7 @@ fn defect_schedules() -> Vec<(&'static str, Schedule)> {
                 wan: false,
                 mixed_timing: true,
                 deaf: None,
+                replicated: false,
                 steps: vec![
                     step(600, Fault::Input(1, Input::TransferLeadership { to: 3 })),
                     step(0, Fault::Input(2, Input::TransferLeadership { to: 3 })),
@@ -392,6 +412,7 @@ fn defect_schedules() -> Vec<(&'static str, Schedule)> {
                 wan: false,
                 mixed_timing: false,
                 deaf: Some(2),
+                replicated: false,
                 steps: vec![
                     step(788, restart(4)),
                     step(857, Fault::MuteLeader),
@@ -417,6 +438,7 @@ fn defect_schedules() -> Vec<(&'static str, Schedule)> {
                 wan: true,
                 mixed_timing: false,
                 deaf: Some(2),
+                replicated: false,
                 steps: vec![step(843, Fault::Heal)],
             },
         ),
@@ -435,6 +457,7 @@ fn defect_schedules() -> Vec<(&'static str, Schedule)> {
                 wan: true,
                 mixed_timing: false,
                 deaf: Some(1),
+                replicated: false,
                 steps: vec![
                     step(357, restart(3)),
                     step(558, Fault::MuteLeader),

@@ -42,6 +42,7 @@
 mod check;
 mod node_check;
 mod ops;
+mod replication;
 mod scenario;
 mod standard;
 mod summary;
@@ -61,6 +62,7 @@ use rand_pcg::Pcg64Mcg;
 pub use check::{Checker, Violation};
 pub use node_check::{NodeChecker, NodeViolation};
 pub use ops::{Op, OpRunner};
+pub use replication::ReplicationModel;
 pub use scenario::{Fault, Scenario};
 pub use standard::{Standard, standard_scenarios};
 pub use summary::Summary;
@@ -314,6 +316,14 @@ enum Payload<P> {
     /// A leader known to a quorum must have appeared since
     /// [`Scenario::first_leader_from`] by now.
     FirstLeaderDeadline,
+    /// The replication model's leaders append.
+    Append,
+    /// A copy of `from`'s log up to `end` reaches `to`.
+    Replicated {
+        from: NodeId,
+        to: NodeId,
+        end: (u64, u64),
+    },
     End,
 }
 
@@ -345,6 +355,9 @@ impl<P> Ord for Scheduled<P> {
 pub struct Report {
     /// The run's seed.
     pub seed: u64,
+    /// With [`Cluster::with_replication`]: the newest log entry a quorum
+    /// of voters held, `(term, index)`.
+    pub committed: Option<(u64, u64)>,
     /// The first invariant violation, if any (the run stopped there).
     pub violation: Option<Violation>,
     /// Number of `BecameLeader` events.
@@ -418,6 +431,9 @@ pub struct Cluster<P: LogPosition = ()> {
     /// When the latest long-tail message arrives: a message still in flight
     /// is a fault still acting, so liveness is owed only after it.
     last_long_tail_arrival: Instant,
+    /// The replicated-log model, if [`Cluster::with_replication`] built
+    /// this cluster.
+    replication: Option<replication::Replication<P>>,
 }
 
 impl Cluster {
@@ -516,6 +532,7 @@ impl<P: LogPosition> Cluster<P> {
             report: Report::default(),
             stale_heartbeat: None,
             last_long_tail_arrival: Instant::ZERO,
+            replication: None,
         };
         cluster.report.seed = cluster.cfg.seed;
         for id in ids {
@@ -638,6 +655,8 @@ impl<P: LogPosition> Cluster<P> {
                 self.log(id, format_args!("start from {disk:?}"));
                 self.reschedule_timer(i);
                 self.record_state(i);
+                // As a driver's `set_position` right after the start.
+                self.feed_log_end(i);
             }
             Err(e) => panic!("simulated node {id} has an invalid configuration: {e}"),
         }
@@ -762,8 +781,9 @@ impl<P: LogPosition> Cluster<P> {
             }
             Action::Event(event) => {
                 self.log(id, format_args!("{event:?}"));
-                if matches!(event, Event::BecameLeader { .. }) {
+                if let Event::BecameLeader { term, .. } = event {
                     self.report.elections += 1;
+                    self.check_leader_completeness(id, term);
                 }
                 if matches!(event, Event::CampaignStarted { .. }) {
                     if let Some((_, rounds)) = self.failover.as_mut() {
@@ -1156,6 +1176,8 @@ impl<P: LogPosition> Cluster<P> {
                     }
                 }
                 Payload::Fault(fault) => self.apply(fault),
+                Payload::Append => self.append_tick(),
+                Payload::Replicated { from, to, end } => self.log_end_arrived(from, to, end),
                 Payload::LivenessDeadline => {
                     // Messages delayed by a long tail before the heal may
                     // still arrive after it (a late higher term can depose a
@@ -1211,6 +1233,7 @@ impl<P: LogPosition> Cluster<P> {
         }
         self.report.ended_at = self.now;
         self.report.max_term = self.checker.max_term();
+        self.report.committed = self.committed();
         *out = self.report.clone();
         (self.timeline, self.trace)
     }
@@ -1228,6 +1251,14 @@ impl<P: LogPosition> Cluster<P> {
                 at: now,
                 invariant: v.invariant,
                 detail: std::format!("node {} at local {:?}: {}", v.node, v.at, v.detail),
+            });
+        }
+        if let Some((at, detail)) = self.replication_violation() {
+            return Some(Violation {
+                seed,
+                at,
+                invariant: "leader_completeness",
+                detail,
             });
         }
         let views: Vec<check::NodeView> = self

@@ -1,0 +1,237 @@
+//! The simulator's replicated-log model; see [`ReplicationModel`].
+
+use std::format;
+use std::vec::Vec;
+
+use super::{Cluster, Payload};
+use crate::{Input, Instant, LogPosition, NodeId, Role};
+use core::time::Duration;
+
+/// A log position of the model: (term of the last entry, its index).
+type End = (u64, u64);
+
+/// A replicated log beside the simulated election
+/// ([`Cluster::with_replication`]): the application an embedder would
+/// write, reduced to its log ends, so that `log_up_to_date` and a
+/// transfer's catch-up run under every random fault schedule.
+///
+/// - Every `append_every`, each node whose role is leader appends one entry
+///   of its term: its log end becomes `(term, index + 1)`.
+/// - It replicates its log end to every other node over the simulated
+///   network (the same cuts; a lag drawn from `lag`). A node accepts a copy
+///   from the leadership of term `t` only if `t` is at least its own
+///   election term and the highest leadership it accepted before (Raft's
+///   "reply false if term < currentTerm", and a fence); it then holds the
+///   leader's log up to that end.
+/// - Log ends are durable (they survive crashes) and fed to each node as
+///   [`Input::LogPosition`] at every change and at every start, as the
+///   drivers' `set_position` does.
+///
+/// An entry is *committed* once a quorum of voters holds it. The invariant
+/// `leader_completeness` (Raft §5.4.1, the election restriction) says
+/// every node elected leader holds every entry committed before its
+/// election: a node with a shorter log must not win.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReplicationModel {
+    /// How often a leader appends an entry.
+    pub append_every: Duration,
+    /// Extra delay before a follower holds a copy (its apply and fsync),
+    /// on top of the network's latency.
+    pub lag: (Duration, Duration),
+}
+
+impl ReplicationModel {
+    /// A leader appends every `append_every`; followers store a copy
+    /// `lag` after it arrives.
+    pub fn new(append_every: Duration, lag: (Duration, Duration)) -> ReplicationModel {
+        ReplicationModel { append_every, lag }
+    }
+}
+
+impl Default for ReplicationModel {
+    /// An append every 20 ms; copies stored 1–30 ms after they arrive.
+    fn default() -> ReplicationModel {
+        ReplicationModel::new(
+            Duration::from_millis(20),
+            (Duration::from_millis(1), Duration::from_millis(30)),
+        )
+    }
+}
+
+/// The model's state: every node's durable log end and fence.
+pub(super) struct Replication<P> {
+    model: ReplicationModel,
+    /// By node index: the log's durable end.
+    logs: Vec<End>,
+    /// By node index: the highest leadership term whose copy it accepted.
+    fences: Vec<u64>,
+    /// The newest entry a quorum of voters holds.
+    committed: End,
+    to_position: fn(End) -> P,
+    /// `leader_completeness` failures not yet reported.
+    pending: Option<(Instant, String)>,
+}
+
+impl Cluster<(u64, u64)> {
+    /// A cluster of `Node<(u64, u64)>`s whose log ends come from a
+    /// replicated log (see [`ReplicationModel`]): leaders append, followers lag
+    /// behind and catch up, positions are fed to every node, and the
+    /// invariant `leader_completeness` is checked at every election.
+    pub fn with_replication(cfg: super::SimConfig, model: ReplicationModel) -> Self {
+        let mut cluster = Cluster::with_positions(cfg);
+        let n = cluster.nodes.len();
+        cluster.replication = Some(Replication {
+            model,
+            logs: vec![(0, 0); n],
+            fences: vec![0; n],
+            committed: (0, 0),
+            to_position: |end| end,
+            pending: None,
+        });
+        cluster.schedule(Instant::ZERO + model.append_every, Payload::Append);
+        cluster
+    }
+}
+
+impl<P: LogPosition> Cluster<P> {
+    /// Every leader appends an entry and sends its log end to the others.
+    pub(super) fn append_tick(&mut self) {
+        let Some(every) = self.replication.as_ref().map(|r| r.model.append_every) else {
+            return;
+        };
+        for i in 0..self.nodes.len() {
+            let Some(status) = self.nodes[i].node.as_ref().map(|n| n.status()) else {
+                continue;
+            };
+            if status.role != Role::Leader {
+                continue;
+            }
+            let Some(r) = self.replication.as_mut() else {
+                return;
+            };
+            if r.logs[i].0 > status.term {
+                // Holds a newer leadership's log: a quorum already moved
+                // past this term, so this leader is about to learn it.
+                continue;
+            }
+            let end = (status.term, r.logs[i].1 + 1);
+            r.logs[i] = end;
+            r.fences[i] = r.fences[i].max(status.term);
+            let id = self.nodes[i].id;
+            self.log(id, format_args!("append {end:?}"));
+            self.feed_log_end(i);
+            self.send_log_end(id, end);
+        }
+        self.recompute_committed();
+        self.schedule(self.now + every, Payload::Append);
+    }
+
+    fn send_log_end(&mut self, from: NodeId, end: End) {
+        let Some(lag) = self.replication.as_ref().map(|r| r.model.lag) else {
+            return;
+        };
+        for to in self.all_ids() {
+            if to == from || self.cut.contains(&(from, to)) || self.chance(self.loss) {
+                continue;
+            }
+            let latency = self
+                .cfg
+                .links
+                .get(&(from, to))
+                .map_or(self.cfg.latency, |l| l.latency);
+            let at = self.now + self.uniform(latency) + self.uniform(lag);
+            self.schedule(at, Payload::Replicated { from, to, end });
+        }
+    }
+
+    /// Node `to` receives the log end `end` of the leadership of `end.0`.
+    pub(super) fn log_end_arrived(&mut self, from: NodeId, to: NodeId, end: End) {
+        let Some(i) = self.idx(to) else { return };
+        let Some(term) = self.nodes[i].node.as_ref().map(|n| n.status().term) else {
+            return; // down: the copy is lost
+        };
+        let Some(r) = self.replication.as_mut() else {
+            return;
+        };
+        if end.0 < term.max(r.fences[i]) {
+            self.log(
+                to,
+                format_args!("refuse log end {end:?} of n{from}: stale leadership"),
+            );
+            return;
+        }
+        r.fences[i] = end.0;
+        // A copy from the same leadership that arrives late must not cut
+        // the log back; a newer leadership's log replaces it.
+        if end > r.logs[i] {
+            r.logs[i] = end;
+            self.log(to, format_args!("holds {end:?} (from n{from})"));
+            self.feed_log_end(i);
+            self.recompute_committed();
+        }
+    }
+
+    /// Feeds node `i`'s durable log end to it (after a change, at a start).
+    pub(super) fn feed_log_end(&mut self, i: usize) {
+        let Some(position) = self
+            .replication
+            .as_ref()
+            .map(|r| (r.to_position)(r.logs[i]))
+        else {
+            return;
+        };
+        let id = self.nodes[i].id;
+        if self.nodes[i].node.is_some() {
+            self.input(id, Input::LogPosition(position));
+        }
+    }
+
+    fn recompute_committed(&mut self) {
+        let quorum = self.quorum;
+        let voters: Vec<usize> = self.voters.iter().filter_map(|&v| self.idx(v)).collect();
+        let Some(r) = self.replication.as_mut() else {
+            return;
+        };
+        // An entry (t, i) is held by each voter whose log ends in term t at
+        // or after i (it copied that leader's log that far).
+        for &v in &voters {
+            let candidate = r.logs[v];
+            let holders = voters
+                .iter()
+                .filter(|&&w| r.logs[w].0 == candidate.0 && r.logs[w].1 >= candidate.1)
+                .count();
+            if holders >= quorum && candidate > r.committed {
+                r.committed = candidate;
+            }
+        }
+    }
+
+    /// Node `id` was just elected: it must hold every committed entry.
+    pub(super) fn check_leader_completeness(&mut self, id: NodeId, term: u64) {
+        let Some(i) = self.idx(id) else { return };
+        let now = self.now;
+        let Some(r) = self.replication.as_mut() else {
+            return;
+        };
+        if r.logs[i] < r.committed && r.pending.is_none() {
+            r.pending = Some((
+                now,
+                format!(
+                    "node {id} elected in term {term} with log end {:?}, but {:?} was committed (held by a quorum) before",
+                    r.logs[i], r.committed
+                ),
+            ));
+        }
+    }
+
+    /// A `leader_completeness` failure, if one was found.
+    pub(super) fn replication_violation(&mut self) -> Option<(Instant, String)> {
+        self.replication.as_mut().and_then(|r| r.pending.take())
+    }
+
+    /// The newest committed entry, if the cluster replicates.
+    pub(super) fn committed(&self) -> Option<End> {
+        self.replication.as_ref().map(|r| r.committed)
+    }
+}
