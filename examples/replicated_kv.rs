@@ -16,10 +16,13 @@
 //!   a deposed leader's late write is refused by the store itself;
 //! - an application thread that replicates Raft-style: the holder of the
 //!   lease appends, sends each follower the entries it lacks, and
-//!   acknowledges a write to its client once a majority stored it durably.
-//!   Every node feeds its log's durable end `(term, index)` to tenure
-//!   (`Handle::set_position`), so only a node holding every acknowledged
-//!   entry can win an election (rule `log_up_to_date`).
+//!   acknowledges a write to its client once a majority stored it durably,
+//!   counting only acknowledgements that arrive while its lease still
+//!   holds ([`App::stored`] says why). Every node feeds its log's durable
+//!   end `(term, index)` to tenure (`Handle::set_position`) right after
+//!   each append, so only a node holding every acknowledged entry can win
+//!   an election (rule `log_up_to_date`); a node refuses entries from a
+//!   leadership older than its current election term.
 //!
 //! The run: a client writes continuously; the leader's outgoing
 //! replication is delayed by 2 s (a stalled NIC or a paused process) and
@@ -415,6 +418,13 @@ impl App {
     fn handle_msg(&mut self, msg: Msg) -> rusqlite::Result<()> {
         match msg {
             Msg::Propose { key, value, reply } => self.propose(key, value, reply)?,
+            // Raft's "reply false if term < currentTerm": a node that has
+            // moved to a newer election term (it may have voted in it)
+            // takes nothing from an older leadership, even one its fence
+            // has not seen yet.
+            Msg::Append { token, .. } if token.term < self.handle.status().term => {
+                self.counters.fenced.fetch_add(1, Ordering::SeqCst);
+            }
             Msg::Append {
                 from,
                 token,
@@ -493,8 +503,18 @@ impl App {
 
     /// A follower stored everything up to `index` for leadership `token`:
     /// acknowledge the writes a majority now holds.
+    ///
+    /// Acknowledged only while the lease of `token` still holds: then the
+    /// follower stored the entry before the lease ended, and so before it
+    /// could vote for anyone else (its promise outlasts the lease), so its
+    /// vote goes only to a node holding the entry (rule `log_up_to_date`).
+    /// An acknowledgement counted after the lease could come from a
+    /// follower that already voted for a node without the entry.
     fn stored(&mut self, from: NodeId, token: FencingToken, index: u64) {
         let majority = self.voters.len() / 2 + 1;
+        if self.handle.lease().map(|l| l.token) != Some(token) {
+            return; // the next loop turn fails the waiting writes
+        }
         let Some(l) = self.leading.as_mut().filter(|l| l.token == token) else {
             return;
         };
