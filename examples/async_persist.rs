@@ -24,8 +24,13 @@ use tenure::{Config, Event, Fencing, HardState, Input, Instant, Message, Node, N
 
 /// What wakes a node's loop.
 enum Wake {
-    Message { from: NodeId, message: Message },
+    Message {
+        from: NodeId,
+        message: Message,
+    },
     Written(HardState),
+    /// The write failed: the node must stop (it cannot keep promises).
+    WriteFailed(String),
     Stop,
 }
 
@@ -61,13 +66,15 @@ impl Effects for Io {
     }
 }
 
-/// Saves each requested state, then tells the loop it is durable.
+/// Saves each requested state, then tells the loop it is durable (or
+/// that the write failed, which stops the node).
 fn writer(mut storage: FileStorage, requests: Receiver<HardState>, done: Sender<Wake>) {
     for state in requests {
-        storage
-            .save(&state)
-            .expect("state write failed: the node must stop");
-        if done.send(Wake::Written(state)).is_err() {
+        let outcome = match storage.save(&state) {
+            Ok(()) => Wake::Written(state),
+            Err(e) => Wake::WriteFailed(e.to_string()),
+        };
+        if done.send(outcome).is_err() {
             return;
         }
     }
@@ -86,6 +93,10 @@ fn event_loop(mut exec: Executor, mut io: Io, wakes: Receiver<Wake>, clock: Susp
                 exec.step(clock.now(), Input::Receive { from, message }, &mut io)
             }
             Ok(Wake::Written(state)) => exec.write_done(clock.now(), state, &mut io),
+            Ok(Wake::WriteFailed(why)) => {
+                eprintln!("node {}: state write failed, stopping: {why}", io.id);
+                return;
+            }
             Ok(Wake::Stop) | Err(RecvTimeoutError::Disconnected) => return,
             Err(RecvTimeoutError::Timeout) => Ok(()),
         };
@@ -132,8 +143,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("node {id}: {event:?}");
         if let Event::LeaseAcquired { token, .. } = event {
             println!(
-                "node {id} leads with token {} (one integer)",
-                token.as_u128()
+                "node {id} leads with token {} (as one integer: the term)",
+                token.as_u64()
             );
             break;
         }

@@ -54,17 +54,25 @@ type Pos = (u64, u64);
 /// One log entry: written in `term` at `index`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Entry {
-    term: u64,
-    index: u64,
-    key: String,
-    value: String,
+    /// The leadership term that wrote it.
+    pub term: u64,
+    /// Its place in the log, from 1.
+    pub index: u64,
+    /// The key written.
+    pub key: String,
+    /// The value written.
+    pub value: String,
 }
 
 /// What an append did.
 #[derive(Debug, PartialEq)]
 pub enum Appended {
-    /// Stored; the log now ends here.
-    Stored(Pos),
+    /// Stored. `matched`: the last entry this append vouches for (the last
+    /// new entry, Raft's "index of last new entry"), which is all the
+    /// leader may count as a copy of its log; `last`: where the whole log
+    /// ends now (the position to feed to tenure), which may lie beyond
+    /// `matched` in entries of an older leadership the leader never sent.
+    Stored { matched: Pos, last: Pos },
     /// Refused: the store has seen a newer fencing token than the writer's.
     Fenced { fence: u64 },
     /// The entry before the new ones is missing or differs; the log ends at
@@ -192,7 +200,7 @@ impl Store {
             .optional()?
             .unwrap_or(end);
         tx.commit()?;
-        Ok(Appended::Stored(last))
+        Ok(Appended::Stored { matched: end, last })
     }
 
     /// Entries from `index` on, at most `limit`.
@@ -303,10 +311,11 @@ enum Msg {
         prev: Pos,
         entries: Vec<Entry>,
     },
+    /// `from` holds the leader's log up to `matched`.
     Stored {
         from: NodeId,
         token: FencingToken,
-        last: Pos,
+        matched: Pos,
     },
     Gap {
         from: NodeId,
@@ -431,7 +440,7 @@ impl App {
                 prev,
                 entries,
             } => match self.store.append(token.as_u64(), prev, &entries)? {
-                Appended::Stored(last) => {
+                Appended::Stored { matched, last } => {
                     self.handle.set_position(last);
                     self.net.send(
                         self.id,
@@ -439,7 +448,7 @@ impl App {
                         Msg::Stored {
                             from: self.id,
                             token,
-                            last,
+                            matched,
                         },
                     );
                 }
@@ -458,7 +467,11 @@ impl App {
                     self.counters.fenced.fetch_add(1, Ordering::SeqCst);
                 }
             },
-            Msg::Stored { from, token, last } => self.stored(from, token, last.1),
+            Msg::Stored {
+                from,
+                token,
+                matched,
+            } => self.stored(from, token, matched.1),
             Msg::Gap { from, token, last } => {
                 if let Some(l) = self.leading.as_mut().filter(|l| l.token == token) {
                     l.next.insert(from, last + 1);
@@ -486,7 +499,7 @@ impl App {
             value,
         };
         match self.store.append(token.as_u64(), prev, &[entry])? {
-            Appended::Stored(last) => {
+            Appended::Stored { last, .. } => {
                 self.handle.set_position(last);
                 if let Some(l) = self.leading.as_mut() {
                     l.waiting.push_back((last.1, reply));

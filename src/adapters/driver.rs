@@ -491,6 +491,13 @@ impl<P> Handle<P> {
 
     /// Reports the application's log position (the last entry this node
     /// holds durably; see [`LogPosition`] for when to call it).
+    ///
+    /// Call it right after the spawn, before anything else: until then
+    /// the node compares candidates against `P::default()`. A restarted
+    /// node (durable term above 0) votes for no one during its first death
+    /// timeout (rule `restart_waits_death_timeout`), which covers that
+    /// window; a node whose state file was lost does not wait, so keep it
+    /// down for a death timeout as the storage docs say.
     pub fn set_position(&self, position: P) {
         self.send(Command::Input(Input::LogPosition(position)));
     }

@@ -19,6 +19,17 @@
 //! undurable vote or term leave the node. The node starts at most one
 //! write at a time.
 //!
+//! A write that fails, synchronous (`persist` returns `Err`) or
+//! asynchronous (the writer reports an error instead of calling
+//! `write_done`), stops the node: drop the executor and restart the node
+//! later from what storage holds. Nothing the failed write would have
+//! covered was sent. Do not step the executor again after an error: the
+//! rest of the failed step's actions are still queued in it.
+//!
+//! `now` is the node's monotonic clock, the same on every call (see
+//! [`Instant`] and, for the drivers' clock that counts suspend,
+//! [`SuspendAwareClock`](super::clock::SuspendAwareClock)).
+//!
 //! A single node with synchronous in-memory storage:
 //!
 //! ```
@@ -166,8 +177,9 @@ impl<P: LogPosition> Executor<P> {
     /// release.
     ///
     /// # Errors
-    /// The first failed write. The node must then stop: its actions after
-    /// the failed write were not executed.
+    /// The first failed write. The node must then stop (drop the
+    /// executor): the actions after the failed write were not executed and
+    /// stay queued, so stepping again would execute them late.
     pub fn step<E: Effects<P> + ?Sized>(
         &mut self,
         now: Instant,
