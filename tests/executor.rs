@@ -263,3 +263,29 @@ fn persist_before_send_a_failed_write_stops_the_step() {
         io.0
     );
 }
+
+/// `step` with `Input::Persisted` is the same as `write_done`: the
+/// executor's record of the pending write is cleared either way.
+#[test]
+fn persist_before_send_persisted_through_step_clears_the_pending_write() {
+    struct Pending;
+    impl Effects for Pending {
+        type Error = Infallible;
+        fn persist(&mut self, _: &HardState) -> Result<Write, Infallible> {
+            Ok(Write::Pending)
+        }
+        fn send(&mut self, _: NodeId, _: &Message) {}
+        fn event(&mut self, _: &Node, _: Instant, _: Event) {}
+    }
+    let config = Config::new(1, [1]).rng_seed(4);
+    let mut exec: Executor =
+        Executor::new(Node::new(config, HardState::default(), Instant::ZERO).unwrap());
+    let now = exec.next_deadline().unwrap();
+    let Ok(()) = exec.step(now, Input::Tick, &mut Pending);
+    let state = exec
+        .pending_write()
+        .expect("a lone voter writes its self-vote");
+    let Ok(()) = exec.step(now, Input::Persisted(state), &mut Pending);
+    assert_eq!(exec.pending_write(), None);
+    assert_eq!(exec.node().status().role, Role::Leader);
+}

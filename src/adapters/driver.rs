@@ -504,8 +504,14 @@ impl<P> Handle<P> {
 
     /// Stops the node and waits for its thread.
     ///
+    /// A tokio driver's handle has no thread to wait for: this returns at
+    /// once, `Ok` even if the driver had stopped on an error (read
+    /// [`Handle::stopped`]), and a state write in progress finishes in the
+    /// background. Before reopening the same storage in this process, wait
+    /// until the runtime is shut down.
+    ///
     /// # Errors
-    /// The error that stopped the driver earlier, if any.
+    /// The error that stopped the std driver earlier, if any.
     pub fn shutdown(mut self) -> Result<(), DriverError> {
         self.send(Command::Stop);
         match self.thread.take() {

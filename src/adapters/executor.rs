@@ -154,9 +154,11 @@ impl<P: LogPosition> Executor<P> {
         &self.node
     }
 
-    /// Gives the node back (a write still pending is the caller's to
-    /// finish or abandon; an abandoned write was never confirmed, so the
-    /// node promised nothing on it).
+    /// Gives the node back. A write still pending stays in flight in the
+    /// node, which starts no other write until it is confirmed: finish it
+    /// (feed `Input::Persisted`) or treat it as a crash, rebuilding the
+    /// node from what storage holds (an unconfirmed write promised
+    /// nothing).
     pub fn into_node(self) -> Node<P> {
         self.node
     }
@@ -186,6 +188,11 @@ impl<P: LogPosition> Executor<P> {
         input: Input<P>,
         effects: &mut E,
     ) -> Result<(), E::Error> {
+        if let Input::Persisted(state) = &input {
+            if self.pending == Some(*state) {
+                self.pending = None;
+            }
+        }
         self.node.step_into(now, input, &mut self.buf);
         self.queue.extend(self.buf.drain(..));
         while let Some(action) = self.queue.pop_front() {
@@ -223,7 +230,8 @@ impl<P: LogPosition> Executor<P> {
     }
 
     /// The asynchronous write of `state` is durable: feeds
-    /// [`Input::Persisted`] and executes what it releases (the held
+    /// [`Input::Persisted`] (the same as [`Executor::step`] with it) and
+    /// executes what it releases (the held
     /// messages, possibly the next write). A state that is not the pending
     /// write is passed to the node anyway, which ignores it and logs why.
     ///
@@ -235,9 +243,6 @@ impl<P: LogPosition> Executor<P> {
         state: HardState,
         effects: &mut E,
     ) -> Result<(), E::Error> {
-        if self.pending == Some(state) {
-            self.pending = None;
-        }
         self.step(now, Input::Persisted(state), effects)
     }
 }
