@@ -30,8 +30,10 @@ enum Due {
 struct Io {
     id: NodeId,
     disk: HardState,
-    /// The write started, with when it completes.
+    /// The write started and not yet durable.
     writing: Option<HardState>,
+    /// A write started by the last step, for the loop to schedule.
+    started: Option<HardState>,
     outbox: Vec<(NodeId, Message)>,
     leaderships: Vec<u64>,
     violations: Vec<String>,
@@ -48,6 +50,7 @@ impl Effects for Io {
             ));
         }
         self.writing = Some(*state);
+        self.started = Some(*state);
         Ok(Write::Pending)
     }
 
@@ -103,6 +106,7 @@ fn run(seed: u64) -> (BTreeMap<u64, BTreeSet<NodeId>>, Vec<String>) {
             id,
             disk: HardState::default(),
             writing: None,
+            started: None,
             outbox: Vec::new(),
             leaderships: Vec::new(),
             violations: Vec::new(),
@@ -153,16 +157,11 @@ fn run(seed: u64) -> (BTreeMap<u64, BTreeSet<NodeId>>, Vec<String>) {
         }
         // Execute what the step asked for: start writes, put messages on
         // the wire. Writes take 1 to 150 ms (longer than a heartbeat).
-        for (&id, (exec, io)) in nodes.iter_mut() {
-            if let Some(state) = io.writing.filter(|_| exec.pending_write().is_some()) {
-                if !agenda
-                    .iter()
-                    .any(|(_, _, to, d)| *to == id && matches!(d, Due::WriteDone(_)))
-                {
-                    let delay = Duration::from_millis(1 + rng.next_u64() % 150);
-                    seq += 1;
-                    agenda.push((now + delay, seq, id, Due::WriteDone(state)));
-                }
+        for (&id, (_, io)) in nodes.iter_mut() {
+            if let Some(state) = io.started.take() {
+                let delay = Duration::from_millis(1 + rng.next_u64() % 150);
+                seq += 1;
+                agenda.push((now + delay, seq, id, Due::WriteDone(state)));
             }
             for (to, message) in io.outbox.drain(..) {
                 let delay = Duration::from_millis(1 + rng.next_u64() % 20);

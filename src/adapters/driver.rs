@@ -293,7 +293,7 @@ impl<P: LogPosition> Driver<P> {
 
     /// Feeds `input`; a write is only requested in `write` (the tokio
     /// driver runs it off the runtime and reports it as
-    /// `Input::Persisted`, which goes through [`Executor::write_done`]).
+    /// `Input::Persisted`).
     #[cfg(feature = "tokio")]
     pub(crate) fn step_deferred(
         &mut self,
@@ -307,10 +307,8 @@ impl<P: LogPosition> Driver<P> {
             outbox,
             write,
         };
-        let Ok(()) = match input {
-            Input::Persisted(state) => self.exec.write_done(now, state, &mut io),
-            input => self.exec.step(now, input, &mut io),
-        };
+        // `Input::Persisted` through `step` is `write_done`.
+        let Ok(()) = self.exec.step(now, input, &mut io);
     }
 
     /// Feeds `input` with synchronous writes to `storage`.
