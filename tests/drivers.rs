@@ -319,51 +319,16 @@ fn tokio_async_handle_watches_status_and_broadcasts_events() {
     rt.shutdown_timeout(Duration::from_secs(1));
 }
 
-/// A store whose every save takes 300 ms, recording when each ran.
-#[derive(Clone, Default)]
-struct SlowStorage {
-    saves: std::sync::Arc<std::sync::Mutex<Vec<(std::time::Instant, std::time::Instant)>>>,
-}
-
-impl tenure::adapters::storage::Storage for SlowStorage {
-    fn load(
-        &mut self,
-    ) -> Result<Option<tenure::HardState>, tenure::adapters::storage::StorageError> {
-        Ok(None)
-    }
-    fn save(
-        &mut self,
-        _: &tenure::HardState,
-    ) -> Result<(), tenure::adapters::storage::StorageError> {
-        let start = std::time::Instant::now();
-        std::thread::sleep(Duration::from_millis(300));
-        self.saves
-            .lock()
-            .unwrap()
-            .push((start, std::time::Instant::now()));
-        Ok(())
-    }
-}
-
 /// The tokio driver never blocks its runtime: on a current-thread runtime
 /// (one thread for everything), another task keeps running while the
 /// driver's 300 ms state writes are in progress. An inline write would
 /// freeze that thread for the whole write.
 #[test]
 fn tokio_driver_writes_state_off_the_runtime() {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let storage = SlowStorage::default();
+    let rt = current_thread();
+    let storage = slow(300);
     let saves = storage.saves.clone();
-    let setup = NodeSetup {
-        config: Config::new(1, [1]).rng_seed(9),
-        cluster_id: 4,
-        listen: "127.0.0.1:0".parse().unwrap(),
-        peers: BTreeMap::new(),
-        storage,
-    };
+    let setup = single_voter(storage);
     let ticks = rt.block_on(async {
         let ticks = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let recorder = ticks.clone();
@@ -400,4 +365,179 @@ fn tokio_driver_writes_state_off_the_runtime() {
         );
     }
     rt.shutdown_timeout(Duration::from_secs(1));
+}
+
+/// A store whose writes take `delay` and say whether one is running; with
+/// `fail`, every write fails after the delay.
+#[derive(Clone, Default)]
+struct WatchedStorage {
+    delay: Duration,
+    fail: bool,
+    running: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    done: std::sync::Arc<std::sync::atomic::AtomicU32>,
+    /// When each write started and ended.
+    saves: std::sync::Arc<std::sync::Mutex<Vec<(std::time::Instant, std::time::Instant)>>>,
+}
+
+impl tenure::adapters::storage::Storage for WatchedStorage {
+    fn load(
+        &mut self,
+    ) -> Result<Option<tenure::HardState>, tenure::adapters::storage::StorageError> {
+        Ok(None)
+    }
+    fn save(
+        &mut self,
+        _: &tenure::HardState,
+    ) -> Result<(), tenure::adapters::storage::StorageError> {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.running.store(true, SeqCst);
+        let start = std::time::Instant::now();
+        std::thread::sleep(self.delay);
+        let span = (start, std::time::Instant::now());
+        self.saves.lock().unwrap().push(span);
+        self.done.fetch_add(1, SeqCst);
+        self.running.store(false, SeqCst);
+        if self.fail {
+            return Err(tenure::adapters::storage::StorageError {
+                path: "watched".into(),
+                kind: std::io::Error::other("disk full").into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A store whose writes take `ms` milliseconds.
+fn slow(ms: u64) -> WatchedStorage {
+    WatchedStorage {
+        delay: Duration::from_millis(ms),
+        ..WatchedStorage::default()
+    }
+}
+
+fn current_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn one_worker() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn single_voter(storage: WatchedStorage) -> NodeSetup<WatchedStorage> {
+    NodeSetup {
+        config: Config::new(1, [1]).rng_seed(3),
+        cluster_id: 4,
+        listen: "127.0.0.1:0".parse().unwrap(),
+        peers: BTreeMap::new(),
+        storage,
+    }
+}
+
+/// Polls `cond` every millisecond for up to 5 s.
+fn eventually(what: &str, cond: impl Fn() -> bool) {
+    let end = std::time::Instant::now() + Duration::from_secs(5);
+    while !cond() {
+        assert!(std::time::Instant::now() < end, "not within 5 s: {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// `Handle::shutdown` of a tokio driver returns only once the state write
+/// in progress has returned, so the storage can be reopened at once (it
+/// used to return at once while the write went on in the background).
+/// Called outside the runtime and from a task of a multi-thread runtime.
+#[test]
+fn tokio_shutdown_waits_for_the_write_in_flight() {
+    use std::sync::atomic::Ordering::SeqCst;
+    for inside_a_task in [false, true] {
+        let rt = one_worker();
+        let storage = slow(400);
+        let (running, done) = (storage.running.clone(), storage.done.clone());
+        let (handle, _events) = rt
+            .block_on(driver_tokio::spawn(single_voter(storage)))
+            .unwrap();
+        eventually("the first write starts", || running.load(SeqCst));
+        let result = if inside_a_task {
+            rt.block_on(async { tokio::spawn(async move { handle.shutdown() }).await })
+                .unwrap()
+        } else {
+            handle.shutdown()
+        };
+        result.unwrap();
+        assert!(
+            !running.load(SeqCst) && done.load(SeqCst) >= 1,
+            "shutdown returned while a write was still running (inside a task: {inside_a_task})"
+        );
+    }
+}
+
+/// `AsyncHandle::shutdown().await` waits for the write in progress without
+/// blocking a current-thread runtime.
+#[test]
+fn tokio_async_shutdown_waits_for_the_write_in_flight() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let rt = current_thread();
+    let storage = slow(400);
+    let (running, done) = (storage.running.clone(), storage.done.clone());
+    rt.block_on(async {
+        let node = driver_tokio::spawn_async::<_, ()>(single_voter(storage))
+            .await
+            .unwrap();
+        while !running.load(SeqCst) {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        tokio::time::timeout(Duration::from_secs(5), node.shutdown())
+            .await
+            .expect("shutdown within 5 s")
+            .unwrap();
+        assert!(!running.load(SeqCst) && done.load(SeqCst) >= 1);
+    });
+}
+
+/// A tokio driver stopped by a failed write reports that error from
+/// `shutdown` (it used to report `Ok`), through both forms.
+#[test]
+fn tokio_shutdown_reports_the_error_that_stopped_the_driver() {
+    let rt = one_worker();
+    let failing = || WatchedStorage {
+        fail: true,
+        ..WatchedStorage::default()
+    };
+    let (handle, _events) = rt
+        .block_on(driver_tokio::spawn(single_voter(failing())))
+        .unwrap();
+    eventually("the driver stops", || handle.stopped().is_some());
+    let err = handle.shutdown().unwrap_err();
+    assert!(err.to_string().contains("disk full"), "{err}");
+    let err = rt.block_on(async {
+        let node = driver_tokio::spawn_async::<_, ()>(single_voter(failing()))
+            .await
+            .unwrap();
+        for _ in 0..5000 {
+            if node.handle.stopped().is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        node.shutdown().await.unwrap_err()
+    });
+    assert!(err.to_string().contains("disk full"), "{err}");
+}
+
+/// Handles cross threads and are shared between them (an `Arc<Handle>` in
+/// an application's workers); a change that loses `Send` or `Sync` fails
+/// to compile here.
+#[test]
+fn handles_are_send_and_sync() {
+    fn shareable<T: Send + Sync>() {}
+    shareable::<Handle>();
+    shareable::<Handle<u64>>();
+    shareable::<driver_tokio::AsyncHandle<(u64, u64)>>();
 }

@@ -118,6 +118,11 @@ pub enum DriverError {
     /// A socket error.
     #[error("socket: {0}")]
     Io(#[from] io::Error),
+    /// [`Handle::shutdown`] gave up waiting for a tokio driver's task (a
+    /// state write still running after this long); the task still stops
+    /// once the write returns.
+    #[error("the driver did not stop within {0:?} (a state write is still running)")]
+    ShutdownTimedOut(std::time::Duration),
 }
 
 /// Where the executor delivers events.
@@ -428,8 +433,28 @@ pub struct Handle<P = ()> {
     pub(crate) commands: Commands<P>,
     pub(crate) clock: SuspendAwareClock,
     pub(crate) local_addr: SocketAddr,
-    pub(crate) thread: Option<JoinHandle<Result<(), DriverError>>>,
+    pub(crate) finish: Finish,
 }
+
+/// What [`Handle::shutdown`] waits for.
+pub(crate) enum Finish {
+    /// The std driver's thread.
+    Thread(JoinHandle<Result<(), DriverError>>),
+    /// A tokio driver's task: it sends its result just before it ends,
+    /// after any state write in progress returned.
+    #[cfg(feature = "tokio")]
+    Task {
+        /// The task itself (awaited by the async shutdown).
+        joined: tokio::task::JoinHandle<()>,
+        /// Its result (in a mutex only to keep `Handle` `Sync`).
+        result: Mutex<mpsc::Receiver<Result<(), DriverError>>>,
+    },
+    /// Not started yet, or already waited for.
+    Nothing,
+}
+
+/// How long [`Handle::shutdown`] waits for a tokio driver's task.
+pub const SHUTDOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl<P> std::fmt::Debug for Handle<P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -500,23 +525,71 @@ impl<P> Handle<P> {
         self.send(Command::Input(Input::LogPosition(position)));
     }
 
-    /// Stops the node and waits for its thread.
+    /// Stops the node and waits until it has stopped: its thread (std
+    /// driver) or its task (tokio driver) has ended, and no state write of
+    /// it is still running, so the same storage can be reopened at once.
     ///
-    /// A tokio driver's handle has no thread to wait for: this returns at
-    /// once, `Ok` even if the driver had stopped on an error (read
-    /// [`Handle::stopped`]), and a state write in progress finishes in the
-    /// background. Before reopening the same storage in this process, wait
-    /// until the runtime is shut down.
+    /// A tokio driver's task is waited for up to [`SHUTDOWN_WAIT`], except
+    /// when this is called on the thread of a current-thread runtime: the
+    /// task could never run there, so the call only asks it to stop and
+    /// returns (an error only if the task had already ended with one). In
+    /// async code use [`Handle::shutdown_async`] (or `AsyncHandle::shutdown`),
+    /// which waits without blocking.
     ///
     /// # Errors
-    /// The error that stopped the std driver earlier, if any.
+    /// The error that had stopped the driver, if any;
+    /// [`DriverError::ShutdownTimedOut`] if a tokio driver's state write
+    /// outlasted [`SHUTDOWN_WAIT`].
     pub fn shutdown(mut self) -> Result<(), DriverError> {
         self.send(Command::Stop);
-        match self.thread.take() {
-            Some(t) => t
+        match std::mem::replace(&mut self.finish, Finish::Nothing) {
+            Finish::Thread(t) => t
                 .join()
                 .unwrap_or_else(|_| Err(DriverError::Setup("driver thread panicked".into()))),
-            None => Ok(()),
+            #[cfg(feature = "tokio")]
+            Finish::Task { result, .. } => {
+                use tokio::runtime::{Handle as Runtime, RuntimeFlavor};
+                let result = result.into_inner().unwrap_or_else(|p| p.into_inner());
+                let wait = || match result.recv_timeout(SHUTDOWN_WAIT) {
+                    Ok(r) => r,
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                        Err(DriverError::ShutdownTimedOut(SHUTDOWN_WAIT))
+                    }
+                    // The runtime dropped the task: nothing of it runs on.
+                    Err(mpsc::RecvTimeoutError::Disconnected) => Ok(()),
+                };
+                match Runtime::try_current().map(|r| r.runtime_flavor()) {
+                    // Blocking here would block the task that must finish.
+                    Ok(RuntimeFlavor::CurrentThread) => result.try_recv().unwrap_or(Ok(())),
+                    Ok(_) => tokio::task::block_in_place(wait),
+                    Err(_) => wait(),
+                }
+            }
+            Finish::Nothing => Ok(()),
+        }
+    }
+
+    /// [`Handle::shutdown`] for async code: stops the node and waits,
+    /// without blocking the runtime, until its task or thread has ended
+    /// and no state write of it is still running.
+    ///
+    /// # Errors
+    /// The error that had stopped the driver, if any.
+    #[cfg(feature = "tokio")]
+    pub async fn shutdown_async(mut self) -> Result<(), DriverError> {
+        self.send(Command::Stop);
+        match std::mem::replace(&mut self.finish, Finish::Nothing) {
+            Finish::Thread(t) => tokio::task::spawn_blocking(move || t.join())
+                .await
+                .map_err(|e| DriverError::Setup(format!("waiting for the driver failed: {e}")))?
+                .unwrap_or_else(|_| Err(DriverError::Setup("driver thread panicked".into()))),
+            Finish::Task { joined, result } => {
+                // A task cancelled by its runtime's shutdown never sends.
+                let _ = joined.await;
+                let result = result.into_inner().unwrap_or_else(|p| p.into_inner());
+                result.try_recv().unwrap_or(Ok(()))
+            }
+            Finish::Nothing => Ok(()),
         }
     }
 
@@ -597,7 +670,7 @@ pub fn spawn_with_positions<S: Storage + Send + 'static, P: WirePosition>(
         },
         clock,
         local_addr,
-        thread: Some(thread),
+        finish: Finish::Thread(thread),
     };
     Ok((handle, events))
 }

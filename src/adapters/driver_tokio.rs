@@ -31,6 +31,10 @@
 //! [`Executor`](super::executor::Executor)'s asynchronous writes, while
 //! the task keeps answering peers; messages that assert the state being
 //! written wait inside the node until the write is durable.
+//!
+//! Stopping waits for that write: [`AsyncHandle::shutdown`] (or
+//! [`Handle::shutdown_async`]) returns once the task has ended and no
+//! write of it runs, with the error that stopped the driver if one did.
 
 use std::sync::mpsc;
 
@@ -40,7 +44,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 use super::clock::SuspendAwareClock;
 use super::codec::MAX_FRAME;
 use super::driver::{
-    Command, Commands, Driver, DriverError, Handle, NodeSetup, Published, WirePosition,
+    Command, Commands, Driver, DriverError, Finish, Handle, NodeSetup, Published, WirePosition,
 };
 use super::retry::retry_interrupted_async;
 use super::storage::{Storage, StorageError};
@@ -68,9 +72,9 @@ pub async fn spawn<S: Storage + Send + 'static>(
 pub async fn spawn_with_positions<S: Storage + Send + 'static, P: WirePosition>(
     setup: NodeSetup<S>,
 ) -> Result<(Handle<P>, mpsc::Receiver<Event>), DriverError> {
-    let (handle, started) = start::<S, P>(setup).await?;
+    let (mut handle, started) = start::<S, P>(setup).await?;
     let events = started.events;
-    tokio::spawn(started.task.run());
+    started.task.spawn(&mut handle);
     Ok((handle, events))
 }
 
@@ -114,7 +118,7 @@ async fn start<S: Storage + Send + 'static, P: WirePosition>(
         commands: Commands::Tokio(tx),
         clock,
         local_addr,
-        thread: None,
+        finish: Finish::Nothing,
     };
     let task = Task {
         driver,
@@ -141,6 +145,16 @@ pub struct AsyncHandle<P = ()> {
 }
 
 impl<P> AsyncHandle<P> {
+    /// Stops the node and waits, without blocking the runtime, until its
+    /// task has ended and no state write of it is still running (see
+    /// [`Handle::shutdown_async`]).
+    ///
+    /// # Errors
+    /// The error that had stopped the driver, if any.
+    pub async fn shutdown(self) -> Result<(), DriverError> {
+        self.handle.shutdown_async().await
+    }
+
     /// A watch of the node's status and lease; `changed().await` wakes on
     /// every change.
     pub fn status(&self) -> tokio::sync::watch::Receiver<Published> {
@@ -188,10 +202,10 @@ pub async fn spawn_async<S: Storage + Send + 'static, P: WirePosition>(
     setup: NodeSetup<S>,
 ) -> Result<AsyncHandle<P>, DriverError> {
     // The std channel's receiver is dropped: events go to the broadcast.
-    let (handle, Started { mut task, .. }) = start::<S, P>(setup).await?;
+    let (mut handle, Started { mut task, .. }) = start::<S, P>(setup).await?;
     let status = task.driver.exec.node().status();
     let (status, events) = task.driver.publisher.use_tokio_channels(status, 256);
-    tokio::spawn(task.run());
+    task.spawn(&mut handle);
     Ok(AsyncHandle {
         handle,
         status,
@@ -204,8 +218,22 @@ pub async fn spawn_async<S: Storage + Send + 'static, P: WirePosition>(
 type Writing<S> = tokio::task::JoinHandle<(S, HardState, Result<(), StorageError>)>;
 
 impl<S: Storage + Send + 'static, P: WirePosition> Task<S, P> {
-    /// Runs until stopped; an error is published for the handle.
-    async fn run(self) {
+    /// Spawns the task on the current runtime; `handle`'s shutdown waits
+    /// for it.
+    fn spawn(self, handle: &mut Handle<P>) {
+        let (tx, result) = mpsc::channel();
+        let joined = tokio::spawn(async move {
+            let _ = tx.send(self.run().await);
+        });
+        handle.finish = Finish::Task {
+            joined,
+            result: std::sync::Mutex::new(result),
+        };
+    }
+
+    /// Runs until stopped (after any state write in progress returned); an
+    /// error is also published for the handle.
+    async fn run(self) -> Result<(), DriverError> {
         let Task {
             mut driver,
             storage,
@@ -214,9 +242,11 @@ impl<S: Storage + Send + 'static, P: WirePosition> Task<S, P> {
             commands,
             clock,
         } = self;
-        if let Err(e) = run(&mut driver, storage, socket, framing, commands, clock).await {
+        let result = run(&mut driver, storage, socket, framing, commands, clock).await;
+        if let Err(e) = &result {
             driver.publisher.stop(e.to_string());
         }
+        result
     }
 }
 
@@ -275,7 +305,13 @@ async fn run<S: Storage + Send + 'static, P: WirePosition>(
                     // Interrupted by a signal: go round the loop, which
                     // re-reads the clock before waiting again.
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(e) => return Err(e.into()),
+                    Err(e) => {
+                        // Stop only once no write of this node runs on.
+                        if let Some(write) = writing {
+                            let _ = write.await;
+                        }
+                        return Err(e.into());
+                    }
                 };
                 if let Received::Message(from, message) = framing.accept::<P>(&buf[..len], from_addr) {
                     driver.step_deferred(clock.now(), Input::Receive { from, message }, &mut outbox, &mut requested);
