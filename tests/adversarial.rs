@@ -186,7 +186,7 @@ fn finding_superseded_transfer_leaves_a_leader_without_lease_forever() {
     });
     let l = s.run_until_leader(ms(2000)).unwrap();
     s.run_for(ms(500));
-    assert!(s.node(l).lease(s.now).is_some());
+    assert!(s.node(l).lease(s.now()).is_some());
     let mut others = (1..=3).filter(|&i| i != l);
     let (a, b) = (others.next().unwrap(), others.next().unwrap());
     // TimeoutNow to A is lost.
@@ -206,7 +206,7 @@ fn finding_superseded_transfer_leaves_a_leader_without_lease_forever() {
     // Everyone is healthy from here on.
     s.run_for(ms(5000));
     let leader = s.agreed_leader();
-    let lease = leader.and_then(|x| s.node(x).lease(s.now));
+    let lease = leader.and_then(|x| s.node(x).lease(s.now()));
     assert!(
         lease.is_some(),
         "5 s after the failed transfer, healthy cluster: leader {leader:?} (was {l}, role {:?}, term {}) holds no lease",

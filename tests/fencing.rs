@@ -17,7 +17,7 @@ fn sim_with(fencing: Fencing) -> Sim {
 }
 
 fn stepped_down_at(s: &Sim, id: NodeId) -> Option<(Instant, StepDownReason)> {
-    s.events.iter().find_map(|(t, n, e)| match e {
+    s.events().iter().find_map(|(t, n, e)| match e {
         Event::SteppedDown { reason, .. } if *n == id => Some((*t, *reason)),
         _ => None,
     })
@@ -34,7 +34,7 @@ fn fencing_off_isolated_leader_stays_leader() {
     assert_eq!(s.node(l).status().role, Role::Leader);
     assert!(stepped_down_at(&s, l).is_none());
     assert_eq!(
-        s.node(l).lease(s.now),
+        s.node(l).lease(s.now()),
         None,
         "no lease without strict fencing"
     );
@@ -47,7 +47,7 @@ fn fencing_soft_isolated_leader_steps_down_within_death_timeout_plus_heartbeat()
     let mut s = sim_with(Fencing::Soft);
     let l = s.run_until_leader(ms(2000)).unwrap();
     s.run_for(ms(1000));
-    let cut = s.now;
+    let cut = s.now();
     s.isolate(l);
     s.run_for(ms(2000));
     let (at, reason) = stepped_down_at(&s, l).expect("soft fencing steps down");
@@ -63,7 +63,7 @@ fn fencing_soft_isolated_leader_steps_down_within_death_timeout_plus_heartbeat()
     assert_eq!(st.term, 1, "same term, no bump");
     // No heartbeats as leader after stepping down.
     let late_heartbeats = s
-        .sent
+        .sent()
         .iter()
         .filter(|(t, from, _, m)| {
             *from == l && *t > at && matches!(m.kind, tenure::MessageKind::Heartbeat { .. })
@@ -91,14 +91,14 @@ fn strict_lease_steps_down_at_lease_until_before_anyone_else_leads() {
     s.run_for(ms(1000));
     let lease = s
         .node(l)
-        .lease(s.now)
+        .lease(s.now())
         .expect("a strict leader with a quorum holds a lease");
     assert_eq!(lease.token, FencingToken { term: 1, leader: l });
     assert_eq!(s.node(l).status().lease_until, Some(lease.valid_until));
     s.isolate(l);
     let mut last_lease = lease;
     while s.node(l).status().role == Role::Leader {
-        if let Some(le) = s.node(l).lease(s.now) {
+        if let Some(le) = s.node(l).lease(s.now()) {
             last_lease = le;
         }
         s.run_for(ms(1));
@@ -115,7 +115,7 @@ fn strict_lease_steps_down_at_lease_until_before_anyone_else_leads() {
     );
     let new = s.leaders().into_iter().find(|&x| x != l).unwrap();
     let elected_at = s
-        .events
+        .events()
         .iter()
         .find_map(|(t, n, e)| (matches!(e, Event::BecameLeader { .. }) && *n == new).then_some(*t))
         .unwrap();
@@ -130,16 +130,16 @@ fn strict_lease_steps_down_at_lease_until_before_anyone_else_leads() {
 fn fencing_strict_new_leader_has_no_lease_until_a_quorum_acks() {
     let mut s = sim_with(Fencing::Strict);
     while !s
-        .events
+        .events()
         .iter()
         .any(|(_, _, e)| matches!(e, Event::BecameLeader { .. }))
     {
         s.run_for(ms(1));
         // Check at every millisecond: as soon as it leads, before acks arrive.
         if let Some(l) = s.leaders().first().copied() {
-            if s.node(l).lease(s.now).is_none() {
+            if s.node(l).lease(s.now()).is_none() {
                 let acks = s
-                    .sent
+                    .sent()
                     .iter()
                     .filter(|(_, _, to, m)| {
                         *to == l && matches!(m.kind, tenure::MessageKind::HeartbeatResponse { .. })
@@ -151,13 +151,13 @@ fn fencing_strict_new_leader_has_no_lease_until_a_quorum_acks() {
     }
     let l = s.leaders()[0];
     assert_eq!(
-        s.node(l).lease(s.now),
+        s.node(l).lease(s.now()),
         None,
         "lease before the first quorum-acked round"
     );
     s.run_for(ms(5));
     assert!(
-        s.node(l).lease(s.now).is_some(),
+        s.node(l).lease(s.now()).is_some(),
         "lease after the first round is acknowledged"
     );
 }
@@ -198,7 +198,7 @@ fn became_leader_carries_an_increasing_token() {
     s.crash(l1);
     let l2 = s.run_until_leader(ms(3000)).unwrap();
     let tokens: Vec<FencingToken> = s
-        .events
+        .events()
         .iter()
         .filter_map(|(_, _, e)| match e {
             Event::BecameLeader { token, .. } => Some(*token),
@@ -300,13 +300,13 @@ fn strict_lease_events_announce_acquired_and_lost() {
     assert!(became < acquired, "{events:?}");
     let token = s.node(l).status().fencing_token.unwrap();
     assert!(matches!(events[acquired], Event::LeaseAcquired { token: t, .. } if t == token));
-    assert!(s.node(l).lease(s.now).is_some());
+    assert!(s.node(l).lease(s.now()).is_some());
     // Isolated: the lease runs out and is announced lost, no later than the
     // step-down.
     s.isolate(l);
     s.run_for(ms(1000));
     let lost_at = s
-        .events
+        .events()
         .iter()
         .find_map(|(t, n, e)| matches!(e, Event::LeaseLost { .. } if *n == l).then_some(*t))
         .expect("the lease announced lost");
@@ -319,16 +319,16 @@ fn strict_lease_events_announce_acquired_and_lost() {
     s.heal();
     let l2 = s.run_until_leader(ms(3000)).unwrap();
     s.run_for(ms(300));
-    assert!(s.node(l2).lease(s.now).is_some());
-    let before = s.events.len();
+    assert!(s.node(l2).lease(s.now()).is_some());
+    let before = s.events().len();
     let target = if l2 == 1 { 2 } else { 1 };
     s.input(l2, Input::TransferLeadership { to: target });
     assert!(
-        s.events[before..]
+        s.events()[before..]
             .iter()
             .any(|(_, n, e)| *n == l2 && matches!(e, Event::LeaseLost { .. })),
         "{:?}",
-        &s.events[before..]
+        &s.events()[before..]
     );
 }
 
@@ -354,17 +354,17 @@ fn transfer_leadership_to_up_to_date_follower_completes_in_about_a_round_trip() 
     let l = s.run_until_leader(ms(2000)).unwrap();
     s.run_for(ms(1000));
     let target = (1..=3).find(|&i| i != l).unwrap();
-    let t0 = s.now;
+    let t0 = s.now();
     s.input(l, Input::TransferLeadership { to: target });
     assert_eq!(
-        s.node(l).lease(s.now),
+        s.node(l).lease(s.now()),
         None,
         "the lease is given up at once"
     );
     assert_eq!(s.node(l).status().lease_until, None);
     let new = s.run_until_leader(ms(1000)).unwrap();
     assert_eq!(new, target);
-    let took = s.now.saturating_duration_since(t0);
+    let took = s.now().saturating_duration_since(t0);
     assert!(took <= ms(10), "transfer took {took:?} with 1 ms links");
     s.run_for(ms(10));
     assert_eq!(
@@ -396,13 +396,13 @@ fn transfer_to_lagging_follower_waits_for_it_to_catch_up() {
         "must not hand over to a lagging target"
     );
     assert!(
-        !s.sent
+        !s.sent()
             .iter()
             .any(|(_, _, _, m)| m.kind == tenure::MessageKind::TimeoutNow)
     );
     s.input(target, Input::LogPosition(10));
     let ok = s.run_until_true(ms(500), |s| s.agreed_leader() == Some(target));
-    assert!(ok, "hand-over once caught up: {:?}", s.events);
+    assert!(ok, "hand-over once caught up: {:?}", s.events());
 }
 
 #[test]
@@ -439,10 +439,10 @@ fn transfer_times_out_and_lease_returns_only_with_a_fresh_round() {
     let target = (1..=3).find(|&i| i != l).unwrap();
     s.input(l, Input::LogPosition(10)); // the target never catches up
     s.run_for(ms(500));
-    let t0 = s.now;
+    let t0 = s.now();
     s.input(l, Input::TransferLeadership { to: target });
     s.run_for(ms(399));
-    assert_eq!(s.node(l).lease(s.now), None);
+    assert_eq!(s.node(l).lease(s.now()), None);
     s.run_for(ms(2));
     assert_eq!(
         transfer_events(&s, l),
@@ -451,19 +451,19 @@ fn transfer_times_out_and_lease_returns_only_with_a_fresh_round() {
             reason: TransferFailure::TimedOut
         }]
     );
-    let aborted = s.now;
+    let aborted = s.now();
     assert_eq!(s.node(l).status().role, Role::Leader);
     // The lease comes back once a round sent after the abort is acknowledged.
     s.run_for(ms(150));
     let lease = s
         .node(l)
-        .lease(s.now)
+        .lease(s.now())
         .expect("lease regained by a fresh round");
     assert!(
         lease.valid_until > aborted + ms(300),
         "lease must be anchored after the abort"
     );
-    assert!(s.now.saturating_duration_since(t0) >= ms(400));
+    assert!(s.now().saturating_duration_since(t0) >= ms(400));
 }
 
 /// The target's voters still heard the leader a moment ago: without the
@@ -503,7 +503,7 @@ fn transfer_after_timeout_now_forfeits_the_lease_for_the_term() {
             ..
         }
     )));
-    assert_eq!(s.node(l).lease(s.now), None);
+    assert_eq!(s.node(l).lease(s.now()), None);
 }
 
 // ------------------------------------------------------------ promote / demote
@@ -566,11 +566,11 @@ fn promote_without_quorum_fails_within_one_election_timeout() {
     let mut s = Sim::<()>::new(3, |id, v| cfg(id, v).mode(Mode::Manual));
     s.run_for(ms(500));
     s.isolate(1);
-    let t0 = s.now;
+    let t0 = s.now();
     s.input(1, Input::Promote);
     s.run_for(ms(1000));
     let (at, reason) = s
-        .events
+        .events()
         .iter()
         .find_map(|(t, n, e)| match e {
             Event::PromoteFailed { reason } if *n == 1 => Some((*t, *reason)),
@@ -625,7 +625,7 @@ fn demote_resigns_in_same_term_and_does_not_campaign_for_a_death_timeout() {
     s.run_for(ms(300));
     let term = s.max_term();
     s.input(l, Input::Demote);
-    assert_eq!(s.node(l).lease(s.now), None);
+    assert_eq!(s.node(l).lease(s.now()), None);
     assert!(s.events_of(l).iter().any(|e| matches!(
         e,
         Event::SteppedDown {
@@ -733,7 +733,7 @@ fn single_voter_strict_leader_keeps_its_lease() {
     assert_eq!(s.run_until_leader(ms(1000)), Some(1));
     s.run_for(ms(10_000));
     assert_eq!(s.node(1).status().role, Role::Leader);
-    assert!(s.node(1).lease(s.now).is_some());
+    assert!(s.node(1).lease(s.now()).is_some());
     assert!(
         !s.events_of(1)
             .iter()

@@ -108,8 +108,8 @@ fn defect2_deaf_lowest_id_node_cannot_stall_elections() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(20);
     for seed in 0..seeds {
-        let mut s = Sim::<()>::new(3, move |id, v| common::timing(id, v).rng_seed(seed));
-        s.latency = ms(30);
+        let mut s =
+            Sim::<()>::with_latency(3, ms(30), move |id, v| common::timing(id, v).rng_seed(seed));
         for from in [2, 3] {
             s.cut(from, 1);
         }
@@ -367,7 +367,8 @@ fn defect5_the_end_of_time_is_not_a_busy_loop() {
         let mut s = Sim::<()>::new(3, move |id, v| common::timing(id, v).fencing(fencing));
         let l = s.run_until_leader(ms(2000)).unwrap();
         for id in 1..=3 {
-            let node = s.slots.get_mut(&id).unwrap().node.as_mut().unwrap();
+            let mut node = s.node(id).clone();
+            let node = &mut node;
             for _ in 0..3 {
                 for a in node.step(Instant::MAX, Input::Tick) {
                     if let Action::Persist(st) = a {
@@ -407,19 +408,19 @@ fn defect6_mixed_death_timeouts_keep_the_lease_exclusive() {
         assert!(s.run_until_true(ms(1000), |s| s.agreed_leader() == Some(1)));
     }
     s.run_for(ms(1000));
-    let lease = s.node(1).lease(s.now).expect("node 1 holds a lease");
+    let lease = s.node(1).lease(s.now()).expect("node 1 holds a lease");
     assert!(
-        lease.valid_until <= s.now + ms(400),
+        lease.valid_until <= s.now() + ms(400),
         "lease until {:?} at {:?}: longer than the followers' 400 ms promise",
         lease.valid_until,
-        s.now
+        s.now()
     );
     s.isolate(1);
-    let cut = s.now;
+    let cut = s.now();
     let mut last_lease = lease;
     let elected = s.run_until_true(ms(3000), |s| s.leaders().iter().any(|&l| l != 1));
     assert!(elected, "nodes 2 and 3 elect a leader");
-    let new_leader_at = s.now;
+    let new_leader_at = s.now();
     // Replay the old leader's view: its lease at the moment of the election.
     if let Some(l) = s.node(1).lease(new_leader_at) {
         last_lease = l;
@@ -451,7 +452,7 @@ fn defect7_aborted_transfer_needs_a_fresh_round_for_the_lease() {
     });
     assert!(aborted);
     assert_eq!(
-        s.node(l).lease(s.now),
+        s.node(l).lease(s.now()),
         None,
         "lease back at the abort, anchored on a round sent during the transfer"
     );
@@ -471,7 +472,7 @@ fn defect7_transfer_to_a_node_that_cannot_lead_is_refused() {
         let l = s.run_until_leader(ms(2000)).unwrap();
         assert_ne!(l, 3);
         s.run_for(ms(300));
-        assert!(s.node(l).lease(s.now).is_some());
+        assert!(s.node(l).lease(s.now()).is_some());
         s.input(l, Input::TransferLeadership { to: 3 });
         assert!(
             s.events_of(l).contains(&Event::TransferFailed {
@@ -482,7 +483,7 @@ fn defect7_transfer_to_a_node_that_cannot_lead_is_refused() {
             s.events_of(l)
         );
         assert!(
-            s.node(l).lease(s.now).is_some(),
+            s.node(l).lease(s.now()).is_some(),
             "{mode:?}: lease dropped for nothing"
         );
     }

@@ -22,7 +22,7 @@ fn single_node_elects_itself() {
     let mut s = sim(1);
     assert_eq!(s.run_until_leader(ms(1000)), Some(1));
     assert_eq!(s.node(1).status().term, 1);
-    assert_eq!(s.slots[&1].disk.term, 1);
+    assert_eq!(s.disk(1).term, 1);
 }
 
 /// Tarantool election_basic: a fresh three-node cluster elects exactly one
@@ -53,11 +53,11 @@ fn leader_crash_elects_a_new_leader_quickly() {
     let mut s = sim(3);
     let old = s.run_until_leader(ms(2000)).unwrap();
     s.run_for(ms(1000));
-    let crash_at = s.now;
+    let crash_at = s.now();
     s.crash(old);
     let new = s.run_until_leader(ms(3000)).expect("a new leader");
     assert_ne!(new, old);
-    let failover = s.now.saturating_duration_since(crash_at);
+    let failover = s.now().saturating_duration_since(crash_at);
     assert!(failover <= ms(400 + 40 + 20), "failover took {failover:?}");
     assert_eq!(s.node(new).status().term, 2);
 }
@@ -157,14 +157,14 @@ fn restart_during_election_keeps_vote() {
     for victim_offset in 1..=2u64 {
         let mut s = sim(3);
         while !s
-            .events
+            .events()
             .iter()
             .any(|(_, _, e)| matches!(e, Event::CampaignStarted { .. }))
         {
             s.run_for(ms(1));
         }
         let candidate = s
-            .events
+            .events()
             .iter()
             .find_map(|(_, n, e)| matches!(e, Event::CampaignStarted { .. }).then_some(*n))
             .unwrap();
@@ -175,7 +175,7 @@ fn restart_during_election_keeps_vote() {
             victim
         };
         s.run_for(ms(victim_offset)); // the request is in flight or just answered
-        let before = s.slots[&victim].disk;
+        let before = s.disk(victim);
         s.crash(victim);
         s.restart(victim);
         assert_eq!(s.node(victim).status().persisted, before);
@@ -209,20 +209,16 @@ fn crash_with_write_in_flight_loses_only_what_never_left() {
     }
     s.run_for(ms(3000));
     assert!(s.leaders().is_empty());
-    assert!(
-        s.slots
-            .values()
-            .all(|sl| sl.node.as_ref().unwrap().status().role != Role::Candidate)
-    );
+    assert!((1..=3).all(|id| s.node(id).status().role != Role::Candidate));
     let grants = s
-        .sent
+        .sent()
         .iter()
         .filter(|(_, _, _, m)| {
             matches!(m.kind, tenure::MessageKind::VoteResponse { granted: true })
         })
         .count();
     let requests = s
-        .sent
+        .sent()
         .iter()
         .filter(|(_, _, _, m)| matches!(m.kind, tenure::MessageKind::VoteRequest { .. }))
         .count();
@@ -320,14 +316,14 @@ fn demote_moves_leadership_to_another_node_within_a_death_timeout() {
     let l = s.run_until_leader(ms(2000)).unwrap();
     s.run_for(ms(500));
     s.input(l, Input::Demote);
-    let t0 = s.now;
+    let t0 = s.now();
     let new = s.run_until_leader(ms(2000)).expect("someone else leads");
     assert_ne!(new, l);
     // Followers were released by the resign message: faster than a death timeout.
     assert!(
-        s.now.saturating_duration_since(t0) < ms(400),
+        s.now().saturating_duration_since(t0) < ms(400),
         "{:?}",
-        s.now.saturating_duration_since(t0)
+        s.now().saturating_duration_since(t0)
     );
 }
 

@@ -461,3 +461,73 @@ fn log_up_to_date_in_a_simulated_cluster_with_positions() {
         "node 1 never led first with equal logs: the first check shows nothing"
     );
 }
+
+/// The step-by-step API: a synchronous disk, local clocks at real time,
+/// `run_until` with the checks after every event, and the history.
+#[test]
+fn step_by_step_with_a_synchronous_disk() {
+    use std::rc::Rc;
+    use std::time::Duration;
+    use tenure::sim::{Fault, SimConfig};
+    use tenure::{Config, Event, Instant, Role};
+
+    let mut cfg = SimConfig::new(3, 1);
+    cfg.keep_node_seeds = true;
+    cfg.clock_offsets = false;
+    cfg.clock_skew_ppm = 0;
+    cfg.latency = (Duration::from_millis(1), Duration::from_millis(1));
+    cfg.storage = StorageMode::Synchronous;
+    cfg.node_config = Rc::new(|id, voters| Config::new(id, voters.iter().copied()).rng_seed(id));
+    let mut c = Cluster::new(cfg);
+    c.enable_history();
+    c.run_until(Instant::ZERO + Duration::from_secs(3)).unwrap();
+    assert_eq!(c.now(), Instant::ZERO + Duration::from_secs(3));
+    assert_eq!(c.local_now(1), Some(c.now()));
+    let leader = *c.leaders().first().expect("a leader within 3 s");
+    assert!(
+        c.events()
+            .iter()
+            .any(|(_, n, e)| *n == leader && matches!(e, Event::BecameLeader { .. }))
+    );
+    assert!(c.sent().iter().any(|(_, from, _, _)| *from == leader));
+    for id in 1..=3 {
+        // Every write completed within its step.
+        assert_eq!(c.disk(id), Some(c.node(id).unwrap().status().persisted));
+    }
+    c.check().unwrap();
+    // A write held back by a stalled disk is lost at a crash.
+    let f = (1..=3).find(|&i| i != leader).unwrap();
+    let before = c.disk(f).unwrap();
+    c.apply(Fault::StallDisk(f));
+    c.apply(Fault::Isolate(f));
+    c.run_until(c.now() + Duration::from_secs(2)).unwrap();
+    // A heartbeat of a newer term: f adopts the term, its write stalls.
+    let heartbeat = tenure::Message {
+        term: before.term + 1,
+        kind: tenure::MessageKind::Heartbeat { seq: 1 },
+    };
+    let from = (1..=3).find(|&i| i != f).unwrap();
+    c.input(
+        f,
+        tenure::Input::Receive {
+            from,
+            message: heartbeat,
+        },
+    );
+    c.check().unwrap();
+    assert!(c.node(f).unwrap().status().term > before.term);
+    assert_eq!(c.disk(f), Some(before));
+    c.apply(Fault::Crash(f));
+    c.apply(Fault::UnstallDisk(f));
+    c.apply(Fault::Heal);
+    c.apply(Fault::Restart(f));
+    assert_eq!(c.node(f).unwrap().status().persisted, before);
+    c.run_until(c.now() + Duration::from_secs(3)).unwrap();
+    assert_eq!(
+        c.leaders()
+            .iter()
+            .filter(|&&l| c.node(l).unwrap().status().role == Role::Leader)
+            .count(),
+        1
+    );
+}

@@ -92,6 +92,13 @@ pub enum StorageMode {
     AckBeforeDurable,
     /// Broken: restart nodes from an empty state instead of their disk.
     RestartFromEmpty,
+    /// A synchronous disk: a write completes within the step that issued
+    /// it (the disk holds it, and `Input::Persisted` is fed right after the
+    /// step's other actions), ignoring `write_latency`. A write issued
+    /// while the disk is stalled completes at [`Fault::UnstallDisk`] and is
+    /// lost if the node crashes first. For hand-written tests that reason
+    /// about exact instants.
+    Synchronous,
 }
 
 /// How simulated peers answer. Everything but `Honest` is a deliberately
@@ -185,6 +192,15 @@ pub struct SimConfig {
     pub node_write_latency: BTreeMap<NodeId, (Duration, Duration)>,
     /// Node configuration.
     pub node_config: NodeConfigFn,
+    /// Keep the random seed `node_config` gives each node instead of
+    /// replacing it with one drawn from [`SimConfig::seed`] (default
+    /// `false`): for tests that choose node seeds themselves.
+    pub keep_node_seeds: bool,
+    /// Give every node's local clock a random offset from real time
+    /// (default `true`). With `false` (and `clock_skew_ppm` 0) every local
+    /// clock reads real time, so [`Cluster::now`] can be compared with
+    /// node deadlines and leases directly.
+    pub clock_offsets: bool,
 }
 
 impl core::fmt::Debug for SimConfig {
@@ -205,6 +221,8 @@ impl core::fmt::Debug for SimConfig {
             .field("storage", &self.storage)
             .field("links", &self.links)
             .field("node_write_latency", &self.node_write_latency)
+            .field("keep_node_seeds", &self.keep_node_seeds)
+            .field("clock_offsets", &self.clock_offsets)
             .finish_non_exhaustive()
     }
 }
@@ -232,6 +250,8 @@ impl SimConfig {
             links: BTreeMap::new(),
             node_write_latency: BTreeMap::new(),
             node_config: Rc::new(|id, voters| Config::new(id, voters.iter().copied())),
+            keep_node_seeds: false,
+            clock_offsets: true,
         }
     }
 }
@@ -434,6 +454,35 @@ pub struct Cluster<P: LogPosition = ()> {
     /// The replicated-log model, if [`Cluster::with_replication`] built
     /// this cluster.
     replication: Option<replication::Replication<P>>,
+    /// Sent messages and events, if [`Cluster::enable_history`] was called.
+    history: Option<History<P>>,
+    /// [`Scenario::heal_at`] of the scenario being run.
+    heal_at: Option<Duration>,
+}
+
+/// Every `Send` action and every event, in order.
+struct History<P> {
+    sent: Vec<(Instant, NodeId, NodeId, Message<P>)>,
+    events: Vec<(Instant, NodeId, Event)>,
+}
+
+/// What a scheduled event's handler asks of the event loop.
+enum Handled {
+    /// Evaluate the checks.
+    Check,
+    /// Nothing happened that needs checking.
+    Skip,
+    /// The run ended.
+    End,
+    /// A liveness deadline passed without a leader.
+    Violation(Violation),
+}
+
+/// What one scheduled event led to.
+enum Processed {
+    Continue,
+    End,
+    Violation(Violation),
 }
 
 impl Cluster {
@@ -488,10 +537,12 @@ impl<P: LogPosition> Cluster<P> {
             } else {
                 (rng.next_u64() % (2 * half as u64 + 1)) as i64 - half
             };
-            let clock = Clock {
-                offset: rng.next_u64() % 1_000_000_000_000,
-                rate_ppm,
+            let offset = if cfg.clock_offsets {
+                rng.next_u64() % 1_000_000_000_000
+            } else {
+                0
             };
+            let clock = Clock { offset, rate_ppm };
             nodes.push(SimNode {
                 id,
                 node: None,
@@ -533,6 +584,8 @@ impl<P: LogPosition> Cluster<P> {
             stale_heartbeat: None,
             last_long_tail_arrival: Instant::ZERO,
             replication: None,
+            history: None,
+            heal_at: None,
         };
         cluster.report.seed = cluster.cfg.seed;
         for id in ids {
@@ -563,6 +616,66 @@ impl<P: LogPosition> Cluster<P> {
     /// The event log, if enabled.
     pub fn trace(&self) -> Option<&str> {
         self.trace.as_deref()
+    }
+
+    /// Records every message sent and every event, for [`Cluster::sent`]
+    /// and [`Cluster::events`].
+    pub fn enable_history(&mut self) {
+        self.history.get_or_insert_with(|| History {
+            sent: Vec::new(),
+            events: Vec::new(),
+        });
+    }
+
+    /// Every `Action::Send` since [`Cluster::enable_history`], in order:
+    /// `(real time, from, to, message)`, as the node sent it (before cuts,
+    /// loss or duplication). Empty without history.
+    pub fn sent(&self) -> &[(Instant, NodeId, NodeId, Message<P>)] {
+        self.history.as_ref().map_or(&[], |h| &h.sent)
+    }
+
+    /// Every `Action::Event` since [`Cluster::enable_history`], in order:
+    /// `(real time, node, event)`. Empty without history.
+    pub fn events(&self) -> &[(Instant, NodeId, Event)] {
+        self.history.as_ref().map_or(&[], |h| &h.events)
+    }
+
+    /// What node `id`'s disk holds (durable writes only), up or down.
+    pub fn disk(&self, id: NodeId) -> Option<HardState> {
+        self.slot(id).map(|s| s.disk)
+    }
+
+    /// Processes every scheduled event due at or before `until`, in order,
+    /// evaluating the invariants after each (as [`Cluster::run`] does), then
+    /// sets the clock to `until`. Stops at the first violation and returns
+    /// it; the cluster then stays at that event's instant. For tests that
+    /// drive the cluster step by step with [`Cluster::apply`] and
+    /// [`Cluster::input`] in between.
+    pub fn run_until(&mut self, until: Instant) -> Result<(), Violation> {
+        let budget =
+            self.report.events + Self::event_budget(until.saturating_duration_since(self.now));
+        while self.queue.peek().is_some_and(|Reverse(ev)| ev.at <= until) {
+            let Some(Reverse(ev)) = self.queue.pop() else {
+                break;
+            };
+            match self.process(ev, budget) {
+                Processed::Continue => {}
+                Processed::End => break,
+                Processed::Violation(v) => return Err(v),
+            }
+        }
+        self.now = self.now.max(until);
+        Ok(())
+    }
+
+    /// Evaluates every node's invariants and the cluster-wide ones now
+    /// (what [`Cluster::run_until`] does after each event): call it after
+    /// [`Cluster::input`] or [`Cluster::apply`].
+    pub fn check(&mut self) -> Result<(), Violation> {
+        match self.find_violation() {
+            Some(v) => Err(v),
+            None => Ok(()),
+        }
     }
 
     /// The current real instant.
@@ -637,8 +750,10 @@ impl<P: LogPosition> Cluster<P> {
         if self.nodes[i].node.is_some() {
             return;
         }
-        let config = configure(&self.cfg, &self.voters, &self.observer_ids, id)
-            .rng_seed(self.rng.next_u64());
+        let mut config = configure(&self.cfg, &self.voters, &self.observer_ids, id);
+        if !self.cfg.keep_node_seeds {
+            config = config.rng_seed(self.rng.next_u64());
+        }
         let local = self.nodes[i].clock.local(self.now);
         if self.cfg.storage == StorageMode::RestartFromEmpty {
             self.nodes[i].disk = HardState::default();
@@ -702,6 +817,19 @@ impl<P: LogPosition> Cluster<P> {
                 self.log(id, format_args!("persist {state:?}"));
                 self.nodes[i].pending_write = Some(state);
                 self.nodes[i].write_gen += 1;
+                if self.cfg.storage == StorageMode::Synchronous {
+                    // Durable at once unless the disk is stalled; the
+                    // acknowledgement follows the step's other actions.
+                    if !self.nodes[i].stalled {
+                        self.nodes[i].pending_write = None;
+                        if let Some(c) = self.nodes[i].checker.as_mut() {
+                            c.durable(state);
+                        }
+                        self.nodes[i].disk = state;
+                        self.acks.push((id, state));
+                    }
+                    return;
+                }
                 let write_latency = self
                     .cfg
                     .node_write_latency
@@ -726,6 +854,9 @@ impl<P: LogPosition> Cluster<P> {
                 }
             }
             Action::Send { to, mut message } => {
+                if let Some(h) = self.history.as_mut() {
+                    h.sent.push((self.now, id, to, message.clone()));
+                }
                 if let (Some((leader, seq)), MessageKind::HeartbeatResponse { seq: 0, position }) =
                     (self.stale_heartbeat, &message.kind)
                 {
@@ -781,6 +912,9 @@ impl<P: LogPosition> Cluster<P> {
             }
             Action::Event(event) => {
                 self.log(id, format_args!("{event:?}"));
+                if let Some(h) = self.history.as_mut() {
+                    h.events.push((self.now, id, event.clone()));
+                }
                 if let Event::BecameLeader { term, .. } = event {
                     self.report.elections += 1;
                     self.check_leader_completeness(id, term);
@@ -1111,124 +1245,16 @@ impl<P: LogPosition> Cluster<P> {
             }
         }
         self.schedule(Instant::ZERO + scenario.duration, Payload::End);
-        let max_events = 50_000 + scenario.duration.as_millis() as u64 * 2_000;
+        self.heal_at = scenario.heal_at;
+        let max_events = Self::event_budget(scenario.duration);
         while let Some(Reverse(ev)) = self.queue.pop() {
-            self.now = self.now.max(ev.at);
-            self.report.events += 1;
-            if self.report.events > max_events {
-                self.report.violation = Some(Violation {
-                    seed: self.cfg.seed,
-                    at: self.now,
-                    invariant: "progress",
-                    detail: String::from(
-                        "too many events: a node's deadline does not move forward",
-                    ),
-                });
-                break;
-            }
-            match ev.payload {
-                Payload::End => break,
-                Payload::Deliver {
-                    from,
-                    incarnation,
-                    to,
-                    message,
-                } => {
-                    let stale = self
-                        .slot(from)
-                        .is_some_and(|s| s.incarnation != incarnation || s.node.is_none());
-                    if stale {
-                        self.report.delivered_after_sender_restart += 1;
-                    }
-                    let receiver_down = self.node(to).is_none();
-                    let mark = match (receiver_down, stale) {
-                        (true, _) => " (dropped: receiver down)",
-                        (false, true) => " (sender restarted since)",
-                        (false, false) => "",
-                    };
-                    self.log(to, format_args!("<- n{from} {message:?}{mark}"));
-                    self.stale_heartbeat = match message.kind {
-                        MessageKind::Heartbeat { seq }
-                            if self.cfg.peers == PeerMode::AckStaleHeartbeats
-                                && self
-                                    .node(to)
-                                    .is_some_and(|n| n.status().term > message.term) =>
-                        {
-                            Some((from, seq))
-                        }
-                        _ => None,
-                    };
-                    self.input(to, Input::Receive { from, message });
-                    self.stale_heartbeat = None;
+            match self.process(ev, max_events) {
+                Processed::Continue => {}
+                Processed::End => break,
+                Processed::Violation(v) => {
+                    self.report.violation = Some(v);
+                    break;
                 }
-                Payload::WriteDone { node, generation } => {
-                    if let Some(i) = self.idx(node) {
-                        if self.nodes[i].write_gen == generation && self.nodes[i].node.is_some() {
-                            self.complete_write(i);
-                        }
-                    }
-                }
-                Payload::Timer { node, generation } => {
-                    if let Some(i) = self.idx(node) {
-                        if self.nodes[i].timer_gen == generation {
-                            self.input(node, Input::Tick);
-                        }
-                    }
-                }
-                Payload::Fault(fault) => self.apply(fault),
-                Payload::Append => self.append_tick(),
-                Payload::Replicated { from, to, end } => self.log_end_arrived(from, to, end),
-                Payload::LivenessDeadline => {
-                    // Messages delayed by a long tail before the heal may
-                    // still arrive after it (a late higher term can depose a
-                    // leader): liveness is owed a bound after the last one.
-                    let heal = Instant::ZERO + scenario.heal_at.unwrap_or_default();
-                    let owed = self.last_long_tail_arrival + self.liveness_bound;
-                    if self.last_long_tail_arrival > heal && owed > self.now {
-                        self.schedule(owed, Payload::LivenessDeadline);
-                        continue;
-                    }
-                    self.report.liveness_checked = true;
-                    if self.leader_known_to_quorum().is_none() {
-                        self.report.violation = Some(Violation {
-                            seed: self.cfg.seed,
-                            at: self.now,
-                            invariant: "liveness",
-                            detail: std::format!(
-                                "no fault since {:?} (and no delayed message in flight since {:?}), yet no leader known to a quorum of {} voters within {:?} (death timeout + 3 election timeouts + 4 latencies)",
-                                scenario.heal_at.unwrap_or_default(),
-                                self.last_long_tail_arrival,
-                                self.quorum,
-                                self.liveness_bound
-                            ),
-                        });
-                        break;
-                    }
-                }
-                Payload::FirstLeaderDeadline => {
-                    self.report.liveness_checked = true;
-                    self.track_leadership();
-                    if self.report.first_election.is_none() {
-                        self.report.violation = Some(Violation {
-                            seed: self.cfg.seed,
-                            at: self.now,
-                            invariant: "first_election_liveness",
-                            detail: std::format!(
-                                "no leader known to a quorum of {} voters within {:?} of {:?}, though the faults in place allow one",
-                                self.quorum,
-                                self.liveness_bound,
-                                self.first_leader_from.unwrap_or(Instant::ZERO)
-                            ),
-                        });
-                        break;
-                    }
-                }
-            }
-            self.track_leadership();
-            if let Some(v) = self.check() {
-                self.log(0, format_args!("VIOLATION {v}"));
-                self.report.violation = Some(v);
-                break;
             }
         }
         self.report.ended_at = self.now;
@@ -1238,7 +1264,141 @@ impl<P: LogPosition> Cluster<P> {
         (self.timeline, self.trace)
     }
 
-    fn check(&mut self) -> Option<Violation> {
+    /// The event budget of a run over `duration`: more events than this
+    /// means a node's deadline does not move forward.
+    fn event_budget(duration: Duration) -> u64 {
+        50_000 + (duration.as_millis() as u64).saturating_mul(2_000)
+    }
+
+    /// Processes one scheduled event at its instant, then evaluates the
+    /// checks (unless the event needs none).
+    fn process(&mut self, ev: Scheduled<P>, max_events: u64) -> Processed {
+        self.now = self.now.max(ev.at);
+        self.report.events += 1;
+        if self.report.events > max_events {
+            return Processed::Violation(Violation {
+                seed: self.cfg.seed,
+                at: self.now,
+                invariant: "progress",
+                detail: String::from("too many events: a node's deadline does not move forward"),
+            });
+        }
+        match self.handle(ev.payload) {
+            Handled::Check => {}
+            Handled::Skip => return Processed::Continue,
+            Handled::End => return Processed::End,
+            Handled::Violation(v) => return Processed::Violation(v),
+        }
+        self.track_leadership();
+        if let Some(v) = self.find_violation() {
+            self.log(0, format_args!("VIOLATION {v}"));
+            return Processed::Violation(v);
+        }
+        Processed::Continue
+    }
+
+    /// Carries out one scheduled event.
+    fn handle(&mut self, payload: Payload<P>) -> Handled {
+        match payload {
+            Payload::End => return Handled::End,
+            Payload::Deliver {
+                from,
+                incarnation,
+                to,
+                message,
+            } => {
+                let stale = self
+                    .slot(from)
+                    .is_some_and(|s| s.incarnation != incarnation || s.node.is_none());
+                if stale {
+                    self.report.delivered_after_sender_restart += 1;
+                }
+                let receiver_down = self.node(to).is_none();
+                let mark = match (receiver_down, stale) {
+                    (true, _) => " (dropped: receiver down)",
+                    (false, true) => " (sender restarted since)",
+                    (false, false) => "",
+                };
+                self.log(to, format_args!("<- n{from} {message:?}{mark}"));
+                self.stale_heartbeat = match message.kind {
+                    MessageKind::Heartbeat { seq }
+                        if self.cfg.peers == PeerMode::AckStaleHeartbeats
+                            && self
+                                .node(to)
+                                .is_some_and(|n| n.status().term > message.term) =>
+                    {
+                        Some((from, seq))
+                    }
+                    _ => None,
+                };
+                self.input(to, Input::Receive { from, message });
+                self.stale_heartbeat = None;
+            }
+            Payload::WriteDone { node, generation } => {
+                if let Some(i) = self.idx(node) {
+                    if self.nodes[i].write_gen == generation && self.nodes[i].node.is_some() {
+                        self.complete_write(i);
+                    }
+                }
+            }
+            Payload::Timer { node, generation } => {
+                if let Some(i) = self.idx(node) {
+                    if self.nodes[i].timer_gen == generation {
+                        self.input(node, Input::Tick);
+                    }
+                }
+            }
+            Payload::Fault(fault) => self.apply(fault),
+            Payload::Append => self.append_tick(),
+            Payload::Replicated { from, to, end } => self.log_end_arrived(from, to, end),
+            Payload::LivenessDeadline => {
+                // Messages delayed by a long tail before the heal may
+                // still arrive after it (a late higher term can depose a
+                // leader): liveness is owed a bound after the last one.
+                let heal = Instant::ZERO + self.heal_at.unwrap_or_default();
+                let owed = self.last_long_tail_arrival + self.liveness_bound;
+                if self.last_long_tail_arrival > heal && owed > self.now {
+                    self.schedule(owed, Payload::LivenessDeadline);
+                    return Handled::Skip;
+                }
+                self.report.liveness_checked = true;
+                if self.leader_known_to_quorum().is_none() {
+                    return Handled::Violation(Violation {
+                        seed: self.cfg.seed,
+                        at: self.now,
+                        invariant: "liveness",
+                        detail: std::format!(
+                            "no fault since {:?} (and no delayed message in flight since {:?}), yet no leader known to a quorum of {} voters within {:?} (death timeout + 3 election timeouts + 4 latencies)",
+                            self.heal_at.unwrap_or_default(),
+                            self.last_long_tail_arrival,
+                            self.quorum,
+                            self.liveness_bound
+                        ),
+                    });
+                }
+            }
+            Payload::FirstLeaderDeadline => {
+                self.report.liveness_checked = true;
+                self.track_leadership();
+                if self.report.first_election.is_none() {
+                    return Handled::Violation(Violation {
+                        seed: self.cfg.seed,
+                        at: self.now,
+                        invariant: "first_election_liveness",
+                        detail: std::format!(
+                            "no leader known to a quorum of {} voters within {:?} of {:?}, though the faults in place allow one",
+                            self.quorum,
+                            self.liveness_bound,
+                            self.first_leader_from.unwrap_or(Instant::ZERO)
+                        ),
+                    });
+                }
+            }
+        }
+        Handled::Check
+    }
+
+    fn find_violation(&mut self) -> Option<Violation> {
         let now = self.now;
         let seed = self.cfg.seed;
         let node_violation = self

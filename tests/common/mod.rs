@@ -1,15 +1,17 @@
 //! A deterministic test harness that owns virtual time (quinn's `Pair`,
-//! raft-rs's `Network`): nodes, a network with per-link cuts and a fixed
-//! latency, disks that can stall, crashes and restarts. Every step of every
-//! node goes through its `tenure::sim::NodeChecker`; one leader per term is
-//! checked across nodes.
+//! raft-rs's `Network`), a thin wrapper around `tenure::sim::Cluster`:
+//! nodes, a network with per-link cuts and a fixed latency, disks that can
+//! stall, crashes and restarts. Every step of every node goes through its
+//! `tenure::sim::NodeChecker`, and the simulator's cluster-wide checker
+//! (one leader per term, exclusive leases, ...) runs after every event.
 
 #![allow(dead_code)]
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
+use std::rc::Rc;
 use std::time::Duration;
 
-use tenure::sim::NodeChecker;
+use tenure::sim::{Cluster, Fault, NodeConfigFn, SimConfig, StorageMode};
 use tenure::{
     Action, Config, Event, HardState, Input, Instant, LogPosition, Message, Node, NodeId, Role,
 };
@@ -45,214 +47,122 @@ pub fn qc_seed() -> u64 {
     seed
 }
 
-pub struct Slot<P> {
-    pub node: Option<Node<P>>,
-    pub disk: HardState,
-    pub stalled: bool,
-    pub pending: Option<HardState>,
-    /// This node's invariants, across restarts.
-    pub checker: NodeChecker,
-}
-
-struct Packet<P> {
-    at: Instant,
-    seq: u64,
-    from: NodeId,
-    to: NodeId,
-    message: Message<P>,
-}
-
+/// A cluster on `tenure::sim::Cluster` set up for hand-written tests: a
+/// fixed latency, a synchronous disk, every local clock reading real time,
+/// node seeds as the configuration gives them, and every message and event
+/// recorded. Any invariant violation panics.
 pub struct Sim<P: LogPosition = ()> {
-    pub now: Instant,
-    pub slots: BTreeMap<NodeId, Slot<P>>,
-    queue: Vec<Packet<P>>,
-    packet_seq: u64,
-    pub latency: Duration,
-    cut: BTreeSet<(NodeId, NodeId)>,
-    pub events: Vec<(Instant, NodeId, Event)>,
-    pub sent: Vec<(Instant, NodeId, NodeId, Message<P>)>,
-    leaders: BTreeMap<u64, NodeId>,
-    make_config: Box<dyn Fn(NodeId) -> Config>,
-    buf: Vec<Action<P>>,
+    cluster: Cluster<P>,
+    n: u64,
 }
 
 impl<P: LogPosition> Sim<P> {
     /// Nodes `1..=n`, all voters, configured by `config(id, voters)`.
     pub fn new(n: u64, config: impl Fn(NodeId, Vec<NodeId>) -> Config + 'static) -> Sim<P> {
-        let ids: Vec<NodeId> = (1..=n).collect();
-        let make = move |id| config(id, ids.clone());
-        Sim::with_configs(n, make)
+        Sim::with_latency(n, ms(1), config)
     }
 
+    /// As [`Sim::new`], with a one-way latency of `latency` on every link.
+    pub fn with_latency(
+        n: u64,
+        latency: Duration,
+        config: impl Fn(NodeId, Vec<NodeId>) -> Config + 'static,
+    ) -> Sim<P> {
+        Sim::build(
+            n,
+            latency,
+            Rc::new(move |id, voters| config(id, voters.to_vec())),
+        )
+    }
+
+    /// Nodes `1..=n` configured by `make(id)` (which may make some of them
+    /// observers).
     pub fn with_configs(n: u64, make: impl Fn(NodeId) -> Config + 'static) -> Sim<P> {
-        let mut sim = Sim {
-            now: Instant::ZERO,
-            slots: BTreeMap::new(),
-            queue: Vec::new(),
-            packet_seq: 0,
-            latency: ms(1),
-            cut: BTreeSet::new(),
-            events: Vec::new(),
-            sent: Vec::new(),
-            leaders: BTreeMap::new(),
-            make_config: Box::new(make),
-            buf: Vec::new(),
-        };
-        for id in 1..=n {
-            let node = Node::new((sim.make_config)(id), HardState::default(), sim.now).unwrap();
-            let checker = NodeChecker::new(&node, sim.now);
-            sim.slots.insert(
-                id,
-                Slot {
-                    node: Some(node),
-                    disk: HardState::default(),
-                    stalled: false,
-                    pending: None,
-                    checker,
-                },
-            );
-        }
-        sim
+        Sim::build(n, ms(1), Rc::new(move |id, _| make(id)))
     }
 
+    fn build(n: u64, latency: Duration, node_config: NodeConfigFn) -> Sim<P> {
+        let mut cfg = SimConfig::new(n, 0);
+        cfg.keep_node_seeds = true;
+        cfg.clock_offsets = false;
+        cfg.clock_skew_ppm = 0;
+        cfg.latency = (latency, latency);
+        cfg.write_latency = (Duration::ZERO, Duration::ZERO);
+        cfg.storage = StorageMode::Synchronous;
+        cfg.node_config = node_config;
+        let mut cluster = Cluster::with_positions(cfg);
+        cluster.enable_history();
+        Sim { cluster, n }
+    }
+
+    fn ids(&self) -> std::ops::RangeInclusive<NodeId> {
+        1..=self.n
+    }
+
+    fn checked(&mut self) {
+        if let Err(v) = self.cluster.check() {
+            panic!("{v}");
+        }
+    }
+
+    fn apply(&mut self, fault: Fault) {
+        self.cluster.apply(fault);
+        self.checked();
+    }
+
+    /// The current (real and every node's local) time.
+    pub fn now(&self) -> Instant {
+        self.cluster.now()
+    }
+
+    /// The simulator underneath.
+    pub fn cluster(&self) -> &Cluster<P> {
+        &self.cluster
+    }
+
+    /// Node `id`; panics if it is down.
     pub fn node(&self, id: NodeId) -> &Node<P> {
-        self.slots[&id].node.as_ref().expect("node is down")
+        self.cluster.node(id).expect("node is down")
+    }
+
+    /// What node `id`'s disk holds.
+    pub fn disk(&self, id: NodeId) -> HardState {
+        self.cluster.disk(id).expect("no such node")
+    }
+
+    /// Every message sent: `(at, from, to, message)`, cut or not.
+    pub fn sent(&self) -> &[(Instant, NodeId, NodeId, Message<P>)] {
+        self.cluster.sent()
+    }
+
+    /// Every event: `(at, node, event)`.
+    pub fn events(&self) -> &[(Instant, NodeId, Event)] {
+        self.cluster.events()
     }
 
     pub fn input(&mut self, id: NodeId, input: Input<P>) {
-        let mut buf = std::mem::take(&mut self.buf);
-        if self.step(id, input, &mut buf) {
-            self.execute(id, &mut buf);
-        }
-        self.buf = buf;
-    }
-
-    /// Feeds `input` to `id` (if up) through its checker, appending the
-    /// actions to `buf`; panics on the first violation. Whether it was up.
-    fn step(&mut self, id: NodeId, input: Input<P>, buf: &mut Vec<Action<P>>) -> bool {
-        let now = self.now;
-        let slot = self.slots.get_mut(&id).unwrap();
-        let Some(node) = slot.node.as_mut() else {
-            return false;
-        };
-        if let Err(v) = slot.checker.step(node, now, input, buf) {
-            panic!("{v}");
-        }
-        true
-    }
-
-    fn execute(&mut self, id: NodeId, buf: &mut Vec<Action<P>>) {
-        while !buf.is_empty() {
-            let actions = std::mem::take(buf);
-            for action in actions {
-                match action {
-                    Action::Persist(state) => {
-                        let slot = self.slots.get_mut(&id).unwrap();
-                        if slot.stalled {
-                            slot.pending = Some(state);
-                        } else {
-                            slot.disk = state;
-                            slot.checker.durable(state);
-                            self.step(id, Input::Persisted(state), buf);
-                        }
-                    }
-                    Action::Send { to, message } => {
-                        self.sent.push((self.now, id, to, message.clone()));
-                        if !self.cut.contains(&(id, to)) {
-                            self.packet_seq += 1;
-                            self.queue.push(Packet {
-                                at: self.now + self.latency,
-                                seq: self.packet_seq,
-                                from: id,
-                                to,
-                                message,
-                            });
-                        }
-                    }
-                    Action::Event(event) => self.events.push((self.now, id, event)),
-                }
-            }
-        }
-        self.check_one_leader(id);
-    }
-
-    /// One leader per term, across nodes (each node's own invariants are
-    /// its checker's).
-    fn check_one_leader(&mut self, id: NodeId) {
-        let Some(node) = self.slots[&id].node.as_ref() else {
-            return;
-        };
-        let st = node.status();
-        if st.role == Role::Leader {
-            let prev = *self.leaders.entry(st.term).or_insert(id);
-            assert_eq!(prev, id, "two leaders in term {}: {prev} and {id}", st.term);
-        }
+        self.cluster.input(id, input);
+        self.checked();
     }
 
     /// Advances virtual time to `until`, delivering messages and ticking
     /// nodes whose deadline has come.
     pub fn run_until(&mut self, until: Instant) {
-        for _ in 0..1_000_000 {
-            let next_packet = self.queue.iter().map(|p| p.at).min();
-            let next_tick = self
-                .slots
-                .values()
-                .filter_map(|s| s.node.as_ref().and_then(|n| n.next_deadline()))
-                .min();
-            let next = match (next_packet, next_tick) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            let Some(next) = next.filter(|&t| t <= until) else {
-                self.now = self.now.max(until);
-                return;
-            };
-            self.now = self.now.max(next);
-            // Deliver every packet due now, in send order.
-            let mut due: Vec<Packet<P>> = Vec::new();
-            let mut i = 0;
-            while i < self.queue.len() {
-                if self.queue[i].at <= self.now {
-                    due.push(self.queue.swap_remove(i));
-                } else {
-                    i += 1;
-                }
-            }
-            due.sort_by_key(|p| p.seq);
-            for p in due {
-                self.input(
-                    p.to,
-                    Input::Receive {
-                        from: p.from,
-                        message: p.message,
-                    },
-                );
-            }
-            let ids: Vec<NodeId> = self.slots.keys().copied().collect();
-            for id in ids {
-                let due = self.slots[&id]
-                    .node
-                    .as_ref()
-                    .and_then(|n| n.next_deadline())
-                    .is_some_and(|d| d <= self.now);
-                if due {
-                    self.input(id, Input::Tick);
-                }
-            }
+        if let Err(v) = self.cluster.run_until(until) {
+            panic!("{v}");
         }
-        panic!("simulation did not advance (busy loop?)");
     }
 
     pub fn run_for(&mut self, d: Duration) {
-        let until = self.now + d;
+        let until = self.now() + d;
         self.run_until(until);
     }
 
     /// Runs until some node leads (and every live node knows it) or `limit`
     /// passes; returns the leader.
     pub fn run_until_leader(&mut self, limit: Duration) -> Option<NodeId> {
-        let end = self.now + limit;
-        while self.now < end {
+        let end = self.now() + limit;
+        while self.now() < end {
             self.run_for(ms(1));
             if let Some(l) = self.agreed_leader() {
                 return Some(l);
@@ -263,8 +173,8 @@ impl<P: LogPosition> Sim<P> {
 
     /// Runs in 1 ms steps until `cond` holds or `limit` passes.
     pub fn run_until_true(&mut self, limit: Duration, cond: impl Fn(&Sim<P>) -> bool) -> bool {
-        let end = self.now + limit;
-        while self.now < end {
+        let end = self.now() + limit;
+        while self.now() < end {
             if cond(self) {
                 return true;
             }
@@ -273,11 +183,11 @@ impl<P: LogPosition> Sim<P> {
         cond(self)
     }
 
-    /// The leader every live voter agrees on, if any.
+    /// The leader every live node agrees on, if any.
     pub fn agreed_leader(&self) -> Option<NodeId> {
         let mut leader = None;
-        for slot in self.slots.values() {
-            let Some(n) = slot.node.as_ref() else {
+        for id in self.ids() {
+            let Some(n) = self.cluster.node(id) else {
                 continue;
             };
             let l = n.status().leader?;
@@ -287,25 +197,16 @@ impl<P: LogPosition> Sim<P> {
             leader = Some(l);
         }
         let l = leader?;
-        (self.slots[&l].node.as_ref()?.status().role == Role::Leader).then_some(l)
+        (self.cluster.node(l)?.status().role == Role::Leader).then_some(l)
     }
 
     pub fn leaders(&self) -> Vec<NodeId> {
-        self.slots
-            .iter()
-            .filter(|(_, s)| {
-                s.node
-                    .as_ref()
-                    .is_some_and(|n| n.status().role == Role::Leader)
-            })
-            .map(|(&id, _)| id)
-            .collect()
+        self.cluster.leaders()
     }
 
     pub fn terms(&self) -> BTreeMap<NodeId, u64> {
-        self.slots
-            .iter()
-            .filter_map(|(&id, s)| s.node.as_ref().map(|n| (id, n.status().term)))
+        self.ids()
+            .filter_map(|id| self.cluster.node(id).map(|n| (id, n.status().term)))
             .collect()
     }
 
@@ -315,58 +216,40 @@ impl<P: LogPosition> Sim<P> {
 
     /// Drops messages from `from` to `to` (one direction).
     pub fn cut(&mut self, from: NodeId, to: NodeId) {
-        self.cut.insert((from, to));
+        self.apply(Fault::Cut { from, to });
     }
 
     /// Cuts `id` from everyone, both directions.
     pub fn isolate(&mut self, id: NodeId) {
-        let ids: Vec<NodeId> = self.slots.keys().copied().collect();
-        for other in ids {
-            if other != id {
-                self.cut.insert((id, other));
-                self.cut.insert((other, id));
-            }
-        }
+        self.apply(Fault::Isolate(id));
     }
 
     pub fn heal(&mut self) {
-        self.cut.clear();
+        self.apply(Fault::Heal);
     }
 
+    /// Crashes `id`: a write its stalled disk holds back is lost.
     pub fn crash(&mut self, id: NodeId) {
-        let slot = self.slots.get_mut(&id).unwrap();
-        slot.node = None;
-        slot.pending = None;
-        self.queue.retain(|p| p.to != id);
+        self.apply(Fault::Crash(id));
     }
 
-    /// Restarts `id` from what its disk holds.
+    /// Restarts `id` from what its disk holds, with the disk unstalled.
     pub fn restart(&mut self, id: NodeId) {
-        let config = (self.make_config)(id);
-        let slot = self.slots.get_mut(&id).unwrap();
-        let node = Node::new(config, slot.disk, self.now).unwrap();
-        slot.checker.restarted(&node, self.now);
-        slot.node = Some(node);
-        slot.stalled = false;
+        self.apply(Fault::UnstallDisk(id));
+        self.apply(Fault::Restart(id));
     }
 
     pub fn stall_disk(&mut self, id: NodeId) {
-        self.slots.get_mut(&id).unwrap().stalled = true;
+        self.apply(Fault::StallDisk(id));
     }
 
     /// Completes the stalled write, if any, and unstalls the disk.
     pub fn unstall_disk(&mut self, id: NodeId) {
-        let slot = self.slots.get_mut(&id).unwrap();
-        slot.stalled = false;
-        if let Some(state) = slot.pending.take() {
-            slot.disk = state;
-            slot.checker.durable(state);
-            self.input(id, Input::Persisted(state));
-        }
+        self.apply(Fault::UnstallDisk(id));
     }
 
     pub fn events_of(&self, id: NodeId) -> Vec<Event> {
-        self.events
+        self.events()
             .iter()
             .filter(|(_, n, _)| *n == id)
             .map(|(_, _, e)| e.clone())
