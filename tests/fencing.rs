@@ -136,17 +136,17 @@ fn fencing_strict_new_leader_has_no_lease_until_a_quorum_acks() {
     {
         s.run_for(ms(1));
         // Check at every millisecond: as soon as it leads, before acks arrive.
-        if let Some(l) = s.leaders().first().copied() {
-            if s.node(l).lease(s.now()).is_none() {
-                let acks = s
-                    .sent()
-                    .iter()
-                    .filter(|(_, _, to, m)| {
-                        *to == l && matches!(m.kind, tenure::MessageKind::HeartbeatResponse { .. })
-                    })
-                    .count();
-                assert_eq!(acks, 0);
-            }
+        if let Some(l) = s.leaders().first().copied()
+            && s.node(l).lease(s.now()).is_none()
+        {
+            let acks = s
+                .sent()
+                .iter()
+                .filter(|(_, _, to, m)| {
+                    *to == l && matches!(m.kind, tenure::MessageKind::HeartbeatResponse { .. })
+                })
+                .count();
+            assert_eq!(acks, 0);
         }
     }
     let l = s.leaders()[0];

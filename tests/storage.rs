@@ -9,7 +9,8 @@ use std::path::PathBuf;
 
 use tenure::HardState;
 use tenure::adapters::storage::{
-    FileStorage, MemStorage, STATE_FILE, Storage, StorageErrorKind, encode_record,
+    FileStorage, MemStorage, STATE_FILE, StateOwner, Storage, StorageErrorKind,
+    decode_owned_record, encode_owned_record, encode_record,
 };
 
 fn temp_dir(name: &str) -> PathBuf {
@@ -99,4 +100,153 @@ fn mem_storage_clones_share_state() {
     let b = a.clone();
     a.save(&HardState::new(2, Some(1))).unwrap();
     assert_eq!(b.get(), Some(HardState::new(2, Some(1))));
+}
+
+const A: StateOwner = StateOwner {
+    node: 1,
+    cluster: 7,
+};
+
+/// Issue 11: a state file copied from another node or another cluster is
+/// refused, naming both owners, and is left as it was; its own node still
+/// loads it.
+#[test]
+fn a_state_file_of_another_node_or_cluster_is_refused_naming_both() {
+    let dir = temp_dir("owner");
+    let mut s = FileStorage::open_owned(&dir, A).unwrap();
+    s.save(&HardState::new(5, Some(1))).unwrap();
+    drop(s);
+    let bytes = std::fs::read(dir.join(STATE_FILE)).unwrap();
+    for other in [
+        StateOwner {
+            node: 2,
+            cluster: 7,
+        },
+        StateOwner {
+            node: 1,
+            cluster: 8,
+        },
+    ] {
+        let err = FileStorage::open_owned(&dir, other)
+            .unwrap()
+            .load()
+            .unwrap_err();
+        assert!(
+            matches!(err.kind, StorageErrorKind::WrongOwner { expected, found } if expected == other && found == A),
+            "{err}"
+        );
+        let text = err.to_string();
+        assert!(
+            text.contains(&A.to_string()) && text.contains(&other.to_string()),
+            "{text}"
+        );
+        assert_eq!(std::fs::read(dir.join(STATE_FILE)).unwrap(), bytes);
+    }
+    let mut own = FileStorage::open_owned(&dir, A).unwrap();
+    assert_eq!(own.load().unwrap(), Some(HardState::new(5, Some(1))));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// A format-1 file (no owner) is read by an owned storage and becomes
+/// format 2 at its first save; `FileStorage::open` keeps an owner it found.
+#[test]
+fn format1_files_are_read_and_upgraded_and_owners_are_kept() {
+    let dir = temp_dir("upgrade");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(STATE_FILE);
+    std::fs::write(&path, encode_record(&HardState::new(3, Some(2)))).unwrap();
+    let mut s = FileStorage::open_owned(&dir, A).unwrap();
+    assert_eq!(s.load().unwrap(), Some(HardState::new(3, Some(2))));
+    s.save(&HardState::new(4, None)).unwrap();
+    drop(s);
+    let owned = std::fs::read(&path).unwrap();
+    assert_eq!(
+        decode_owned_record(&owned).unwrap(),
+        (Some(A), HardState::new(4, None))
+    );
+    // A tool's plain storage reads it and does not drop the owner.
+    let mut plain = FileStorage::open(&dir).unwrap();
+    assert_eq!(plain.load().unwrap(), Some(HardState::new(4, None)));
+    plain.save(&HardState::new(5, None)).unwrap();
+    assert_eq!(
+        decode_owned_record(&std::fs::read(&path).unwrap()).unwrap(),
+        (Some(A), HardState::new(5, None))
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// Every damaged owned record is a typed error too.
+#[test]
+fn damaged_owned_records_are_typed_errors() {
+    let good = encode_owned_record(A, &HardState::new(9, Some(4)));
+    for cut in 0..good.len() {
+        assert!(decode_owned_record(&good[..cut]).is_err(), "cut {cut}");
+    }
+    for i in 0..good.len() {
+        for bit in 0..8 {
+            let mut bad = good.clone();
+            bad[i] ^= 1 << bit;
+            assert!(
+                decode_owned_record(&bad).is_err(),
+                "byte {i} bit {bit} flipped, yet it decoded"
+            );
+        }
+    }
+}
+
+/// Issue 11: two nodes on one data directory shared one vote record; the
+/// second is now refused at once, naming the holder.
+#[test]
+fn a_locked_data_dir_is_refused_naming_the_holder() {
+    let dir = temp_dir("lock");
+    let first = FileStorage::open_owned(&dir, A).unwrap();
+    let err = FileStorage::open_owned(
+        &dir,
+        StateOwner {
+            node: 2,
+            cluster: 7,
+        },
+    )
+    .unwrap_err();
+    match &err.kind {
+        StorageErrorKind::Locked { holder: Some(h) } => {
+            assert!(h.contains(&format!("pid {}", std::process::id())), "{h}");
+            assert!(h.contains(&A.to_string()), "{h}");
+        }
+        other => panic!("expected Locked with a holder, got {other:?}"),
+    }
+    drop(first);
+    FileStorage::open_owned(&dir, A).expect("free again once the holder is gone");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// Issue 11: an unwritable data directory is found when the storage is
+/// opened, not at the first vote. A 0500 directory is unwritable except to
+/// root; sysfs is unwritable to root too, so on Linux the test also runs
+/// as root.
+#[cfg(unix)]
+#[test]
+fn an_unwritable_data_dir_fails_at_open() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = temp_dir("readonly");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o500)).unwrap();
+    let mut tried = 0;
+    for candidate in [dir.clone(), PathBuf::from("/sys")] {
+        if !candidate.is_dir() || std::fs::write(candidate.join("probe"), b"x").is_ok() {
+            continue;
+        }
+        tried += 1;
+        let err = FileStorage::open_owned(&candidate, A).unwrap_err();
+        assert!(matches!(err.kind, StorageErrorKind::Io(_)), "{err}");
+        assert!(
+            err.to_string().contains(&candidate.display().to_string()),
+            "{err}"
+        );
+    }
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::remove_dir_all(dir).unwrap();
+    if tried == 0 {
+        eprintln!("skipped: no unwritable directory on this machine");
+    }
 }

@@ -95,10 +95,10 @@ impl Cluster {
         let tx = self.tx.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Ok(v) = serde_json::from_str::<Value>(&line) {
-                    if tx.send((id, v)).is_err() {
-                        break;
-                    }
+                if let Ok(v) = serde_json::from_str::<Value>(&line)
+                    && tx.send((id, v)).is_err()
+                {
+                    break;
                 }
             }
         });

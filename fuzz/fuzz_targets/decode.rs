@@ -7,7 +7,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use tenure::adapters::codec::{decode, encode};
-use tenure::adapters::storage::{decode_record, encode_record};
+use tenure::adapters::storage::{decode_owned_record, encode_owned_record, encode_record};
 use tenure::{Message, VClock};
 
 fuzz_target!(|bytes: &[u8]| {
@@ -18,7 +18,11 @@ fuzz_target!(|bytes: &[u8]| {
     }
     let _ = decode::<VClock>(bytes, 7, 2);
     let _ = decode::<(u64, u64)>(bytes, 7, 2);
-    if let Ok(state) = decode_record(bytes) {
-        assert_eq!(decode_record(&encode_record(&state)).ok(), Some(state));
+    if let Ok((owner, state)) = decode_owned_record(bytes) {
+        let again = match owner {
+            Some(owner) => encode_owned_record(owner, &state),
+            None => encode_record(&state),
+        };
+        assert_eq!(decode_owned_record(&again).ok(), Some((owner, state)));
     }
 });

@@ -50,7 +50,7 @@ use std::time::Duration;
 use super::clock::SuspendAwareClock;
 use super::config::NodeFile;
 use super::retry::retry_interrupted;
-use super::storage::{FileStorage, Storage, StorageError};
+use super::storage::{FileStorage, StateOwner, Storage, StorageError};
 use super::udp::{DropCounts, Framing, Received, UdpTransport};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -92,12 +92,17 @@ impl NodeSetup<FileStorage> {
         let config = file
             .to_config()
             .map_err(|(key, message)| DriverError::Setup(format!("key `{key}`: {message}")))?;
+        let owner = StateOwner {
+            node: config.id(),
+            cluster: file.cluster_id,
+        };
+        let storage = FileStorage::open_owned(&file.data_dir, owner)?;
         Ok(NodeSetup {
             config,
             cluster_id: file.cluster_id,
             listen: file.listen,
             peers: file.peer_addrs(),
-            storage: FileStorage::open(&file.data_dir)?,
+            storage,
         })
     }
 }

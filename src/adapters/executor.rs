@@ -188,10 +188,10 @@ impl<P: LogPosition> Executor<P> {
         input: Input<P>,
         effects: &mut E,
     ) -> Result<(), E::Error> {
-        if let Input::Persisted(state) = &input {
-            if self.pending == Some(*state) {
-                self.pending = None;
-            }
+        if let Input::Persisted(state) = &input
+            && self.pending == Some(*state)
+        {
+            self.pending = None;
         }
         self.node.step_into(now, input, &mut self.buf);
         self.queue.extend(self.buf.drain(..));

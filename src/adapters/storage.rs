@@ -4,8 +4,17 @@
 //! directory:
 //!
 //! ```text
-//! "TNRS" | format version: u8 | postcard(HardState) | CRC-32 (LE) of all before
+//! format 1: "TNRS" | 1 | postcard(HardState) | CRC-32 (LE) of all before
+//! format 2: "TNRS" | 2 | postcard(StateOwner) | postcard(HardState) | CRC-32 (LE)
 //! ```
+//!
+//! Format 2 records whose state it is ([`StateOwner`]: node id and cluster
+//! id). [`FileStorage::open_owned`] refuses a file of another node or
+//! cluster (a copied data directory would let a node vote twice in a term),
+//! locks the directory against a second process, and checks that it can
+//! write there before the node answers anyone. Format 1 files (written by
+//! [`FileStorage::open`] or earlier versions) are read by both and become
+//! format 2 at the first save of an owned storage.
 //!
 //! A save writes `tenure.state.tmp`, fsyncs it, renames it over
 //! `tenure.state` and fsyncs the directory, so a crash at any point leaves
@@ -25,11 +34,33 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::vec::Vec;
 
+use serde::{Deserialize, Serialize};
+
 use super::retry::retry_interrupted;
-use crate::HardState;
+use crate::{HardState, NodeId};
+
+/// Whose state a file holds: recorded in format 2 and checked by
+/// [`FileStorage::open_owned`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateOwner {
+    /// The node's id.
+    pub node: NodeId,
+    /// The cluster's id (`cluster_id` in the node file).
+    pub cluster: u64,
+}
+
+impl core::fmt::Display for StateOwner {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "node {} of cluster {}", self.node, self.cluster)
+    }
+}
 
 const MAGIC: [u8; 4] = *b"TNRS";
 const FORMAT: u8 = 1;
+/// The format that records its owner.
+const FORMAT_OWNED: u8 = 2;
+/// The lock file's name inside the data directory.
+pub const LOCK_FILE: &str = "tenure.lock";
 /// The state file's name inside the data directory.
 pub const STATE_FILE: &str = "tenure.state";
 const TEMP_FILE: &str = "tenure.state.tmp";
@@ -124,6 +155,24 @@ pub enum StorageErrorKind {
     /// Checksum fine but the content does not decode.
     #[error("content does not decode: {0}")]
     Undecodable(String),
+    /// The file holds another node's or another cluster's state (copied
+    /// data directory, wrong `data_dir` or ids in the configuration).
+    #[error(
+        "holds the state of {found}, but this is {expected}: refusing to start (a copied state file could make this node vote twice in a term)"
+    )]
+    WrongOwner {
+        /// Who this storage was opened for.
+        expected: StateOwner,
+        /// Whose state the file records.
+        found: StateOwner,
+    },
+    /// Another process holds the data directory's lock.
+    #[error("the data directory is in use by another process{}", holder.as_ref().map(|h| format!(" ({h})")).unwrap_or_default())]
+    Locked {
+        /// What the lock file says about its holder (its process id), if
+        /// readable.
+        holder: Option<String>,
+    },
 }
 
 /// A storage failure, naming the file.
@@ -136,23 +185,47 @@ pub struct StorageError {
     pub kind: StorageErrorKind,
 }
 
-/// Encodes a state record (exposed for tests and tools).
+/// Encodes a state record in format 1, without an owner (exposed for
+/// tests and tools; [`encode_owned_record`] writes format 2).
 pub fn encode_record(state: &HardState) -> Vec<u8> {
-    let mut out = Vec::with_capacity(32);
+    encode(FORMAT, None, state)
+}
+
+/// Encodes a state record in format 2, recording its owner.
+pub fn encode_owned_record(owner: StateOwner, state: &HardState) -> Vec<u8> {
+    encode(FORMAT_OWNED, Some(owner), state)
+}
+
+fn encode(format: u8, owner: Option<StateOwner>, state: &HardState) -> Vec<u8> {
+    let mut out = Vec::with_capacity(48);
     out.extend_from_slice(&MAGIC);
-    out.push(FORMAT);
-    // A HardState always serializes.
+    out.push(format);
+    // Owners and states always serialize.
+    if let Some(owner) = owner {
+        out = postcard::to_extend(&owner, out).unwrap_or_default();
+    }
     let mut out = postcard::to_extend(state, out).unwrap_or_default();
     let crc = crc32fast::hash(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     out
 }
 
-/// Decodes a state record.
+/// Decodes a state record of either format, dropping the owner.
 ///
 /// # Errors
 /// The [`StorageErrorKind`] that describes the damage.
 pub fn decode_record(bytes: &[u8]) -> Result<HardState, StorageErrorKind> {
+    decode_owned_record(bytes).map(|(_, state)| state)
+}
+
+/// Decodes a state record of either format: its owner (`None` in format 1)
+/// and its state.
+///
+/// # Errors
+/// The [`StorageErrorKind`] that describes the damage.
+pub fn decode_owned_record(
+    bytes: &[u8],
+) -> Result<(Option<StateOwner>, HardState), StorageErrorKind> {
     let min = MAGIC.len() + 1 + 2 + 4;
     if bytes.len() < min {
         return Err(StorageErrorKind::Truncated {
@@ -165,8 +238,9 @@ pub fn decode_record(bytes: &[u8]) -> Result<HardState, StorageErrorKind> {
     if found != MAGIC {
         return Err(StorageErrorKind::Foreign { found });
     }
-    if bytes[4] != FORMAT {
-        return Err(StorageErrorKind::UnknownVersion { version: bytes[4] });
+    let format = bytes[4];
+    if format != FORMAT && format != FORMAT_OWNED {
+        return Err(StorageErrorKind::UnknownVersion { version: format });
     }
     let (body, tail) = bytes.split_at(bytes.len() - 4);
     let stored = u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]);
@@ -174,13 +248,21 @@ pub fn decode_record(bytes: &[u8]) -> Result<HardState, StorageErrorKind> {
     if stored != computed {
         return Err(StorageErrorKind::Corrupt { stored, computed });
     }
-    match postcard::take_from_bytes::<HardState>(&body[5..]) {
-        Ok((state, [])) => Ok(state),
+    let undecodable = |e: postcard::Error| StorageErrorKind::Undecodable(e.to_string());
+    let (owner, rest) = if format == FORMAT_OWNED {
+        let (owner, rest) =
+            postcard::take_from_bytes::<StateOwner>(&body[5..]).map_err(undecodable)?;
+        (Some(owner), rest)
+    } else {
+        (None, &body[5..])
+    };
+    match postcard::take_from_bytes::<HardState>(rest) {
+        Ok((state, [])) => Ok((owner, state)),
         Ok((_, rest)) => Err(StorageErrorKind::Undecodable(format!(
             "{} trailing bytes",
             rest.len()
         ))),
-        Err(e) => Err(StorageErrorKind::Undecodable(e.to_string())),
+        Err(e) => Err(undecodable(e)),
     }
 }
 
@@ -188,10 +270,19 @@ pub fn decode_record(bytes: &[u8]) -> Result<HardState, StorageErrorKind> {
 #[derive(Debug)]
 pub struct FileStorage {
     dir: PathBuf,
+    /// Whose state this is: checked at load, recorded at every save.
+    /// Without [`FileStorage::open_owned`], the owner a loaded file
+    /// recorded (so a save never drops it).
+    owner: Option<StateOwner>,
+    /// Whether `owner` was given (and must match) or only found.
+    owner_checked: bool,
+    /// The data directory's lock, held while this storage lives.
+    _lock: Option<File>,
 }
 
 impl FileStorage {
-    /// Storage in `dir` (created if missing).
+    /// Storage in `dir` (created if missing), for tools and tests: no
+    /// owner check and no lock. A node uses [`FileStorage::open_owned`].
     ///
     /// # Errors
     /// The directory cannot be created.
@@ -201,7 +292,70 @@ impl FileStorage {
             path: dir.clone(),
             kind: e.into(),
         })?;
-        Ok(FileStorage { dir })
+        Ok(FileStorage {
+            dir,
+            owner: None,
+            owner_checked: false,
+            _lock: None,
+        })
+    }
+
+    /// Storage of `owner`'s state in `dir` (created if missing), locked
+    /// against every other process until this storage is dropped. `load`
+    /// refuses a file that records another owner
+    /// ([`StorageErrorKind::WrongOwner`]); every save records `owner`.
+    ///
+    /// Opening proves the directory writable: the lock file is written and
+    /// synced here, so an unwritable `data_dir` fails at start, not at the
+    /// first vote.
+    ///
+    /// # Errors
+    /// The directory cannot be created or written, or another process
+    /// holds its lock ([`StorageErrorKind::Locked`], naming the holder's
+    /// process id when the lock file says it).
+    pub fn open_owned(
+        dir: impl Into<PathBuf>,
+        owner: StateOwner,
+    ) -> Result<FileStorage, StorageError> {
+        let mut storage = FileStorage::open(dir)?;
+        let path = storage.dir.join(LOCK_FILE);
+        let err = |kind: StorageErrorKind| StorageError {
+            path: path.clone(),
+            kind,
+        };
+        let mut lock = retry_interrupted(|| {
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&path)
+        })
+        .map_err(|e| err(e.into()))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => {
+                let holder = fs::read_to_string(&path)
+                    .ok()
+                    .map(|h| h.trim().to_string())
+                    .filter(|h| !h.is_empty());
+                return Err(err(StorageErrorKind::Locked { holder }));
+            }
+            Err(fs::TryLockError::Error(e)) => return Err(err(e.into())),
+        }
+        // Say who holds it, and prove the directory writable.
+        let holder = format!("pid {}, {owner}\n", std::process::id());
+        let mut write = || -> io::Result<()> {
+            lock.set_len(0)?;
+            io::Seek::seek(&mut lock, io::SeekFrom::Start(0))?;
+            lock.write_all(holder.as_bytes())?;
+            retry_interrupted(|| lock.sync_all())
+        };
+        write().map_err(|e| err(e.into()))?;
+        storage.owner = Some(owner);
+        storage.owner_checked = true;
+        storage._lock = Some(lock);
+        Ok(storage)
     }
 
     /// Path of the state file.
@@ -227,15 +381,30 @@ impl Storage for FileStorage {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(Self::err(&path, e)),
         };
-        decode_record(&bytes)
-            .map(Some)
-            .map_err(|kind| StorageError { path, kind })
+        let (found, state) = decode_owned_record(&bytes).map_err(|kind| StorageError {
+            path: path.clone(),
+            kind,
+        })?;
+        match (self.owner, found) {
+            (Some(expected), Some(found)) if self.owner_checked && expected != found => {
+                return Err(Self::err(
+                    &path,
+                    StorageErrorKind::WrongOwner { expected, found },
+                ));
+            }
+            (None, Some(found)) => self.owner = Some(found),
+            _ => {}
+        }
+        Ok(Some(state))
     }
 
     fn save(&mut self, state: &HardState) -> Result<(), StorageError> {
         let temp = self.dir.join(TEMP_FILE);
         let path = self.path();
-        let record = encode_record(state);
+        let record = match self.owner {
+            Some(owner) => encode_owned_record(owner, state),
+            None => encode_record(state),
+        };
         let write = || -> io::Result<()> {
             // Opening with truncate, writing the whole record, fsync and
             // rename are each safe to repeat after an interruption.

@@ -148,10 +148,10 @@ impl UdpTransport {
 
     /// Sends `message` to peer `to` (best effort; failures are counted).
     pub fn send<P: Serialize>(&mut self, to: NodeId, message: &Message<P>) {
-        if let Some((frame, addr)) = self.framing.frame(to, message) {
-            if retry_interrupted(|| self.socket.send_to(&frame, addr)).is_err() {
-                self.framing.drops.send_failed += 1;
-            }
+        if let Some((frame, addr)) = self.framing.frame(to, message)
+            && retry_interrupted(|| self.socket.send_to(&frame, addr)).is_err()
+        {
+            self.framing.drops.send_failed += 1;
         }
     }
 

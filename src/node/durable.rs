@@ -256,10 +256,10 @@ impl<P: LogPosition> Node<P> {
         }
         slog::debug!(self.log, "persisted"; "rule" => Rule::PersistBeforeSend,
             "term" => self.term, "state" => ?state);
-        if let Phase::AwaitingSelfVote { transfer } = self.phase {
-            if state == HardState::new(self.term, Some(self.id)) {
-                self.become_candidate(now, transfer, out);
-            }
+        if let Phase::AwaitingSelfVote { transfer } = self.phase
+            && state == HardState::new(self.term, Some(self.id))
+        {
+            self.become_candidate(now, transfer, out);
         }
     }
 

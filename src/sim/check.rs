@@ -126,14 +126,14 @@ impl Checker {
     pub(crate) fn on_event(&mut self, id: NodeId, event: &Event, at: Instant) {
         if let Event::BecameLeader { term, token, .. } = event {
             self.max_elected_term = self.max_elected_term.max(*term);
-            if let Some(prev) = self.last_token.insert(id, *token) {
-                if *token <= prev {
-                    self.fail(
-                        at,
-                        "tokens_increase",
-                        format!("node {id} token {token:?} after {prev:?}"),
-                    );
-                }
+            if let Some(prev) = self.last_token.insert(id, *token)
+                && *token <= prev
+            {
+                self.fail(
+                    at,
+                    "tokens_increase",
+                    format!("node {id} token {token:?} after {prev:?}"),
+                );
             }
             let first = *self.leaders_by_term.entry(*term).or_insert(id);
             if first != id {
@@ -190,14 +190,14 @@ impl Checker {
                 );
                 self.fail(now, "lease_outlives_newer_leader", detail);
             }
-            if let Some(max) = self.max_lease_token {
-                if lease.token < max {
-                    self.fail(
-                        now,
-                        "lease_tokens_increase",
-                        format!("node {} holds {lease:?} after {max:?}", v.id),
-                    );
-                }
+            if let Some(max) = self.max_lease_token
+                && lease.token < max
+            {
+                self.fail(
+                    now,
+                    "lease_tokens_increase",
+                    format!("node {} holds {lease:?} after {max:?}", v.id),
+                );
             }
             self.max_lease_token = Some(
                 self.max_lease_token

@@ -859,17 +859,16 @@ impl<P: LogPosition> Cluster<P> {
                 }
                 if let (Some((leader, seq)), MessageKind::HeartbeatResponse { seq: 0, position }) =
                     (self.stale_heartbeat, &message.kind)
+                    && leader == to
                 {
-                    if leader == to {
-                        let promise = configure(&self.cfg, &self.voters, &self.observer_ids, id)
-                            .effective_death_timeout();
-                        message.kind = MessageKind::HeartbeatAck {
-                            seq,
-                            position: position.clone(),
-                            promise_nanos: crate::time::duration_nanos(promise),
-                            can_lead: true,
-                        };
-                    }
+                    let promise = configure(&self.cfg, &self.voters, &self.observer_ids, id)
+                        .effective_death_timeout();
+                    message.kind = MessageKind::HeartbeatAck {
+                        seq,
+                        position: position.clone(),
+                        promise_nanos: crate::time::duration_nanos(promise),
+                        can_lead: true,
+                    };
                 }
                 let link = self.cfg.links.get(&(id, to)).copied();
                 let link_loss = link.map_or(0.0, |l| l.loss);
@@ -919,10 +918,10 @@ impl<P: LogPosition> Cluster<P> {
                     self.report.elections += 1;
                     self.check_leader_completeness(id, term);
                 }
-                if matches!(event, Event::CampaignStarted { .. }) {
-                    if let Some((_, rounds)) = self.failover.as_mut() {
-                        *rounds += 1;
-                    }
+                if matches!(event, Event::CampaignStarted { .. })
+                    && let Some((_, rounds)) = self.failover.as_mut()
+                {
+                    *rounds += 1;
                 }
                 self.checker.on_event(id, &event, self.now);
             }
@@ -1012,11 +1011,11 @@ impl<P: LogPosition> Cluster<P> {
                 }
             }
             Fault::PartitionFromLeader => {
-                if let Some(&l) = self.leaders().first() {
-                    if let Some(f) = self.voters.iter().copied().find(|&o| o != l) {
-                        self.cut.insert((l, f));
-                        self.cut.insert((f, l));
-                    }
+                if let Some(&l) = self.leaders().first()
+                    && let Some(f) = self.voters.iter().copied().find(|&o| o != l)
+                {
+                    self.cut.insert((l, f));
+                    self.cut.insert((f, l));
                 }
             }
             Fault::StallLeaderDisk => {
@@ -1135,10 +1134,11 @@ impl<P: LogPosition> Cluster<P> {
         let Some(now_leader) = self.leader_known_to_quorum() else {
             return;
         };
-        if let Some(from) = self.first_leader_from {
-            if self.now >= from && self.report.first_election.is_none() {
-                self.report.first_election = Some(self.now.saturating_duration_since(from));
-            }
+        if let Some(from) = self.first_leader_from
+            && self.now >= from
+            && self.report.first_election.is_none()
+        {
+            self.report.first_election = Some(self.now.saturating_duration_since(from));
         }
         if self.quorum_leader == Some(now_leader) {
             return;
@@ -1194,13 +1194,14 @@ impl<P: LogPosition> Cluster<P> {
             return;
         }
         // A write issued but not acknowledged may or may not have landed.
-        if let Some(state) = self.nodes[i].pending_write.take() {
-            if self.cfg.storage == StorageMode::Honest && self.chance(0.5) {
-                if let Some(c) = self.nodes[i].checker.as_mut() {
-                    c.durable(state);
-                }
-                self.nodes[i].disk = state;
+        if let Some(state) = self.nodes[i].pending_write.take()
+            && self.cfg.storage == StorageMode::Honest
+            && self.chance(0.5)
+        {
+            if let Some(c) = self.nodes[i].checker.as_mut() {
+                c.durable(state);
             }
+            self.nodes[i].disk = state;
         }
         self.nodes[i].write_gen += 1;
         self.nodes[i].timer_gen += 1;
@@ -1335,17 +1336,18 @@ impl<P: LogPosition> Cluster<P> {
                 self.stale_heartbeat = None;
             }
             Payload::WriteDone { node, generation } => {
-                if let Some(i) = self.idx(node) {
-                    if self.nodes[i].write_gen == generation && self.nodes[i].node.is_some() {
-                        self.complete_write(i);
-                    }
+                if let Some(i) = self.idx(node)
+                    && self.nodes[i].write_gen == generation
+                    && self.nodes[i].node.is_some()
+                {
+                    self.complete_write(i);
                 }
             }
             Payload::Timer { node, generation } => {
-                if let Some(i) = self.idx(node) {
-                    if self.nodes[i].timer_gen == generation {
-                        self.input(node, Input::Tick);
-                    }
+                if let Some(i) = self.idx(node)
+                    && self.nodes[i].timer_gen == generation
+                {
+                    self.input(node, Input::Tick);
                 }
             }
             Payload::Fault(fault) => self.apply(fault),

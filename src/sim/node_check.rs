@@ -247,11 +247,11 @@ impl NodeChecker {
     ) -> Result<(), NodeViolation> {
         // The node treats an earlier `now` as the latest it saw.
         self.latest = self.latest.max(now);
-        if let Seen::Persisted(state) = input {
-            if self.in_flight == Some(state) {
-                self.acked = state;
-                self.in_flight = None;
-            }
+        if let Seen::Persisted(state) = input
+            && self.in_flight == Some(state)
+        {
+            self.acked = state;
+            self.in_flight = None;
         }
         for action in actions {
             self.check_action(action);
@@ -263,14 +263,14 @@ impl NodeChecker {
                 String::from("next_deadline() is Some(Instant::MAX), due forever"),
             );
         }
-        if input == Seen::Tick {
-            if let Some(deadline) = next_deadline.filter(|&d| d <= self.latest) {
-                let detail = format!(
-                    "after a Tick at {:?} the next deadline is {deadline:?}: ticking again finds work at once",
-                    self.latest
-                );
-                self.fail("no_busy_loop", detail);
-            }
+        if input == Seen::Tick
+            && let Some(deadline) = next_deadline.filter(|&d| d <= self.latest)
+        {
+            let detail = format!(
+                "after a Tick at {:?} the next deadline is {deadline:?}: ticking again finds work at once",
+                self.latest
+            );
+            self.fail("no_busy_loop", detail);
         }
         if let Some(lease) = lease {
             self.check_lease(after, lease);
@@ -404,14 +404,14 @@ impl NodeChecker {
             | MessageKind::Resign => Some(self.id),
             _ => None,
         };
-        if let Some(vote) = vote_needed {
-            if disk.vote != Some(vote) {
-                let detail = format!(
-                    "sent {} of term {term} to {to}, which asserts a vote for {vote}, while storage holds {disk:?}",
-                    kind_name(kind)
-                );
-                self.fail("persist_before_send", detail);
-            }
+        if let Some(vote) = vote_needed
+            && disk.vote != Some(vote)
+        {
+            let detail = format!(
+                "sent {} of term {term} to {to}, which asserts a vote for {vote}, while storage holds {disk:?}",
+                kind_name(kind)
+            );
+            self.fail("persist_before_send", detail);
         }
     }
 
