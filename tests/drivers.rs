@@ -70,6 +70,15 @@ fn exercise(handles: &BTreeMap<u64, Handle>, events: &[(u64, Receiver<Event>)]) 
     assert_eq!(handles[&leader].status().role, Role::Leader);
     std::thread::sleep(Duration::from_millis(100));
     assert_eq!(handles[&leader].status().role, Role::Leader);
+    // Its followers acknowledged within the last heartbeats.
+    let heard = handles[&leader].last_heard();
+    assert_eq!(heard.keys().count(), 2, "{heard:?}");
+    assert!(
+        heard
+            .iter()
+            .all(|(&id, &ago)| id != leader && ago < Duration::from_millis(300)),
+        "{heard:?}"
+    );
     let lease = handles[&leader]
         .lease()
         .expect("strict leader holds a lease");
@@ -93,6 +102,12 @@ fn exercise(handles: &BTreeMap<u64, Handle>, events: &[(u64, Receiver<Event>)]) 
         .unwrap();
     std::thread::sleep(Duration::from_millis(100));
     assert_eq!(handles[&next].drops().malformed, 1);
+    assert!(
+        handles[&next]
+            .last_heard()
+            .keys()
+            .all(|id| handles.contains_key(id))
+    );
     assert_eq!(handles[&next].status().role, Role::Leader);
 }
 

@@ -128,6 +128,10 @@ pub enum DriverError {
     /// once the write returns.
     #[error("the driver did not stop within {0:?} (a state write is still running)")]
     ShutdownTimedOut(std::time::Duration),
+    /// A tokio driver's last state write failed: what it carried is not
+    /// durable (the driver stops; see [`Storage::save`]).
+    #[error("state write failed: {0}")]
+    WriteFailed(String),
 }
 
 /// Where the executor delivers events.
@@ -176,6 +180,8 @@ pub(crate) struct Shared {
     pub(crate) lease: Option<Lease>,
     pub(crate) drops: DropCounts,
     pub(crate) stopped: Option<String>,
+    /// When each peer's last accepted message arrived (driver clock).
+    pub(crate) heard: BTreeMap<NodeId, Instant>,
 }
 
 /// Publishes a node's status, lease and events to its handles.
@@ -247,6 +253,15 @@ impl Publisher {
         (rx, events)
     }
 
+    /// Records that `from`'s message was accepted at `now`.
+    pub(crate) fn heard(&self, from: NodeId, now: Instant) {
+        self.shared
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .heard
+            .insert(from, now);
+    }
+
     pub(crate) fn stop(&self, why: String) {
         self.shared
             .lock()
@@ -275,6 +290,7 @@ impl<P: LogPosition> Driver<P> {
             status: node.status(),
             lease: None,
             drops: DropCounts::default(),
+            heard: BTreeMap::new(),
             stopped: None,
         }));
         let (events, rx) = mpsc::channel();
@@ -445,14 +461,14 @@ pub struct Handle<P = ()> {
 pub(crate) enum Finish {
     /// The std driver's thread.
     Thread(JoinHandle<Result<(), DriverError>>),
-    /// A tokio driver's task: it sends its result just before it ends,
-    /// after any state write in progress returned.
+    /// A tokio driver's task, its writes and its result.
     #[cfg(feature = "tokio")]
     Task {
-        /// The task itself (awaited by the async shutdown).
-        joined: tokio::task::JoinHandle<()>,
-        /// Its result (in a mutex only to keep `Handle` `Sync`).
-        result: Mutex<mpsc::Receiver<Result<(), DriverError>>>,
+        /// Shared with the task and its writes.
+        life: Arc<super::driver_tokio::Lifecycle>,
+        /// Whether the task runs on a multi-thread runtime (whose workers
+        /// drive it while this thread waits).
+        multi_thread: bool,
     },
     /// Not started yet, or already waited for.
     Nothing,
@@ -488,6 +504,17 @@ impl<P> Handle<P> {
     /// Datagrams dropped so far, by reason.
     pub fn drops(&self) -> DropCounts {
         self.shared().drops
+    }
+
+    /// How long ago each peer's last accepted message arrived (a peer
+    /// never heard from is absent): an operator's "last contact".
+    pub fn last_heard(&self) -> BTreeMap<NodeId, Duration> {
+        let now = self.clock.now();
+        self.shared()
+            .heard
+            .iter()
+            .map(|(&id, &at)| (id, now.saturating_duration_since(at)))
+            .collect()
     }
 
     /// Why the driver stopped, if it did.
@@ -531,20 +558,23 @@ impl<P> Handle<P> {
     }
 
     /// Stops the node and waits until it has stopped: its thread (std
-    /// driver) or its task (tokio driver) has ended, and no state write of
-    /// it is still running, so the same storage can be reopened at once.
+    /// driver) has ended, or (tokio driver) no state write of it runs and
+    /// none will start, so the same storage can be reopened at once.
     ///
-    /// A tokio driver's task is waited for up to [`SHUTDOWN_WAIT`], except
-    /// when this is called on the thread of a current-thread runtime: the
-    /// task could never run there, so the call only asks it to stop and
-    /// returns (an error only if the task had already ended with one). In
-    /// async code use [`Handle::shutdown_async`] (or `AsyncHandle::shutdown`),
-    /// which waits without blocking.
+    /// For a tokio driver this never waits for the runtime (it may be
+    /// this very thread, or idle): it waits, up to [`SHUTDOWN_WAIT`], for
+    /// the write in progress, which runs on tokio's blocking pool. Called
+    /// outside any runtime, it also waits for a multi-thread runtime's task
+    /// to end, so the socket is released. In async code
+    /// [`Handle::shutdown_async`] (or `AsyncHandle::shutdown`) waits for
+    /// both without blocking a runtime thread.
     ///
     /// # Errors
     /// The error that had stopped the driver, if any;
-    /// [`DriverError::ShutdownTimedOut`] if a tokio driver's state write
-    /// outlasted [`SHUTDOWN_WAIT`].
+    /// [`DriverError::WriteFailed`] if a tokio driver's last write failed
+    /// (the state it carried is not durable);
+    /// [`DriverError::ShutdownTimedOut`] if a write outlasted
+    /// [`SHUTDOWN_WAIT`].
     pub fn shutdown(mut self) -> Result<(), DriverError> {
         self.send(Command::Stop);
         match std::mem::replace(&mut self.finish, Finish::Nothing) {
@@ -552,47 +582,56 @@ impl<P> Handle<P> {
                 .join()
                 .unwrap_or_else(|_| Err(DriverError::Setup("driver thread panicked".into()))),
             #[cfg(feature = "tokio")]
-            Finish::Task { result, .. } => {
-                use tokio::runtime::{Handle as Runtime, RuntimeFlavor};
-                let result = result.into_inner().unwrap_or_else(|p| p.into_inner());
-                let wait = || match result.recv_timeout(SHUTDOWN_WAIT) {
-                    Ok(r) => r,
-                    Err(mpsc::RecvTimeoutError::Timeout) => {
-                        Err(DriverError::ShutdownTimedOut(SHUTDOWN_WAIT))
-                    }
-                    // The runtime dropped the task: nothing of it runs on.
-                    Err(mpsc::RecvTimeoutError::Disconnected) => Ok(()),
-                };
-                match Runtime::try_current().map(|r| r.runtime_flavor()) {
-                    // Blocking here would block the task that must finish.
-                    Ok(RuntimeFlavor::CurrentThread) => result.try_recv().unwrap_or(Ok(())),
-                    Ok(_) => tokio::task::block_in_place(wait),
-                    Err(_) => wait(),
+            Finish::Task { life, multi_thread } => {
+                life.stop_writes();
+                if !life.wait_writes_done(SHUTDOWN_WAIT) {
+                    return Err(DriverError::ShutdownTimedOut(SHUTDOWN_WAIT));
                 }
+                if multi_thread && tokio::runtime::Handle::try_current().is_err() {
+                    life.wait_ended(SHUTDOWN_WAIT);
+                }
+                life.outcome()
             }
             Finish::Nothing => Ok(()),
         }
     }
 
     /// [`Handle::shutdown`] for async code: stops the node and waits,
-    /// without blocking the runtime, until its task or thread has ended
-    /// and no state write of it is still running.
+    /// without blocking the runtime, until no state write of it runs or
+    /// will start and its task or thread has ended (each wait bounded by
+    /// [`SHUTDOWN_WAIT`]).
     ///
     /// # Errors
-    /// The error that had stopped the driver, if any.
+    /// As [`Handle::shutdown`].
     #[cfg(feature = "tokio")]
     pub async fn shutdown_async(mut self) -> Result<(), DriverError> {
         self.send(Command::Stop);
+        let joined = |e: tokio::task::JoinError| {
+            DriverError::Setup(format!("waiting for the driver failed: {e}"))
+        };
         match std::mem::replace(&mut self.finish, Finish::Nothing) {
             Finish::Thread(t) => tokio::task::spawn_blocking(move || t.join())
                 .await
-                .map_err(|e| DriverError::Setup(format!("waiting for the driver failed: {e}")))?
+                .map_err(joined)?
                 .unwrap_or_else(|_| Err(DriverError::Setup("driver thread panicked".into()))),
-            Finish::Task { joined, result } => {
-                // A task cancelled by its runtime's shutdown never sends.
-                let _ = joined.await;
-                let result = result.into_inner().unwrap_or_else(|p| p.into_inner());
-                result.try_recv().unwrap_or(Ok(()))
+            Finish::Task { life, .. } => {
+                life.stop_writes();
+                let waiter = life.clone();
+                // On the blocking pool: the task keeps running meanwhile,
+                // even on a current-thread runtime.
+                let done = tokio::task::spawn_blocking(move || {
+                    let done = waiter.wait_writes_done(SHUTDOWN_WAIT);
+                    if done {
+                        waiter.wait_ended(SHUTDOWN_WAIT);
+                    }
+                    done
+                })
+                .await
+                .map_err(joined)?;
+                if !done {
+                    return Err(DriverError::ShutdownTimedOut(SHUTDOWN_WAIT));
+                }
+                life.outcome()
             }
             Finish::Nothing => Ok(()),
         }
@@ -689,12 +728,15 @@ fn run<S: Storage, P: WirePosition>(
 ) -> Result<(), DriverError> {
     loop {
         let now = clock.now();
-        while let Ok(command) = commands.try_recv() {
-            match command {
-                Command::Stop => return Ok(()),
-                Command::Input(input) => {
+        loop {
+            match commands.try_recv() {
+                // A dropped handle stops the node too (within a second:
+                // the receive below waits at most that long).
+                Ok(Command::Stop) | Err(mpsc::TryRecvError::Disconnected) => return Ok(()),
+                Ok(Command::Input(input)) => {
                     driver.step_sync(storage, now, input, &mut |to, m| transport.send(to, m))?
                 }
+                Err(mpsc::TryRecvError::Empty) => break,
             }
         }
         if driver.exec.next_deadline().is_some_and(|d| d <= now) {
@@ -712,6 +754,7 @@ fn run<S: Storage, P: WirePosition>(
         if let Received::Message(from, message) =
             transport.recv::<P>(wait.min(Duration::from_secs(1)))?
         {
+            driver.publisher.heard(from, clock.now());
             driver.step_sync(
                 storage,
                 clock.now(),

@@ -86,6 +86,7 @@ struct Task<S, P: WirePosition> {
     framing: Framing,
     commands: UnboundedReceiver<Command<P>>,
     clock: SuspendAwareClock,
+    life: std::sync::Arc<Lifecycle>,
 }
 
 /// A started driver: its task and the std event channel.
@@ -127,6 +128,7 @@ async fn start<S: Storage + Send + 'static, P: WirePosition>(
         framing,
         commands: rx,
         clock,
+        life: std::sync::Arc::default(),
     };
     Ok((handle, Started { task, events }))
 }
@@ -213,6 +215,102 @@ pub async fn spawn_async<S: Storage + Send + 'static, P: WirePosition>(
     })
 }
 
+/// What a tokio driver's handle and task (and its writes) share so that
+/// `shutdown` can promise "no write runs, and none will start".
+#[derive(Default)]
+pub(crate) struct Lifecycle {
+    state: std::sync::Mutex<LifeState>,
+    changed: std::sync::Condvar,
+}
+
+#[derive(Default)]
+struct LifeState {
+    /// Set by shutdown: the task starts no further write.
+    stopping: bool,
+    /// A write is running on the blocking pool.
+    writing: bool,
+    /// The message of the last write that failed.
+    write_failed: Option<String>,
+    /// The task's result, once it ended (`Ok` if its runtime dropped it).
+    ended: Option<Result<(), DriverError>>,
+}
+
+impl Lifecycle {
+    fn lock(&self) -> std::sync::MutexGuard<'_, LifeState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn update(&self, f: impl FnOnce(&mut LifeState)) {
+        f(&mut self.lock());
+        self.changed.notify_all();
+    }
+
+    /// Claims the right to start a write; refused once stopping.
+    fn begin_write(&self) -> bool {
+        let mut st = self.lock();
+        if st.stopping {
+            return false;
+        }
+        st.writing = true;
+        true
+    }
+
+    /// From now on no write starts.
+    pub(crate) fn stop_writes(&self) {
+        self.update(|st| st.stopping = true);
+    }
+
+    /// Waits up to `limit` until no write runs; false if one still does.
+    pub(crate) fn wait_writes_done(&self, limit: std::time::Duration) -> bool {
+        let st = self.lock();
+        let (st, _) = self
+            .changed
+            .wait_timeout_while(st, limit, |st| st.writing)
+            .unwrap_or_else(|p| p.into_inner());
+        !st.writing
+    }
+
+    /// Waits up to `limit` for the task to end.
+    pub(crate) fn wait_ended(&self, limit: std::time::Duration) {
+        let st = self.lock();
+        let _ = self
+            .changed
+            .wait_timeout_while(st, limit, |st| st.ended.is_none());
+    }
+
+    /// What shutdown reports: the task's error, else a write's failure.
+    pub(crate) fn outcome(&self) -> Result<(), DriverError> {
+        let mut st = self.lock();
+        match st.ended.take() {
+            Some(Err(e)) => Err(e),
+            _ => match st.write_failed.take() {
+                Some(why) => Err(DriverError::WriteFailed(why)),
+                None => Ok(()),
+            },
+        }
+    }
+}
+
+/// Marks the task ended when dropped: also when its runtime cancels it.
+struct EndGuard(std::sync::Arc<Lifecycle>);
+
+impl Drop for EndGuard {
+    fn drop(&mut self) {
+        self.0.update(|st| {
+            st.ended.get_or_insert(Ok(()));
+        });
+    }
+}
+
+/// Marks the write finished when dropped: also if `save` panicked.
+struct WriteGuard(std::sync::Arc<Lifecycle>);
+
+impl Drop for WriteGuard {
+    fn drop(&mut self) {
+        self.0.update(|st| st.writing = false);
+    }
+}
+
 /// A state write running on tokio's blocking pool; it hands the storage
 /// back with its result.
 type Writing<S> = tokio::task::JoinHandle<(S, HardState, Result<(), StorageError>)>;
@@ -220,15 +318,17 @@ type Writing<S> = tokio::task::JoinHandle<(S, HardState, Result<(), StorageError
 impl<S: Storage + Send + 'static, P: WirePosition> Task<S, P> {
     /// Spawns the task on the current runtime; `handle`'s shutdown waits
     /// for it.
-    fn spawn(self, handle: &mut Handle<P>) {
-        let (tx, result) = mpsc::channel();
-        let joined = tokio::spawn(async move {
-            let _ = tx.send(self.run().await);
+    fn spawn(mut self, handle: &mut Handle<P>) {
+        let life = std::sync::Arc::new(Lifecycle::default());
+        self.life = life.clone();
+        let multi_thread = tokio::runtime::Handle::current().runtime_flavor()
+            == tokio::runtime::RuntimeFlavor::MultiThread;
+        let guard = EndGuard(life.clone());
+        tokio::spawn(async move {
+            let result = self.run().await;
+            guard.0.update(|st| st.ended = Some(result));
         });
-        handle.finish = Finish::Task {
-            joined,
-            result: std::sync::Mutex::new(result),
-        };
+        handle.finish = Finish::Task { life, multi_thread };
     }
 
     /// Runs until stopped (after any state write in progress returned); an
@@ -241,8 +341,16 @@ impl<S: Storage + Send + 'static, P: WirePosition> Task<S, P> {
             framing,
             commands,
             clock,
+            life,
         } = self;
-        let result = run(&mut driver, storage, socket, framing, commands, clock).await;
+        let io = Io {
+            socket,
+            framing,
+            commands,
+            clock,
+            life,
+        };
+        let result = run(&mut driver, storage, io).await;
         if let Err(e) = &result {
             driver.publisher.stop(e.to_string());
         }
@@ -250,14 +358,38 @@ impl<S: Storage + Send + 'static, P: WirePosition> Task<S, P> {
     }
 }
 
+/// What the task's loop reads and writes besides the node.
+struct Io<P> {
+    socket: UdpSocket,
+    framing: Framing,
+    commands: UnboundedReceiver<Command<P>>,
+    clock: SuspendAwareClock,
+    life: std::sync::Arc<Lifecycle>,
+}
+
+/// Waits for a write in progress; its failure is the task's error.
+async fn finish_write<S>(writing: Option<Writing<S>>) -> Result<(), DriverError> {
+    match writing {
+        None => Ok(()),
+        Some(write) => match write.await {
+            Ok((_, _, result)) => result.map_err(DriverError::from),
+            Err(e) => Err(DriverError::Setup(format!("state write task failed: {e}"))),
+        },
+    }
+}
+
 async fn run<S: Storage + Send + 'static, P: WirePosition>(
     driver: &mut Driver<P>,
     storage: S,
-    socket: UdpSocket,
-    mut framing: Framing,
-    mut commands: UnboundedReceiver<Command<P>>,
-    clock: SuspendAwareClock,
+    io: Io<P>,
 ) -> Result<(), DriverError> {
+    let Io {
+        socket,
+        mut framing,
+        mut commands,
+        clock,
+        life,
+    } = io;
     let mut buf = vec![0u8; MAX_FRAME + 1];
     let mut outbox: Vec<(NodeId, Message<P>)> = Vec::new();
     // The storage is here while idle and in the blocking task while a
@@ -270,7 +402,7 @@ async fn run<S: Storage + Send + 'static, P: WirePosition>(
         if driver.exec.next_deadline().is_some_and(|d| d <= now) {
             driver.step_deferred(now, Input::Tick, &mut outbox, &mut requested);
         }
-        start_write(&mut requested, &mut storage, &mut writing);
+        start_write(&life, &mut requested, &mut storage, &mut writing);
         flush(&socket, &mut framing, &mut outbox).await;
         driver.publish(now, framing.drops);
         let wait = driver
@@ -282,12 +414,9 @@ async fn run<S: Storage + Send + 'static, P: WirePosition>(
         tokio::select! {
             command = commands.recv() => match command {
                 None | Some(Command::Stop) => {
-                    // Let a write in progress finish: it may be a vote
-                    // this node already decided on.
-                    if let Some(write) = writing {
-                        let _ = write.await;
-                    }
-                    return Ok(());
+                    // Let a write in progress finish (it may be a vote
+                    // this node already decided on), and say if it failed.
+                    return finish_write(writing).await;
                 }
                 Some(Command::Input(input)) => driver.step_deferred(clock.now(), input, &mut outbox, &mut requested),
             },
@@ -307,19 +436,18 @@ async fn run<S: Storage + Send + 'static, P: WirePosition>(
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                     Err(e) => {
                         // Stop only once no write of this node runs on.
-                        if let Some(write) = writing {
-                            let _ = write.await;
-                        }
+                        let _ = finish_write(writing).await;
                         return Err(e.into());
                     }
                 };
                 if let Received::Message(from, message) = framing.accept::<P>(&buf[..len], from_addr) {
+                    driver.publisher.heard(from, clock.now());
                     driver.step_deferred(clock.now(), Input::Receive { from, message }, &mut outbox, &mut requested);
                 }
             }
             () = tokio::time::sleep(wait) => {}
         }
-        start_write(&mut requested, &mut storage, &mut writing);
+        start_write(&life, &mut requested, &mut storage, &mut writing);
         flush(&socket, &mut framing, &mut outbox).await;
     }
 }
@@ -328,6 +456,7 @@ async fn run<S: Storage + Send + 'static, P: WirePosition>(
 /// the storage is free (it always is: the node waits for each write to be
 /// confirmed before it requests the next).
 fn start_write<S: Storage + Send + 'static>(
+    life: &std::sync::Arc<Lifecycle>,
     requested: &mut Option<HardState>,
     storage: &mut Option<S>,
     writing: &mut Option<Writing<S>>,
@@ -344,8 +473,18 @@ fn start_write<S: Storage + Send + 'static>(
         *requested = Some(state);
         return;
     };
+    if !life.begin_write() {
+        // Shutting down: a write that never starts promises nothing.
+        *storage = Some(store);
+        return;
+    }
+    let guard = WriteGuard(life.clone());
     *writing = Some(tokio::task::spawn_blocking(move || {
         let result = store.save(&state);
+        if let Err(e) = &result {
+            guard.0.update(|st| st.write_failed = Some(e.to_string()));
+        }
+        drop(guard);
         (store, state, result)
     }));
 }

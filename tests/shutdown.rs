@@ -1,0 +1,522 @@
+//! Stopping the drivers, from an adversarial review of the tokio driver's
+//! shutdown: every form of `shutdown` returns only once no state write of
+//! the node runs or will start, reports the error that stopped the driver
+//! (including a write that failed during the stop), and neither hangs nor
+//! panics whatever runtime it is called from or whether that runtime is
+//! still running. Every wait is bounded (5 s).
+#![allow(clippy::disallowed_types, clippy::disallowed_methods)]
+#![cfg(feature = "tokio")]
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::SeqCst};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use tenure::Mode;
+use tenure::adapters::driver::{self, DriverError, Handle, NodeSetup};
+use tenure::adapters::driver_tokio;
+use tenure::adapters::storage::{Storage, StorageError};
+use tenure::{Config, HardState};
+
+#[derive(Default)]
+struct Rec {
+    saved: Option<HardState>,
+    /// Saves started after the test declared the node shut down.
+    late_starts: u32,
+    starts: u32,
+}
+
+#[derive(Clone, Default)]
+struct Store {
+    delay: Duration,
+    fail: bool,
+    rec: Arc<Mutex<Rec>>,
+    running: Arc<AtomicBool>,
+    done: Arc<AtomicU32>,
+    closed: Arc<AtomicBool>,
+}
+
+impl Storage for Store {
+    fn load(&mut self) -> Result<Option<HardState>, StorageError> {
+        Ok(self.rec.lock().unwrap().saved)
+    }
+    fn save(&mut self, state: &HardState) -> Result<(), StorageError> {
+        {
+            let mut r = self.rec.lock().unwrap();
+            r.starts += 1;
+            if self.closed.load(SeqCst) {
+                r.late_starts += 1;
+            }
+        }
+        self.running.store(true, SeqCst);
+        std::thread::sleep(self.delay);
+        let res = if self.fail {
+            Err(StorageError {
+                path: "store".into(),
+                kind: std::io::Error::other("disk full").into(),
+            })
+        } else {
+            self.rec.lock().unwrap().saved = Some(*state);
+            Ok(())
+        };
+        self.done.fetch_add(1, SeqCst);
+        self.running.store(false, SeqCst);
+        res
+    }
+}
+
+fn store(ms: u64) -> Store {
+    Store {
+        delay: Duration::from_millis(ms),
+        ..Store::default()
+    }
+}
+
+fn setup(storage: Store, mode: Mode) -> NodeSetup<Store> {
+    NodeSetup {
+        config: Config::new(1, [1]).rng_seed(3).mode(mode),
+        cluster_id: 4,
+        listen: "127.0.0.1:0".parse().unwrap(),
+        peers: BTreeMap::new(),
+        storage,
+    }
+}
+
+fn mt(workers: usize) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn ct() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn eventually(what: &str, cond: impl Fn() -> bool) {
+    let end = Instant::now() + Duration::from_secs(5);
+    while !cond() {
+        assert!(Instant::now() < end, "not within 5 s: {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// A tokio node on `rt` whose first write (`s`) has started; the flag
+/// says whether a write runs.
+fn mid_write(rt: &tokio::runtime::Runtime, s: Store) -> (Handle, Arc<AtomicBool>) {
+    let running = s.running.clone();
+    let (handle, _events) = rt
+        .block_on(driver_tokio::spawn(setup(s, Mode::Candidate)))
+        .unwrap();
+    eventually("write starts", || running.load(SeqCst));
+    (handle, running)
+}
+
+/// Runs `f` on a fresh thread; `None` if it did not return within 5 s
+/// (the thread is left behind).
+fn bounded<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<(T, Duration)> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let t = Instant::now();
+        let r = f();
+        let _ = tx.send((r, t.elapsed()));
+    });
+    rx.recv_timeout(Duration::from_secs(5)).ok()
+}
+
+// ---------------------------------------------------------------------------
+// 1. Current-thread runtime that is no longer being driven (block_on
+//    returned) and shutdown called outside it: a common pattern.
+#[test]
+fn ct_runtime_idle_shutdown_outside_block_on() {
+    let rt = ct();
+    let (handle, _events) = rt
+        .block_on(driver_tokio::spawn(setup(store(0), Mode::Candidate)))
+        .unwrap();
+    let r = bounded(move || handle.shutdown());
+    match r {
+        None => panic!(
+            "shutdown did not return within 5 s (waits SHUTDOWN_WAIT for a task nobody polls)"
+        ),
+        Some((res, took)) => {
+            eprintln!("ct idle: {res:?} after {took:?}");
+            assert!(res.is_ok(), "got {res:?}");
+        }
+    }
+    drop(rt);
+}
+
+// 2. A write that fails while Stop is in flight: is the failure reported?
+#[test]
+fn failing_write_during_stop_is_reported_sync() {
+    let rt = mt(2);
+    let s = Store {
+        fail: true,
+        ..store(500)
+    };
+    let (handle, _running) = mid_write(&rt, s);
+    let res = handle.shutdown();
+    eprintln!("sync shutdown during failing write: {res:?}");
+    assert!(res.is_err(), "the failed write was swallowed: {res:?}");
+}
+
+#[test]
+fn failing_write_during_stop_is_reported_async() {
+    let rt = ct();
+    let s = Store {
+        fail: true,
+        ..store(500)
+    };
+    let running = s.running.clone();
+    rt.block_on(async move {
+        let node = driver_tokio::spawn_async::<_, ()>(setup(s, Mode::Candidate))
+            .await
+            .unwrap();
+        while !running.load(SeqCst) {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let res = tokio::time::timeout(Duration::from_secs(5), node.shutdown())
+            .await
+            .unwrap();
+        eprintln!("async shutdown during failing write: {res:?}");
+        assert!(res.is_err(), "the failed write was swallowed: {res:?}");
+    });
+}
+
+// 3. The runtime shut down (in the background) while a write runs, then
+//    sync shutdown: it returns Ok while the write still runs.
+#[test]
+fn runtime_shutdown_background_then_shutdown() {
+    let rt = mt(1);
+    let s = store(1500);
+    let (handle, running) = mid_write(&rt, s);
+    rt.shutdown_background();
+    let (res, took) = bounded(move || handle.shutdown()).expect("within 5 s");
+    let still = running.load(SeqCst);
+    eprintln!("after shutdown_background: {res:?} in {took:?}, write still running: {still}");
+    assert!(
+        !still,
+        "shutdown returned {res:?} while the write still runs"
+    );
+}
+
+// 3b. The runtime dropped concurrently on another thread while a write
+//     runs; shutdown from this thread.
+#[test]
+fn runtime_dropped_concurrently_then_shutdown() {
+    let rt = mt(1);
+    let s = store(1500);
+    let (handle, running) = mid_write(&rt, s);
+    let dropper = std::thread::spawn(move || drop(rt));
+    std::thread::sleep(Duration::from_millis(100));
+    let (res, took) = bounded(move || handle.shutdown()).expect("within 5 s");
+    let still = running.load(SeqCst);
+    eprintln!("runtime dropping: {res:?} in {took:?}, write still running: {still}");
+    dropper.join().unwrap();
+    assert!(
+        !still,
+        "shutdown returned {res:?} while the write still runs"
+    );
+}
+
+// 4. spawn_blocking on a current-thread runtime: not the runtime's thread,
+//    so waiting would be fine; does it wait?
+#[test]
+fn ct_spawn_blocking_shutdown_waits() {
+    let rt = ct();
+    let s = store(700);
+    let running = s.running.clone();
+    let still = rt.block_on(async move {
+        let (handle, _events) = driver_tokio::spawn(setup(s, Mode::Candidate))
+            .await
+            .unwrap();
+        while !running.load(SeqCst) {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let r2 = running.clone();
+        tokio::time::timeout(
+            Duration::from_secs(5),
+            tokio::task::spawn_blocking(move || {
+                let res = handle.shutdown();
+                (res, r2.load(SeqCst))
+            }),
+        )
+        .await
+        .unwrap()
+        .unwrap()
+    });
+    eprintln!("ct spawn_blocking: {still:?}");
+    assert!(
+        !still.1,
+        "shutdown from spawn_blocking returned while the write runs"
+    );
+}
+
+// 5. Forms that should work and wait: multi-thread spawn_blocking,
+//    block_on, task with one worker, outside; after runtime dropped.
+#[test]
+fn forms_that_should_wait() {
+    for form in 0..4 {
+        let rt = Arc::new(mt(1));
+        let s = store(500);
+        let (handle, running) = mid_write(&rt, s);
+        let rt2 = rt.clone();
+        let (res, took) = bounded(move || match form {
+            0 => handle.shutdown(),
+            1 => rt2.block_on(async move { handle.shutdown() }),
+            2 => rt2.block_on(async move {
+                tokio::spawn(async move { handle.shutdown() })
+                    .await
+                    .unwrap()
+            }),
+            _ => rt2.block_on(async move {
+                tokio::task::spawn_blocking(move || handle.shutdown())
+                    .await
+                    .unwrap()
+            }),
+        })
+        .unwrap_or_else(|| panic!("form {form}: not within 5 s"));
+        eprintln!("form {form}: {res:?} in {took:?}");
+        res.unwrap();
+        assert!(!running.load(SeqCst), "form {form}");
+    }
+}
+
+#[test]
+fn after_runtime_dropped() {
+    let rt = mt(1);
+    let (handle, _events) = rt
+        .block_on(driver_tokio::spawn(setup(store(0), Mode::Candidate)))
+        .unwrap();
+    drop(rt);
+    let (res, took) = bounded(move || handle.shutdown()).expect("within 5 s");
+    eprintln!("after drop: {res:?} {took:?}");
+    res.unwrap();
+    // async form on a new runtime
+    let rt = mt(1);
+    let (handle, _events) = rt
+        .block_on(driver_tokio::spawn(setup(store(0), Mode::Candidate)))
+        .unwrap();
+    drop(rt);
+    let res = ct().block_on(async move {
+        tokio::time::timeout(Duration::from_secs(5), handle.shutdown_async())
+            .await
+            .unwrap()
+    });
+    eprintln!("async after drop: {res:?}");
+    res.unwrap();
+}
+
+// 6. No write starts after shutdown returned, and the stored state is the
+//    node's latest decided state: at various moments, around Promote/Demote.
+#[test]
+fn no_write_after_shutdown_and_latest_state() {
+    let rt = mt(2);
+    for (i, &(delay, at_ms, action)) in [
+        (300u64, 0u64, 0u8),
+        (300, 150, 0),
+        (300, 320, 0),
+        (120, 0, 1),
+        (120, 5, 1),
+        (120, 60, 1),
+        (120, 0, 2),
+        (120, 5, 2),
+        (120, 60, 2),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let s = store(delay);
+        let (rec, closed, running) = (s.rec.clone(), s.closed.clone(), s.running.clone());
+        let mode = if action == 0 {
+            Mode::Candidate
+        } else {
+            Mode::Manual
+        };
+        let (handle, _events) = rt.block_on(driver_tokio::spawn(setup(s, mode))).unwrap();
+        if action >= 1 {
+            handle.promote();
+            eventually("leader", || {
+                let st = handle.status();
+                st.role == tenure::Role::Leader && !st.write_in_flight
+            });
+            if action == 2 {
+                handle.demote();
+                handle.promote();
+            } else {
+                handle.promote();
+            }
+        }
+        std::thread::sleep(Duration::from_millis(at_ms));
+        let before = handle.status();
+        let res = handle.shutdown();
+        closed.store(true, SeqCst);
+        let was_running = running.load(SeqCst);
+        std::thread::sleep(Duration::from_millis(delay + 200));
+        let r = rec.lock().unwrap();
+        eprintln!(
+            "case {i}: {res:?} running_at_return={was_running} starts={} late={} saved={:?} status_before=({},{:?})",
+            r.starts, r.late_starts, r.saved, before.term, before.vote
+        );
+        res.unwrap();
+        assert!(
+            !was_running,
+            "case {i}: write running when shutdown returned"
+        );
+        assert_eq!(
+            r.late_starts, 0,
+            "case {i}: a write started after shutdown returned"
+        );
+    }
+}
+
+// 7. Dropping a handle without shutdown: tokio task stops; std thread?
+#[test]
+fn std_handle_dropped_releases_socket() {
+    let (handle, _events) = driver::spawn(setup(store(0), Mode::Candidate)).unwrap();
+    let addr = handle.local_addr();
+    drop(handle);
+    // The thread notices within its longest receive wait (1 s).
+    eventually("the std driver stops once its handle is dropped", || {
+        std::net::UdpSocket::bind(addr).is_ok()
+    });
+}
+
+#[test]
+fn tokio_handle_dropped_releases_socket() {
+    let rt = mt(1);
+    let (handle, _events) = rt
+        .block_on(driver_tokio::spawn(setup(store(0), Mode::Candidate)))
+        .unwrap();
+    let addr = handle.local_addr();
+    drop(handle);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(std::net::UdpSocket::bind(addr).is_ok());
+}
+
+// 8. std driver: shutdown and shutdown_async.
+#[test]
+fn std_driver_shutdowns() {
+    let s = store(300);
+    let running = s.running.clone();
+    let (handle, _events) = driver::spawn(setup(s, Mode::Candidate)).unwrap();
+    eventually("write", || running.load(SeqCst));
+    handle.shutdown().unwrap();
+    assert!(!running.load(SeqCst));
+    let s = store(300);
+    let running = s.running.clone();
+    let (handle, _events) = driver::spawn(setup(s, Mode::Candidate)).unwrap();
+    eventually("write", || running.load(SeqCst));
+    let res = ct().block_on(async move {
+        tokio::time::timeout(Duration::from_secs(5), handle.shutdown_async())
+            .await
+            .unwrap()
+    });
+    res.unwrap();
+    assert!(!running.load(SeqCst));
+    // std driver stopped by an error: both forms report it
+    let s = Store {
+        fail: true,
+        ..store(0)
+    };
+    let (handle, _events) = driver::spawn(setup(s, Mode::Candidate)).unwrap();
+    eventually("stop", || handle.stopped().is_some());
+    assert!(handle.shutdown().is_err());
+    let s = Store {
+        fail: true,
+        ..store(0)
+    };
+    let (handle, _events) = driver::spawn(setup(s, Mode::Candidate)).unwrap();
+    eventually("stop", || handle.stopped().is_some());
+    assert!(ct().block_on(handle.shutdown_async()).is_err());
+}
+
+// 9. Error reporting for every form once the driver stopped on an error.
+#[test]
+fn stopped_error_every_form() {
+    for form in 0..4 {
+        let rt = mt(1);
+        let s = Store {
+            fail: true,
+            ..store(0)
+        };
+        let (handle, _events) = rt
+            .block_on(driver_tokio::spawn(setup(s, Mode::Candidate)))
+            .unwrap();
+        eventually("stop", || handle.stopped().is_some());
+        let res = match form {
+            0 => handle.shutdown(),
+            1 => rt.block_on(handle.shutdown_async()),
+            2 => ct().block_on(async move { handle.shutdown() }),
+            _ => rt.block_on(async move {
+                tokio::spawn(async move { handle.shutdown() })
+                    .await
+                    .unwrap()
+            }),
+        };
+        eprintln!("form {form}: {res:?}");
+        assert!(
+            matches!(res, Err(DriverError::Storage(_))),
+            "form {form}: {res:?}"
+        );
+    }
+}
+
+// 10. Arc<Handle> from several threads, then the last owner shuts down.
+#[test]
+fn arc_handle_many_threads() {
+    let rt = mt(2);
+    let s = store(50);
+    let (handle, _events) = rt
+        .block_on(driver_tokio::spawn(setup(s, Mode::Manual)))
+        .unwrap();
+    let h = Arc::new(handle);
+    let ts: Vec<_> = (0..4)
+        .map(|i| {
+            let h = h.clone();
+            std::thread::spawn(move || {
+                for _ in 0..50 {
+                    if i % 2 == 0 {
+                        h.promote()
+                    } else {
+                        h.demote()
+                    }
+                    let _ = h.status();
+                }
+            })
+        })
+        .collect();
+    for t in ts {
+        t.join().unwrap();
+    }
+    let handle: Handle = Arc::try_unwrap(h).unwrap();
+    let (res, took) = bounded(move || handle.shutdown()).expect("within 5 s");
+    eprintln!("arc: {res:?} {took:?}");
+    res.unwrap();
+}
+
+// 11. block_in_place panic: a multi-thread runtime's context entered
+//     inside a current-thread runtime's block_on.
+#[test]
+fn mt_context_inside_ct_block_on() {
+    let mt_rt = mt(1);
+    let (handle, _events) = mt_rt
+        .block_on(driver_tokio::spawn(setup(store(0), Mode::Candidate)))
+        .unwrap();
+    let h = mt_rt.handle().clone();
+    let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        ct().block_on(async move {
+            let _g = h.enter();
+            handle.shutdown()
+        })
+    }));
+    eprintln!(
+        "mt ctx in ct block_on: {:?}",
+        res.as_ref().map(|r| r.is_ok())
+    );
+    assert!(res.is_ok(), "shutdown panicked");
+}
