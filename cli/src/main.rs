@@ -4,7 +4,10 @@
 // The binary is glue around adapters: it may touch sockets and clocks.
 #![allow(clippy::disallowed_types, clippy::disallowed_methods)]
 
+#[cfg(unix)]
+mod ctl;
 mod demo;
+mod log;
 mod node;
 
 use std::path::PathBuf;
@@ -33,6 +36,10 @@ enum Command {
     /// Run one node from a TOML configuration file; prints one JSON line
     /// per event.
     Node(node::NodeArgs),
+    /// Ask a running node (through its admin socket) for its status, or
+    /// make it promote, demote or transfer leadership, or follow its events.
+    #[cfg(unix)]
+    Ctl(ctl::CtlArgs),
     /// Start a local cluster of real processes, kill its leader with
     /// SIGKILL, watch a new one take over, and restart the old one.
     Demo(demo::DemoArgs),
@@ -69,6 +76,8 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Sim(args) => sim(args),
         Command::Node(args) => node::run(args),
+        #[cfg(unix)]
+        Command::Ctl(args) => ctl::run(args),
         Command::Demo(args) => demo::run(args),
     }
 }

@@ -1,12 +1,20 @@
-//! `tenure node --config node.toml`: one real node, JSON lines on stdout.
+//! `tenure node --config node.toml`: one real node, JSON lines on stdout,
+//! an admin socket for `tenure ctl`, and a graceful stop on SIGTERM/SIGINT.
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
+use serde_json::{Value, json};
 use tenure::adapters::config::NodeFile;
-use tenure::adapters::driver::{self, NodeSetup};
+use tenure::adapters::driver::{self, Handle, NodeSetup};
+use tenure::{Event, NodeId, Role};
+
+use crate::ctl::{self, Command, Request};
 
 #[derive(clap::Args)]
 pub struct NodeArgs {
@@ -16,6 +24,49 @@ pub struct NodeArgs {
     /// Also print a status line this often (0: never).
     #[arg(long, default_value_t = 0)]
     status_every_ms: u64,
+    /// The admin socket for `tenure ctl` (default: `tenure.ctl` in the
+    /// data directory).
+    #[arg(long)]
+    control_socket: Option<PathBuf>,
+    /// Write the engine's decision log to stderr: `off`, `info` (role and
+    /// term changes) or `debug` (every decision with the rule that made it).
+    #[arg(long, default_value = "off", value_parser = ["off", "info", "debug"])]
+    log: String,
+}
+
+/// Milliseconds since the Unix epoch, for the JSON lines.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Set by SIGTERM and SIGINT respectively.
+struct Signals {
+    term: Arc<AtomicBool>,
+    int: Arc<AtomicBool>,
+}
+
+impl Signals {
+    fn register() -> std::io::Result<Signals> {
+        let signals = Signals {
+            term: Arc::new(AtomicBool::new(false)),
+            int: Arc::new(AtomicBool::new(false)),
+        };
+        signal_hook::flag::register(signal_hook::consts::SIGTERM, signals.term.clone())?;
+        signal_hook::flag::register(signal_hook::consts::SIGINT, signals.int.clone())?;
+        Ok(signals)
+    }
+
+    fn received(&self) -> Option<&'static str> {
+        if self.term.load(Ordering::SeqCst) {
+            Some("SIGTERM")
+        } else if self.int.load(Ordering::SeqCst) {
+            Some("SIGINT")
+        } else {
+            None
+        }
+    }
 }
 
 pub fn run(args: NodeArgs) -> ExitCode {
@@ -26,61 +77,251 @@ pub fn run(args: NodeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let setup = match NodeSetup::from_file(&file) {
+    // Opens the data directory: locks it and proves it writable.
+    let mut setup = match NodeSetup::from_file(&file) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: node {} refuses to start: {e}", file.id);
+            return ExitCode::from(2);
+        }
+    };
+    if args.log != "off" {
+        let level = if args.log == "debug" {
+            slog::Level::Debug
+        } else {
+            slog::Level::Info
+        };
+        setup.config = setup.config.logger(crate::log::stderr(level));
+    }
+    let signals = match Signals::register() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: cannot install signal handlers: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let death = setup.config.effective_death_timeout();
+    let id = file.id;
+    let socket = args
+        .control_socket
+        .clone()
+        .unwrap_or_else(|| file.data_dir.join(ctl::SOCKET));
+    let (ctl_tx, ctl_rx) = mpsc::channel();
+    // Before the node starts: it answers no peer until it can be operated.
+    let server = match ctl::serve(&socket, ctl_tx) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: node {id} refuses to start: {e}");
             return ExitCode::from(2);
         }
     };
     let (handle, events) = match driver::spawn(setup) {
         Ok(started) => started,
         Err(e) => {
-            eprintln!("error: node {} refuses to start: {e}", file.id);
+            eprintln!("error: node {id} refuses to start: {e}");
             return ExitCode::FAILURE;
         }
     };
-    let id = file.id;
     let started = handle.status();
-    line(
-        &serde_json::json!({"node": id, "started": {"term": started.term, "vote": started.vote, "listen": handle.local_addr().to_string()}}),
-    );
-    let tick = if args.status_every_ms == 0 {
-        Duration::from_secs(3600)
-    } else {
-        Duration::from_millis(args.status_every_ms)
+    line(&json!({
+        "ts_ms": now_ms(), "node": id,
+        "started": {
+            "term": started.term, "vote": started.vote,
+            "listen": handle.local_addr().to_string(),
+            "control_socket": socket.display().to_string(),
+        },
+    }));
+    let node = Running {
+        id,
+        file,
+        handle,
+        events,
+        subscribers: Vec::new(),
     };
-    loop {
-        match events.recv_timeout(tick) {
-            Ok(event) => line(&serde_json::json!({"node": id, "event": event})),
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                eprintln!(
-                    "error: node {id} stopped: {}",
-                    handle.stopped().unwrap_or_default()
-                );
+    let code = node.serve(&args, &signals, &ctl_rx, death);
+    drop(server);
+    code
+}
+
+/// A running node and what the main loop serves from it.
+struct Running {
+    id: NodeId,
+    file: NodeFile,
+    handle: Handle,
+    events: mpsc::Receiver<Event>,
+    /// `tenure ctl` connections following the events.
+    subscribers: Vec<mpsc::Sender<(u64, Event)>>,
+}
+
+impl Running {
+    /// The main loop: events out, control requests in, until a signal
+    /// or the driver stops.
+    fn serve(
+        mut self,
+        args: &NodeArgs,
+        signals: &Signals,
+        requests: &mpsc::Receiver<Request>,
+        death: Duration,
+    ) -> ExitCode {
+        let every = Duration::from_millis(args.status_every_ms);
+        let mut next_status = Instant::now() + every;
+        loop {
+            // Short waits: control requests and signals are looked at
+            // every 20 ms; events wake the loop at once.
+            match self.events.recv_timeout(Duration::from_millis(20)) {
+                Ok(event) => self.emit(event),
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    eprintln!(
+                        "error: node {} stopped: {}",
+                        self.id,
+                        self.handle.stopped().unwrap_or_default()
+                    );
+                    return ExitCode::FAILURE;
+                }
+            }
+            while let Ok(request) = requests.try_recv() {
+                self.answer(request);
+            }
+            if let Some(signal) = signals.received() {
+                return self.stop_gracefully(signal, death);
+            }
+            if args.status_every_ms > 0 && Instant::now() >= next_status {
+                next_status = Instant::now() + every;
+                line(&json!({"ts_ms": now_ms(), "node": self.id, "status": self.status()}));
+            }
+            if let Some(why) = self.handle.stopped() {
+                eprintln!("error: node {} stopped: {why}", self.id);
                 return ExitCode::FAILURE;
             }
         }
-        if args.status_every_ms > 0 {
-            let st = handle.status();
-            let lease_ms = handle.lease().map(|l| l.valid_until);
-            line(&serde_json::json!({
-                "node": id,
-                "status": {
-                    "role": st.role, "term": st.term, "leader": st.leader,
-                    "token": st.fencing_token, "lease": lease_ms.is_some(),
-                },
-            }));
+    }
+
+    /// Prints an event and hands it to every follower of the events.
+    fn emit(&mut self, event: Event) {
+        let ts = now_ms();
+        let lease = match &event {
+            Event::LeaseAcquired { .. } => self.lease_ms_left(),
+            _ => None,
+        };
+        let mut value = json!({"ts_ms": ts, "node": self.id, "event": event});
+        if let Some(left) = lease {
+            value["lease_ms_left"] = json!(left);
         }
-        if let Some(why) = handle.stopped() {
-            eprintln!("error: node {id} stopped: {why}");
-            return ExitCode::FAILURE;
+        line(&value);
+        self.subscribers
+            .retain(|s| s.send((ts, event.clone())).is_ok());
+    }
+
+    fn answer(&mut self, request: Request) {
+        match request {
+            Request::Status(reply) => {
+                let _ = reply.send(self.status());
+            }
+            Request::Subscribe(to) => self.subscribers.push(to),
+            Request::Command(Command::Promote) => self.handle.promote(),
+            Request::Command(Command::Demote) => self.handle.demote(),
+            Request::Command(Command::Transfer(to)) => self.handle.transfer_to(to),
+        }
+    }
+
+    fn lease_ms_left(&self) -> Option<u64> {
+        self.handle.lease_left().map(|d| d.as_millis() as u64)
+    }
+
+    /// What `tenure ctl status` shows: Tarantool's `box.info.election`
+    /// (state, term, vote, leader, leader_idle) plus lease, token, peers'
+    /// last contact and drop counters.
+    fn status(&self) -> Value {
+        let st = self.handle.status();
+        let heard = self.handle.last_heard();
+        let drops = self.handle.drops();
+        let peers: Vec<Value> = self
+            .file
+            .peers
+            .iter()
+            .map(|p| {
+                json!({
+                    "id": p.id, "addr": p.addr.to_string(), "voter": p.voter,
+                    "last_heard_ms": heard.get(&p.id).map(|d| d.as_millis() as u64),
+                })
+            })
+            .collect();
+        json!({
+            "node": self.id,
+            "role": st.role,
+            "term": st.term,
+            "vote": st.vote,
+            "leader": st.leader,
+            "leader_idle_ms": st.leader_idle.map(|d| d.as_millis() as u64),
+            "lease": self.handle.lease().is_some(),
+            "lease_ms_left": self.lease_ms_left(),
+            "token": st.fencing_token,
+            "persisted": {"term": st.persisted.term, "vote": st.persisted.vote},
+            "write_in_flight": st.write_in_flight,
+            "mode": format!("{:?}", st.mode).to_lowercase(),
+            "fencing": format!("{:?}", st.fencing).to_lowercase(),
+            "transferring_to": st.transferring_to,
+            "listen": self.handle.local_addr().to_string(),
+            "peers": peers,
+            "drops": {
+                "malformed": drops.malformed,
+                "foreign_cluster": drops.foreign_cluster,
+                "misaddressed": drops.misaddressed,
+                "unknown_sender": drops.unknown_sender,
+                "send_failed": drops.send_failed,
+            },
+        })
+    }
+
+    /// SIGTERM/SIGINT: a leader resigns and waits (up to twice the death
+    /// timeout) until it hears its successor, so a planned restart costs
+    /// about one election round instead of a death timeout; then the node
+    /// stops (its last state write finished) and the process exits 0.
+    fn stop_gracefully(mut self, signal: &str, death: Duration) -> ExitCode {
+        let started = Instant::now();
+        let was_leader = self.handle.status().role == Role::Leader;
+        let mut successor = None;
+        if was_leader {
+            self.handle.demote();
+            let end = started + (death * 2).max(Duration::from_secs(1));
+            while let Some(left) = end.checked_duration_since(Instant::now()) {
+                let Ok(event) = self.events.recv_timeout(left) else {
+                    break;
+                };
+                let heard = match &event {
+                    Event::LeaderChanged {
+                        leader: Some(l), ..
+                    } if *l != self.id => Some(*l),
+                    _ => None,
+                };
+                self.emit(event);
+                if heard.is_some() {
+                    successor = heard;
+                    break;
+                }
+            }
+        }
+        let id = self.id;
+        let result = self.handle.shutdown();
+        line(&json!({
+            "ts_ms": now_ms(), "node": id,
+            "stopped": {
+                "signal": signal, "was_leader": was_leader, "successor": successor,
+                "handover_ms": was_leader.then(|| started.elapsed().as_millis() as u64),
+            },
+        }));
+        match result {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: node {id} stopped with an error: {e}");
+                ExitCode::FAILURE
+            }
         }
     }
 }
 
-fn line(value: &serde_json::Value) {
+fn line(value: &Value) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{value}");
     let _ = out.flush();

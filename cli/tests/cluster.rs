@@ -32,9 +32,21 @@ fn port() -> u16 {
 }
 
 fn write_config(dir: &Path, id: u64, cluster: u64, ports: &[(u64, u16)]) -> PathBuf {
+    write_config_with(dir, id, cluster, ports, "")
+}
+
+/// `write_config` with `top` (top-level keys, e.g. `mode = "manual"`)
+/// added before the peers.
+fn write_config_with(
+    dir: &Path,
+    id: u64,
+    cluster: u64,
+    ports: &[(u64, u16)],
+    top: &str,
+) -> PathBuf {
     let me = ports.iter().find(|p| p.0 == id).unwrap().1;
     let mut text = format!(
-        "id = {id}\ncluster_id = {cluster}\nlisten = \"127.0.0.1:{me}\"\ndata_dir = \"{}\"\nheartbeat_ms = 50\ndeath_timeout_ms = 300\n",
+        "id = {id}\ncluster_id = {cluster}\nlisten = \"127.0.0.1:{me}\"\ndata_dir = \"{}\"\nheartbeat_ms = 50\ndeath_timeout_ms = 300\n{top}",
         dir.join(format!("data-{id}")).display()
     );
     for (peer, p) in ports.iter().filter(|p| p.0 != id) {
@@ -103,6 +115,19 @@ impl Proc {
         // And whatever is already buffered.
         all.extend(self.lines.try_iter());
         all
+    }
+}
+
+impl Proc {
+    /// Sends `signal` (e.g. `-TERM`) to the process.
+    fn signal(&self, signal: &str) {
+        let pid = self.child.id().to_string();
+        let ok = Command::new("kill")
+            .args([signal, &pid])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill {signal} {pid} failed");
     }
 }
 
@@ -352,13 +377,7 @@ impl Watched {
     }
 
     fn signal(&self, id: u64, signal: &str) {
-        let pid = self.procs[&id].child.id().to_string();
-        let ok = Command::new("kill")
-            .args([signal, &pid])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "kill {signal} {pid} (node {id}) failed");
+        self.procs[&id].signal(signal);
     }
 
     fn describe(&self) -> String {
@@ -452,4 +471,213 @@ fn paused_leader_and_follower_survive_sigstop_longer_than_death_timeout() {
     }
     drop(w);
     std::fs::remove_dir_all(d).unwrap();
+}
+
+/// Runs `tenure ctl --config <config> <args> --json --wait-ms 3000`:
+/// its exit code, its answer lines parsed, and its stderr.
+fn ctl(config: &Path, args: &[&str]) -> (i32, Vec<serde_json::Value>, String) {
+    let out = Command::new(BIN)
+        .args(["ctl", "--config"])
+        .arg(config)
+        .args(args)
+        .args(["--json", "--wait-ms", "3000"])
+        .output()
+        .unwrap();
+    let answers = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or(serde_json::Value::String(l.into())))
+        .collect();
+    (
+        out.status.code().unwrap_or(-1),
+        answers,
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+/// Polls `cond` every 20 ms for up to 5 s.
+fn within_5s(what: &str, cond: impl Fn() -> bool) {
+    let end = std::time::Instant::now() + Duration::from_secs(5);
+    while !cond() {
+        assert!(std::time::Instant::now() < end, "not within 5 s: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Issue 11: `mode = "manual"` could never elect anyone, because nothing
+/// could send a Promote. Through the admin socket (`tenure ctl`), an
+/// operator reads a node's status, promotes it, transfers leadership,
+/// follows another node's events and demotes the new leader; commands
+/// for a non-leader are refused with the leader's id; the socket is the
+/// owner's only (0600) and goes away with a graceful stop; a node that is
+/// not running is reported as such, naming the socket.
+#[cfg(unix)]
+#[test]
+fn ctl_operates_a_manual_cluster() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = dir("ctl");
+    let ports: Vec<(u64, u16)> = (1..=3).map(|id| (id, port())).collect();
+    let configs: Vec<PathBuf> = (1..=3)
+        .map(|id| write_config_with(&d, id, 11, &ports, "mode = \"manual\"\n"))
+        .collect();
+    let procs: Vec<Proc> = configs.iter().map(|c| Proc::start(c)).collect();
+    let socket = |id: usize| d.join(format!("data-{id}")).join("tenure.ctl");
+    within_5s("every control socket exists", || {
+        (1..=3).all(|id| socket(id).exists())
+    });
+    let mode = std::fs::metadata(socket(1)).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "control socket mode {mode:o}");
+    // Manual nodes elect nobody by themselves.
+    std::thread::sleep(Duration::from_millis(700));
+    let (code, status, err) = ctl(&configs[0], &["status"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(status[0]["role"], "follower", "{status:?}");
+    assert!(status[0]["leader"].is_null(), "{status:?}");
+
+    let (code, promoted, err) = ctl(&configs[0], &["promote"]);
+    assert_eq!(code, 0, "{promoted:?} {err}");
+    assert_eq!(
+        promoted[0]["outcome"]["became_leader"]["token"]["leader"],
+        1
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    let (_, status, _) = ctl(&configs[0], &["status"]);
+    let st = &status[0];
+    assert_eq!(st["role"], "leader", "{st}");
+    assert_eq!(st["token"]["leader"], 1, "{st}");
+    for peer in st["peers"].as_array().unwrap() {
+        let ago = peer["last_heard_ms"]
+            .as_u64()
+            .expect("every follower heard");
+        assert!(ago < 1000, "{st}");
+    }
+
+    // Node 2's events, followed from another process.
+    let mut follower = Command::new(BIN)
+        .args(["ctl", "--config"])
+        .arg(&configs[1])
+        .args(["events", "--json"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let events = lines_of(follower.stdout.take().unwrap());
+    std::thread::sleep(Duration::from_millis(100));
+    let (code, moved, err) = ctl(&configs[0], &["transfer", "2"]);
+    assert_eq!(code, 0, "{moved:?} {err}");
+    assert_eq!(moved[0]["outcome"]["transfer_completed"]["to"], 2);
+    let mut seen = Vec::new();
+    let end = std::time::Instant::now() + Duration::from_secs(3);
+    while let Some(left) = end.checked_duration_since(std::time::Instant::now()) {
+        let Ok(line) = events.recv_timeout(left) else {
+            break;
+        };
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert!(v["ts_ms"].as_u64().is_some(), "{v}");
+        let became = v["event"].get("became_leader").is_some();
+        seen.push(v);
+        if became {
+            break;
+        }
+    }
+    assert!(
+        seen.iter()
+            .any(|v| v["event"].get("became_leader").is_some()),
+        "node 2's event stream: {seen:?}"
+    );
+    let _ = follower.kill();
+    let _ = follower.wait();
+
+    let (code, refused, _) = ctl(&configs[0], &["demote"]);
+    assert_eq!(code, 1, "{refused:?}");
+    assert!(
+        refused[0]["error"].as_str().unwrap().contains("leader: 2"),
+        "{refused:?}"
+    );
+    let (code, demoted, err) = ctl(&configs[1], &["demote"]);
+    assert_eq!(code, 0, "{demoted:?} {err}");
+    assert_eq!(demoted[0]["outcome"]["stepped_down"]["reason"], "demoted");
+
+    // A graceful stop removes the socket; then the node is unreachable.
+    procs[2].signal("-TERM");
+    within_5s("node 3 removes its socket", || !socket(3).exists());
+    let (code, _, err) = ctl(&configs[2], &["status"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains(&socket(3).display().to_string()), "{err}");
+    drop(procs);
+    let _ = std::fs::remove_dir_all(d);
+}
+
+/// The first `became_leader` event line among `procs` (index, term)
+/// within `limit`, skipping `except`.
+fn next_leader(procs: &[Proc], except: Option<usize>, limit: Duration) -> Option<(usize, u64)> {
+    let end = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < end {
+        // `except`'s lines stay unread for the caller.
+        for (i, p) in procs.iter().enumerate().filter(|(i, _)| Some(*i) != except) {
+            for line in p.lines.try_iter() {
+                let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+                if let Some(term) = v["event"]["became_leader"]["term"].as_u64() {
+                    return Some((i, term));
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    None
+}
+
+/// Issue 11: SIGTERM used to kill a leader without resigning, so a planned
+/// restart cost a whole death timeout. Now the leader resigns, waits until
+/// it hears its successor and exits 0: another node leads well within the
+/// death timeout (300 ms here) of the signal. Prints the measured handover.
+#[cfg(unix)]
+#[test]
+fn sigterm_on_the_leader_hands_over_before_the_death_timeout() {
+    let d = dir("sigterm");
+    let ports: Vec<(u64, u16)> = (1..=3).map(|id| (id, port())).collect();
+    let mut procs: Vec<Proc> = (1..=3)
+        .map(|id| Proc::start(&write_config(&d, id, 12, &ports)))
+        .collect();
+    let (leader, term) = next_leader(&procs, None, Duration::from_secs(5)).expect("a first leader");
+    std::thread::sleep(Duration::from_millis(300));
+    let signalled = std::time::Instant::now();
+    procs[leader].signal("-TERM");
+    let (next, next_term) =
+        next_leader(&procs, Some(leader), Duration::from_secs(3)).expect("a successor");
+    let handover = signalled.elapsed();
+    eprintln!(
+        "graceful handover: {handover:?} (node {} -> node {})",
+        leader + 1,
+        next + 1
+    );
+    assert!(next_term > term);
+    assert!(
+        handover < Duration::from_millis(300),
+        "handover took {handover:?}, as long as a death timeout"
+    );
+    let end = std::time::Instant::now() + Duration::from_secs(5);
+    let status = loop {
+        if let Some(s) = procs[leader].child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "the old leader did not exit"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert!(status.success(), "exit {status}");
+    let stopped = procs[leader]
+        .collect(Duration::from_millis(200))
+        .into_iter()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(&l).ok())
+        .find(|v| v.get("stopped").is_some())
+        .expect("a stopped line");
+    assert_eq!(stopped["stopped"]["was_leader"], true, "{stopped}");
+    assert_eq!(
+        stopped["stopped"]["successor"],
+        next as u64 + 1,
+        "{stopped}"
+    );
+    drop(procs);
+    let _ = std::fs::remove_dir_all(d);
 }

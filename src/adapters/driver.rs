@@ -501,6 +501,16 @@ impl<P> Handle<P> {
         self.shared().lease.filter(|l| now < l.valid_until)
     }
 
+    /// How much of the lease is left on the driver's clock, if this node
+    /// may act as the only leader right now.
+    pub fn lease_left(&self) -> Option<Duration> {
+        let now = self.clock.now();
+        self.shared()
+            .lease
+            .filter(|l| now < l.valid_until)
+            .map(|l| l.valid_until.saturating_duration_since(now))
+    }
+
     /// Datagrams dropped so far, by reason.
     pub fn drops(&self) -> DropCounts {
         self.shared().drops

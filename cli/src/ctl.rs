@@ -1,0 +1,370 @@
+//! The admin channel of a running `tenure node`, and `tenure ctl`.
+//!
+//! The node listens on a Unix domain socket (`tenure.ctl` in its data
+//! directory unless `--control-socket` says otherwise), readable and
+//! writable by its owner only (mode 0600). A client connects, writes one
+//! JSON request line and reads JSON answer lines:
+//!
+//! ```text
+//! {"cmd":"status"}                       -> one status object (as in `tenure node`'s status lines)
+//! {"cmd":"promote","wait_ms":5000}       -> {"ok":true,"outcome":{..event..}}
+//! {"cmd":"demote","wait_ms":5000}        -> {"ok":true,...} or {"ok":false,"error":..}
+//! {"cmd":"transfer","to":3,"wait_ms":..} -> the transfer's outcome
+//! {"cmd":"events"}                       -> one line per event until the client leaves
+//! ```
+//!
+//! The node's main loop owns its driver handle; each connection's thread
+//! asks it through [`Request`]s, so nothing here can race a shutdown.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tenure::{Event, NodeId};
+
+/// The socket's file name inside the data directory.
+pub const SOCKET: &str = "tenure.ctl";
+
+/// Longest request line a node reads.
+const MAX_REQUEST: u64 = 4096;
+
+/// How long an outcome is awaited unless the request says.
+const DEFAULT_WAIT: Duration = Duration::from_secs(5);
+
+/// Connections served at once; more are refused.
+const MAX_CONNECTIONS: usize = 16;
+
+/// What a connection's thread asks the node's main loop.
+pub enum Request {
+    /// The status object, answered on the channel.
+    Status(mpsc::Sender<Value>),
+    /// Forward every event from now on to this channel (until it closes).
+    Subscribe(mpsc::Sender<(u64, Event)>),
+    /// Feed a command to the node.
+    Command(Command),
+}
+
+/// A command for the node.
+#[derive(Clone, Copy, Debug)]
+pub enum Command {
+    /// `Input::Promote`.
+    Promote,
+    /// `Input::Demote`.
+    Demote,
+    /// `Input::TransferLeadership`.
+    Transfer(NodeId),
+}
+
+/// The listening socket; removed when dropped.
+pub struct Server {
+    path: PathBuf,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Listens on `path` (a stale socket file there is replaced: the caller
+/// holds the data directory's lock, so no other node uses it) and serves
+/// each connection on its own thread through `requests`.
+pub fn serve(path: &Path, requests: mpsc::Sender<Request>) -> Result<Server, String> {
+    let _ = std::fs::remove_file(path);
+    let listener = UnixListener::bind(path)
+        .map_err(|e| format!("cannot listen on control socket {}: {e}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(|e| {
+        format!(
+            "cannot restrict control socket {} to its owner: {e}",
+            path.display()
+        )
+    })?;
+    let open = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    std::thread::Builder::new()
+        .name("ctl-accept".into())
+        .spawn(move || {
+            use std::sync::atomic::Ordering::SeqCst;
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                if open.fetch_add(1, SeqCst) >= MAX_CONNECTIONS {
+                    open.fetch_sub(1, SeqCst);
+                    let _ = answer(&mut stream, &refusal("too many control connections"));
+                    continue;
+                }
+                let (requests, open) = (requests.clone(), open.clone());
+                let _ = std::thread::Builder::new()
+                    .name("ctl-conn".into())
+                    .spawn(move || {
+                        connection(stream, &requests);
+                        open.fetch_sub(1, SeqCst);
+                    });
+            }
+        })
+        .map_err(|e| format!("cannot start the control thread: {e}"))?;
+    Ok(Server {
+        path: path.to_path_buf(),
+    })
+}
+
+fn refusal(why: &str) -> Value {
+    json!({"ok": false, "error": why})
+}
+
+fn answer(stream: &mut UnixStream, value: &Value) -> std::io::Result<()> {
+    writeln!(stream, "{value}")?;
+    stream.flush()
+}
+
+/// Serves one connection: one request, its answers.
+fn connection(mut stream: UnixStream, requests: &mpsc::Sender<Request>) {
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    let mut line = String::new();
+    let read = stream
+        .try_clone()
+        .map(|s| BufReader::new(std::io::Read::take(s, MAX_REQUEST)).read_line(&mut line));
+    if !matches!(read, Ok(Ok(n)) if n > 0) {
+        let _ = answer(&mut stream, &refusal("expected one JSON request line"));
+        return;
+    }
+    let request: Value = match serde_json::from_str(line.trim()) {
+        Ok(v) => v,
+        Err(e) => {
+            let _ = answer(&mut stream, &refusal(&format!("request is not JSON: {e}")));
+            return;
+        }
+    };
+    let wait = request["wait_ms"]
+        .as_u64()
+        .map_or(DEFAULT_WAIT, Duration::from_millis);
+    let command = match request["cmd"].as_str() {
+        Some("status") => {
+            let (tx, rx) = mpsc::channel();
+            let status = requests
+                .send(Request::Status(tx))
+                .ok()
+                .and_then(|()| rx.recv_timeout(Duration::from_secs(5)).ok());
+            let _ = answer(
+                &mut stream,
+                &status.unwrap_or_else(|| refusal("the node is stopping")),
+            );
+            return;
+        }
+        Some("events") => {
+            let (tx, rx) = mpsc::channel();
+            if requests.send(Request::Subscribe(tx)).is_err() {
+                return;
+            }
+            // Until the client leaves (a write fails) or the node stops.
+            for (ts_ms, event) in rx {
+                if answer(&mut stream, &json!({"ts_ms": ts_ms, "event": event})).is_err() {
+                    return;
+                }
+            }
+            return;
+        }
+        Some("promote") => Command::Promote,
+        Some("demote") => Command::Demote,
+        Some("transfer") => match request["to"].as_u64() {
+            Some(to) => Command::Transfer(to),
+            None => {
+                let _ = answer(&mut stream, &refusal("transfer needs \"to\": a node id"));
+                return;
+            }
+        },
+        other => {
+            let _ = answer(
+                &mut stream,
+                &refusal(&format!(
+                    "unknown cmd {other:?}: expected status, promote, demote, transfer or events"
+                )),
+            );
+            return;
+        }
+    };
+    let outcome = run_command(requests, command, wait);
+    let _ = answer(&mut stream, &outcome);
+}
+
+/// Sends `command` and waits up to `wait` for the event that settles it.
+fn run_command(requests: &mpsc::Sender<Request>, command: Command, wait: Duration) -> Value {
+    let (status_tx, status_rx) = mpsc::channel();
+    let (events_tx, events) = mpsc::channel();
+    // Subscribe before the command, so its outcome cannot be missed.
+    let sent = requests.send(Request::Status(status_tx)).is_ok()
+        && requests.send(Request::Subscribe(events_tx)).is_ok();
+    let Some(before) = sent
+        .then(|| status_rx.recv_timeout(Duration::from_secs(5)).ok())
+        .flatten()
+    else {
+        return refusal("the node is stopping");
+    };
+    let leading = before["role"] == "leader";
+    match command {
+        Command::Promote if leading => {
+            return json!({"ok": true, "note": "already the leader", "term": before["term"]});
+        }
+        Command::Demote | Command::Transfer(_) if !leading => {
+            return refusal(&format!("not the leader (leader: {})", before["leader"]));
+        }
+        _ => {}
+    }
+    if requests.send(Request::Command(command)).is_err() {
+        return refusal("the node is stopping");
+    }
+    let end = Instant::now() + wait;
+    while let Some(left) = end.checked_duration_since(Instant::now()) {
+        let Ok((_, event)) = events.recv_timeout(left) else {
+            break;
+        };
+        let settled = match (command, &event) {
+            (Command::Promote, Event::BecameLeader { .. })
+            | (Command::Demote, Event::SteppedDown { .. })
+            | (Command::Transfer(_), Event::TransferCompleted { .. }) => Some(true),
+            (Command::Promote, Event::PromoteFailed { .. })
+            | (Command::Transfer(_), Event::TransferFailed { .. }) => Some(false),
+            _ => None,
+        };
+        if let Some(ok) = settled {
+            return json!({"ok": ok, "outcome": event});
+        }
+    }
+    refusal(&format!("no outcome within {} ms", wait.as_millis()))
+}
+
+/// `tenure ctl` arguments.
+#[derive(clap::Args)]
+pub struct CtlArgs {
+    /// The node's configuration file (its data directory holds the socket).
+    #[arg(long, required_unless_present = "socket")]
+    config: Option<PathBuf>,
+    /// The control socket (default: `tenure.ctl` in the data directory).
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    /// Print the node's JSON answers instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+    /// How long to wait for a command's outcome, in ms.
+    #[arg(long, default_value_t = 5000, global = true)]
+    wait_ms: u64,
+    #[command(subcommand)]
+    what: CtlCommand,
+}
+
+#[derive(clap::Subcommand)]
+enum CtlCommand {
+    /// State, term, vote, leader, lease, token, peers' last contact, drops.
+    Status,
+    /// Campaign now (modes manual and candidate) and report the outcome.
+    Promote,
+    /// Resign leadership and report it.
+    Demote,
+    /// Hand leadership to another node and report the outcome.
+    Transfer {
+        /// The node to hand over to.
+        to: NodeId,
+    },
+    /// Print the node's events as they happen, until interrupted.
+    Events,
+}
+
+/// The socket a node with this configuration file listens on.
+pub fn socket_of(config: &Path) -> Result<PathBuf, String> {
+    let file = tenure::adapters::config::NodeFile::load(config).map_err(|e| e.to_string())?;
+    Ok(file.data_dir.join(SOCKET))
+}
+
+/// Runs `tenure ctl`.
+pub fn run(args: CtlArgs) -> ExitCode {
+    let path = match (&args.socket, &args.config) {
+        (Some(p), _) => p.clone(),
+        (None, Some(config)) => match socket_of(config) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        (None, None) => unreachable!("clap requires --config or --socket"),
+    };
+    let request = match &args.what {
+        CtlCommand::Status => json!({"cmd": "status"}),
+        CtlCommand::Promote => json!({"cmd": "promote", "wait_ms": args.wait_ms}),
+        CtlCommand::Demote => json!({"cmd": "demote", "wait_ms": args.wait_ms}),
+        CtlCommand::Transfer { to } => {
+            json!({"cmd": "transfer", "to": to, "wait_ms": args.wait_ms})
+        }
+        CtlCommand::Events => json!({"cmd": "events"}),
+    };
+    let mut stream = match UnixStream::connect(&path) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!(
+                "error: cannot reach the node's control socket {}: {e} (is `tenure node` running with this data directory?)",
+                path.display()
+            );
+            return ExitCode::from(3);
+        }
+    };
+    if let Err(e) = answer(&mut stream, &request) {
+        eprintln!("error: cannot send to {}: {e}", path.display());
+        return ExitCode::from(3);
+    }
+    let mut ok = true;
+    for line in BufReader::new(stream).lines() {
+        let Ok(line) = line else { break };
+        let value: Value = serde_json::from_str(&line).unwrap_or(Value::String(line.clone()));
+        if value["ok"] == false {
+            ok = false;
+        }
+        if args.json {
+            println!("{line}");
+        } else {
+            print!("{}", human(&value));
+        }
+        let _ = std::io::stdout().flush();
+    }
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// One answer as text: `key: value` lines for objects, one line for an
+/// event.
+fn human(value: &Value) -> String {
+    if let (Some(ts), Some(event)) = (value["ts_ms"].as_u64(), value.get("event")) {
+        return format!("{ts} {event}\n");
+    }
+    let Some(map) = value.as_object() else {
+        return format!("{value}\n");
+    };
+    let mut out = String::new();
+    for (key, v) in map {
+        let shown = match v {
+            Value::String(s) => s.clone(),
+            Value::Null => "-".into(),
+            Value::Array(items) if key == "peers" => {
+                out.push_str("peers:\n");
+                for p in items {
+                    out.push_str(&format!(
+                        "  {} {} voter={} last_heard_ms={}\n",
+                        p["id"],
+                        p["addr"].as_str().unwrap_or("?"),
+                        p["voter"],
+                        p["last_heard_ms"]
+                    ));
+                }
+                continue;
+            }
+            other => other.to_string(),
+        };
+        out.push_str(&format!("{key}: {shown}\n"));
+    }
+    out
+}
