@@ -681,3 +681,38 @@ fn sigterm_on_the_leader_hands_over_before_the_death_timeout() {
     drop(procs);
     let _ = std::fs::remove_dir_all(d);
 }
+
+/// Issue 11: `tenure node --log debug` writes the engine's decision log to
+/// stderr, each decision naming its node and rule; without `--log`,
+/// stderr stays empty.
+#[test]
+fn the_decision_log_names_each_rule() {
+    let d = dir("log");
+    let ports = [(1, port())];
+    let config = write_config(&d, 1, 13, &ports);
+    let logged = Proc::start_with(&config, &["--log", "debug"]);
+    let mut lines = Vec::new();
+    let end = std::time::Instant::now() + Duration::from_secs(5);
+    while let Some(left) = end.checked_duration_since(std::time::Instant::now()) {
+        let Ok(line) = logged.errors.recv_timeout(left) else {
+            break;
+        };
+        let done = line.contains("rule=") && line.contains("node=1");
+        lines.push(line);
+        if done {
+            break;
+        }
+    }
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("rule=") && l.contains("node=1")),
+        "{lines:?}"
+    );
+    drop(logged);
+    let quiet = Proc::start(&config);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(quiet.errors.try_iter().count(), 0);
+    drop(quiet);
+    let _ = std::fs::remove_dir_all(d);
+}
