@@ -250,3 +250,134 @@ fn an_unwritable_data_dir_fails_at_open() {
         eprintln!("skipped: no unwritable directory on this machine");
     }
 }
+
+/// Node 1 of voters 1..=3 at `now` asked by `from` for its vote in `term`:
+/// whether it granted it (its writes acknowledged at once).
+fn grants(node: &mut tenure::Node, now: tenure::Instant, from: u64, term: u64) -> bool {
+    use tenure::{Action, Input, Message, MessageKind};
+    let request = Message {
+        term,
+        kind: MessageKind::VoteRequest {
+            position: (),
+            transfer: false,
+        },
+    };
+    let mut pending = node.step(
+        now,
+        Input::Receive {
+            from,
+            message: request,
+        },
+    );
+    let mut granted = false;
+    while !pending.is_empty() {
+        let mut next = Vec::new();
+        for action in pending {
+            match action {
+                Action::Persist(state) => next.extend(node.step(now, Input::Persisted(state))),
+                Action::Send { to, message } => {
+                    granted |= to == from
+                        && matches!(message.kind, MessageKind::VoteResponse { granted: true });
+                }
+                _ => {}
+            }
+        }
+        pending = next;
+    }
+    granted
+}
+
+/// Issue 11's recovery procedure (Raft §5.2: at most one vote per term).
+/// Node 1 voted for 2 in term 5, then lost its state file. Started from
+/// term 0, it grants node 3 a second vote in term 5; recovered with
+/// `FileStorage::recover(5)` (5 being the highest durable term of the
+/// other nodes), it refuses that vote and still votes in later terms.
+#[test]
+fn recovery_never_votes_twice_in_a_term_where_starting_from_zero_would() {
+    use std::time::Duration;
+    use tenure::{Config, Instant, Node};
+    let config = || Config::new(1, [1, 2, 3]).rng_seed(4);
+    let start = Instant::ZERO;
+    let mut before = Node::<()>::new(config(), HardState::default(), start).unwrap();
+    assert!(grants(&mut before, start, 2, 5), "the first vote in term 5");
+
+    // The state file is lost. Starting from scratch votes twice in term 5:
+    let later = start + Duration::from_secs(30);
+    let mut naive = Node::<()>::new(config(), HardState::default(), later).unwrap();
+    assert!(
+        grants(&mut naive, later, 3, 5),
+        "a fresh node grants a second vote in term 5 (the danger recovery avoids)"
+    );
+
+    let dir = temp_dir("recover-safety");
+    let mut storage = FileStorage::open_owned(&dir, A).unwrap();
+    let recovery = storage.recover(5).unwrap();
+    assert_eq!(recovery.state, HardState::new(5, Some(1)));
+    let state = storage.load().unwrap().unwrap();
+    let mut recovered = Node::<()>::new(config(), state, later).unwrap();
+    // Past the restart wait, it still refuses term 5 and votes in term 6.
+    let after_wait = later + Duration::from_secs(30);
+    assert!(
+        !grants(&mut recovered, after_wait, 3, 5),
+        "a second vote in term 5"
+    );
+    assert!(
+        grants(&mut recovered, after_wait, 3, 6),
+        "no vote in a new term"
+    );
+    drop(storage);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// `recover` refuses an intact file (it could undo a vote) and another
+/// node's file, needs an owned storage, moves a damaged file aside without
+/// deleting it, writes a missing one, and with highest term 0 writes the
+/// fresh state.
+#[test]
+fn recovery_refuses_intact_or_foreign_files_and_keeps_damaged_ones() {
+    let dir = temp_dir("recover");
+    let path = dir.join(STATE_FILE);
+    let mut s = FileStorage::open_owned(&dir, A).unwrap();
+    s.save(&HardState::new(7, Some(2))).unwrap();
+    let intact = std::fs::read(&path).unwrap();
+    let err = s.recover(9).unwrap_err();
+    assert!(
+        matches!(err.kind, StorageErrorKind::Intact { state } if state == HardState::new(7, Some(2))),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), intact);
+    drop(s);
+
+    let other = StateOwner {
+        node: 2,
+        cluster: 7,
+    };
+    let err = FileStorage::open_owned(&dir, other)
+        .unwrap()
+        .recover(9)
+        .unwrap_err();
+    assert!(
+        matches!(err.kind, StorageErrorKind::WrongOwner { .. }),
+        "{err}"
+    );
+    let err = FileStorage::open(&dir).unwrap().recover(9).unwrap_err();
+    assert!(matches!(err.kind, StorageErrorKind::NoOwner), "{err}");
+
+    let mut damaged = intact.clone();
+    damaged[6] ^= 0xff;
+    std::fs::write(&path, &damaged).unwrap();
+    let mut s = FileStorage::open_owned(&dir, A).unwrap();
+    let recovery = s.recover(9).unwrap();
+    let aside = recovery.moved_aside.expect("the damaged file is kept");
+    assert_eq!(std::fs::read(&aside).unwrap(), damaged);
+    assert_eq!(s.load().unwrap(), Some(HardState::new(9, Some(1))));
+
+    std::fs::remove_file(&path).unwrap();
+    let recovery = s.recover(0).unwrap();
+    assert_eq!(
+        (recovery.state, recovery.moved_aside),
+        (HardState::default(), None)
+    );
+    drop(s);
+    std::fs::remove_dir_all(dir).unwrap();
+}

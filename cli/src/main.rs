@@ -9,6 +9,7 @@ mod ctl;
 mod demo;
 mod log;
 mod node;
+mod state;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -40,6 +41,11 @@ enum Command {
     /// make it promote, demote or transfer leadership, or follow its events.
     #[cfg(unix)]
     Ctl(ctl::CtlArgs),
+    /// Show a node's stored term, vote and owner (works while it runs).
+    State(state::StateArgs),
+    /// Rebuild a stopped node's lost or damaged state file from the
+    /// highest durable term of the other nodes (never start it from term 0).
+    Recover(state::RecoverArgs),
     /// Start a local cluster of real processes, kill its leader with
     /// SIGKILL, watch a new one take over, and restart the old one.
     Demo(demo::DemoArgs),
@@ -79,6 +85,8 @@ fn main() -> ExitCode {
         #[cfg(unix)]
         Command::Ctl(args) => ctl::run(args),
         Command::Demo(args) => demo::run(args),
+        Command::State(args) => state::show(args),
+        Command::Recover(args) => state::recover(args),
     }
 }
 

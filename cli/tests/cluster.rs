@@ -716,3 +716,69 @@ fn the_decision_log_names_each_rule() {
     drop(quiet);
     let _ = std::fs::remove_dir_all(d);
 }
+
+/// Runs `tenure <args>`: exit code, stdout, stderr.
+fn tenure(args: &[&str], config: &Path) -> (i32, String, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+/// Issue 11's recovery procedure from the command line: a node whose
+/// state file is corrupt refuses to start; `tenure recover` (while it is
+/// stopped, with the other nodes' highest durable term) keeps the damaged
+/// file, writes that term with a self-vote, and the node starts from it.
+/// An intact file, or a running node, is refused.
+#[test]
+fn tenure_recover_rebuilds_a_corrupt_state_file() {
+    let d = dir("recover");
+    let ports = [(1, port()), (2, port()), (3, port())];
+    let config = write_config(&d, 1, 1, &ports);
+    std::fs::create_dir_all(d.join("data-1")).unwrap();
+    let state = d.join("data-1").join("tenure.state");
+    std::fs::write(&state, b"TNRS\x01\x05\x01\x02\xde\xad\xbe\xef").unwrap();
+    let (code, _, err) = tenure(&["state"], &config);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("corrupt"), "{err}");
+
+    let (code, out, err) = tenure(&["recover", "--highest-term", "4"], &config);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("damaged state file kept as"), "{out}");
+    assert!(d.join("data-1").join("tenure.state.damaged-1").exists());
+    let (code, out, _) = tenure(&["state"], &config);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("term 4, vote 1, owner node 1 of cluster 1"),
+        "{out}"
+    );
+
+    let (code, _, err) = tenure(&["recover", "--highest-term", "4"], &config);
+    assert_eq!(code, 2);
+    assert!(err.contains("intact"), "{err}");
+
+    let node = Proc::start(&config);
+    let started = node
+        .collect(Duration::from_millis(500))
+        .into_iter()
+        .find_map(|l| {
+            serde_json::from_str::<serde_json::Value>(&l)
+                .ok()
+                .filter(|v| v.get("started").is_some())
+        })
+        .expect("the node starts from the recovered state");
+    assert_eq!(started["started"]["term"], 4, "{started}");
+    assert_eq!(started["started"]["vote"], 1, "{started}");
+    let (code, _, err) = tenure(&["recover", "--highest-term", "4"], &config);
+    assert_eq!(code, 2);
+    assert!(err.contains("in use by another process"), "{err}");
+    drop(node);
+    let _ = std::fs::remove_dir_all(d);
+}

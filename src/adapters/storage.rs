@@ -166,6 +166,17 @@ pub enum StorageErrorKind {
         /// Whose state the file records.
         found: StateOwner,
     },
+    /// [`FileStorage::recover`] found an intact state file: there is
+    /// nothing to recover, and overwriting it could undo a vote.
+    #[error("the state file is intact ({state:?}): nothing to recover")]
+    Intact {
+        /// What the file holds.
+        state: HardState,
+    },
+    /// [`FileStorage::recover`] needs to know whose state it writes: open
+    /// the storage with [`FileStorage::open_owned`].
+    #[error("recovery needs the node's identity: open the storage with `open_owned`")]
+    NoOwner,
     /// Another process holds the data directory's lock.
     #[error("the data directory is in use by another process{}", holder.as_ref().map(|h| format!(" ({h})")).unwrap_or_default())]
     Locked {
@@ -266,6 +277,16 @@ pub fn decode_owned_record(
     }
 }
 
+/// What [`FileStorage::recover`] wrote, and where the damaged file went.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Recovery {
+    /// The state written.
+    pub state: HardState,
+    /// Where the damaged file was moved, if there was one.
+    pub moved_aside: Option<PathBuf>,
+}
+
 /// Crash-safe file storage in a data directory.
 #[derive(Debug)]
 pub struct FileStorage {
@@ -356,6 +377,75 @@ impl FileStorage {
         storage.owner_checked = true;
         storage._lock = Some(lock);
         Ok(storage)
+    }
+
+    /// Rebuilds a lost or damaged state file, safely.
+    ///
+    /// A node must not simply start from term 0 after losing its state
+    /// file: in the term it was in, it may already have voted, and a fresh
+    /// node votes at once, so it could vote a second time in that term and
+    /// let two leaders be elected in it. Recovery instead needs
+    /// `highest_term`: the highest **durable** term of every other node of
+    /// the cluster (`persisted.term` in `tenure ctl status` of each running
+    /// node, `tenure state` of each stopped one), read while this node is
+    /// down. It writes `{ term: highest_term, vote: this node }`:
+    ///
+    /// - every term this node ever voted in was proposed by a candidate
+    ///   that made that term durable first, and durable terms never
+    ///   decrease, so every such term is at most `highest_term`;
+    /// - in `highest_term` the node now counts as having voted for itself,
+    ///   so it grants no one else a vote there, and older terms are stale:
+    ///   it never votes twice in a term it may have voted in;
+    /// - its durable term is above 0, so at start it votes for no one for
+    ///   a death timeout (rule `restart_waits_death_timeout`), outlasting
+    ///   any lease its last acknowledgements backed.
+    ///
+    /// With `highest_term` 0 no node ever reached term 1, so nobody ever
+    /// voted or led, and the fresh state is written.
+    ///
+    /// A damaged file is moved aside (`tenure.state.damaged-<n>`), never
+    /// deleted. An intact file is refused ([`StorageErrorKind::Intact`]),
+    /// and so is another node's file ([`StorageErrorKind::WrongOwner`]: a
+    /// wrong data directory is not a lost state).
+    ///
+    /// # Errors
+    /// [`StorageErrorKind::Intact`], [`StorageErrorKind::WrongOwner`],
+    /// [`StorageErrorKind::NoOwner`] (opened without [`FileStorage::open_owned`]),
+    /// or the I/O error that prevented the move or the write.
+    pub fn recover(&mut self, highest_term: u64) -> Result<Recovery, StorageError> {
+        let Some(owner) = self.owner.filter(|_| self.owner_checked) else {
+            return Err(Self::err(&self.path(), StorageErrorKind::NoOwner));
+        };
+        let path = self.path();
+        let moved_aside = match self.load() {
+            Ok(Some(state)) => {
+                return Err(Self::err(&path, StorageErrorKind::Intact { state }));
+            }
+            Ok(None) => None,
+            Err(e) => match e.kind {
+                StorageErrorKind::Truncated { .. }
+                | StorageErrorKind::Foreign { .. }
+                | StorageErrorKind::UnknownVersion { .. }
+                | StorageErrorKind::Corrupt { .. }
+                | StorageErrorKind::Undecodable(_) => {
+                    let aside = (1u32..)
+                        .map(|n| self.dir.join(format!("{STATE_FILE}.damaged-{n}")))
+                        .find(|p| !p.exists())
+                        .unwrap_or_else(|| self.dir.join(format!("{STATE_FILE}.damaged")));
+                    retry_interrupted(|| fs::rename(&path, &aside))
+                        .map_err(|e| Self::err(&aside, e))?;
+                    Some(aside)
+                }
+                _ => return Err(e),
+            },
+        };
+        let state = if highest_term == 0 {
+            HardState::default()
+        } else {
+            HardState::new(highest_term, Some(owner.node))
+        };
+        self.save(&state)?;
+        Ok(Recovery { state, moved_aside })
     }
 
     /// Path of the state file.

@@ -1,0 +1,123 @@
+//! `tenure state` (show a node's stored state) and `tenure recover`
+//! (rebuild a lost or damaged state file; see
+//! `tenure::adapters::storage::FileStorage::recover` for why this is safe
+//! and starting from term 0 is not).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use tenure::adapters::config::NodeFile;
+use tenure::adapters::storage::{
+    FileStorage, STATE_FILE, StateOwner, Storage, decode_owned_record,
+};
+
+#[derive(clap::Args)]
+pub struct StateArgs {
+    /// The node's configuration file (its data directory holds the state).
+    #[arg(long)]
+    config: PathBuf,
+}
+
+#[derive(clap::Args)]
+pub struct RecoverArgs {
+    /// The node's configuration file. The node must be stopped.
+    #[arg(long)]
+    config: PathBuf,
+    /// The highest durable term of every OTHER node of the cluster
+    /// (`persisted.term` of `tenure ctl status` on running nodes, `tenure
+    /// state` on stopped ones), read while this node is down.
+    #[arg(long)]
+    highest_term: u64,
+}
+
+fn load(config: &std::path::Path) -> Result<NodeFile, ExitCode> {
+    NodeFile::load(config).map_err(|e| {
+        eprintln!("error: {e}");
+        ExitCode::from(2)
+    })
+}
+
+/// Prints the stored term and vote (and whose state it is). Reads only:
+/// it works while the node runs.
+pub fn show(args: StateArgs) -> ExitCode {
+    let file = match load(&args.config) {
+        Ok(f) => f,
+        Err(code) => return code,
+    };
+    let path = file.data_dir.join(STATE_FILE);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            println!(
+                "{}: no state file (a fresh node: term 0, no vote)",
+                path.display()
+            );
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("error: state file {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+    };
+    match decode_owned_record(&bytes) {
+        Ok((owner, state)) => {
+            let owner = owner.map_or("unrecorded (format 1)".to_string(), |o| o.to_string());
+            println!(
+                "{}: term {}, vote {}, owner {owner}",
+                path.display(),
+                state.term,
+                state.vote.map_or("none".into(), |v| v.to_string())
+            );
+            ExitCode::SUCCESS
+        }
+        Err(kind) => {
+            eprintln!("error: state file {}: {kind}", path.display());
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Rebuilds the state file of a stopped node.
+pub fn recover(args: RecoverArgs) -> ExitCode {
+    let file = match load(&args.config) {
+        Ok(f) => f,
+        Err(code) => return code,
+    };
+    let owner = StateOwner {
+        node: file.id,
+        cluster: file.cluster_id,
+    };
+    // Takes the data directory's lock: refused while the node runs.
+    let mut storage = match FileStorage::open_owned(&file.data_dir, owner) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match storage.recover(args.highest_term) {
+        Ok(recovery) => {
+            if let Some(aside) = &recovery.moved_aside {
+                println!("damaged state file kept as {}", aside.display());
+            }
+            println!(
+                "{}: wrote term {}, vote {} for {owner}; at start it votes for no one for a death timeout",
+                storage.path().display(),
+                recovery.state.term,
+                recovery.state.vote.map_or("none".into(), |v| v.to_string()),
+            );
+            // Read back what a node will load.
+            match storage.load() {
+                Ok(Some(s)) if s == recovery.state => ExitCode::SUCCESS,
+                other => {
+                    eprintln!("error: the written state reads back as {other:?}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
