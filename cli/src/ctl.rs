@@ -36,6 +36,10 @@ const MAX_REQUEST: u64 = 4096;
 /// How long an outcome is awaited unless the request says.
 const DEFAULT_WAIT: Duration = Duration::from_secs(5);
 
+/// Events kept for a follower of the events that has not written them
+/// out yet; beyond that it is dropped.
+pub const EVENT_BACKLOG: usize = 1024;
+
 /// Connections served at once; more are refused.
 const MAX_CONNECTIONS: usize = 16;
 
@@ -43,8 +47,10 @@ const MAX_CONNECTIONS: usize = 16;
 pub enum Request {
     /// The status object, answered on the channel.
     Status(mpsc::Sender<Value>),
-    /// Forward every event from now on to this channel (until it closes).
-    Subscribe(mpsc::Sender<(u64, Event)>),
+    /// Forward every event from now on to this channel, until it closes
+    /// or is full (a client that stops reading is dropped, not buffered
+    /// for without bound).
+    Subscribe(mpsc::SyncSender<(u64, Event)>),
     /// Feed a command to the node.
     Command(Command),
 }
@@ -155,7 +161,7 @@ fn connection(mut stream: UnixStream, requests: &mpsc::Sender<Request>) {
             return;
         }
         Some("events") => {
-            let (tx, rx) = mpsc::channel();
+            let (tx, rx) = mpsc::sync_channel(EVENT_BACKLOG);
             if requests.send(Request::Subscribe(tx)).is_err() {
                 return;
             }
@@ -193,7 +199,7 @@ fn connection(mut stream: UnixStream, requests: &mpsc::Sender<Request>) {
 /// Sends `command` and waits up to `wait` for the event that settles it.
 fn run_command(requests: &mpsc::Sender<Request>, command: Command, wait: Duration) -> Value {
     let (status_tx, status_rx) = mpsc::channel();
-    let (events_tx, events) = mpsc::channel();
+    let (events_tx, events) = mpsc::sync_channel(EVENT_BACKLOG);
     // Subscribe before the command, so its outcome cannot be missed.
     let sent = requests.send(Request::Status(status_tx)).is_ok()
         && requests.send(Request::Subscribe(events_tx)).is_ok();

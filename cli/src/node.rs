@@ -150,7 +150,7 @@ struct Running {
     handle: Handle,
     events: mpsc::Receiver<Event>,
     /// `tenure ctl` connections following the events.
-    subscribers: Vec<mpsc::Sender<(u64, Event)>>,
+    subscribers: Vec<mpsc::SyncSender<(u64, Event)>>,
 }
 
 impl Running {
@@ -209,8 +209,10 @@ impl Running {
             value["lease_ms_left"] = json!(left);
         }
         line(&value);
+        // Never blocks: a follower that is gone or EVENT_BACKLOG behind
+        // is dropped.
         self.subscribers
-            .retain(|s| s.send((ts, event.clone())).is_ok());
+            .retain(|s| s.try_send((ts, event.clone())).is_ok());
     }
 
     fn answer(&mut self, request: Request) {
