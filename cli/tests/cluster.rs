@@ -156,6 +156,25 @@ fn kill_the_leader_of_three_then_rejoin() {
 }
 
 #[test]
+fn a_listen_address_in_use_is_named_when_the_node_refuses_to_start() {
+    let d = dir("in-use");
+    let taken = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let busy = taken.local_addr().unwrap().port();
+    let config = write_config(&d, 1, 1, &[(1, busy), (2, port()), (3, port())]);
+    let out = Command::new(BIN)
+        .args(["node", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("node 1 refuses to start"), "{err}");
+    assert!(err.contains(&format!("cannot bind 127.0.0.1:{busy}")), "{err}");
+    drop(taken);
+    std::fs::remove_dir_all(d).unwrap();
+}
+
+#[test]
 fn a_corrupt_state_file_refuses_to_start_with_the_documented_error() {
     let d = dir("corrupt");
     let ports = [(1, port()), (2, port()), (3, port())];
