@@ -56,7 +56,10 @@ fn a_listen_name_that_does_not_resolve_names_listen() {
 #[test]
 fn an_address_without_a_port_is_an_error() {
     let err = NodeFile::parse(&file("127.0.0.1:7001", "localhost")).unwrap_err();
-    assert!(err.contains("peer 2") && err.contains("`localhost`"), "{err}");
+    assert!(
+        err.contains("peer 2") && err.contains("`localhost`"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -76,7 +79,10 @@ fn load_reports_an_unresolvable_name_through_config_file_error() {
     assert!(matches!(err, ConfigFileError::Parse { .. }), "{err:?}");
     let text = err.to_string();
     assert!(text.contains("node.toml"), "{text}");
-    assert!(text.contains("peer 2") && text.contains("nosuchhost.invalid:7000"), "{text}");
+    assert!(
+        text.contains("peer 2") && text.contains("nosuchhost.invalid:7000"),
+        "{text}"
+    );
     std::fs::remove_dir_all(dir).unwrap();
 }
 

@@ -701,11 +701,12 @@ pub fn spawn_with_positions<S: Storage + Send + 'static, P: WirePosition>(
     let mut storage = setup.storage;
     let listen = setup.listen;
     let mut transport =
-        UdpTransport::bind_raw(listen, Framing::new(me, setup.cluster_id, setup.peers))
-            .map_err(|source| DriverError::Bind {
+        UdpTransport::bind_raw(listen, Framing::new(me, setup.cluster_id, setup.peers)).map_err(
+            |source| DriverError::Bind {
                 addr: listen,
                 source,
-            })?;
+            },
+        )?;
     let local_addr = transport.local_addr()?;
     let wake = UdpSocket::bind((std::net::Ipv4Addr::LOCALHOST, 0))?;
     let (tx, rx) = mpsc::channel::<Command<P>>();
