@@ -167,6 +167,41 @@ fn a_damaged_store_stops_the_driver_from_starting() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// A `listen` address another socket holds: both drivers refuse to start
+/// with `DriverError::Bind`, whose message names the address (issue 11).
+#[test]
+fn an_address_in_use_is_named_in_the_error() {
+    let taken = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap();
+    let setup = || NodeSetup {
+        listen: addr,
+        ..single_voter(WatchedStorage::default())
+    };
+    let check = |err: driver::DriverError| {
+        let text = err.to_string();
+        assert!(
+            matches!(err, driver::DriverError::Bind { addr: a, .. } if a == addr),
+            "{err:?}"
+        );
+        assert!(text.contains(&format!("cannot bind {addr}")), "{text}");
+        assert!(text.contains("in use"), "{text}");
+    };
+    check(driver::spawn(setup()).unwrap_err());
+    let rt = current_thread();
+    check(rt.block_on(driver_tokio::spawn(setup())).unwrap_err());
+    check(
+        rt.block_on(driver_tokio::spawn_async::<_, ()>(setup()))
+            .map(drop)
+            .unwrap_err(),
+    );
+    // The transport alone: the io::Error keeps its kind and names the address.
+    let framing = tenure::adapters::udp::Framing::new(1, 4, BTreeMap::new());
+    let err = tenure::adapters::udp::UdpTransport::bind(addr, framing).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::AddrInUse);
+    assert!(err.to_string().contains(&addr.to_string()), "{err}");
+    drop(taken);
+}
+
 /// Both drivers carry a log position through the wire (`Node<P>` for any
 /// position the codec encodes, fed with `Handle::set_position`): node 1 is
 /// behind, so it never wins (rule `log_up_to_date`); a transfer to it waits

@@ -2,16 +2,86 @@
 //! loopback with file storage in a temporary directory. It shows who leads,
 //! kills the leader with SIGKILL, measures the failover, restarts the old
 //! leader and shows it rejoin without disturbing anyone, then cleans up.
+//!
+//! SIGINT (Ctrl-C), SIGTERM and SIGHUP stop it the same way: it kills its
+//! nodes, removes its temporary directory and exits with 128 + the signal's
+//! number. A second such signal while it cleans up exits at once (status 1).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::net::UdpSocket;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+
+/// The signals that stop the demo, with its cleanup.
+const STOP_SIGNALS: [i32; 3] = [SIGINT, SIGTERM, SIGHUP];
+
+/// Which stop signal arrived (0: none yet).
+#[derive(Clone)]
+struct Stop {
+    signal: Arc<AtomicUsize>,
+}
+
+impl Stop {
+    /// Catches the stop signals from now on: the first sets the flag the
+    /// demo's waits check; a second one exits at once.
+    fn catch() -> std::io::Result<Stop> {
+        let stopping = Arc::new(AtomicBool::new(false));
+        let signal = Arc::new(AtomicUsize::new(0));
+        for sig in STOP_SIGNALS {
+            // Registered first, so it runs first: exits only if an earlier
+            // signal already set `stopping`.
+            signal_hook::flag::register_conditional_shutdown(sig, 1, stopping.clone())?;
+            signal_hook::flag::register(sig, stopping.clone())?;
+            signal_hook::flag::register_usize(sig, signal.clone(), sig as usize)?;
+        }
+        Ok(Stop { signal })
+    }
+
+    /// The stop signal that arrived, if any.
+    fn arrived(&self) -> Option<i32> {
+        match self.signal.load(Ordering::SeqCst) {
+            0 => None,
+            sig => i32::try_from(sig).ok(),
+        }
+    }
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        SIGINT => "SIGINT",
+        SIGTERM => "SIGTERM",
+        SIGHUP => "SIGHUP",
+        _ => "a signal",
+    }
+}
+
+/// Why the demo ended early.
+enum Failure {
+    /// Something went wrong.
+    Error(String),
+    /// A stop signal arrived.
+    Signal(i32),
+}
+
+impl From<String> for Failure {
+    fn from(e: String) -> Failure {
+        Failure::Error(e)
+    }
+}
+
+impl From<&str> for Failure {
+    fn from(e: &str) -> Failure {
+        Failure::Error(e.to_string())
+    }
+}
 
 #[derive(clap::Args)]
 pub struct DemoArgs {
@@ -51,6 +121,7 @@ struct Cluster {
     start: Instant,
     quiet: bool,
     last_view: Instant,
+    stop: Stop,
 }
 
 impl Drop for Cluster {
@@ -192,16 +263,20 @@ impl Cluster {
         parts.join("  |  ")
     }
 
-    /// Processes output until `done` holds or `limit` passes.
-    fn wait(&mut self, limit: Duration, done: impl Fn(&Cluster) -> bool) -> bool {
+    /// Processes output until `done` holds (`Ok(true)`) or `limit` passes
+    /// (`Ok(false)`); a stop signal ends the wait within 50 ms.
+    fn wait(&mut self, limit: Duration, done: impl Fn(&Cluster) -> bool) -> Result<bool, Failure> {
         let end = now() + limit;
         loop {
+            if let Some(sig) = self.stop.arrived() {
+                return Err(Failure::Signal(sig));
+            }
             if done(self) {
-                return true;
+                return Ok(true);
             }
             let left = end.saturating_duration_since(now());
             if left.is_zero() {
-                return false;
+                return Ok(false);
             }
             if let Ok((id, v)) = self.rx.recv_timeout(left.min(Duration::from_millis(50))) {
                 self.apply(id, &v);
@@ -229,16 +304,31 @@ pub fn run(args: DemoArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    match demo(&args) {
-        Ok(()) => ExitCode::SUCCESS,
+    let stop = match Stop::catch() {
+        Ok(stop) => stop,
         Err(e) => {
+            eprintln!("error: cannot catch signals: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    // The cluster (its nodes and directory) is gone when `demo` returns.
+    match demo(&args, stop) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Error(e)) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE
+        }
+        Err(Failure::Signal(sig)) => {
+            eprintln!(
+                "tenure demo: stopped by {}: nodes killed, temporary directory removed",
+                signal_name(sig)
+            );
+            ExitCode::from(128 + u8::try_from(sig).unwrap_or(0))
         }
     }
 }
 
-fn demo(args: &DemoArgs) -> Result<(), String> {
+fn demo(args: &DemoArgs, stop: Stop) -> Result<(), Failure> {
     let dir = std::env::temp_dir().join(format!("tenure-demo-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let (tx, rx) = mpsc::channel();
@@ -252,6 +342,7 @@ fn demo(args: &DemoArgs) -> Result<(), String> {
         start: now(),
         quiet: args.quiet,
         last_view: now(),
+        stop,
     };
     let ids: Vec<u64> = (1..=args.nodes).collect();
     let mut ports = BTreeMap::new();
@@ -294,14 +385,14 @@ fn demo(args: &DemoArgs) -> Result<(), String> {
         c.spawn(id)?;
     }
     let limit = Duration::from_millis(args.death_ms * 10 + 5_000);
-    if !c.wait(limit, |c| c.quorum_leader().is_some()) {
-        return Err(format!("no leader elected within {limit:?}: {}", c.view()));
+    if !c.wait(limit, |c| c.quorum_leader().is_some())? {
+        return Err(format!("no leader elected within {limit:?}: {}", c.view()).into());
     }
     let (mut leader, mut term) = c.quorum_leader().ok_or("leader vanished")?;
     c.say(&format!(
         "Node {leader} won the election for term {term}. Its fencing token is (term {term}, node {leader}): storage that checks tokens refuses anything older."
     ));
-    c.wait(Duration::from_millis(args.death_ms), |_| false);
+    c.wait(Duration::from_millis(args.death_ms), |_| false)?;
     let mut failovers = Vec::new();
     for round in 0..args.kills {
         c.say(&format!(
@@ -314,12 +405,13 @@ fn demo(args: &DemoArgs) -> Result<(), String> {
         c.kill(leader);
         let killed_at = now();
         let old = (leader, term);
-        if !c.wait(limit, |c| c.quorum_leader().is_some_and(|(_, t)| t > old.1)) {
+        if !c.wait(limit, |c| c.quorum_leader().is_some_and(|(_, t)| t > old.1))? {
             return Err(format!(
                 "no new leader within {limit:?} after killing node {}: {}",
                 old.0,
                 c.view()
-            ));
+            )
+            .into());
         }
         let failover = killed_at.elapsed();
         failovers.push(failover);
@@ -344,21 +436,17 @@ fn demo(args: &DemoArgs) -> Result<(), String> {
             c.seen
                 .get(&old.0)
                 .is_some_and(|s| s.leader == Some(l) && s.term == t)
-        }) {
-            return Err(format!(
-                "node {} did not rejoin within time: {}",
-                old.0,
-                c.view()
-            ));
+        })? {
+            return Err(format!("node {} did not rejoin within time: {}", old.0, c.view()).into());
         }
         if c.quorum_leader() != Some((l, t)) {
-            return Err(format!("the restart disturbed the cluster: {}", c.view()));
+            return Err(format!("the restart disturbed the cluster: {}", c.view()).into());
         }
         c.say(&format!(
             "Node {} rejoined as a follower of node {leader}; the term stayed {term}: a restarted node waits a death timeout instead of disrupting the leader.",
             old.0
         ));
-        c.wait(Duration::from_millis(args.death_ms), |_| false);
+        c.wait(Duration::from_millis(args.death_ms), |_| false)?;
     }
     let mut sorted = failovers.clone();
     sorted.sort();

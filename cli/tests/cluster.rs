@@ -1,7 +1,8 @@
 //! Real processes on loopback (bounded in count and time): the demo's
 //! kill -9 / failover / rejoin cycle, a node refusing to start on a corrupt
 //! state file, two clusters that must not hear each other, and nodes paused
-//! with SIGSTOP that must resume, not exit.
+//! with SIGSTOP that must resume, not exit; a node whose listen address is
+//! taken, and a demo stopped by SIGTERM or SIGHUP that must clean up.
 
 // Real sockets and clocks: this is driver code, outside the sans-IO core.
 #![allow(clippy::disallowed_types, clippy::disallowed_methods)]
@@ -178,6 +179,28 @@ fn kill_the_leader_of_three_then_rejoin() {
     );
     assert_eq!(stdout.matches("new leader after").count(), 2, "{stdout}");
     assert!(stdout.contains("failover over 2 kill(s)"), "{stdout}");
+}
+
+#[test]
+fn a_listen_address_in_use_is_named_when_the_node_refuses_to_start() {
+    let d = dir("in-use");
+    let taken = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let busy = taken.local_addr().unwrap().port();
+    let config = write_config(&d, 1, 1, &[(1, busy), (2, port()), (3, port())]);
+    let out = Command::new(BIN)
+        .args(["node", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("node 1 refuses to start"), "{err}");
+    assert!(
+        err.contains(&format!("cannot bind 127.0.0.1:{busy}")),
+        "{err}"
+    );
+    drop(taken);
+    std::fs::remove_dir_all(d).unwrap();
 }
 
 #[test]
@@ -781,4 +804,132 @@ fn tenure_recover_rebuilds_a_corrupt_state_file() {
     assert!(err.contains("in use by another process"), "{err}");
     drop(node);
     let _ = std::fs::remove_dir_all(d);
+}
+
+/// Runs `/usr/bin/kill` (or whichever `kill` is on the path) with `args`;
+/// true if it succeeded.
+fn kill(args: &[&str]) -> bool {
+    Command::new("kill")
+        .args(args)
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// A process group the test started and the directory its demo uses:
+/// everything left in the group is killed and the directory removed on
+/// drop, so a failing test leaves no node running and no files behind.
+struct Group(u32, Option<PathBuf>);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        kill(&["-KILL", "--", &format!("-{}", self.0)]);
+        if let Some(dir) = &self.1 {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// `tenure demo` stopped by SIGTERM (or SIGHUP) kills its node processes,
+/// removes its temporary directory and exits non-zero (issue 11).
+#[test]
+fn a_demo_stopped_by_sigterm_kills_its_nodes_and_removes_its_directory() {
+    demo_stopped_by("TERM", 143);
+}
+
+#[test]
+fn a_demo_stopped_by_sighup_kills_its_nodes_and_removes_its_directory() {
+    demo_stopped_by("HUP", 129);
+}
+
+fn demo_stopped_by(signal: &str, code: i32) {
+    use std::os::unix::process::CommandExt;
+    let mut child = Command::new(BIN)
+        .args(["demo", "--heartbeat-ms", "50", "--death-ms", "300"])
+        // Its own process group (the nodes join it), so the test can tell
+        // whether any node outlived the demo, and kill them if so.
+        .process_group(0)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut group = Group(child.id(), None);
+    let lines = lines_of(child.stdout.take().unwrap());
+    let errors = lines_of(child.stderr.take().unwrap());
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    let mut dir = None;
+    let mut seen = Vec::new();
+    loop {
+        let left = end
+            .checked_duration_since(std::time::Instant::now())
+            .unwrap_or_else(|| panic!("no leader within 10 s: {seen:#?}"));
+        let Ok(line) = lines.recv_timeout(left) else {
+            panic!("no leader within 10 s: {seen:#?}");
+        };
+        if let Some((_, rest)) = line.split_once("(state files in ") {
+            dir = rest.strip_suffix(").").map(PathBuf::from);
+        }
+        let elected = line.contains("won the election");
+        seen.push(line);
+        if elected {
+            break;
+        }
+    }
+    let dir = dir.unwrap_or_else(|| panic!("the demo names its directory: {seen:#?}"));
+    group.1 = Some(dir.clone());
+    assert!(dir.is_dir(), "{}", dir.display());
+    let mut listens = Vec::new();
+    for id in 1..=3 {
+        let config = std::fs::read_to_string(dir.join(format!("node-{id}.toml"))).unwrap();
+        let listen = config
+            .lines()
+            .find_map(|l| l.strip_prefix("listen = \""))
+            .and_then(|l| l.strip_suffix('"'))
+            .unwrap()
+            .to_string();
+        listens.push(listen);
+    }
+    let pgid = format!("-{}", group.0);
+    assert!(kill(&["-0", "--", &pgid]), "the nodes run");
+
+    assert!(kill(&[&format!("-{signal}"), &child.id().to_string()]));
+    let end = std::time::Instant::now() + Duration::from_secs(5);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "the demo did not exit within 5 s of SIG{signal}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // Its stderr, up to the end (the reader thread may still be forwarding).
+    let mut stderr = Vec::new();
+    while let Ok(line) = errors.recv_timeout(Duration::from_secs(2)) {
+        stderr.push(line);
+    }
+    assert_eq!(status.code(), Some(code), "{status:?} {stderr:#?}");
+    assert!(
+        stderr
+            .iter()
+            .any(|l| l.contains(&format!("stopped by SIG{signal}"))),
+        "{stderr:#?}"
+    );
+    // Every node is gone: nothing is left in the demo's process group...
+    let end = std::time::Instant::now() + Duration::from_secs(2);
+    while kill(&["-0", "--", &pgid]) {
+        assert!(
+            std::time::Instant::now() < end,
+            "node processes outlived the demo"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // ...and their ports are free.
+    for listen in &listens {
+        UdpSocket::bind(listen.as_str())
+            .unwrap_or_else(|e| panic!("{listen} is still bound after the demo: {e}"));
+    }
+    assert!(!dir.exists(), "{} was not removed", dir.display());
+    drop(group);
 }

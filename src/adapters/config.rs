@@ -21,13 +21,24 @@
 //! ```
 //!
 //! Every bad value is an error that names the file and the key.
+//!
+//! `listen` and each peer's `addr` are an IP address with a port
+//! (`"10.0.0.2:7000"`, `"[::1]:7000"`) or a host name with a port
+//! (`"localhost:7001"`, `"node-2.internal:7000"`). A name is resolved once,
+//! when the file is parsed ([`NodeFile::parse`], [`NodeFile::load`]), with
+//! the system resolver ([`std::net::ToSocketAddrs`]); the node keeps that
+//! address for as long as it runs, so a node must be restarted to follow a
+//! DNS change. A name with several addresses takes the first IPv4 address
+//! the resolver returns, or its first address if it returns no IPv4 one. A
+//! name that does not resolve is a parse error naming the peer id (or
+//! `listen`), the text and the resolver's message.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::{Config, ConfigError, Fencing, Mode, NodeId, Setting};
 
@@ -35,16 +46,68 @@ fn yes() -> bool {
     true
 }
 
-/// One peer in the file.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// Resolves `text`, an IP socket address or `host:port`, to one address:
+/// an IP literal as written, else the first IPv4 address the resolver
+/// returns, else its first address.
+fn resolve(text: &str) -> Result<SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    if let Ok(addr) = text.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    let addrs: Vec<SocketAddr> = text
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve `{text}`: {e}"))?
+        .collect();
+    addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or_else(|| addrs.first())
+        .copied()
+        .ok_or_else(|| format!("cannot resolve `{text}`: the name has no address"))
+}
+
+/// `listen`: an IP socket address or `host:port`, resolved once.
+fn listen_addr<'de, D: Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
+    let text = String::deserialize(d)?;
+    resolve(&text).map_err(|e| serde::de::Error::custom(format!("listen: {e}")))
+}
+
+/// A peer as written in the file, before its address is resolved.
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct PeerText {
+    id: NodeId,
+    addr: String,
+    #[serde(default = "yes")]
+    voter: bool,
+}
+
+impl TryFrom<PeerText> for PeerEntry {
+    type Error = String;
+
+    fn try_from(p: PeerText) -> Result<PeerEntry, String> {
+        let addr = resolve(&p.addr).map_err(|e| format!("peer {}: {e}", p.id))?;
+        Ok(PeerEntry {
+            id: p.id,
+            addr,
+            voter: p.voter,
+        })
+    }
+}
+
+/// One peer in the file.
+///
+/// `addr` may be written as an IP socket address or as `host:port`; a name
+/// is resolved once, when the file is parsed (see the [module
+/// docs](self)).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "PeerText")]
 pub struct PeerEntry {
     /// Its node id.
     pub id: NodeId,
-    /// Its UDP address.
+    /// Its UDP address (a host name in the file is resolved at parse time).
     pub addr: SocketAddr,
     /// Whether it votes (default true); `false` makes it an observer.
-    #[serde(default = "yes")]
     pub voter: bool,
 }
 
@@ -56,7 +119,9 @@ pub struct NodeFile {
     pub id: NodeId,
     /// Nodes with another cluster id are never heard.
     pub cluster_id: u64,
-    /// UDP address to bind.
+    /// UDP address to bind (a host name in the file is resolved at parse
+    /// time).
+    #[serde(deserialize_with = "listen_addr")]
     pub listen: SocketAddr,
     /// Directory of the state file.
     pub data_dir: PathBuf,
@@ -145,10 +210,13 @@ impl NodeFile {
         Ok(file)
     }
 
-    /// Parses TOML text (no semantic checks).
+    /// Parses TOML text (no semantic checks), resolving host names in
+    /// `listen` and the peers' `addr` once, now.
     ///
     /// # Errors
-    /// toml's message, naming the key and position.
+    /// toml's message, naming the key and position; for a name that does
+    /// not resolve, also the peer id (or `listen`), the text and the
+    /// resolver's message.
     pub fn parse(text: &str) -> Result<NodeFile, String> {
         toml::from_str(text).map_err(|e| e.to_string())
     }

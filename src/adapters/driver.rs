@@ -120,7 +120,16 @@ pub enum DriverError {
     /// Setup failed.
     #[error("{0}")]
     Setup(String),
-    /// A socket error.
+    /// The `listen` address cannot be bound (in use by another process,
+    /// not an address of this host, a privileged port).
+    #[error("cannot bind {addr}: {source}")]
+    Bind {
+        /// The address the node was to listen on.
+        addr: SocketAddr,
+        /// The operating system's error.
+        source: io::Error,
+    },
+    /// A socket error (other than binding `listen`, which is [`Bind`](Self::Bind)).
     #[error("socket: {0}")]
     Io(#[from] io::Error),
     /// [`Handle::shutdown`] gave up waiting for a tokio driver's task (a
@@ -676,7 +685,8 @@ pub(crate) fn reachable(addr: SocketAddr) -> SocketAddr {
 ///
 /// # Errors
 /// Damaged stored state (the node refuses to start), invalid configuration,
-/// or a socket that cannot be bound.
+/// [`DriverError::Bind`] if `listen` cannot be bound (its message names the
+/// address), or another socket error.
 pub fn spawn<S: Storage + Send + 'static>(
     setup: NodeSetup<S>,
 ) -> Result<(Handle, mpsc::Receiver<Event>), DriverError> {
@@ -688,7 +698,8 @@ pub fn spawn<S: Storage + Send + 'static>(
 ///
 /// # Errors
 /// Damaged stored state (the node refuses to start), invalid configuration,
-/// or a socket that cannot be bound.
+/// [`DriverError::Bind`] if `listen` cannot be bound (its message names the
+/// address), or another socket error.
 pub fn spawn_with_positions<S: Storage + Send + 'static, P: WirePosition>(
     mut setup: NodeSetup<S>,
 ) -> Result<(Handle<P>, mpsc::Receiver<Event>), DriverError> {
@@ -698,10 +709,14 @@ pub fn spawn_with_positions<S: Storage + Send + 'static, P: WirePosition>(
     let state = setup.storage.load()?;
     let (mut driver, events) = Driver::start(setup.config, state, &clock)?;
     let mut storage = setup.storage;
-    let mut transport = UdpTransport::bind(
-        setup.listen,
-        Framing::new(me, setup.cluster_id, setup.peers),
-    )?;
+    let listen = setup.listen;
+    let mut transport =
+        UdpTransport::bind_raw(listen, Framing::new(me, setup.cluster_id, setup.peers)).map_err(
+            |source| DriverError::Bind {
+                addr: listen,
+                source,
+            },
+        )?;
     let local_addr = transport.local_addr()?;
     let wake = UdpSocket::bind((std::net::Ipv4Addr::LOCALHOST, 0))?;
     let (tx, rx) = mpsc::channel::<Command<P>>();

@@ -56,7 +56,8 @@ use crate::{Event, HardState, Input, Message, NodeId};
 ///
 /// # Errors
 /// Damaged stored state (the node refuses to start), invalid configuration,
-/// or a socket that cannot be bound.
+/// [`DriverError::Bind`] if `listen` cannot be bound (its message names the
+/// address), or another socket error.
 pub async fn spawn<S: Storage + Send + 'static>(
     setup: NodeSetup<S>,
 ) -> Result<(Handle, mpsc::Receiver<Event>), DriverError> {
@@ -68,7 +69,8 @@ pub async fn spawn<S: Storage + Send + 'static>(
 ///
 /// # Errors
 /// Damaged stored state (the node refuses to start), invalid configuration,
-/// or a socket that cannot be bound.
+/// [`DriverError::Bind`] if `listen` cannot be bound (its message names the
+/// address), or another socket error.
 pub async fn spawn_with_positions<S: Storage + Send + 'static, P: WirePosition>(
     setup: NodeSetup<S>,
 ) -> Result<(Handle<P>, mpsc::Receiver<Event>), DriverError> {
@@ -110,7 +112,13 @@ async fn start<S: Storage + Send + 'static, P: WirePosition>(
     .map_err(|e| DriverError::Setup(format!("state load task failed: {e}")))?;
     let (driver, events) = Driver::<P>::start(setup.config, state?, &clock)?;
     let shared = driver.shared();
-    let socket = UdpSocket::bind(setup.listen).await?;
+    let listen = setup.listen;
+    let socket = UdpSocket::bind(listen)
+        .await
+        .map_err(|source| DriverError::Bind {
+            addr: listen,
+            source,
+        })?;
     let local_addr = socket.local_addr()?;
     let framing = Framing::new(me, setup.cluster_id, setup.peers);
     let (tx, rx) = unbounded_channel();
@@ -199,7 +207,8 @@ impl<P> AsyncHandle<P> {
 ///
 /// # Errors
 /// Damaged stored state (the node refuses to start), invalid configuration,
-/// or a socket that cannot be bound.
+/// [`DriverError::Bind`] if `listen` cannot be bound (its message names the
+/// address), or another socket error.
 pub async fn spawn_async<S: Storage + Send + 'static, P: WirePosition>(
     setup: NodeSetup<S>,
 ) -> Result<AsyncHandle<P>, DriverError> {

@@ -128,8 +128,17 @@ impl UdpTransport {
     /// Binds `listen` for node `me` of `cluster`.
     ///
     /// # Errors
-    /// The address cannot be bound.
+    /// The address cannot be bound: the error keeps the operating system's
+    /// [`kind`](io::Error::kind) and its message names the address
+    /// (`cannot bind 127.0.0.1:7001: Address already in use (os error 98)`).
     pub fn bind(listen: SocketAddr, framing: Framing) -> io::Result<UdpTransport> {
+        UdpTransport::bind_raw(listen, framing)
+            .map_err(|e| io::Error::new(e.kind(), format!("cannot bind {listen}: {e}")))
+    }
+
+    /// [`bind`](Self::bind) with the operating system's error as it is (the
+    /// drivers wrap it in `DriverError::Bind`, which names the address).
+    pub(crate) fn bind_raw(listen: SocketAddr, framing: Framing) -> io::Result<UdpTransport> {
         let socket = UdpSocket::bind(listen)?;
         Ok(UdpTransport {
             socket,

@@ -1,0 +1,94 @@
+//! The node configuration file: addresses written as IP literals or as
+//! `host:port`, resolved once when the file is parsed (issue 11).
+
+#![cfg(feature = "adapters")]
+
+use std::net::SocketAddr;
+
+use tenure::adapters::config::{ConfigFileError, NodeFile};
+
+fn file(listen: &str, peer_addr: &str) -> String {
+    format!(
+        "id = 1\ncluster_id = 7\nlisten = \"{listen}\"\ndata_dir = \"/tmp/tenure-config-test\"\n\n[[peers]]\nid = 2\naddr = \"{peer_addr}\"\n\n[[peers]]\nid = 3\naddr = \"127.0.0.1:7003\"\nvoter = false\n"
+    )
+}
+
+fn addr(text: &str) -> SocketAddr {
+    text.parse().unwrap()
+}
+
+#[test]
+fn ip_literals_parse_as_before() {
+    let f = NodeFile::parse(&file("127.0.0.1:7001", "[::1]:7002")).unwrap();
+    assert_eq!(f.listen, addr("127.0.0.1:7001"));
+    assert_eq!(f.peers[0].addr, addr("[::1]:7002"));
+    assert!(f.peers[0].voter, "voter defaults to true");
+    assert_eq!(f.peers[1].addr, addr("127.0.0.1:7003"));
+    assert!(!f.peers[1].voter);
+    assert_eq!(f.peer_addrs().len(), 2);
+}
+
+#[test]
+fn host_names_resolve_once_at_parse_preferring_ipv4() {
+    let f = NodeFile::parse(&file("localhost:7001", "localhost:7002")).unwrap();
+    // localhost may also resolve to ::1; the first IPv4 address wins.
+    assert_eq!(f.listen, addr("127.0.0.1:7001"));
+    assert_eq!(f.peers[0].addr, addr("127.0.0.1:7002"));
+    assert_eq!(f.peers[0].id, 2);
+}
+
+#[test]
+fn a_peer_name_that_does_not_resolve_names_the_peer_and_the_text() {
+    let err = NodeFile::parse(&file("127.0.0.1:7001", "nosuchhost.invalid:7000")).unwrap_err();
+    assert!(err.contains("peer 2"), "{err}");
+    assert!(err.contains("nosuchhost.invalid:7000"), "{err}");
+    assert!(err.contains("cannot resolve"), "{err}");
+    assert!(err.contains("line"), "toml gives the position: {err}");
+}
+
+#[test]
+fn a_listen_name_that_does_not_resolve_names_listen() {
+    let err = NodeFile::parse(&file("nosuchhost.invalid:7001", "127.0.0.1:7002")).unwrap_err();
+    assert!(err.contains("listen"), "{err}");
+    assert!(err.contains("nosuchhost.invalid:7001"), "{err}");
+}
+
+#[test]
+fn an_address_without_a_port_is_an_error() {
+    let err = NodeFile::parse(&file("127.0.0.1:7001", "localhost")).unwrap_err();
+    assert!(
+        err.contains("peer 2") && err.contains("`localhost`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn unknown_peer_keys_are_still_refused() {
+    let text = file("127.0.0.1:7001", "127.0.0.1:7002").replace("id = 2\n", "id = 2\nport = 1\n");
+    let err = NodeFile::parse(&text).unwrap_err();
+    assert!(err.contains("port"), "{err}");
+}
+
+#[test]
+fn load_reports_an_unresolvable_name_through_config_file_error() {
+    let dir = std::env::temp_dir().join(format!("tenure-config-file-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("node.toml");
+    std::fs::write(&path, file("127.0.0.1:7001", "nosuchhost.invalid:7000")).unwrap();
+    let err = NodeFile::load(&path).unwrap_err();
+    assert!(matches!(err, ConfigFileError::Parse { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains("node.toml"), "{text}");
+    assert!(
+        text.contains("peer 2") && text.contains("nosuchhost.invalid:7000"),
+        "{text}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn a_file_serializes_back_with_resolved_addresses() {
+    let f = NodeFile::parse(&file("localhost:7001", "127.0.0.1:7002")).unwrap();
+    let text = toml::to_string(&f).unwrap();
+    assert_eq!(NodeFile::parse(&text).unwrap(), f);
+}
