@@ -60,6 +60,18 @@ fn write_config_with(
     path
 }
 
+/// Waits up to `limit` for `child` to exit; panics naming `what` if not.
+fn exit_within(child: &mut Child, limit: Duration, what: &str) -> std::process::ExitStatus {
+    let end = std::time::Instant::now() + limit;
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        assert!(std::time::Instant::now() < end, "{what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// A running `tenure node` whose stdout and stderr lines arrive on channels;
 /// killed on drop.
 struct Proc {
@@ -159,17 +171,11 @@ fn kill_the_leader_of_three_then_rejoin() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let end = std::time::Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            std::time::Instant::now() < end,
-            "demo did not finish in 60 s"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = exit_within(
+        &mut child,
+        Duration::from_secs(60),
+        "demo did not finish in 60 s",
+    );
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -187,13 +193,8 @@ fn a_listen_address_in_use_is_named_when_the_node_refuses_to_start() {
     let taken = UdpSocket::bind("127.0.0.1:0").unwrap();
     let busy = taken.local_addr().unwrap().port();
     let config = write_config(&d, 1, 1, &[(1, busy), (2, port()), (3, port())]);
-    let out = Command::new(BIN)
-        .args(["node", "--config"])
-        .arg(&config)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (code, _, err) = tenure(&["node"], &config);
+    assert_eq!(code, 1, "{err}");
     assert!(err.contains("node 1 refuses to start"), "{err}");
     assert!(
         err.contains(&format!("cannot bind 127.0.0.1:{busy}")),
@@ -211,13 +212,8 @@ fn a_corrupt_state_file_refuses_to_start_with_the_documented_error() {
     std::fs::create_dir_all(d.join("data-1")).unwrap();
     let state = d.join("data-1").join("tenure.state");
     std::fs::write(&state, b"TNRS\x01\x05\x01\x02\xde\xad\xbe\xef").unwrap();
-    let out = Command::new(BIN)
-        .args(["node", "--config"])
-        .arg(&config)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (code, _, err) = tenure(&["node"], &config);
+    assert_eq!(code, 1, "{err}");
     assert!(err.contains("refuses to start"), "{err}");
     assert!(
         err.contains(&state.display().to_string()),
@@ -677,17 +673,11 @@ fn sigterm_on_the_leader_hands_over_before_the_death_timeout() {
         handover < Duration::from_millis(300),
         "handover took {handover:?}, as long as a death timeout"
     );
-    let end = std::time::Instant::now() + Duration::from_secs(5);
-    let status = loop {
-        if let Some(s) = procs[leader].child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            std::time::Instant::now() < end,
-            "the old leader did not exit"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let status = exit_within(
+        &mut procs[leader].child,
+        Duration::from_secs(5),
+        "the old leader did not exit",
+    );
     assert!(status.success(), "exit {status}");
     let stopped = procs[leader]
         .collect(Duration::from_millis(200))
@@ -893,17 +883,11 @@ fn demo_stopped_by(signal: &str, code: i32) {
     assert!(kill(&["-0", "--", &pgid]), "the nodes run");
 
     assert!(kill(&[&format!("-{signal}"), &child.id().to_string()]));
-    let end = std::time::Instant::now() + Duration::from_secs(5);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            std::time::Instant::now() < end,
-            "the demo did not exit within 5 s of SIG{signal}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = exit_within(
+        &mut child,
+        Duration::from_secs(5),
+        &format!("the demo did not exit within 5 s of SIG{signal}"),
+    );
     // Its stderr, up to the end (the reader thread may still be forwarding).
     let mut stderr = Vec::new();
     while let Ok(line) = errors.recv_timeout(Duration::from_secs(2)) {
