@@ -215,6 +215,17 @@ fn a_locked_data_dir_is_refused_naming_the_holder() {
         }
         other => panic!("expected Locked with a holder, got {other:?}"),
     }
+    // Deleting the lock file (it looks like a stale pidfile) lets nobody in.
+    std::fs::remove_file(dir.join(tenure::adapters::storage::LOCK_FILE)).unwrap();
+    let err = FileStorage::open_owned(
+        &dir,
+        StateOwner {
+            node: 2,
+            cluster: 7,
+        },
+    )
+    .unwrap_err();
+    assert!(matches!(err.kind, StorageErrorKind::Locked { .. }), "{err}");
     drop(first);
     FileStorage::open_owned(&dir, A).expect("free again once the holder is gone");
     std::fs::remove_dir_all(dir).unwrap();

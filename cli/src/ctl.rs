@@ -81,9 +81,31 @@ impl Drop for Server {
 /// holds the data directory's lock, so no other node uses it) and serves
 /// each connection on its own thread through `requests`.
 pub fn serve(path: &Path, requests: mpsc::Sender<Request>) -> Result<Server, String> {
-    let _ = std::fs::remove_file(path);
-    let listener = UnixListener::bind(path)
-        .map_err(|e| format!("cannot listen on control socket {}: {e}", path.display()))?;
+    use std::os::unix::fs::FileTypeExt;
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        // Only a socket nobody answers on (a killed node's) is replaced:
+        // never a regular file (it could be the state file), never a live
+        // node's socket.
+        if !meta.file_type().is_socket() {
+            return Err(format!(
+                "control socket {} exists and is not a socket: refusing to replace it",
+                path.display()
+            ));
+        }
+        if UnixStream::connect(path).is_ok() {
+            return Err(format!(
+                "control socket {} is in use by a running process",
+                path.display()
+            ));
+        }
+        let _ = std::fs::remove_file(path);
+    }
+    let listener = UnixListener::bind(path).map_err(|e| {
+        format!(
+            "cannot listen on control socket {}: {e} (a long data_dir path? choose a shorter one with --control-socket)",
+            path.display()
+        )
+    })?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(|e| {
         format!(
             "cannot restrict control socket {} to its owner: {e}",
@@ -128,15 +150,14 @@ fn answer(stream: &mut UnixStream, value: &Value) -> std::io::Result<()> {
 
 /// Serves one connection: one request, its answers.
 fn connection(mut stream: UnixStream, requests: &mpsc::Sender<Request>) {
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-    let mut line = String::new();
-    let read = stream
-        .try_clone()
-        .map(|s| BufReader::new(std::io::Read::take(s, MAX_REQUEST)).read_line(&mut line));
-    if !matches!(read, Ok(Ok(n)) if n > 0) {
-        let _ = answer(&mut stream, &refusal("expected one JSON request line"));
+    let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
+    let Some(line) = read_request(&mut stream) else {
+        let _ = answer(
+            &mut stream,
+            &refusal("expected one JSON request line within 5 s"),
+        );
         return;
-    }
+    };
     let request: Value = match serde_json::from_str(line.trim()) {
         Ok(v) => v,
         Err(e) => {
@@ -165,13 +186,21 @@ fn connection(mut stream: UnixStream, requests: &mpsc::Sender<Request>) {
             if requests.send(Request::Subscribe(tx)).is_err() {
                 return;
             }
-            // Until the client leaves (a write fails) or the node stops.
-            for (ts_ms, event) in rx {
-                if answer(&mut stream, &json!({"ts_ms": ts_ms, "event": event})).is_err() {
-                    return;
+            // Until the client leaves (it hangs up, or a write fails or
+            // times out) or the node stops; a quiet cluster sends no event,
+            // so hang-ups are also looked for every second.
+            loop {
+                match rx.recv_timeout(Duration::from_secs(1)) {
+                    Ok((ts_ms, event)) => {
+                        if answer(&mut stream, &json!({"ts_ms": ts_ms, "event": event})).is_err() {
+                            return;
+                        }
+                    }
+                    Err(mpsc::RecvTimeoutError::Timeout) if hung_up(&stream) => return,
+                    Err(mpsc::RecvTimeoutError::Timeout) => {}
+                    Err(mpsc::RecvTimeoutError::Disconnected) => return,
                 }
             }
-            return;
         }
         Some("promote") => Command::Promote,
         Some("demote") => Command::Demote,
@@ -194,6 +223,44 @@ fn connection(mut stream: UnixStream, requests: &mpsc::Sender<Request>) {
     };
     let outcome = run_command(requests, command, wait);
     let _ = answer(&mut stream, &outcome);
+}
+
+/// A client has this long to send its whole request line.
+const REQUEST_DEADLINE: Duration = Duration::from_secs(5);
+
+/// A write to a client that does not read fails after this long.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Reads one request line (at most `MAX_REQUEST` bytes) within
+/// `REQUEST_DEADLINE` overall, however slowly the client trickles it.
+fn read_request(stream: &mut UnixStream) -> Option<String> {
+    let end = Instant::now() + REQUEST_DEADLINE;
+    let mut line = Vec::new();
+    let mut byte = [0u8; 256];
+    while !line.contains(&b'\n') {
+        let left = end.checked_duration_since(Instant::now())?;
+        stream
+            .set_read_timeout(Some(left.max(Duration::from_millis(1))))
+            .ok()?;
+        let n = std::io::Read::read(stream, &mut byte).ok()?;
+        if n == 0 || line.len() as u64 + n as u64 > MAX_REQUEST {
+            return None;
+        }
+        line.extend_from_slice(&byte[..n]);
+    }
+    let text = String::from_utf8(line).ok()?;
+    Some(text.lines().next().unwrap_or_default().to_string())
+}
+
+/// Whether the client closed its end (checked without blocking).
+fn hung_up(stream: &UnixStream) -> bool {
+    let mut probe = [0u8; 1];
+    if stream.set_nonblocking(true).is_err() {
+        return true;
+    }
+    let gone = matches!(std::io::Read::read(&mut &*stream, &mut probe), Ok(0));
+    let _ = stream.set_nonblocking(false);
+    gone
 }
 
 /// Sends `command` and waits up to `wait` for the event that settles it.
@@ -227,12 +294,15 @@ fn run_command(requests: &mpsc::Sender<Request>, command: Command, wait: Duratio
         let Ok((_, event)) = events.recv_timeout(left) else {
             break;
         };
+        // A concurrent transfer to another node settles nothing here.
         let settled = match (command, &event) {
             (Command::Promote, Event::BecameLeader { .. })
-            | (Command::Demote, Event::SteppedDown { .. })
-            | (Command::Transfer(_), Event::TransferCompleted { .. }) => Some(true),
-            (Command::Promote, Event::PromoteFailed { .. })
-            | (Command::Transfer(_), Event::TransferFailed { .. }) => Some(false),
+            | (Command::Demote, Event::SteppedDown { .. }) => Some(true),
+            (Command::Transfer(want), Event::TransferCompleted { to }) if *to == want => Some(true),
+            (Command::Promote, Event::PromoteFailed { .. }) => Some(false),
+            (Command::Transfer(want), Event::TransferFailed { to, .. }) if *to == want => {
+                Some(false)
+            }
             _ => None,
         };
         if let Some(ok) = settled {
@@ -321,8 +391,10 @@ pub fn run(args: CtlArgs) -> ExitCode {
         return ExitCode::from(3);
     }
     let mut ok = true;
+    let mut answered = false;
     for line in BufReader::new(stream).lines() {
         let Ok(line) = line else { break };
+        answered = true;
         let value: Value = serde_json::from_str(&line).unwrap_or(Value::String(line.clone()));
         if value["ok"] == false {
             ok = false;
@@ -333,6 +405,13 @@ pub fn run(args: CtlArgs) -> ExitCode {
             print!("{}", human(&value));
         }
         let _ = std::io::stdout().flush();
+    }
+    if !answered && !matches!(args.what, CtlCommand::Events) {
+        eprintln!(
+            "error: the node closed {} without answering (did it stop?)",
+            path.display()
+        );
+        return ExitCode::from(3);
     }
     if ok {
         ExitCode::SUCCESS

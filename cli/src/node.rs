@@ -41,6 +41,15 @@ pub fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// What a graceful stop needs to know about the node.
+#[derive(Clone, Copy)]
+struct Stop {
+    /// The death timeout: the wait for a successor is twice that.
+    death: Duration,
+    /// Whether the node is a quorum by itself (nobody to hand over to).
+    alone: bool,
+}
+
 /// Set by SIGTERM and SIGINT respectively.
 struct Signals {
     term: Arc<AtomicBool>,
@@ -56,6 +65,12 @@ impl Signals {
         signal_hook::flag::register(signal_hook::consts::SIGTERM, signals.term.clone())?;
         signal_hook::flag::register(signal_hook::consts::SIGINT, signals.int.clone())?;
         Ok(signals)
+    }
+
+    /// Forgets the signals seen so far (a later one ends the stop's wait).
+    fn clear(&self) {
+        self.term.store(false, Ordering::SeqCst);
+        self.int.store(false, Ordering::SeqCst);
     }
 
     fn received(&self) -> Option<&'static str> {
@@ -101,6 +116,8 @@ pub fn run(args: NodeArgs) -> ExitCode {
         }
     };
     let death = setup.config.effective_death_timeout();
+    // A node that is a quorum by itself has no successor to wait for.
+    let alone = setup.config.effective_quorum() <= 1;
     let id = file.id;
     let socket = args
         .control_socket
@@ -138,7 +155,7 @@ pub fn run(args: NodeArgs) -> ExitCode {
         events,
         subscribers: Vec::new(),
     };
-    let code = node.serve(&args, &signals, &ctl_rx, death);
+    let code = node.serve(&args, &signals, &ctl_rx, Stop { death, alone });
     drop(server);
     code
 }
@@ -161,7 +178,7 @@ impl Running {
         args: &NodeArgs,
         signals: &Signals,
         requests: &mpsc::Receiver<Request>,
-        death: Duration,
+        stop: Stop,
     ) -> ExitCode {
         let every = Duration::from_millis(args.status_every_ms);
         let mut next_status = Instant::now() + every;
@@ -184,7 +201,7 @@ impl Running {
                 self.answer(request);
             }
             if let Some(signal) = signals.received() {
-                return self.stop_gracefully(signal, death);
+                return self.stop_gracefully(signal, signals, stop);
             }
             if args.status_every_ms > 0 && Instant::now() >= next_status {
                 next_status = Instant::now() + every;
@@ -280,16 +297,19 @@ impl Running {
     /// timeout) until it hears its successor, so a planned restart costs
     /// about one election round instead of a death timeout; then the node
     /// stops (its last state write finished) and the process exits 0.
-    fn stop_gracefully(mut self, signal: &str, death: Duration) -> ExitCode {
+    fn stop_gracefully(mut self, signal: &str, signals: &Signals, stop: Stop) -> ExitCode {
         let started = Instant::now();
         let was_leader = self.handle.status().role == Role::Leader;
         let mut successor = None;
-        if was_leader {
+        signals.clear();
+        if was_leader && !stop.alone {
             self.handle.demote();
-            let end = started + (death * 2).max(Duration::from_secs(1));
-            while let Some(left) = end.checked_duration_since(Instant::now()) {
-                let Ok(event) = self.events.recv_timeout(left) else {
-                    break;
+            let end = started + (stop.death * 2).max(Duration::from_secs(1));
+            // Until the successor is heard, the wait ends, a second signal
+            // comes (stop now), or this node leads again (nobody else could).
+            while Instant::now() < end && signals.received().is_none() {
+                let Ok(event) = self.events.recv_timeout(Duration::from_millis(20)) else {
+                    continue;
                 };
                 let heard = match &event {
                     Event::LeaderChanged {
@@ -297,9 +317,13 @@ impl Running {
                     } if *l != self.id => Some(*l),
                     _ => None,
                 };
+                let retook = matches!(event, Event::BecameLeader { .. });
                 self.emit(event);
                 if heard.is_some() {
                     successor = heard;
+                    break;
+                }
+                if retook {
                     break;
                 }
             }

@@ -28,7 +28,16 @@ pub struct RecoverArgs {
     /// state` on stopped ones), read while this node is down.
     #[arg(long)]
     highest_term: u64,
+    /// The highest term of any fencing token your fenced resources
+    /// accepted from this cluster. Required for a node that is a quorum by
+    /// itself (a single voter): no other node can vouch for its terms.
+    #[arg(long)]
+    highest_token_term: Option<u64>,
 }
+
+/// Terms above this are refused as typos: a term near `u64::MAX` could
+/// never be raised again, so the whole cluster could never elect.
+const MAX_PLAUSIBLE_TERM: u64 = 1 << 40;
 
 fn load(config: &std::path::Path) -> Result<NodeFile, ExitCode> {
     NodeFile::load(config).map_err(|e| {
@@ -49,7 +58,7 @@ pub fn show(args: StateArgs) -> ExitCode {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             println!(
-                "{}: no state file (a fresh node: term 0, no vote)",
+                "{}: no state file: a fresh node (term 0, no vote), or one whose state was lost (its term is then unknown: see `tenure recover`)",
                 path.display()
             );
             return ExitCode::SUCCESS;
@@ -87,6 +96,29 @@ pub fn recover(args: RecoverArgs) -> ExitCode {
         node: file.id,
         cluster: file.cluster_id,
     };
+    let alone = match file.to_config() {
+        Ok(config) => config.effective_quorum() <= 1,
+        Err((key, message)) => {
+            eprintln!("error: {}: key `{key}`: {message}", args.config.display());
+            return ExitCode::from(2);
+        }
+    };
+    let highest = match (alone, args.highest_token_term) {
+        (true, None) => {
+            eprintln!(
+                "error: node {} is a quorum by itself: no other node can vouch for the terms it led in. Pass --highest-token-term with the highest fencing-token term your fenced resources accepted",
+                file.id
+            );
+            return ExitCode::from(2);
+        }
+        (_, token) => args.highest_term.max(token.unwrap_or(0)),
+    };
+    if highest > MAX_PLAUSIBLE_TERM {
+        eprintln!(
+            "error: term {highest} is implausible (above {MAX_PLAUSIBLE_TERM}): a term that cannot be raised would stop every election. Check the value"
+        );
+        return ExitCode::from(2);
+    }
     // Takes the data directory's lock: refused while the node runs.
     let mut storage = match FileStorage::open_owned(&file.data_dir, owner) {
         Ok(s) => s,
@@ -95,13 +127,18 @@ pub fn recover(args: RecoverArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match storage.recover(args.highest_term) {
+    match storage.recover(highest) {
         Ok(recovery) => {
             if let Some(aside) = &recovery.moved_aside {
                 println!("damaged state file kept as {}", aside.display());
             }
+            let wait = if recovery.state.term > 0 {
+                "; at start it votes for no one for a death timeout"
+            } else {
+                " (no node ever reached term 1: a fresh state)"
+            };
             println!(
-                "{}: wrote term {}, vote {} for {owner}; at start it votes for no one for a death timeout",
+                "{}: wrote term {}, vote {} for {owner}{wait}",
                 storage.path().display(),
                 recovery.state.term,
                 recovery.state.vote.map_or("none".into(), |v| v.to_string()),

@@ -917,3 +917,108 @@ fn demo_stopped_by(signal: &str, code: i32) {
     assert!(!dir.exists(), "{} was not removed", dir.display());
     drop(group);
 }
+
+/// Findings of the adversarial review of issue 11's operations, each a
+/// check that failed before its fix: `--control-socket` never replaces a
+/// regular file (it could be the state file); `tenure recover` refuses an
+/// implausible term and, for a node that is a quorum by itself, insists on
+/// the fencing-token term; `tenure ctl` reports a node that closes without
+/// answering (exit 3, not 0); event followers that left free their
+/// connection slots in a quiet cluster; a single voter stops at once.
+#[cfg(unix)]
+#[test]
+fn operations_review_findings_stay_fixed() {
+    let d = dir("review11");
+    let ports = [(1, port())];
+    let config = write_config(&d, 1, 21, &ports);
+
+    let victim = d.join("victim.txt");
+    std::fs::write(&victim, b"keep me").unwrap();
+    let (code, _, err) = tenure(
+        &["node", "--control-socket", victim.to_str().unwrap()],
+        &config,
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("is not a socket"), "{err}");
+    assert_eq!(std::fs::read(&victim).unwrap(), b"keep me");
+
+    let (code, _, err) = tenure(
+        &[
+            "recover",
+            "--highest-term",
+            "18446744073709551615",
+            "--highest-token-term",
+            "1",
+        ],
+        &config,
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("implausible"), "{err}");
+    let (code, _, err) = tenure(&["recover", "--highest-term", "0"], &config);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("quorum by itself"), "{err}");
+    let (code, out, err) = tenure(
+        &[
+            "recover",
+            "--highest-term",
+            "0",
+            "--highest-token-term",
+            "3",
+        ],
+        &config,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("wrote term 3, vote 1"), "{out}");
+
+    // A "node" that accepts and closes without a word.
+    let fake = d.join("fake.ctl");
+    let listener = std::os::unix::net::UnixListener::bind(&fake).unwrap();
+    let closer = std::thread::spawn(move || drop(listener.accept()));
+    let out = Command::new(BIN)
+        .args(["ctl", "--socket"])
+        .arg(&fake)
+        .arg("status")
+        .output()
+        .unwrap();
+    closer.join().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+
+    // A single voter: followers of its events come and go; it stays
+    // reachable, and SIGTERM stops it at once (no successor to wait for).
+    let node = Proc::start(&config);
+    let socket = d.join("data-1").join("tenure.ctl");
+    within_5s("the node's socket", || socket.exists());
+    std::thread::sleep(Duration::from_millis(500));
+    for _ in 0..20 {
+        let mut follower = Command::new(BIN)
+            .args(["ctl", "--config"])
+            .arg(&config)
+            .arg("events")
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(30));
+        let _ = follower.kill();
+        let _ = follower.wait();
+    }
+    within_5s("status answers once the followers' slots are freed", || {
+        let (code, answer, _) = ctl(&config, &["status"]);
+        code == 0 && answer[0]["role"] == "leader"
+    });
+    let signalled = std::time::Instant::now();
+    let mut node = node;
+    node.signal("-TERM");
+    let status = exit_within(
+        &mut node.child,
+        Duration::from_secs(5),
+        "the single voter did not stop",
+    );
+    assert!(status.success(), "{status}");
+    assert!(
+        signalled.elapsed() < Duration::from_millis(900),
+        "a single voter waited {:?} for a successor it cannot have",
+        signalled.elapsed()
+    );
+    drop(node);
+    let _ = std::fs::remove_dir_all(d);
+}

@@ -344,15 +344,21 @@ impl FileStorage {
             path: path.clone(),
             kind,
         };
-        let mut lock = retry_interrupted(|| {
+        // On Unix the directory itself is locked: a lock file can be
+        // deleted while held (it looks like a stale pidfile), after which a
+        // second process would lock a new file; a directory holding state
+        // cannot be removed. `tenure.lock` only says who holds it.
+        #[cfg(unix)]
+        let locked = retry_interrupted(|| File::open(&storage.dir));
+        #[cfg(not(unix))]
+        let locked = retry_interrupted(|| {
             OpenOptions::new()
-                .read(true)
                 .write(true)
                 .create(true)
                 .truncate(false)
                 .open(&path)
-        })
-        .map_err(|e| err(e.into()))?;
+        });
+        let lock = locked.map_err(|e| err(e.into()))?;
         match lock.try_lock() {
             Ok(()) => {}
             Err(fs::TryLockError::WouldBlock) => {
@@ -364,15 +370,24 @@ impl FileStorage {
             }
             Err(fs::TryLockError::Error(e)) => return Err(err(e.into())),
         }
-        // Say who holds it, and prove the directory writable.
+        // Say who holds it.
         let holder = format!("pid {}, {owner}\n", std::process::id());
-        let mut write = || -> io::Result<()> {
-            lock.set_len(0)?;
-            io::Seek::seek(&mut lock, io::SeekFrom::Start(0))?;
-            lock.write_all(holder.as_bytes())?;
-            retry_interrupted(|| lock.sync_all())
+        retry_interrupted(|| fs::write(&path, holder.as_bytes())).map_err(|e| err(e.into()))?;
+        // Prove the directory writable the way a save uses it: create,
+        // write and sync a file, rename it, sync the directory, remove it.
+        let probe = storage.dir.join("tenure.probe.tmp");
+        let done = storage.dir.join("tenure.probe");
+        let prove = || -> io::Result<()> {
+            let mut file = retry_interrupted(|| File::create(&probe))?;
+            file.write_all(b"probe")?;
+            retry_interrupted(|| file.sync_all())?;
+            drop(file);
+            retry_interrupted(|| fs::rename(&probe, &done))?;
+            let dir = retry_interrupted(|| File::open(&storage.dir))?;
+            retry_interrupted(|| dir.sync_all())?;
+            retry_interrupted(|| fs::remove_file(&done))
         };
-        write().map_err(|e| err(e.into()))?;
+        prove().map_err(|e| Self::err(&probe, e))?;
         storage.owner = Some(owner);
         storage.owner_checked = true;
         storage._lock = Some(lock);
@@ -388,11 +403,18 @@ impl FileStorage {
     /// `highest_term`: the highest **durable** term of every other node of
     /// the cluster (`persisted.term` in `tenure ctl status` of each running
     /// node, `tenure state` of each stopped one), read while this node is
-    /// down. It writes `{ term: highest_term, vote: this node }`:
+    /// down, and at least the highest fencing-token term your fenced
+    /// resources accepted. It writes `{ term: highest_term, vote: this
+    /// node }`:
     ///
-    /// - every term this node ever voted in was proposed by a candidate
-    ///   that made that term durable first, and durable terms never
-    ///   decrease, so every such term is at most `highest_term`;
+    /// - every term this node granted another node a vote in was proposed
+    ///   by a candidate that made that term durable first, and durable
+    ///   terms never decrease, so every such term is at most
+    ///   `highest_term`; every term it led in needed another voter's
+    ///   durable vote, unless it is a quorum by itself: then only the
+    ///   fencing tokens it issued remember those terms, which is why they
+    ///   are part of `highest_term` (`tenure recover` insists on them for
+    ///   such a node);
     /// - in `highest_term` the node now counts as having voted for itself,
     ///   so it grants no one else a vote there, and older terms are stale:
     ///   it never votes twice in a term it may have voted in;
@@ -400,8 +422,11 @@ impl FileStorage {
     ///   a death timeout (rule `restart_waits_death_timeout`), outlasting
     ///   any lease its last acknowledgements backed.
     ///
-    /// With `highest_term` 0 no node ever reached term 1, so nobody ever
-    /// voted or led, and the fresh state is written.
+    /// With `highest_term` 0 no node ever reached term 1 and no token was
+    /// issued, so nobody ever voted or led, and the fresh state is written.
+    /// A term that can never be raised would stop every election: callers
+    /// should refuse implausibly large values (`tenure recover` refuses
+    /// terms above 2^40).
     ///
     /// A damaged file is moved aside (`tenure.state.damaged-<n>`), never
     /// deleted. An intact file is refused ([`StorageErrorKind::Intact`]),
