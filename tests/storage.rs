@@ -392,3 +392,26 @@ fn recovery_refuses_intact_or_foreign_files_and_keeps_damaged_ones() {
     drop(s);
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// A new node's state file exists from its first open, so a state file
+/// that later goes missing is told apart from a fresh node: `load`
+/// refuses (`Lost`) instead of starting from term 0, and `recover` fixes
+/// it. A directory that never held a node stays fresh.
+#[test]
+fn a_lost_state_file_is_refused_not_taken_for_a_fresh_node() {
+    let dir = temp_dir("lost");
+    let mut s = FileStorage::open_owned(&dir, A).unwrap();
+    assert_eq!(s.load().unwrap(), Some(HardState::default()));
+    s.save(&HardState::new(3, Some(2))).unwrap();
+    drop(s);
+    std::fs::remove_file(dir.join(STATE_FILE)).unwrap();
+    let mut s = FileStorage::open_owned(&dir, A).unwrap();
+    let err = s.load().unwrap_err();
+    assert!(matches!(err.kind, StorageErrorKind::Lost), "{err}");
+    assert!(err.to_string().contains("tenure recover"), "{err}");
+    let recovery = s.recover(3).unwrap();
+    assert_eq!(recovery.moved_aside, None);
+    assert_eq!(s.load().unwrap(), Some(HardState::new(3, Some(1))));
+    drop(s);
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -386,6 +386,13 @@ pub fn run(args: CtlArgs) -> ExitCode {
             return ExitCode::from(3);
         }
     };
+    // A node that is paused or hung must not hang its operator: an answer
+    // is due within the command's wait (events: no limit).
+    if !matches!(args.what, CtlCommand::Events) {
+        let due = Duration::from_millis(args.wait_ms) + Duration::from_secs(2);
+        let _ = stream.set_read_timeout(Some(due));
+        let _ = stream.set_write_timeout(Some(due));
+    }
     if let Err(e) = answer(&mut stream, &request) {
         eprintln!("error: cannot send to {}: {e}", path.display());
         return ExitCode::from(3);
@@ -393,7 +400,23 @@ pub fn run(args: CtlArgs) -> ExitCode {
     let mut ok = true;
     let mut answered = false;
     for line in BufReader::new(stream).lines() {
-        let Ok(line) = line else { break };
+        let line = match line {
+            Ok(line) => line,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                eprintln!(
+                    "error: no answer on {} within {} ms (is the node paused or hung?)",
+                    path.display(),
+                    args.wait_ms + 2000
+                );
+                return ExitCode::from(3);
+            }
+            Err(_) => break,
+        };
         answered = true;
         let value: Value = serde_json::from_str(&line).unwrap_or(Value::String(line.clone()));
         if value["ok"] == false {

@@ -64,6 +64,8 @@ impl Signals {
         };
         signal_hook::flag::register(signal_hook::consts::SIGTERM, signals.term.clone())?;
         signal_hook::flag::register(signal_hook::consts::SIGINT, signals.int.clone())?;
+        // A closed terminal session stops the node the same way.
+        signal_hook::flag::register(signal_hook::consts::SIGHUP, signals.term.clone())?;
         Ok(signals)
     }
 
@@ -132,10 +134,18 @@ pub fn run(args: NodeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if file.peers.is_empty() {
+        eprintln!("warning: node {id} has no [[peers]]: it is a cluster of one and elects itself");
+    }
     let (handle, events) = match driver::spawn(setup) {
         Ok(started) => started,
         Err(e) => {
-            eprintln!("error: node {id} refuses to start: {e}");
+            let hint = if matches!(e, driver::DriverError::Storage(_)) {
+                "\n  (a damaged or lost state file: see `tenure recover` and README \"Recovering a lost or corrupt state file\"; never just delete it)"
+            } else {
+                ""
+            };
+            eprintln!("error: node {id} refuses to start: {e}{hint}");
             return ExitCode::FAILURE;
         }
     };

@@ -56,6 +56,19 @@ pub fn show(args: StateArgs) -> ExitCode {
     let path = file.data_dir.join(STATE_FILE);
     let bytes = match std::fs::read(&path) {
         Ok(b) => b,
+        Err(e)
+            if e.kind() == std::io::ErrorKind::NotFound
+                && file
+                    .data_dir
+                    .join(tenure::adapters::storage::LOCK_FILE)
+                    .exists() =>
+        {
+            eprintln!(
+                "error: {}: missing, though the data directory shows this node ran: its state was lost (term unknown); see `tenure recover`",
+                path.display()
+            );
+            return ExitCode::from(2);
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             println!(
                 "{}: no state file: a fresh node (term 0, no vote), or one whose state was lost (its term is then unknown: see `tenure recover`)",

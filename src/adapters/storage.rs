@@ -177,6 +177,14 @@ pub enum StorageErrorKind {
     /// the storage with [`FileStorage::open_owned`].
     #[error("recovery needs the node's identity: open the storage with `open_owned`")]
     NoOwner,
+    /// The data directory shows the node ran (`tenure.lock`, and a state
+    /// file written at its first start) but the state file is gone:
+    /// starting fresh could vote twice in a term. Recover it
+    /// ([`FileStorage::recover`]).
+    #[error(
+        "missing, though the data directory shows this node ran (tenure.lock): its state was lost; recover it with `tenure recover` instead of starting fresh"
+    )]
+    Lost,
     /// Another process holds the data directory's lock.
     #[error("the data directory is in use by another process{}", holder.as_ref().map(|h| format!(" ({h})")).unwrap_or_default())]
     Locked {
@@ -299,6 +307,9 @@ pub struct FileStorage {
     owner_checked: bool,
     /// The data directory's lock, held while this storage lives.
     _lock: Option<File>,
+    /// Opened owned, the directory shows the node ran but the state file
+    /// is gone.
+    lost: bool,
 }
 
 impl FileStorage {
@@ -318,6 +329,7 @@ impl FileStorage {
             owner: None,
             owner_checked: false,
             _lock: None,
+            lost: false,
         })
     }
 
@@ -340,6 +352,10 @@ impl FileStorage {
     ) -> Result<FileStorage, StorageError> {
         let mut storage = FileStorage::open(dir)?;
         let path = storage.dir.join(LOCK_FILE);
+        // A node that ran left `tenure.lock` and a state file (written at
+        // its first open): a lock file without a state file is a lost state.
+        let ran_before = path.exists();
+        let has_state = storage.path().exists();
         let err = |kind: StorageErrorKind| StorageError {
             path: path.clone(),
             kind,
@@ -388,9 +404,15 @@ impl FileStorage {
             retry_interrupted(|| fs::remove_file(&done))
         };
         prove().map_err(|e| Self::err(&probe, e))?;
+        storage.lost = ran_before && !has_state;
         storage.owner = Some(owner);
         storage.owner_checked = true;
         storage._lock = Some(lock);
+        if !ran_before && !has_state {
+            // A new node: its state file exists from now on, so losing it
+            // is told apart from never having had one.
+            storage.save(&HardState::default())?;
+        }
         Ok(storage)
     }
 
@@ -429,7 +451,8 @@ impl FileStorage {
     /// terms above 2^40).
     ///
     /// A damaged file is moved aside (`tenure.state.damaged-<n>`), never
-    /// deleted. An intact file is refused ([`StorageErrorKind::Intact`]),
+    /// deleted. An intact file is refused ([`StorageErrorKind::Intact`])
+    /// unless it holds the fresh state (term 0, no vote),
     /// and so is another node's file ([`StorageErrorKind::WrongOwner`]: a
     /// wrong data directory is not a lost state).
     ///
@@ -443,11 +466,13 @@ impl FileStorage {
         };
         let path = self.path();
         let moved_aside = match self.load() {
-            Ok(Some(state)) => {
+            // The fresh state promises nothing: raising it is always safe.
+            Ok(Some(state)) if state != HardState::default() => {
                 return Err(Self::err(&path, StorageErrorKind::Intact { state }));
             }
-            Ok(None) => None,
+            Ok(_) => None,
             Err(e) => match e.kind {
+                StorageErrorKind::Lost => None,
                 StorageErrorKind::Truncated { .. }
                 | StorageErrorKind::Foreign { .. }
                 | StorageErrorKind::UnknownVersion { .. }
@@ -493,6 +518,9 @@ impl Storage for FileStorage {
             Ok(bytes) => bytes,
             // Never written (a crash before the first rename leaves only the
             // temp file, whose content was never acknowledged).
+            Err(e) if e.kind() == io::ErrorKind::NotFound && self.lost => {
+                return Err(Self::err(&path, StorageErrorKind::Lost));
+            }
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(Self::err(&path, e)),
         };
