@@ -585,7 +585,7 @@ impl<P> Handle<P> {
     /// the write in progress, which runs on tokio's blocking pool. Called
     /// outside any runtime, it also waits for a multi-thread runtime's task
     /// to end, so the socket is released. In async code
-    /// [`Handle::shutdown_async`] (or `AsyncHandle::shutdown`) waits for
+    /// `Handle::shutdown_async` (or `AsyncHandle::shutdown`, feature `tokio`) waits for
     /// both without blocking a runtime thread.
     ///
     /// # Errors
