@@ -303,7 +303,9 @@ impl Running {
         })
     }
 
-    /// SIGTERM/SIGINT: a leader resigns and waits (up to twice the death
+    /// SIGTERM/SIGINT/SIGHUP: a leader resigns (in manual mode, transfers
+    /// to the voter it heard from last, since manual followers never
+    /// campaign by themselves) and waits (up to twice the death
     /// timeout) until it hears its successor, so a planned restart costs
     /// about one election round instead of a death timeout; then the node
     /// stops (its last state write finished) and the process exits 0.
@@ -313,7 +315,21 @@ impl Running {
         let mut successor = None;
         signals.clear();
         if was_leader && !stop.alone {
-            self.handle.demote();
+            // Manual followers never campaign on their own: hand over to
+            // the voter heard from most recently instead of resigning.
+            let heard = self.handle.last_heard();
+            let target = self
+                .file
+                .peers
+                .iter()
+                .filter(|p| p.voter)
+                .filter_map(|p| heard.get(&p.id).map(|ago| (*ago, p.id)))
+                .min()
+                .map(|(_, id)| id);
+            match (self.handle.status().mode, target) {
+                (tenure::Mode::Manual, Some(to)) => self.handle.transfer_to(to),
+                _ => self.handle.demote(),
+            }
             let end = started + (stop.death * 2).max(Duration::from_secs(1));
             // Until the successor is heard, the wait ends, a second signal
             // comes (stop now), or this node leads again (nobody else could).

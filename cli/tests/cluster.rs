@@ -615,6 +615,21 @@ fn ctl_operates_a_manual_cluster() {
     assert_eq!(code, 0, "{demoted:?} {err}");
     assert_eq!(demoted[0]["outcome"]["stepped_down"]["reason"], "demoted");
 
+    // SIGTERM on a manual leader hands over: manual followers never
+    // campaign by themselves, so a plain resignation left no leader.
+    let (code, promoted, err) = ctl(&configs[0], &["promote"]);
+    assert_eq!(code, 0, "{promoted:?} {err}");
+    std::thread::sleep(Duration::from_millis(200));
+    procs[0].signal("-TERM");
+    within_5s("a manual follower leads after the leader's SIGTERM", || {
+        [1, 2].iter().any(|&i| {
+            ctl(&configs[i], &["status"])
+                .1
+                .first()
+                .is_some_and(|v| v["role"] == "leader")
+        })
+    });
+
     // A graceful stop removes the socket; then the node is unreachable.
     procs[2].signal("-TERM");
     within_5s("node 3 removes its socket", || !socket(3).exists());
