@@ -30,8 +30,11 @@ pub struct NodeArgs {
     control_socket: Option<PathBuf>,
     /// Write the engine's decision log to stderr: `off`, `info` (role and
     /// term changes) or `debug` (every decision with the rule that made it).
-    #[arg(long, default_value = "off", value_parser = ["off", "info", "debug"])]
+    #[arg(long, alias = "log-level", default_value = "off", value_parser = ["off", "info", "debug"])]
     log: String,
+    /// Same as `--log debug`.
+    #[arg(short = 'v', long)]
+    verbose: bool,
 }
 
 /// Milliseconds since the Unix epoch, for the JSON lines.
@@ -87,6 +90,7 @@ impl Signals {
 }
 
 pub fn run(args: NodeArgs) -> ExitCode {
+    mono_ms();
     let file = match NodeFile::load(&args.config) {
         Ok(f) => f,
         Err(e) => {
@@ -102,8 +106,8 @@ pub fn run(args: NodeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if args.log != "off" {
-        let level = if args.log == "debug" {
+    if args.log != "off" || args.verbose {
+        let level = if args.log == "debug" || args.verbose {
             slog::Level::Debug
         } else {
             slog::Level::Info
@@ -373,7 +377,19 @@ impl Running {
     }
 }
 
+/// Milliseconds since this process started, on the monotonic clock: it
+/// orders lines even when the wall clock (`ts_ms`) is stepped.
+fn mono_ms() -> u64 {
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_millis() as u64
+}
+
+/// Prints one JSON line, stamped with `mono_ms`.
 fn line(value: &Value) {
+    let mut value = value.clone();
+    if let Some(map) = value.as_object_mut() {
+        map.insert("mono_ms".into(), json!(mono_ms()));
+    }
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{value}");
     let _ = out.flush();

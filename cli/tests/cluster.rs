@@ -701,6 +701,9 @@ fn sigterm_on_the_leader_hands_over_before_the_death_timeout() {
         .find(|v| v.get("stopped").is_some())
         .expect("a stopped line");
     assert_eq!(stopped["stopped"]["was_leader"], true, "{stopped}");
+    // Lines carry wall-clock and monotonic timestamps.
+    assert!(stopped["ts_ms"].as_u64().is_some(), "{stopped}");
+    assert!(stopped["mono_ms"].as_u64().is_some(), "{stopped}");
     assert_eq!(
         stopped["stopped"]["successor"],
         next as u64 + 1,
