@@ -107,6 +107,12 @@ const A: StateOwner = StateOwner {
     cluster: 7,
 };
 
+/// Another node of A's cluster.
+const B: StateOwner = StateOwner {
+    node: 2,
+    cluster: 7,
+};
+
 /// Issue 11: a state file copied from another node or another cluster is
 /// refused, naming both owners, and is left as it was; its own node still
 /// loads it.
@@ -118,10 +124,7 @@ fn a_state_file_of_another_node_or_cluster_is_refused_naming_both() {
     drop(s);
     let bytes = std::fs::read(dir.join(STATE_FILE)).unwrap();
     for other in [
-        StateOwner {
-            node: 2,
-            cluster: 7,
-        },
+        B,
         StateOwner {
             node: 1,
             cluster: 8,
@@ -200,14 +203,7 @@ fn damaged_owned_records_are_typed_errors() {
 fn a_locked_data_dir_is_refused_naming_the_holder() {
     let dir = temp_dir("lock");
     let first = FileStorage::open_owned(&dir, A).unwrap();
-    let err = FileStorage::open_owned(
-        &dir,
-        StateOwner {
-            node: 2,
-            cluster: 7,
-        },
-    )
-    .unwrap_err();
+    let err = FileStorage::open_owned(&dir, B).unwrap_err();
     match &err.kind {
         StorageErrorKind::Locked { holder: Some(h) } => {
             assert!(h.contains(&format!("pid {}", std::process::id())), "{h}");
@@ -217,14 +213,7 @@ fn a_locked_data_dir_is_refused_naming_the_holder() {
     }
     // Deleting the lock file (it looks like a stale pidfile) lets nobody in.
     std::fs::remove_file(dir.join(tenure::adapters::storage::LOCK_FILE)).unwrap();
-    let err = FileStorage::open_owned(
-        &dir,
-        StateOwner {
-            node: 2,
-            cluster: 7,
-        },
-    )
-    .unwrap_err();
+    let err = FileStorage::open_owned(&dir, B).unwrap_err();
     assert!(matches!(err.kind, StorageErrorKind::Locked { .. }), "{err}");
     drop(first);
     FileStorage::open_owned(&dir, A).expect("free again once the holder is gone");
@@ -359,10 +348,7 @@ fn recovery_refuses_intact_or_foreign_files_and_keeps_damaged_ones() {
     assert_eq!(std::fs::read(&path).unwrap(), intact);
     drop(s);
 
-    let other = StateOwner {
-        node: 2,
-        cluster: 7,
-    };
+    let other = B;
     let err = FileStorage::open_owned(&dir, other)
         .unwrap()
         .recover(9)

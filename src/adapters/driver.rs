@@ -513,11 +513,8 @@ impl<P> Handle<P> {
     /// How much of the lease is left on the driver's clock, if this node
     /// may act as the only leader right now.
     pub fn lease_left(&self) -> Option<Duration> {
-        let now = self.clock.now();
-        self.shared()
-            .lease
-            .filter(|l| now < l.valid_until)
-            .map(|l| l.valid_until.saturating_duration_since(now))
+        self.lease()
+            .map(|l| l.valid_until.saturating_duration_since(self.clock.now()))
     }
 
     /// Datagrams dropped so far, by reason.
@@ -597,19 +594,11 @@ impl<P> Handle<P> {
     pub fn shutdown(mut self) -> Result<(), DriverError> {
         self.send(Command::Stop);
         match std::mem::replace(&mut self.finish, Finish::Nothing) {
-            Finish::Thread(t) => t
-                .join()
-                .unwrap_or_else(|_| Err(DriverError::Setup("driver thread panicked".into()))),
+            Finish::Thread(t) => joined(t),
+            // Waiting for the task only where no runtime thread is blocked.
             #[cfg(feature = "tokio")]
             Finish::Task { life, multi_thread } => {
-                life.stop_writes();
-                if !life.wait_writes_done(SHUTDOWN_WAIT) {
-                    return Err(DriverError::ShutdownTimedOut(SHUTDOWN_WAIT));
-                }
-                if multi_thread && tokio::runtime::Handle::try_current().is_err() {
-                    life.wait_ended(SHUTDOWN_WAIT);
-                }
-                life.outcome()
+                life.stop(multi_thread && tokio::runtime::Handle::try_current().is_err())
             }
             Finish::Nothing => Ok(()),
         }
@@ -625,35 +614,16 @@ impl<P> Handle<P> {
     #[cfg(feature = "tokio")]
     pub async fn shutdown_async(mut self) -> Result<(), DriverError> {
         self.send(Command::Stop);
-        let joined = |e: tokio::task::JoinError| {
-            DriverError::Setup(format!("waiting for the driver failed: {e}"))
-        };
-        match std::mem::replace(&mut self.finish, Finish::Nothing) {
-            Finish::Thread(t) => tokio::task::spawn_blocking(move || t.join())
-                .await
-                .map_err(joined)?
-                .unwrap_or_else(|_| Err(DriverError::Setup("driver thread panicked".into()))),
-            Finish::Task { life, .. } => {
-                life.stop_writes();
-                let waiter = life.clone();
-                // On the blocking pool: the task keeps running meanwhile,
-                // even on a current-thread runtime.
-                let done = tokio::task::spawn_blocking(move || {
-                    let done = waiter.wait_writes_done(SHUTDOWN_WAIT);
-                    if done {
-                        waiter.wait_ended(SHUTDOWN_WAIT);
-                    }
-                    done
-                })
-                .await
-                .map_err(joined)?;
-                if !done {
-                    return Err(DriverError::ShutdownTimedOut(SHUTDOWN_WAIT));
-                }
-                life.outcome()
-            }
+        let finish = std::mem::replace(&mut self.finish, Finish::Nothing);
+        // On the blocking pool: the task keeps running meanwhile, even on a
+        // current-thread runtime.
+        tokio::task::spawn_blocking(move || match finish {
+            Finish::Thread(t) => joined(t),
+            Finish::Task { life, .. } => life.stop(true),
             Finish::Nothing => Ok(()),
-        }
+        })
+        .await
+        .map_err(|e| DriverError::Setup(format!("waiting for the driver failed: {e}")))?
     }
 
     pub(crate) fn send(&self, command: Command<P>) {
@@ -670,6 +640,13 @@ impl<P> Handle<P> {
             }
         }
     }
+}
+
+/// The std driver thread's result.
+fn joined(thread: JoinHandle<Result<(), DriverError>>) -> Result<(), DriverError> {
+    thread
+        .join()
+        .unwrap_or_else(|_| Err(DriverError::Setup("driver thread panicked".into())))
 }
 
 /// The address to reach a socket bound to `addr` from this host.

@@ -264,38 +264,32 @@ impl Lifecycle {
         true
     }
 
-    /// From now on no write starts.
-    pub(crate) fn stop_writes(&self) {
-        self.update(|st| st.stopping = true);
-    }
-
-    /// Waits up to `limit` until no write runs; false if one still does.
-    pub(crate) fn wait_writes_done(&self, limit: std::time::Duration) -> bool {
-        let st = self.lock();
-        let (st, _) = self
-            .changed
-            .wait_timeout_while(st, limit, |st| st.writing)
-            .unwrap_or_else(|p| p.into_inner());
-        !st.writing
-    }
-
-    /// Waits up to `limit` for the task to end.
-    pub(crate) fn wait_ended(&self, limit: std::time::Duration) {
-        let st = self.lock();
-        let _ = self
-            .changed
-            .wait_timeout_while(st, limit, |st| st.ended.is_none());
-    }
-
-    /// What shutdown reports: the task's error, else a write's failure.
-    pub(crate) fn outcome(&self) -> Result<(), DriverError> {
+    /// Shutdown's wait: from now on no write starts; waits up to
+    /// `SHUTDOWN_WAIT` for the write in progress, then (if `await_end`)
+    /// as long again for the task to end; reports the task's error, else a
+    /// write's failure.
+    pub(crate) fn stop(&self, await_end: bool) -> Result<(), DriverError> {
+        let limit = super::driver::SHUTDOWN_WAIT;
+        let wait = |st, until_not: fn(&mut LifeState) -> bool| {
+            self.changed
+                .wait_timeout_while(st, limit, until_not)
+                .map_or_else(|p| p.into_inner().0, |(st, _)| st)
+        };
         let mut st = self.lock();
+        st.stopping = true;
+        let mut st = wait(st, |st| st.writing);
+        if st.writing {
+            return Err(DriverError::ShutdownTimedOut(limit));
+        }
+        if await_end {
+            st = wait(st, |st| st.ended.is_none());
+        }
         match st.ended.take() {
             Some(Err(e)) => Err(e),
-            _ => match st.write_failed.take() {
-                Some(why) => Err(DriverError::WriteFailed(why)),
-                None => Ok(()),
-            },
+            _ => st
+                .write_failed
+                .take()
+                .map_or(Ok(()), |why| Err(DriverError::WriteFailed(why))),
         }
     }
 }
@@ -327,9 +321,8 @@ type Writing<S> = tokio::task::JoinHandle<(S, HardState, Result<(), StorageError
 impl<S: Storage + Send + 'static, P: WirePosition> Task<S, P> {
     /// Spawns the task on the current runtime; `handle`'s shutdown waits
     /// for it.
-    fn spawn(mut self, handle: &mut Handle<P>) {
-        let life = std::sync::Arc::new(Lifecycle::default());
-        self.life = life.clone();
+    fn spawn(self, handle: &mut Handle<P>) {
+        let life = self.life.clone();
         let multi_thread = tokio::runtime::Handle::current().runtime_flavor()
             == tokio::runtime::RuntimeFlavor::MultiThread;
         let guard = EndGuard(life.clone());

@@ -19,9 +19,10 @@
 //! A save writes `tenure.state.tmp`, fsyncs it, renames it over
 //! `tenure.state` and fsyncs the directory, so a crash at any point leaves
 //! either the old or the new state. A missing file is a fresh node, which
-//! skips the restart wait (rule `fresh_node_owes_no_promise`): never delete
-//! the file of a node that ran, and keep a node whose file was lost down
-//! for a death timeout before it starts again. A
+//! skips the restart wait (rule `fresh_node_owes_no_promise`), unless an
+//! owned storage finds the directory of a node that ran: then the state
+//! was lost, and the node must be recovered ([`FileStorage::recover`]),
+//! never started fresh. A
 //! corrupt, truncated or foreign file is an error that names the file and
 //! the problem, and the node must not start: silently starting from term 0
 //! would let it vote twice in a term it already voted in. Every step is
@@ -303,10 +304,9 @@ pub struct FileStorage {
     /// Without [`FileStorage::open_owned`], the owner a loaded file
     /// recorded (so a save never drops it).
     owner: Option<StateOwner>,
-    /// Whether `owner` was given (and must match) or only found.
-    owner_checked: bool,
-    /// The data directory's lock, held while this storage lives.
-    _lock: Option<File>,
+    /// The data directory's lock, held while this storage lives (only
+    /// with [`FileStorage::open_owned`]).
+    lock: Option<File>,
     /// Opened owned, the directory shows the node ran but the state file
     /// is gone.
     lost: bool,
@@ -327,8 +327,7 @@ impl FileStorage {
         Ok(FileStorage {
             dir,
             owner: None,
-            owner_checked: false,
-            _lock: None,
+            lock: None,
             lost: false,
         })
     }
@@ -338,9 +337,11 @@ impl FileStorage {
     /// refuses a file that records another owner
     /// ([`StorageErrorKind::WrongOwner`]); every save records `owner`.
     ///
-    /// Opening proves the directory writable: the lock file is written and
-    /// synced here, so an unwritable `data_dir` fails at start, not at the
-    /// first vote.
+    /// Opening proves the directory writable (a probe file is written,
+    /// synced, renamed and removed the way a save writes the state), so an
+    /// unwritable `data_dir` fails at start, not at the first vote. A new
+    /// node's fresh state is written here, so that a state file missing
+    /// later is told apart from a new node ([`StorageErrorKind::Lost`]).
     ///
     /// # Errors
     /// The directory cannot be created or written, or another process
@@ -389,25 +390,16 @@ impl FileStorage {
         // Say who holds it.
         let holder = format!("pid {}, {owner}\n", std::process::id());
         retry_interrupted(|| fs::write(&path, holder.as_bytes())).map_err(|e| err(e.into()))?;
-        // Prove the directory writable the way a save uses it: create,
-        // write and sync a file, rename it, sync the directory, remove it.
+        // Prove the directory writable the way a save uses it.
         let probe = storage.dir.join("tenure.probe.tmp");
         let done = storage.dir.join("tenure.probe");
-        let prove = || -> io::Result<()> {
-            let mut file = retry_interrupted(|| File::create(&probe))?;
-            file.write_all(b"probe")?;
-            retry_interrupted(|| file.sync_all())?;
-            drop(file);
-            retry_interrupted(|| fs::rename(&probe, &done))?;
-            let dir = retry_interrupted(|| File::open(&storage.dir))?;
-            retry_interrupted(|| dir.sync_all())?;
-            retry_interrupted(|| fs::remove_file(&done))
-        };
-        prove().map_err(|e| Self::err(&probe, e))?;
+        storage
+            .replace(&probe, &done, b"probe")
+            .and_then(|()| retry_interrupted(|| fs::remove_file(&done)))
+            .map_err(|e| Self::err(&probe, e))?;
         storage.lost = ran_before && !has_state;
         storage.owner = Some(owner);
-        storage.owner_checked = true;
-        storage._lock = Some(lock);
+        storage.lock = Some(lock);
         if !ran_before && !has_state {
             // A new node: its state file exists from now on, so losing it
             // is told apart from never having had one.
@@ -461,7 +453,7 @@ impl FileStorage {
     /// [`StorageErrorKind::NoOwner`] (opened without [`FileStorage::open_owned`]),
     /// or the I/O error that prevented the move or the write.
     pub fn recover(&mut self, highest_term: u64) -> Result<Recovery, StorageError> {
-        let Some(owner) = self.owner.filter(|_| self.owner_checked) else {
+        let Some(owner) = self.owner.filter(|_| self.owned()) else {
             return Err(Self::err(&self.path(), StorageErrorKind::NoOwner));
         };
         let path = self.path();
@@ -498,6 +490,34 @@ impl FileStorage {
         Ok(Recovery { state, moved_aside })
     }
 
+    /// Replaces `path` with `bytes` crash-safely: write `temp`, fsync it,
+    /// rename it over `path`, fsync the directory. Opening with truncate,
+    /// writing the whole content, fsync and rename are each safe to repeat
+    /// after an interruption.
+    fn replace(&self, temp: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
+        let mut file = retry_interrupted(|| {
+            OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(temp)
+        })?;
+        // write_all resumes a write a signal interrupted.
+        file.write_all(bytes)?;
+        retry_interrupted(|| file.sync_all())?;
+        drop(file);
+        retry_interrupted(|| fs::rename(temp, path))?;
+        // The rename itself is durable only once the directory is.
+        let dir = retry_interrupted(|| File::open(&self.dir))?;
+        retry_interrupted(|| dir.sync_all())
+    }
+
+    /// Whether this storage was opened with [`FileStorage::open_owned`]
+    /// (its owner is then checked, not only found).
+    fn owned(&self) -> bool {
+        self.lock.is_some()
+    }
+
     /// Path of the state file.
     pub fn path(&self) -> PathBuf {
         self.dir.join(STATE_FILE)
@@ -529,7 +549,7 @@ impl Storage for FileStorage {
             kind,
         })?;
         match (self.owner, found) {
-            (Some(expected), Some(found)) if self.owner_checked && expected != found => {
+            (Some(expected), Some(found)) if self.owned() && expected != found => {
                 return Err(Self::err(
                     &path,
                     StorageErrorKind::WrongOwner { expected, found },
@@ -548,26 +568,8 @@ impl Storage for FileStorage {
             Some(owner) => encode_owned_record(owner, state),
             None => encode_record(state),
         };
-        let write = || -> io::Result<()> {
-            // Opening with truncate, writing the whole record, fsync and
-            // rename are each safe to repeat after an interruption.
-            let mut file = retry_interrupted(|| {
-                OpenOptions::new()
-                    .write(true)
-                    .create(true)
-                    .truncate(true)
-                    .open(&temp)
-            })?;
-            // write_all resumes a write a signal interrupted.
-            file.write_all(&record)?;
-            retry_interrupted(|| file.sync_all())?;
-            drop(file);
-            retry_interrupted(|| fs::rename(&temp, &path))?;
-            // The rename itself is durable only once the directory is.
-            let dir = retry_interrupted(|| File::open(&self.dir))?;
-            retry_interrupted(|| dir.sync_all())
-        };
-        write().map_err(|e| Self::err(&path, e))
+        self.replace(&temp, &path, &record)
+            .map_err(|e| Self::err(&path, e))
     }
 }
 
