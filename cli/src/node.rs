@@ -269,6 +269,7 @@ impl Running {
         let st = self.handle.status();
         let heard = self.handle.last_heard();
         let drops = self.handle.drops();
+        let lease_ms_left = self.lease_ms_left();
         let peers: Vec<Value> = self
             .file
             .peers
@@ -287,13 +288,14 @@ impl Running {
             "vote": st.vote,
             "leader": st.leader,
             "leader_idle_ms": st.leader_idle.map(|d| d.as_millis() as u64),
-            "lease": self.handle.lease().is_some(),
-            "lease_ms_left": self.lease_ms_left(),
+            "lease": lease_ms_left.is_some(),
+            "lease_ms_left": lease_ms_left,
             "token": st.fencing_token,
             "persisted": {"term": st.persisted.term, "vote": st.persisted.vote},
             "write_in_flight": st.write_in_flight,
-            "mode": format!("{:?}", st.mode).to_lowercase(),
-            "fencing": format!("{:?}", st.fencing).to_lowercase(),
+            // As the node file spells them.
+            "mode": st.mode,
+            "fencing": st.fencing,
             "transferring_to": st.transferring_to,
             "listen": self.handle.local_addr().to_string(),
             "peers": peers,
