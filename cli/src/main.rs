@@ -7,8 +7,12 @@
 #[cfg(unix)]
 mod ctl;
 mod demo;
+#[cfg(any(target_os = "linux", target_os = "android"))]
+mod guard;
 mod log;
 mod node;
+#[cfg(any(target_os = "linux", target_os = "android"))]
+mod run;
 mod state;
 
 use std::path::PathBuf;
@@ -41,6 +45,15 @@ enum Command {
     /// make it promote, demote or transfer leadership, or follow its events.
     #[cfg(unix)]
     Ctl(ctl::CtlArgs),
+    /// Run one node, and a command only while it leads (under strict
+    /// fencing: only while it holds the lease, and gone before the lease
+    /// ends): `tenure run --config node.toml -- CMD ARGS...`.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    Run(run::RunArgs),
+    /// The watchdog of `tenure run`'s command (internal).
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[command(name = "__guard", hide = true)]
+    Guard(guard::GuardArgs),
     /// Show a node's stored term, vote and owner (works while it runs).
     State(state::StateArgs),
     /// Rebuild a stopped node's lost or damaged state file from the
@@ -85,6 +98,10 @@ fn main() -> ExitCode {
         #[cfg(unix)]
         Command::Ctl(args) => ctl::run(args),
         Command::Demo(args) => demo::run(args),
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        Command::Run(args) => run::run(args),
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        Command::Guard(args) => guard::run(args),
         Command::State(args) => state::show(args),
         Command::Recover(args) => state::recover(args),
     }

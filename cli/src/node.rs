@@ -15,6 +15,7 @@ use tenure::adapters::driver::{self, Handle, NodeSetup};
 use tenure::{Event, NodeId, Role};
 
 use crate::ctl::{self, Command, Request};
+use crate::run::{Gate, GateSpec};
 
 #[derive(clap::Args)]
 pub struct NodeArgs {
@@ -90,6 +91,11 @@ impl Signals {
 }
 
 pub fn run(args: NodeArgs) -> ExitCode {
+    serve(args, None)
+}
+
+/// `tenure node`, or with a gate `tenure run`.
+pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
     mono_ms();
     let file = match NodeFile::load(&args.config) {
         Ok(f) => f,
@@ -114,6 +120,16 @@ pub fn run(args: NodeArgs) -> ExitCode {
         };
         setup.config = setup.config.logger(crate::log::stderr(level));
     }
+    // Checked before anything starts: a grace that does not fit the lease
+    // is a configuration error.
+    let gate = match gate.map(|spec| Gate::new(spec, &file, &setup.config)) {
+        None => None,
+        Some(Ok(gate)) => Some(gate),
+        Some(Err(e)) => {
+            eprintln!("error: node {} refuses to start: {e}", file.id);
+            return ExitCode::from(2);
+        }
+    };
     let signals = match Signals::register() {
         Ok(s) => s,
         Err(e) => {
@@ -168,6 +184,8 @@ pub fn run(args: NodeArgs) -> ExitCode {
         handle,
         events,
         subscribers: Vec::new(),
+        gate,
+        pending: Pending::None,
     };
     let code = node.serve(&args, &signals, &ctl_rx, Stop { death, alone });
     drop(server);
@@ -182,7 +200,26 @@ struct Running {
     events: mpsc::Receiver<Event>,
     /// `tenure ctl` connections following the events.
     subscribers: Vec<mpsc::SyncSender<(u64, Event)>>,
+    /// `tenure run`'s command, gated on leadership.
+    gate: Option<Gate>,
+    /// A command that ends leadership, held until the gated command is gone.
+    pending: Pending,
 }
+
+/// A leadership-ending command under `tenure run`.
+enum Pending {
+    None,
+    /// Waits for the gated command to be gone.
+    Waiting(Command),
+    /// Issued; the gate stays held until the node has acted on it (an
+    /// event says so, or it no longer leads), so no command starts on the
+    /// lease being given up.
+    Issued(Instant),
+}
+
+/// How long an issued command keeps the gate held without a sign that the
+/// node acted on it.
+const PENDING_HOLD: Duration = Duration::from_secs(5);
 
 impl Running {
     /// The main loop: events out, control requests in, until a signal
@@ -196,11 +233,19 @@ impl Running {
     ) -> ExitCode {
         let every = Duration::from_millis(args.status_every_ms);
         let mut next_status = Instant::now() + every;
+        // Short waits: control requests and signals are looked at every
+        // 20 ms (a gated command's deadlines every 10 ms); events wake the
+        // loop at once.
+        let poll = Duration::from_millis(if self.gate.is_some() { 10 } else { 20 });
         loop {
-            // Short waits: control requests and signals are looked at
-            // every 20 ms; events wake the loop at once.
-            match self.events.recv_timeout(Duration::from_millis(20)) {
-                Ok(event) => self.emit(event),
+            match self.events.recv_timeout(poll) {
+                Ok(event) => {
+                    self.emit(event);
+                    // All of a step's events, before the gate acts on them.
+                    while let Ok(event) = self.events.try_recv() {
+                        self.emit(event);
+                    }
+                }
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
                     eprintln!(
@@ -214,6 +259,7 @@ impl Running {
             while let Ok(request) = requests.try_recv() {
                 self.answer(request);
             }
+            self.tick_gate();
             if let Some(signal) = signals.received() {
                 return self.stop_gracefully(signal, signals, stop);
             }
@@ -228,8 +274,62 @@ impl Running {
         }
     }
 
+    /// Lets the gate renew, stop or start the command, and issues a held
+    /// command once the gated command is gone.
+    fn tick_gate(&mut self) {
+        let Some(gate) = &mut self.gate else { return };
+        for run in gate.tick(&self.handle) {
+            self.print_run(run);
+        }
+        let gate = self.gate.as_mut().expect("checked above");
+        match self.pending {
+            Pending::Waiting(command) if gate.idle() => {
+                self.pending = Pending::Issued(Instant::now());
+                self.command(command);
+            }
+            Pending::Issued(at)
+                if at.elapsed() > PENDING_HOLD || self.handle.status().role != Role::Leader =>
+            {
+                self.pending = Pending::None;
+                gate.release();
+            }
+            _ => {}
+        }
+    }
+
+    fn print_run(&self, mut run: Value) {
+        if let Some(map) = run.as_object_mut() {
+            map.insert("ts_ms".into(), json!(now_ms()));
+            map.insert("node".into(), json!(self.id));
+        }
+        line(&run);
+    }
+
+    fn command(&self, command: Command) {
+        match command {
+            Command::Promote => self.handle.promote(),
+            Command::Demote => self.handle.demote(),
+            Command::Transfer(to) => self.handle.transfer_to(to),
+        }
+    }
+
     /// Prints an event and hands it to every follower of the events.
     fn emit(&mut self, event: Event) {
+        // An outcome of an issued leadership-ending command: the node has
+        // acted on it, the gate may start the command again if it leads.
+        if matches!(self.pending, Pending::Issued(_))
+            && matches!(
+                event,
+                Event::TransferFailed { .. }
+                    | Event::TransferCompleted { .. }
+                    | Event::SteppedDown { .. }
+            )
+        {
+            self.pending = Pending::None;
+            if let Some(gate) = &mut self.gate {
+                gate.release();
+            }
+        }
         let ts = now_ms();
         let lease = match &event {
             Event::LeaseAcquired { .. } => self.lease_ms_left(),
@@ -252,9 +352,22 @@ impl Running {
                 let _ = reply.send(self.status());
             }
             Request::Subscribe(to) => self.subscribers.push(to),
-            Request::Command(Command::Promote) => self.handle.promote(),
-            Request::Command(Command::Demote) => self.handle.demote(),
-            Request::Command(Command::Transfer(to)) => self.handle.transfer_to(to),
+            Request::Command(Command::Promote) => self.command(Command::Promote),
+            Request::Command(command) => match &mut self.gate {
+                // A successor may be elected as soon as this node gives up
+                // its lease: the gated command goes first.
+                Some(gate) => {
+                    let why = match command {
+                        Command::Transfer(_) => "transfer",
+                        _ => "demote",
+                    };
+                    for run in gate.hold(why) {
+                        self.print_run(run);
+                    }
+                    self.pending = Pending::Waiting(command);
+                }
+                None => self.command(command),
+            },
         }
     }
 
@@ -298,6 +411,7 @@ impl Running {
             "fencing": st.fencing,
             "transferring_to": st.transferring_to,
             "listen": self.handle.local_addr().to_string(),
+            "run": self.gate.as_ref().map(Gate::status),
             "peers": peers,
             "drops": {
                 "malformed": drops.malformed,
@@ -317,6 +431,7 @@ impl Running {
     /// stops (its last state write finished) and the process exits 0.
     fn stop_gracefully(mut self, signal: &str, signals: &Signals, stop: Stop) -> ExitCode {
         let started = Instant::now();
+        self.stop_gated_command(signals);
         let was_leader = self.handle.status().role == Role::Leader;
         let mut successor = None;
         signals.clear();
@@ -374,6 +489,33 @@ impl Running {
             Err(e) => {
                 eprintln!("error: node {id} stopped with an error: {e}");
                 ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+impl Running {
+    /// Before a graceful stop gives leadership up: stops the gated command
+    /// and waits until it is gone (its grace and kill margin, plus a
+    /// second; a second signal stops waiting, and the watchdog still ends
+    /// it before the lease does).
+    fn stop_gated_command(&mut self, signals: &Signals) {
+        let Some(gate) = &mut self.gate else { return };
+        let limit = Instant::now() + gate.grace() + Duration::from_secs(1);
+        for run in gate.hold("node_stopping") {
+            self.print_run(run);
+        }
+        signals.clear();
+        while Instant::now() < limit && signals.received().is_none() {
+            if let Ok(event) = self.events.recv_timeout(Duration::from_millis(10)) {
+                self.emit(event);
+            }
+            let gate = self.gate.as_mut().expect("checked above");
+            for run in gate.tick(&self.handle) {
+                self.print_run(run);
+            }
+            if self.gate.as_ref().is_some_and(Gate::idle) {
+                return;
             }
         }
     }

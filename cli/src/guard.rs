@@ -1,0 +1,216 @@
+//! The watchdog process of `tenure run` (`tenure __guard`, hidden).
+//!
+//! `tenure run` never starts the gated command itself: it starts this
+//! watchdog, which starts the command in a process group of its own and
+//! stops that group at the deadlines the node last sent. The deadlines are
+//! absolute `CLOCK_BOOTTIME` readings, the clock the engine's lease is
+//! measured on, so a message that arrives late cannot move a deadline later
+//! than the node meant it.
+//!
+//! Why a separate process: the node's process can be paused (SIGSTOP, a
+//! swapped-out page, a stuck disk) or killed at any moment, and the command
+//! must still be gone before the lease ends. The watchdog keeps its own
+//! clock: whatever happens to the node, the command gets SIGTERM at the
+//! last `term_at` and SIGKILL at the last `kill_at`. If the node's process
+//! ends (its pipe closes), the command is stopped at once. The node also
+//! signals the command's group itself at the same deadlines, so a paused
+//! or killed watchdog alone does not let it run on either.
+//!
+//! Protocol, one line each way:
+//!
+//! ```text
+//! node -> watchdog (stdin)    at <term_at_ns> <kill_at_ns>    new deadlines (a renewed lease)
+//!                             stop <kill_at_ns>               SIGTERM now, SIGKILL at kill_at
+//! watchdog -> node (stdout)   pid <pid>                       the command started (its group id)
+//!                             exit code <n> | exit signal <n> the command ended
+//!                             exit not-started                the deadline had passed already
+//!                             error <text>                    the command could not be started
+//! ```
+
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::AsFd;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Command, ExitCode, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use rustix::process::{Pid, Signal};
+
+/// Arguments of `tenure __guard`.
+#[derive(clap::Args)]
+pub struct GuardArgs {
+    /// SIGTERM the command's group at this `CLOCK_BOOTTIME` reading (ns).
+    #[arg(long)]
+    term_at_ns: u64,
+    /// SIGKILL the command's group at this `CLOCK_BOOTTIME` reading (ns).
+    #[arg(long)]
+    kill_at_ns: u64,
+    /// If the node's process ends: SIGTERM at once, SIGKILL this much later
+    /// (or at `kill_at`, if sooner).
+    #[arg(long)]
+    grace_ms: u64,
+    /// The command and its arguments.
+    #[arg(last = true, required = true, num_args = 1..)]
+    command: Vec<OsString>,
+}
+
+/// "Never": the deadline of a command gated without a lease (soft
+/// fencing) until the node says stop.
+pub const NEVER: u64 = u64::MAX;
+
+/// Nanoseconds on `CLOCK_BOOTTIME` (the engine's lease clock on Linux; it
+/// also counts time suspended, so no deadline slips across a suspend).
+pub fn boottime_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+    u64::try_from(t.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(t.tv_nsec).unwrap_or(0)
+}
+
+/// Sends `signal` to the process group `group`; a group already gone is
+/// fine.
+pub fn signal_group(group: i32, signal: Signal) {
+    if let Some(pid) = Pid::from_raw(group) {
+        let _ = rustix::process::kill_process_group(pid, signal);
+    }
+}
+
+/// A message from the node.
+enum Order {
+    At {
+        term_at: u64,
+        kill_at: u64,
+    },
+    Stop {
+        kill_at: u64,
+    },
+    /// The node's end of the pipe closed: it stopped or died.
+    Gone,
+}
+
+fn parse(line: &str) -> Option<Order> {
+    let mut words = line.split_whitespace();
+    let order = match (words.next()?, words.next(), words.next()) {
+        ("at", Some(t), Some(k)) => Order::At {
+            term_at: t.parse().ok()?,
+            kill_at: k.parse().ok()?,
+        },
+        ("stop", Some(k), None) => Order::Stop {
+            kill_at: k.parse().ok()?,
+        },
+        _ => return None,
+    };
+    Some(order)
+}
+
+fn say(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{text}");
+    let _ = out.flush();
+}
+
+/// `tenure __guard`: start the command and stop it at the deadlines.
+pub fn run(args: GuardArgs) -> ExitCode {
+    let mut term_at = args.term_at_ns;
+    let mut kill_at = args.kill_at_ns;
+    let grace = args.grace_ms.saturating_mul(1_000_000);
+    if boottime_ns() >= term_at {
+        say("exit not-started");
+        return ExitCode::SUCCESS;
+    }
+    // The command's output goes to stderr: stdout is this protocol's, and
+    // `tenure run`'s own stdout is its JSON lines.
+    let stderr = std::io::stderr()
+        .as_fd()
+        .try_clone_to_owned()
+        .map(Stdio::from);
+    let mut command = Command::new(&args.command[0]);
+    command
+        .args(&args.command[1..])
+        .stdin(Stdio::null())
+        .stdout(stderr.unwrap_or_else(|_| Stdio::null()))
+        // Its own group: stopping it stops whatever it started, and a
+        // signal to the node's group (a terminal's Ctrl-C) does not reach
+        // it behind the node's back.
+        .process_group(0);
+    let mut child = match command.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            say(&format!("error cannot start {:?}: {e}", args.command[0]));
+            return ExitCode::FAILURE;
+        }
+    };
+    let group = i32::try_from(child.id()).unwrap_or(i32::MAX);
+    say(&format!("pid {group}"));
+    let orders = orders();
+    let (mut termed, mut killed) = (false, false);
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) => {}
+            Err(_) => break ExitStatus::from_raw(0),
+        }
+        let now = boottime_ns();
+        if !termed && now >= term_at {
+            signal_group(group, Signal::TERM);
+            termed = true;
+        }
+        if !killed && now >= kill_at {
+            signal_group(group, Signal::KILL);
+            killed = true;
+        }
+        // Wake at the next deadline, and at least every 10 ms to see the
+        // command's exit.
+        let next = [(!termed, term_at), (!killed, kill_at)]
+            .into_iter()
+            .filter_map(|(pending, at)| pending.then_some(at))
+            .min()
+            .unwrap_or(NEVER);
+        let wait = Duration::from_nanos(next.saturating_sub(now)).min(Duration::from_millis(10));
+        match orders.recv_timeout(wait) {
+            Ok(Order::At {
+                term_at: t,
+                kill_at: k,
+            }) if !termed => {
+                term_at = t;
+                kill_at = k;
+            }
+            Ok(Order::At { .. }) => {}
+            Ok(Order::Stop { kill_at: k }) => {
+                term_at = term_at.min(boottime_ns());
+                kill_at = kill_at.min(k);
+            }
+            Ok(Order::Gone) | Err(mpsc::RecvTimeoutError::Disconnected) => {
+                let now = boottime_ns();
+                term_at = term_at.min(now);
+                kill_at = kill_at.min(now.saturating_add(grace));
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+        }
+    };
+    // Whatever the command left running in its group goes with it.
+    signal_group(group, Signal::KILL);
+    match (status.code(), status.signal()) {
+        (Some(code), _) => say(&format!("exit code {code}")),
+        (None, Some(sig)) => say(&format!("exit signal {sig}")),
+        (None, None) => say("exit code -1"),
+    }
+    ExitCode::SUCCESS
+}
+
+/// The node's orders, read on a thread so the deadlines never wait for a
+/// line.
+fn orders() -> mpsc::Receiver<Order> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut lines = BufReader::new(std::io::stdin().lock()).lines();
+        while let Some(Ok(line)) = lines.next() {
+            if let Some(order) = parse(&line)
+                && tx.send(order).is_err()
+            {
+                return;
+            }
+        }
+        let _ = tx.send(Order::Gone);
+    });
+    rx
+}

@@ -1,0 +1,522 @@
+//! `tenure run --config node.toml -- CMD ARGS...`: a node that runs CMD
+//! only while it leads (under strict fencing: only while it holds the
+//! lease), and has it gone before the lease ends.
+//!
+//! The node's main loop calls [`Gate::tick`] every few milliseconds. The
+//! command runs under a watchdog process ([`crate::guard`]) that holds the
+//! deadlines on the lease's own clock; the gate renews them while the lease
+//! is renewed. When leadership or the lease is about to end the command
+//! gets SIGTERM, then SIGKILL `grace` later, and SIGKILL lands
+//! [`KILL_MARGIN`] before the lease ends. Commands that end leadership on
+//! purpose (`tenure ctl demote|transfer`, SIGTERM to the node) wait until
+//! the command is gone: a successor may be elected as soon as this node
+//! gives its lease up.
+
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, ExitCode, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use rustix::process::Signal;
+use serde_json::{Value, json};
+use tenure::adapters::config::NodeFile;
+use tenure::adapters::driver::Handle;
+use tenure::{Config, Fencing, FencingToken, NodeId, Role};
+
+use crate::guard::{NEVER, boottime_ns, signal_group};
+use crate::node::{NodeArgs, now_ms};
+
+/// SIGKILL goes out this long before the lease ends: room for the
+/// watchdog to wake late and for the kernel to end the process.
+pub const KILL_MARGIN: Duration = Duration::from_millis(30);
+
+/// Room for a renewal to reach the watchdog late (the gate looks every
+/// 10 ms; a heartbeat round trip): without it a command whose grace just
+/// fits would get SIGTERM between two renewals.
+pub const RENEWAL_SLACK: Duration = Duration::from_millis(50);
+
+/// The grace under soft fencing unless `--grace-ms` says (there is no
+/// lease to fit it into).
+const SOFT_GRACE: Duration = Duration::from_secs(1);
+
+/// How often the lease file is rewritten while the lease is renewed.
+const LEASE_FILE_EVERY: Duration = Duration::from_millis(50);
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    node: NodeArgs,
+    /// Between SIGTERM and SIGKILL. Under strict fencing it must fit in
+    /// the lease (checked at start); default: a quarter of the lease, or
+    /// 1000 under soft fencing.
+    #[arg(long)]
+    grace_ms: Option<u64>,
+    /// After the command exits by itself while this node still leads,
+    /// start it again this much later.
+    #[arg(long, default_value_t = 1000)]
+    restart_delay_ms: u64,
+    /// The file refreshed with the token, term and lease deadline (default:
+    /// `tenure.lease` in the data directory).
+    #[arg(long)]
+    lease_file: Option<PathBuf>,
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, required = true, num_args = 1..)]
+    command: Vec<OsString>,
+}
+
+/// What the gate needs from the arguments.
+pub struct GateSpec {
+    grace: Option<Duration>,
+    restart_delay: Duration,
+    lease_file: Option<PathBuf>,
+    command: Vec<OsString>,
+}
+
+pub fn run(args: RunArgs) -> ExitCode {
+    let spec = GateSpec {
+        grace: args.grace_ms.map(Duration::from_millis),
+        restart_delay: Duration::from_millis(args.restart_delay_ms),
+        lease_file: args.lease_file,
+        command: args.command,
+    };
+    crate::node::serve(args.node, Some(spec))
+}
+
+/// Runs the command while this node may act as leader.
+pub struct Gate {
+    node: NodeId,
+    strict: bool,
+    grace: Duration,
+    restart_delay: Duration,
+    lease_file: PathBuf,
+    command: Vec<OsString>,
+    exe: PathBuf,
+    running: Option<Guarded>,
+    /// No start before this (after an exit on its own, or a failed start).
+    not_before: Instant,
+    /// Set while a command that ends leadership waits for the command to
+    /// be gone: nothing starts.
+    held: bool,
+    /// The last lease file write.
+    written: Option<Instant>,
+}
+
+/// A watchdog and its command.
+struct Guarded {
+    watchdog: Child,
+    orders: Option<ChildStdin>,
+    said: mpsc::Receiver<String>,
+    /// The command's pid, also its process group.
+    group: Option<i32>,
+    token: FencingToken,
+    started: Instant,
+    term_at: u64,
+    kill_at: u64,
+    /// Why the gate stopped it, once it did.
+    stopping: Option<&'static str>,
+    /// The watchdog's last line about the end.
+    end: Option<String>,
+    killed: bool,
+}
+
+/// The permission to run: the leadership and, under strict fencing, the
+/// lease's end on `CLOCK_BOOTTIME`.
+type Permit = (FencingToken, Option<u64>);
+
+fn ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl Gate {
+    /// Checks the grace against the configuration: under strict fencing
+    /// the command must be gone before the lease ends, and a renewed lease
+    /// must not leave it less than its grace (or it would be stopped
+    /// between two renewals).
+    pub fn new(spec: GateSpec, file: &NodeFile, config: &Config) -> Result<Gate, String> {
+        let strict = config.effective_fencing() == Fencing::Strict;
+        let grace = if strict {
+            let lease = config.effective_lease_duration();
+            let heartbeat = config.effective_heartbeat_interval();
+            let fixed = heartbeat + KILL_MARGIN + RENEWAL_SLACK;
+            let Some(budget) = lease.checked_sub(fixed) else {
+                return Err(format!(
+                    "the strict-fencing lease ({} ms) is too short for `tenure run`: it must exceed heartbeat_interval ({} ms) + {} ms kill margin + {} ms renewal slack; raise death_timeout",
+                    lease.as_millis(),
+                    heartbeat.as_millis(),
+                    KILL_MARGIN.as_millis(),
+                    RENEWAL_SLACK.as_millis()
+                ));
+            };
+            let grace = spec.grace.unwrap_or((lease / 4).min(budget));
+            if grace > budget {
+                return Err(format!(
+                    "--grace-ms {} does not fit the lease: under strict fencing the command is killed {} ms before the lease ({} ms) ends, and a lease renewed every heartbeat_interval ({} ms) leaves at most {} ms for the grace (lease - heartbeat_interval - kill margin - {} ms slack); lower --grace-ms or raise death_timeout",
+                    grace.as_millis(),
+                    KILL_MARGIN.as_millis(),
+                    lease.as_millis(),
+                    heartbeat.as_millis(),
+                    budget.as_millis(),
+                    RENEWAL_SLACK.as_millis()
+                ));
+            }
+            grace
+        } else {
+            spec.grace.unwrap_or(SOFT_GRACE)
+        };
+        let exe = std::env::current_exe()
+            .map_err(|e| format!("cannot find the tenure executable for the watchdog: {e}"))?;
+        Ok(Gate {
+            node: file.id,
+            strict,
+            grace,
+            restart_delay: spec.restart_delay,
+            lease_file: spec
+                .lease_file
+                .unwrap_or_else(|| file.data_dir.join("tenure.lease")),
+            command: spec.command,
+            exe,
+            running: None,
+            not_before: Instant::now(),
+            held: false,
+            written: None,
+        })
+    }
+
+    /// The grace between SIGTERM and SIGKILL.
+    pub fn grace(&self) -> Duration {
+        self.grace
+    }
+
+    /// What `tenure ctl status` shows of the command.
+    pub fn status(&self) -> Value {
+        match &self.running {
+            None => json!({"running": false, "grace_ms": self.grace.as_millis() as u64}),
+            Some(g) => json!({
+                "running": true, "pid": g.group, "token": g.token.as_u64(),
+                "running_ms": g.started.elapsed().as_millis() as u64,
+                "stopping": g.stopping, "grace_ms": self.grace.as_millis() as u64,
+            }),
+        }
+    }
+
+    /// Whether no command runs.
+    pub fn idle(&self) -> bool {
+        self.running.is_none()
+    }
+
+    /// Stops the command (if any) and starts none until
+    /// [`Gate::release`]. Returns the lines to print.
+    pub fn hold(&mut self, why: &'static str) -> Vec<Value> {
+        self.held = true;
+        let mut out = Vec::new();
+        self.stop(why, &mut out);
+        out
+    }
+
+    /// Lets the command start again (when the node may lead).
+    pub fn release(&mut self) {
+        self.held = false;
+    }
+
+    fn permit(&self, handle: &Handle) -> Option<Permit> {
+        // Read the clock first: the end computed from it is never later
+        // than the lease's.
+        let now = boottime_ns();
+        if self.strict {
+            let left = handle.lease_left()?;
+            let token = handle.lease()?.token;
+            Some((token, Some(now.saturating_add(ns(left)))))
+        } else {
+            let status = handle.status();
+            (status.role == Role::Leader).then_some(())?;
+            Some((status.fencing_token?, None))
+        }
+    }
+
+    /// The deadlines for a lease ending at `end`.
+    fn deadlines(&self, end: Option<u64>) -> (u64, u64) {
+        match end {
+            Some(end) => {
+                let kill_at = end.saturating_sub(ns(KILL_MARGIN));
+                (kill_at.saturating_sub(ns(self.grace)), kill_at)
+            }
+            None => (NEVER, NEVER),
+        }
+    }
+
+    /// One look: reads the watchdog, renews or stops the command, starts
+    /// it when allowed. Returns the lines to print (`{"run": ...}`).
+    pub fn tick(&mut self, handle: &Handle) -> Vec<Value> {
+        let mut out = Vec::new();
+        let permit = if self.held { None } else { self.permit(handle) };
+        if self.running.is_some() {
+            self.watch(permit, &mut out);
+        }
+        if self.running.is_none()
+            && let Some(permit) = permit
+            && Instant::now() >= self.not_before
+        {
+            self.start(permit, &mut out);
+        }
+        out
+    }
+
+    /// Reads the watchdog's lines, reports the end, renews or stops.
+    fn watch(&mut self, permit: Option<Permit>, out: &mut Vec<Value>) {
+        let Some(g) = &mut self.running else { return };
+        while let Ok(line) = g.said.try_recv() {
+            if let Some(pid) = line.strip_prefix("pid ") {
+                g.group = pid.parse().ok();
+            } else {
+                g.end = Some(line);
+            }
+        }
+        if let Ok(Some(status)) = g.watchdog.try_wait() {
+            self.ended(status, out);
+            return;
+        }
+        match permit {
+            Some((token, end)) if token == g.token && g.stopping.is_none() => {
+                let (term_at, kill_at) = self.deadlines(end);
+                let g = self.running.as_mut().expect("checked above");
+                if (term_at, kill_at) != (g.term_at, g.kill_at) {
+                    g.term_at = term_at;
+                    g.kill_at = kill_at;
+                    send(g, &format!("at {term_at} {kill_at}"));
+                }
+                self.refresh_file(token, end, false);
+            }
+            Some(_) if g.stopping.is_none() => self.stop("new_leadership", out),
+            None if g.stopping.is_none() => {
+                let why = if self.strict {
+                    "lease_lost"
+                } else {
+                    "stepped_down"
+                };
+                self.stop(why, out);
+            }
+            _ => {}
+        }
+        // The watchdog may be paused or gone: the kill deadline is
+        // enforced from here too.
+        let g = self.running.as_mut().expect("still running");
+        if !g.killed
+            && let Some(group) = g.group
+            && boottime_ns() >= g.kill_at
+        {
+            signal_group(group, Signal::KILL);
+            g.killed = true;
+        }
+    }
+
+    /// SIGTERM now (through the watchdog), SIGKILL after the grace or at
+    /// the lease's kill deadline, whichever is first.
+    fn stop(&mut self, why: &'static str, out: &mut Vec<Value>) {
+        let grace = self.grace;
+        let Some(g) = &mut self.running else { return };
+        if g.stopping.is_some() {
+            return;
+        }
+        let now = boottime_ns();
+        g.term_at = now;
+        g.kill_at = g.kill_at.min(now.saturating_add(ns(grace)));
+        g.stopping = Some(why);
+        send(g, &format!("stop {}", g.kill_at));
+        out.push(json!({"run": {"stopping": {
+            "why": why, "pid": g.group, "token": g.token.as_u64(),
+            "kill_in_ms": Duration::from_nanos(g.kill_at.saturating_sub(now)).as_millis() as u64,
+        }}}));
+        let token = g.token;
+        self.refresh_file(token, None, true);
+    }
+
+    fn ended(&mut self, status: std::process::ExitStatus, out: &mut Vec<Value>) {
+        let Some(g) = self.running.take() else { return };
+        // Lines written just before the watchdog exited.
+        let mut end = g.end.clone();
+        while let Ok(line) = g.said.try_recv() {
+            if !line.starts_with("pid ") {
+                end = Some(line);
+            }
+        }
+        let end = end.unwrap_or_else(|| {
+            // The watchdog died without seeing the command end: end it here.
+            if let Some(group) = g.group {
+                signal_group(group, Signal::KILL);
+            }
+            format!("watchdog ended ({status}); command killed")
+        });
+        let (code, signal) = match end.split_once(' ') {
+            Some(("exit", rest)) => match rest.split_once(' ') {
+                Some(("code", n)) => (n.parse::<i64>().ok(), None),
+                Some(("signal", n)) => (None, n.parse::<i64>().ok()),
+                _ => (None, None),
+            },
+            _ => (None, None),
+        };
+        let not_started = end == "exit not-started";
+        let failed = end.starts_with("error ") || !end.starts_with("exit ");
+        if g.stopping.is_none() || failed {
+            self.not_before = Instant::now() + self.restart_delay;
+        }
+        out.push(json!({"run": {"exited": {
+            "pid": g.group, "token": g.token.as_u64(), "term": g.token.term,
+            "code": code, "signal": signal,
+            "ran_ms": g.started.elapsed().as_millis() as u64,
+            "stopped_by": g.stopping,
+            "not_started": not_started,
+            "error": failed.then(|| end.trim_start_matches("error ").to_string()),
+        }}}));
+        if g.stopping.is_none() {
+            self.refresh_file(g.token, None, true);
+        }
+    }
+
+    fn start(&mut self, (token, end): Permit, out: &mut Vec<Value>) {
+        let (term_at, kill_at) = self.deadlines(end);
+        if term_at <= boottime_ns() {
+            // So little lease left that SIGTERM would be due at once.
+            return;
+        }
+        self.refresh_file(token, end, false);
+        let lease_until_ms = end.map(|e| {
+            now_ms() + Duration::from_nanos(e.saturating_sub(boottime_ns())).as_millis() as u64
+        });
+        let mut watchdog = Command::new(&self.exe);
+        watchdog
+            .arg("__guard")
+            .arg("--term-at-ns")
+            .arg(term_at.to_string())
+            .arg("--kill-at-ns")
+            .arg(kill_at.to_string())
+            .arg("--grace-ms")
+            .arg(self.grace.as_millis().to_string())
+            .arg("--")
+            .args(&self.command)
+            .env("TENURE_NODE", self.node.to_string())
+            .env("TENURE_TERM", token.term.to_string())
+            .env("TENURE_TOKEN", token.as_u64().to_string())
+            .env("TENURE_TOKEN_U128", token.as_u128().to_string())
+            .env(
+                "TENURE_FENCING",
+                if self.strict { "strict" } else { "soft" },
+            )
+            .env("TENURE_LEASE_FILE", &self.lease_file)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            // Not in the node's process group: a terminal's Ctrl-C reaches
+            // the node, which stops the command in order.
+            .process_group(0);
+        match (lease_until_ms, end) {
+            (Some(ms), Some(e)) => {
+                watchdog
+                    .env("TENURE_LEASE_UNTIL_UNIX_MS", ms.to_string())
+                    .env("TENURE_LEASE_UNTIL_BOOTTIME_NS", e.to_string());
+            }
+            _ => {
+                watchdog
+                    .env_remove("TENURE_LEASE_UNTIL_UNIX_MS")
+                    .env_remove("TENURE_LEASE_UNTIL_BOOTTIME_NS");
+            }
+        }
+        let mut child = match watchdog.spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                out.push(json!({"run": {"error": format!("cannot start the watchdog {}: {e}", self.exe.display())}}));
+                self.not_before = Instant::now() + self.restart_delay;
+                return;
+            }
+        };
+        let said = lines_of(child.stdout.take().expect("piped"));
+        out.push(json!({"run": {"started": {
+            "token": token.as_u64(), "term": token.term,
+            "lease_until_unix_ms": lease_until_ms,
+            "grace_ms": self.grace.as_millis() as u64,
+            "watchdog_pid": child.id(),
+        }}}));
+        self.running = Some(Guarded {
+            orders: child.stdin.take(),
+            watchdog: child,
+            said,
+            group: None,
+            token,
+            started: Instant::now(),
+            term_at,
+            kill_at,
+            stopping: None,
+            end: None,
+            killed: false,
+        });
+    }
+
+    /// Rewrites the lease file (atomically: a reader sees the old or the
+    /// new content): at most every [`LEASE_FILE_EVERY`] while renewed, at
+    /// once when the command starts or stops. Its deadline is never later
+    /// than the lease's.
+    fn refresh_file(&mut self, token: FencingToken, end: Option<u64>, ended: bool) {
+        if !ended
+            && self.running.is_some()
+            && self.written.is_some_and(|w| w.elapsed() < LEASE_FILE_EVERY)
+        {
+            return;
+        }
+        self.written = Some(Instant::now());
+        let now = boottime_ns();
+        let left_ms = end.map(|e| Duration::from_nanos(e.saturating_sub(now)).as_millis() as u64);
+        let body = json!({
+            "node": self.node,
+            "valid": !ended,
+            "term": token.term,
+            "token": token.as_u64(),
+            "token_u128": token.as_u128().to_string(),
+            "fencing": if self.strict { "strict" } else { "soft" },
+            "lease_until_unix_ms": left_ms.filter(|_| !ended).map(|l| now_ms() + l),
+            "lease_until_boottime_ns": end.filter(|_| !ended),
+            "written_unix_ms": now_ms(),
+        });
+        let tmp = self.lease_file.with_extension("lease.tmp");
+        let written = std::fs::write(&tmp, format!("{body}\n"))
+            .and_then(|()| std::fs::rename(&tmp, &self.lease_file));
+        if let Err(e) = written {
+            eprintln!(
+                "warning: cannot write the lease file {}: {e}",
+                self.lease_file.display()
+            );
+        }
+    }
+}
+
+impl Drop for Gate {
+    /// The node is going away: stop the command now (its watchdog would
+    /// also see the pipe close).
+    fn drop(&mut self) {
+        let mut out = Vec::new();
+        self.stop("node_stopped", &mut out);
+    }
+}
+
+fn send(g: &mut Guarded, line: &str) {
+    if let Some(orders) = &mut g.orders
+        && writeln!(orders, "{line}")
+            .and_then(|()| orders.flush())
+            .is_err()
+    {
+        g.orders = None;
+    }
+}
+
+fn lines_of(from: std::process::ChildStdout) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(from).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
