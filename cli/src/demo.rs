@@ -158,6 +158,12 @@ impl Cluster {
             .args(["node", "--config"])
             .arg(&self.configs[&id])
             .args(["--status-every-ms", "100"])
+            // Whatever ends the demo, SIGKILL included, its nodes follow
+            // and the last one out removes the directory.
+            .arg("--exit-with-parent")
+            .arg(std::process::id().to_string())
+            .arg("--cleanup-dir")
+            .arg(&self.dir)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

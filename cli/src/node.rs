@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tenure::adapters::config::NodeFile;
 use tenure::adapters::driver::{self, Handle, NodeSetup};
+use tenure::adapters::udp::DropCounts;
 use tenure::{Event, NodeId, Role};
 
 use crate::ctl::{self, Command, Request};
@@ -36,6 +37,17 @@ pub struct NodeArgs {
     /// Same as `--log debug`.
     #[arg(short = 'v', long)]
     verbose: bool,
+    /// Report dropped and unsendable datagrams (a `dropped` line) at most
+    /// this often; the first drop is reported at once.
+    #[arg(long, default_value_t = 10_000)]
+    drops_every_ms: u64,
+    /// Stop when the process with this pid is no longer the parent (it
+    /// ended, even by SIGKILL): `tenure demo`'s nodes die with it.
+    #[arg(long, hide = true)]
+    exit_with_parent: Option<u32>,
+    /// With `--exit-with-parent`: remove this directory after stopping.
+    #[arg(long, hide = true, requires = "exit_with_parent")]
+    cleanup_dir: Option<PathBuf>,
 }
 
 /// Milliseconds since the Unix epoch, for the JSON lines.
@@ -237,6 +249,7 @@ impl Running {
         // 20 ms (a gated command's deadlines every 10 ms); events wake the
         // loop at once.
         let poll = Duration::from_millis(if self.gate.is_some() { 10 } else { 20 });
+        let mut drops = DropReport::new(Duration::from_millis(args.drops_every_ms));
         loop {
             match self.events.recv_timeout(poll) {
                 Ok(event) => {
@@ -260,8 +273,18 @@ impl Running {
                 self.answer(request);
             }
             self.tick_gate();
+            if let Some(mut report) = drops.poll(self.handle.drops()) {
+                report["ts_ms"] = json!(now_ms());
+                report["node"] = json!(self.id);
+                line(&report);
+            }
             if let Some(signal) = signals.received() {
                 return self.stop_gracefully(signal, signals, stop);
+            }
+            if let Some(parent) = args.exit_with_parent
+                && std::os::unix::process::parent_id() != parent
+            {
+                return self.orphaned(parent, args.cleanup_dir.as_deref());
             }
             if args.status_every_ms > 0 && Instant::now() >= next_status {
                 next_status = Instant::now() + every;
@@ -413,13 +436,7 @@ impl Running {
             "listen": self.handle.local_addr().to_string(),
             "run": self.gate.as_ref().map(Gate::status),
             "peers": peers,
-            "drops": {
-                "malformed": drops.malformed,
-                "foreign_cluster": drops.foreign_cluster,
-                "misaddressed": drops.misaddressed,
-                "unknown_sender": drops.unknown_sender,
-                "send_failed": drops.send_failed,
-            },
+            "drops": drops_json(drops),
         })
     }
 
@@ -495,6 +512,27 @@ impl Running {
 }
 
 impl Running {
+    /// The parent (`tenure demo`) is gone: stop now, and remove its
+    /// directory (every node tries; the last one out succeeds).
+    fn orphaned(self, parent: u32, cleanup: Option<&std::path::Path>) -> ExitCode {
+        let id = self.id;
+        line(&json!({"ts_ms": now_ms(), "node": id, "stopped": {"parent_gone": parent}}));
+        let _ = self.handle.shutdown();
+        drop(self.gate);
+        if let Some(dir) = cleanup {
+            // Others may still be writing in it for a moment.
+            for _ in 0..50 {
+                match std::fs::remove_dir_all(dir) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    _ => break,
+                }
+            }
+        }
+        ExitCode::FAILURE
+    }
+
     /// Before a graceful stop gives leadership up: stops the gated command
     /// and waits until it is gone (its grace and kill margin, plus a
     /// second; a second signal stops waiting, and the watchdog still ends
@@ -518,6 +556,54 @@ impl Running {
                 return;
             }
         }
+    }
+}
+
+/// The drop counters as JSON, by reason.
+fn drops_json(d: DropCounts) -> Value {
+    json!({
+        "malformed": d.malformed,
+        "foreign_cluster": d.foreign_cluster,
+        "misaddressed": d.misaddressed,
+        "unknown_sender": d.unknown_sender,
+        "send_failed": d.send_failed,
+    })
+}
+
+/// Dropped and unsendable datagrams as `{"dropped": ...}` lines: the first
+/// change at once, later ones at most once per `every` (a flood of garbage
+/// makes one line per period, not one per datagram).
+struct DropReport {
+    every: Duration,
+    reported: DropCounts,
+    next: Instant,
+}
+
+impl DropReport {
+    fn new(every: Duration) -> DropReport {
+        DropReport {
+            every,
+            reported: DropCounts::default(),
+            next: Instant::now(),
+        }
+    }
+
+    /// The line to print now, if the counts changed and the period passed.
+    fn poll(&mut self, counts: DropCounts) -> Option<Value> {
+        if counts == self.reported || Instant::now() < self.next {
+            return None;
+        }
+        let was = self.reported;
+        let new = DropCounts {
+            malformed: counts.malformed - was.malformed,
+            foreign_cluster: counts.foreign_cluster - was.foreign_cluster,
+            misaddressed: counts.misaddressed - was.misaddressed,
+            unknown_sender: counts.unknown_sender - was.unknown_sender,
+            send_failed: counts.send_failed - was.send_failed,
+        };
+        self.reported = counts;
+        self.next = Instant::now() + self.every;
+        Some(json!({"dropped": {"new": drops_json(new), "total": drops_json(counts)}}))
     }
 }
 

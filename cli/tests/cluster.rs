@@ -680,15 +680,22 @@ impl Drop for Group {
 /// removes its temporary directory and exits non-zero (issue 11).
 #[test]
 fn a_demo_stopped_by_sigterm_kills_its_nodes_and_removes_its_directory() {
-    demo_stopped_by("TERM", 143);
+    demo_stopped_by("TERM", Some(143));
 }
 
 #[test]
 fn a_demo_stopped_by_sighup_kills_its_nodes_and_removes_its_directory() {
-    demo_stopped_by("HUP", 129);
+    demo_stopped_by("HUP", Some(129));
 }
 
-fn demo_stopped_by(signal: &str, code: i32) {
+/// SIGKILL cannot be caught: the nodes notice their parent is gone, stop,
+/// and remove the directory themselves.
+#[test]
+fn a_demo_killed_by_sigkill_leaves_no_node_and_no_directory() {
+    demo_stopped_by("KILL", None);
+}
+
+fn demo_stopped_by(signal: &str, code: Option<i32>) {
     use std::os::unix::process::CommandExt;
     let mut child = Command::new(BIN)
         .args(["demo", "--heartbeat-ms", "50", "--death-ms", "300"])
@@ -749,11 +756,12 @@ fn demo_stopped_by(signal: &str, code: i32) {
     while let Ok(line) = errors.recv_timeout(Duration::from_secs(2)) {
         stderr.push(line);
     }
-    assert_eq!(status.code(), Some(code), "{status:?} {stderr:#?}");
+    assert_eq!(status.code(), code, "{status:?} {stderr:#?}");
     assert!(
-        stderr
-            .iter()
-            .any(|l| l.contains(&format!("stopped by SIG{signal}"))),
+        code.is_none()
+            || stderr
+                .iter()
+                .any(|l| l.contains(&format!("stopped by SIG{signal}"))),
         "{stderr:#?}"
     );
     // Every node is gone: nothing is left in the demo's process group...
@@ -925,4 +933,47 @@ fn a_lost_state_file_is_refused_and_ctl_never_hangs() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("lost"), "{err}");
     let _ = std::fs::remove_dir_all(d);
+}
+
+/// Issue 11: dropped datagrams were counted but never shown. A flood of
+/// garbage makes a `dropped` line at once and then at most one per
+/// `--drops-every-ms`, and the totals add up to what was sent.
+#[test]
+fn dropped_datagrams_are_reported_at_a_bounded_rate() {
+    let d = dir("drops");
+    let listen = port();
+    let config = write_config_with(&d, 1, 12, &[(1, listen)], "");
+    let node = Proc::start_with(&config, &["--drops-every-ms", "500"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let garbage = UdpSocket::bind(("127.0.0.1", 0)).unwrap();
+    let started = std::time::Instant::now();
+    let mut sent = 0u64;
+    while started.elapsed() < Duration::from_millis(1600) {
+        for _ in 0..20 {
+            garbage
+                .send_to(b"not a tenure frame", ("127.0.0.1", listen))
+                .unwrap();
+            sent += 1;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let dropped: Vec<serde_json::Value> = node
+        .collect(Duration::from_millis(800))
+        .iter()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v.get("dropped").is_some())
+        .collect();
+    // 1.6 s of flood and 0.8 s after: the first at once, then one per 0.5 s.
+    assert!(
+        (2..=6).contains(&dropped.len()),
+        "{} dropped lines for {sent} datagrams: {dropped:?}",
+        dropped.len()
+    );
+    let last = &dropped.last().unwrap()["dropped"];
+    assert_eq!(last["total"]["malformed"], sent, "{last}");
+    let added: u64 = dropped
+        .iter()
+        .map(|v| v["dropped"]["new"]["malformed"].as_u64().unwrap())
+        .sum();
+    assert_eq!(added, sent);
 }
