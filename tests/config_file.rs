@@ -92,3 +92,27 @@ fn a_file_serializes_back_with_resolved_addresses() {
     let text = toml::to_string(&f).unwrap();
     assert_eq!(NodeFile::parse(&text).unwrap(), f);
 }
+
+/// `metrics_listen` belongs to the `tenure` binary: the node's file accepts
+/// it (and still refuses unknown top-level keys, a misspelling included),
+/// and `OperatorSettings` reads it, resolving a name, or names the key.
+#[test]
+fn metrics_listen_is_an_operator_setting() {
+    use tenure::adapters::config::OperatorSettings;
+    let base = file("127.0.0.1:7001", "127.0.0.1:7002");
+    let (top, peers) = base.split_once("\n\n").unwrap();
+    let with = |line: &str| format!("{top}\n{line}\n\n{peers}");
+
+    let f = NodeFile::parse(&with("metrics_listen = \"localhost:9464\"")).unwrap();
+    assert_eq!(f, NodeFile::parse(&base).unwrap(), "the node ignores it");
+    let o = OperatorSettings::parse(&with("metrics_listen = \"localhost:9464\"")).unwrap();
+    assert_eq!(o.metrics_listen, Some(addr("127.0.0.1:9464")));
+    assert_eq!(OperatorSettings::parse(&base).unwrap().metrics_listen, None);
+
+    let typo = NodeFile::parse(&with("metric_listen = \"127.0.0.1:9464\"")).unwrap_err();
+    assert!(typo.contains("unknown field `metric_listen`"), "{typo}");
+    let (key, message) =
+        OperatorSettings::parse(&with("metrics_listen = \"nowhere\"")).unwrap_err();
+    assert_eq!(key, "metrics_listen");
+    assert!(message.contains("nowhere"), "{message}");
+}

@@ -10,6 +10,8 @@ mod demo;
 #[cfg(any(target_os = "linux", target_os = "android"))]
 mod guard;
 mod log;
+#[cfg(unix)]
+mod metrics;
 mod node;
 #[cfg(any(target_os = "linux", target_os = "android"))]
 mod run;

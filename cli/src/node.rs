@@ -10,7 +10,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tenure::adapters::config::NodeFile;
+use tenure::adapters::config::{NodeFile, OperatorSettings};
 use tenure::adapters::driver::{self, Handle, NodeSetup};
 use tenure::adapters::udp::DropCounts;
 use tenure::{Event, NodeId, Role};
@@ -157,7 +157,25 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
         .control_socket
         .clone()
         .unwrap_or_else(|| file.data_dir.join(ctl::SOCKET));
+    let operator = match OperatorSettings::load(&args.config) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let (ctl_tx, ctl_rx) = mpsc::channel();
+    // Bound before the node starts, like the admin socket.
+    let metrics = match operator.metrics_listen {
+        None => None,
+        Some(addr) => match crate::metrics::serve(addr, ctl_tx.clone()) {
+            Ok(m) => Some(m),
+            Err(e) => {
+                eprintln!("error: node {id} refuses to start: {e}");
+                return ExitCode::from(2);
+            }
+        },
+    };
     // Before the node starts: it answers no peer until it can be operated.
     let server = match ctl::serve(&socket, ctl_tx) {
         Ok(s) => s,
@@ -188,6 +206,7 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
             "term": started.term, "vote": started.vote,
             "listen": handle.local_addr().to_string(),
             "control_socket": socket.display().to_string(),
+            "metrics_listen": operator.metrics_listen.map(|a| a.to_string()),
         },
     }));
     let node = Running {
@@ -200,6 +219,7 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
         pending: Pending::None,
     };
     let code = node.serve(&args, &signals, &ctl_rx, Stop { death, alone });
+    drop(metrics);
     drop(server);
     code
 }

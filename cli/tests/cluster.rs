@@ -977,3 +977,122 @@ fn dropped_datagrams_are_reported_at_a_bounded_rate() {
         .sum();
     assert_eq!(added, sent);
 }
+
+/// `GET path` on `addr` with a plain HTTP/1.0 request: (status code,
+/// headers and body as text); code 0 if nothing listens yet.
+fn http_get(addr: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
+        return (0, String::new());
+    };
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let code = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (code, text)
+}
+
+/// Issue 11: `metrics_listen` serves Prometheus text at `/metrics` (every
+/// line a comment or a well-formed sample; the values agree with the
+/// node) and the status JSON at `/status`; a taken address is refused at
+/// start, naming it.
+#[test]
+fn metrics_are_served_as_prometheus_text_and_json() {
+    let d = dir("metrics");
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = tcp.local_addr().unwrap().to_string();
+    drop(tcp);
+    let ports = [(1, port())];
+    let config = write_config_with(
+        &d,
+        1,
+        13,
+        &ports,
+        &format!("fencing = \"strict\"\nmetrics_listen = \"{addr}\"\n"),
+    );
+    let node = Proc::start(&config);
+    within_5s("the node leads", || {
+        http_get(&addr, "/status").1.contains("\"role\":\"leader\"")
+    });
+    let (code, text) = http_get(&addr, "/metrics");
+    assert_eq!(code, 200, "{text}");
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: text/plain; version=0.0.4"),
+        "{head}"
+    );
+    let mut samples = BTreeMap::new();
+    for line in body.lines().filter(|l| !l.starts_with('#')) {
+        let (name_labels, value) = line.rsplit_once(' ').unwrap();
+        let value: f64 = value
+            .parse()
+            .unwrap_or_else(|_| panic!("not a number in {line:?}"));
+        let name = name_labels.split('{').next().unwrap();
+        assert!(
+            !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':'),
+            "bad metric name in {line:?}"
+        );
+        if let Some(labels) = name_labels.strip_prefix(name) {
+            assert!(
+                labels.is_empty() || (labels.starts_with('{') && labels.ends_with('}')),
+                "bad labels in {line:?}"
+            );
+            assert!(labels.contains("node=\"1\""), "{line:?}");
+        }
+        samples.insert(name_labels.to_string(), value);
+    }
+    for name in [
+        "tenure_term",
+        "tenure_is_leader",
+        "tenure_lease_held",
+        "tenure_fencing_token",
+    ] {
+        assert!(body.contains(&format!("# TYPE {name} gauge")), "{body}");
+    }
+    assert!(
+        body.contains("# TYPE tenure_dropped_datagrams_total counter"),
+        "{body}"
+    );
+    let get = |k: &str| samples[&format!("{k}{{node=\"1\"}}")];
+    assert_eq!(get("tenure_is_leader"), 1.0, "{body}");
+    assert_eq!(get("tenure_lease_held"), 1.0, "{body}");
+    assert!(get("tenure_term") >= 1.0, "{body}");
+    assert_eq!(get("tenure_fencing_token"), get("tenure_term"), "{body}");
+    let left = get("tenure_lease_remaining_seconds");
+    assert!(left > 0.0 && left < 1.0, "{body}");
+    assert_eq!(samples["tenure_role{node=\"1\",role=\"leader\"}"], 1.0);
+    assert_eq!(
+        samples["tenure_dropped_datagrams_total{node=\"1\",reason=\"malformed\"}"],
+        0.0
+    );
+
+    let (code, text) = http_get(&addr, "/status");
+    assert_eq!(code, 200);
+    let json: serde_json::Value =
+        serde_json::from_str(text.split_once("\r\n\r\n").unwrap().1).unwrap();
+    assert_eq!(json["role"], "leader");
+    assert_eq!(json["token"]["term"].as_f64(), Some(get("tenure_term")));
+    assert_eq!(http_get(&addr, "/nothing").0, 404);
+
+    // A second node on the same metrics address is refused, naming it.
+    let other = write_config_with(
+        &d,
+        2,
+        13,
+        &[(2, port())],
+        &format!("metrics_listen = \"{addr}\"\n"),
+    );
+    let (code, _, err) = tenure(&["node"], &other);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains(&format!("metrics_listen on {addr}")), "{err}");
+    drop(node);
+}

@@ -9,6 +9,7 @@
 //! fencing = "strict"          # off | soft | strict
 //! heartbeat_ms = 100
 //! death_timeout_ms = 1000
+//! metrics_listen = "127.0.0.1:9464" # read by the `tenure` binary: OperatorSettings
 //!
 //! [[peers]]
 //! id = 2
@@ -113,7 +114,7 @@ pub struct PeerEntry {
 
 /// The parsed file.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(from = "NodeFileText")]
 pub struct NodeFile {
     /// This node's id (not 0).
     pub id: NodeId,
@@ -121,18 +122,14 @@ pub struct NodeFile {
     pub cluster_id: u64,
     /// UDP address to bind (a host name in the file is resolved at parse
     /// time).
-    #[serde(deserialize_with = "listen_addr")]
     pub listen: SocketAddr,
     /// Directory of the state file.
     pub data_dir: PathBuf,
     /// Whether this node votes (default true).
-    #[serde(default = "yes")]
     pub voter: bool,
     /// Election mode (default candidate).
-    #[serde(default)]
     pub mode: Mode,
     /// Fencing mode (default soft).
-    #[serde(default)]
     pub fencing: Fencing,
     /// Heartbeat interval in ms.
     pub heartbeat_ms: Option<u64>,
@@ -151,8 +148,116 @@ pub struct NodeFile {
     /// PRNG seed (default: drawn at start).
     pub rng_seed: Option<u64>,
     /// The other members.
-    #[serde(default)]
     pub peers: Vec<PeerEntry>,
+}
+
+/// The file as written: [`NodeFile`]'s keys, and the [`OperatorSettings`]
+/// keys, which are read there and not by the node. Any other key is an
+/// error.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NodeFileText {
+    id: NodeId,
+    cluster_id: u64,
+    #[serde(deserialize_with = "listen_addr")]
+    listen: SocketAddr,
+    data_dir: PathBuf,
+    #[serde(default = "yes")]
+    voter: bool,
+    #[serde(default)]
+    mode: Mode,
+    #[serde(default)]
+    fencing: Fencing,
+    heartbeat_ms: Option<u64>,
+    death_timeout_ms: Option<u64>,
+    election_timeout_ms: Option<u64>,
+    election_jitter_ms: Option<u64>,
+    quorum: Option<usize>,
+    clock_drift_ppm: Option<u32>,
+    lease_margin_ms: Option<u64>,
+    rng_seed: Option<u64>,
+    #[serde(default)]
+    peers: Vec<PeerEntry>,
+    #[serde(rename = "metrics_listen")]
+    _metrics_listen: Option<String>,
+}
+
+impl From<NodeFileText> for NodeFile {
+    fn from(t: NodeFileText) -> NodeFile {
+        NodeFile {
+            id: t.id,
+            cluster_id: t.cluster_id,
+            listen: t.listen,
+            data_dir: t.data_dir,
+            voter: t.voter,
+            mode: t.mode,
+            fencing: t.fencing,
+            heartbeat_ms: t.heartbeat_ms,
+            death_timeout_ms: t.death_timeout_ms,
+            election_timeout_ms: t.election_timeout_ms,
+            election_jitter_ms: t.election_jitter_ms,
+            quorum: t.quorum,
+            clock_drift_ppm: t.clock_drift_ppm,
+            lease_margin_ms: t.lease_margin_ms,
+            rng_seed: t.rng_seed,
+            peers: t.peers,
+        }
+    }
+}
+
+/// Settings in the node's file for the `tenure` binary around the node;
+/// the engine and the drivers never read them.
+///
+/// ```toml
+/// metrics_listen = "127.0.0.1:9464"   # HTTP: Prometheus /metrics and JSON /status
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct OperatorSettings {
+    /// `metrics_listen`: the TCP address (`ip:port` or `host:port`,
+    /// resolved once) where `tenure node` serves Prometheus text at
+    /// `/metrics` and its status as JSON at `/status`. Not served if unset.
+    pub metrics_listen: Option<SocketAddr>,
+}
+
+/// The [`OperatorSettings`] keys of a file; [`NodeFile`] checks the rest.
+#[derive(Deserialize)]
+struct OperatorText {
+    metrics_listen: Option<String>,
+}
+
+impl OperatorSettings {
+    /// Reads the operator settings of the node file at `path` (the file
+    /// must also pass [`NodeFile::load`]; this reads only its own keys).
+    ///
+    /// # Errors
+    /// [`ConfigFileError`] naming the file and the key.
+    pub fn load(path: &Path) -> Result<OperatorSettings, ConfigFileError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigFileError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        OperatorSettings::parse(&text).map_err(|(key, message)| ConfigFileError::Invalid {
+            path: path.to_path_buf(),
+            key,
+            message,
+        })
+    }
+
+    /// Parses the operator settings out of node file text.
+    ///
+    /// # Errors
+    /// `(key, message)` for a value that is not usable.
+    pub fn parse(text: &str) -> Result<OperatorSettings, (&'static str, String)> {
+        let t: OperatorText =
+            toml::from_str(text).map_err(|e| ("metrics_listen", e.to_string()))?;
+        let metrics_listen = t
+            .metrics_listen
+            .map(|m| resolve(&m))
+            .transpose()
+            .map_err(|e| ("metrics_listen", e))?;
+        Ok(OperatorSettings { metrics_listen })
+    }
 }
 
 /// A configuration file that cannot be used.
