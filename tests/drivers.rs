@@ -591,3 +591,42 @@ fn handles_are_send_and_sync() {
     shareable::<Handle<u64>>();
     shareable::<driver_tokio::AsyncHandle<(u64, u64)>>();
 }
+
+/// Issue 11: a peer whose address changed (its host name now resolves
+/// elsewhere) is unreachable, and its datagrams from the new address are
+/// dropped as an unknown sender, until `Handle::set_peer_addr` points the
+/// node at it; then the two form a quorum of three and elect a leader.
+#[test]
+fn a_peer_that_moved_is_reached_after_set_peer_addr() {
+    let mut setups = setups();
+    let mut moved = setups.remove(2);
+    setups.remove(1);
+    let one = setups.remove(0);
+    moved.listen = UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let new_addr = moved.listen;
+    let (h1, e1) = driver::spawn(one).unwrap();
+    let (h3, e3) = driver::spawn(moved).unwrap();
+    let events = [(1, e1), (3, e3)];
+    std::thread::sleep(Duration::from_millis(800));
+    let early: Vec<(u64, Event)> = events
+        .iter()
+        .flat_map(|(id, rx)| rx.try_iter().map(move |e| (*id, e)))
+        .collect();
+    assert!(
+        !early
+            .iter()
+            .any(|(_, e)| matches!(e, Event::BecameLeader { .. })),
+        "no quorum while node 1 sends to the old address: {early:?}"
+    );
+    assert!(h1.drops().unknown_sender > 0, "{:?}", h1.drops());
+
+    h1.set_peer_addr(3, new_addr);
+    h1.set_peer_addr(9, new_addr); // not a peer: ignored
+    let leader = wait_for(&events, |_, e| matches!(e, Event::BecameLeader { .. }));
+    assert!(leader == 1 || leader == 3);
+    h1.shutdown().unwrap();
+    h3.shutdown().unwrap();
+}

@@ -13,6 +13,7 @@ mod log;
 #[cfg(unix)]
 mod metrics;
 mod node;
+mod resolve;
 #[cfg(any(target_os = "linux", target_os = "android"))]
 mod run;
 mod state;

@@ -16,6 +16,7 @@ use tenure::adapters::udp::DropCounts;
 use tenure::{Event, NodeId, Role};
 
 use crate::ctl::{self, Command, Request};
+use crate::resolve::{Policy, Reresolver};
 use crate::run::{Gate, GateSpec};
 
 #[derive(clap::Args)]
@@ -209,9 +210,16 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
             "metrics_listen": operator.metrics_listen.map(|a| a.to_string()),
         },
     }));
+    let reresolver = Reresolver::new(
+        operator.peer_names.clone(),
+        file.peer_addrs(),
+        Policy::for_death_timeout(death),
+        tenure::adapters::config::resolve,
+    );
     let node = Running {
         id,
         file,
+        reresolver,
         handle,
         events,
         subscribers: Vec::new(),
@@ -232,6 +240,8 @@ struct Running {
     events: mpsc::Receiver<Event>,
     /// `tenure ctl` connections following the events.
     subscribers: Vec<mpsc::SyncSender<(u64, Event)>>,
+    /// Looks peers' host names up again when they seem unreachable.
+    reresolver: Reresolver,
     /// `tenure run`'s command, gated on leadership.
     gate: Option<Gate>,
     /// A command that ends leadership, held until the gated command is gone.
@@ -293,6 +303,7 @@ impl Running {
                 self.answer(request);
             }
             self.tick_gate();
+            self.reresolve();
             if let Some(mut report) = drops.poll(self.handle.drops()) {
                 report["ts_ms"] = json!(now_ms());
                 report["node"] = json!(self.id);
@@ -322,7 +333,7 @@ impl Running {
     fn tick_gate(&mut self) {
         let Some(gate) = &mut self.gate else { return };
         for run in gate.tick(&self.handle) {
-            self.print_run(run);
+            self.print_line(run);
         }
         let gate = self.gate.as_mut().expect("checked above");
         match self.pending {
@@ -340,7 +351,21 @@ impl Running {
         }
     }
 
-    fn print_run(&self, mut run: Value) {
+    /// Applies peers' new addresses and prints what changed.
+    fn reresolve(&mut self) {
+        let (changed, lines) = self.reresolver.tick(&self.handle);
+        for (id, addr) in changed {
+            if let Some(p) = self.file.peers.iter_mut().find(|p| p.id == id) {
+                p.addr = addr;
+            }
+        }
+        for l in lines {
+            self.print_line(l);
+        }
+    }
+
+    /// Prints a line of the node's own (not an engine event), stamped.
+    fn print_line(&self, mut run: Value) {
         if let Some(map) = run.as_object_mut() {
             map.insert("ts_ms".into(), json!(now_ms()));
             map.insert("node".into(), json!(self.id));
@@ -405,7 +430,7 @@ impl Running {
                         _ => "demote",
                     };
                     for run in gate.hold(why) {
-                        self.print_run(run);
+                        self.print_line(run);
                     }
                     self.pending = Pending::Waiting(command);
                 }
@@ -561,7 +586,7 @@ impl Running {
         let Some(gate) = &mut self.gate else { return };
         let limit = Instant::now() + gate.grace() + Duration::from_secs(1);
         for run in gate.hold("node_stopping") {
-            self.print_run(run);
+            self.print_line(run);
         }
         signals.clear();
         while Instant::now() < limit && signals.received().is_none() {
@@ -570,7 +595,7 @@ impl Running {
             }
             let gate = self.gate.as_mut().expect("checked above");
             for run in gate.tick(&self.handle) {
-                self.print_run(run);
+                self.print_line(run);
             }
             if self.gate.as_ref().is_some_and(Gate::idle) {
                 return;

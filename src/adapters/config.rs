@@ -27,9 +27,10 @@
 //! (`"10.0.0.2:7000"`, `"[::1]:7000"`) or a host name with a port
 //! (`"localhost:7001"`, `"node-2.internal:7000"`). A name is resolved once,
 //! when the file is parsed ([`NodeFile::parse`], [`NodeFile::load`]), with
-//! the system resolver ([`std::net::ToSocketAddrs`]); the node keeps that
-//! address for as long as it runs, so a node must be restarted to follow a
-//! DNS change. A name with several addresses takes the first IPv4 address
+//! the system resolver ([`std::net::ToSocketAddrs`]). The drivers keep that
+//! address until told otherwise ([`Handle::set_peer_addr`](crate::adapters::driver::Handle::set_peer_addr);
+//! `tenure node` looks names up again when a peer seems unreachable, from
+//! [`OperatorSettings::peer_names`]). A name with several addresses takes the first IPv4 address
 //! the resolver returns, or its first address if it returns no IPv4 one. A
 //! name that does not resolve is a parse error naming the peer id (or
 //! `listen`), the text and the resolver's message.
@@ -49,8 +50,11 @@ fn yes() -> bool {
 
 /// Resolves `text`, an IP socket address or `host:port`, to one address:
 /// an IP literal as written, else the first IPv4 address the resolver
-/// returns, else its first address.
-fn resolve(text: &str) -> Result<SocketAddr, String> {
+/// returns, else its first address (the rule the file's addresses follow).
+///
+/// # Errors
+/// The text and the resolver's message.
+pub fn resolve(text: &str) -> Result<SocketAddr, String> {
     use std::net::ToSocketAddrs;
     if let Ok(addr) = text.parse::<SocketAddr>() {
         return Ok(addr);
@@ -218,12 +222,24 @@ pub struct OperatorSettings {
     /// resolved once) where `tenure node` serves Prometheus text at
     /// `/metrics` and its status as JSON at `/status`. Not served if unset.
     pub metrics_listen: Option<SocketAddr>,
+    /// The peers whose `addr` is a host name, as written (`host:port`), by
+    /// id: `tenure node` resolves them again when a peer looks unreachable.
+    pub peer_names: BTreeMap<NodeId, String>,
 }
 
 /// The [`OperatorSettings`] keys of a file; [`NodeFile`] checks the rest.
 #[derive(Deserialize)]
 struct OperatorText {
     metrics_listen: Option<String>,
+    #[serde(default)]
+    peers: Vec<PeerName>,
+}
+
+/// A peer's id and address as written.
+#[derive(Deserialize)]
+struct PeerName {
+    id: NodeId,
+    addr: String,
 }
 
 impl OperatorSettings {
@@ -256,7 +272,16 @@ impl OperatorSettings {
             .map(|m| resolve(&m))
             .transpose()
             .map_err(|e| ("metrics_listen", e))?;
-        Ok(OperatorSettings { metrics_listen })
+        let peer_names = t
+            .peers
+            .into_iter()
+            .filter(|p| p.addr.parse::<SocketAddr>().is_err())
+            .map(|p| (p.id, p.addr))
+            .collect();
+        Ok(OperatorSettings {
+            metrics_listen,
+            peer_names,
+        })
     }
 }
 

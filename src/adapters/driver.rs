@@ -416,6 +416,8 @@ impl<P: LogPosition> Effects<P> for DeferredIo<'_, P> {
 
 pub(crate) enum Command<P> {
     Input(Input<P>),
+    /// `Handle::set_peer_addr`.
+    PeerAddr(NodeId, SocketAddr),
     Stop,
 }
 
@@ -558,6 +560,14 @@ impl<P> Handle<P> {
     /// or `TransferFailed`.
     pub fn transfer_to(&self, to: NodeId) {
         self.send(Command::Input(Input::TransferLeadership { to }));
+    }
+
+    /// Reaches peer `id` at `addr` from now on, and accepts its datagrams
+    /// only from there: for a peer that moved (its host name now resolves
+    /// elsewhere). An id that is not a configured peer is ignored, so the
+    /// membership cannot change this way.
+    pub fn set_peer_addr(&self, id: NodeId, addr: SocketAddr) {
+        self.send(Command::PeerAddr(id, addr));
     }
 
     /// Reports the application's log position (the last entry this node
@@ -737,6 +747,9 @@ fn run<S: Storage, P: WirePosition>(
                 Ok(Command::Stop) | Err(mpsc::TryRecvError::Disconnected) => return Ok(()),
                 Ok(Command::Input(input)) => {
                     driver.step_sync(storage, now, input, &mut |to, m| transport.send(to, m))?
+                }
+                Ok(Command::PeerAddr(id, addr)) => {
+                    transport.framing.set_peer_addr(id, addr);
                 }
                 Err(mpsc::TryRecvError::Empty) => break,
             }

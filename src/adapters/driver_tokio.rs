@@ -421,6 +421,9 @@ async fn run<S: Storage + Send + 'static, P: WirePosition>(
                     return finish_write(writing).await;
                 }
                 Some(Command::Input(input)) => driver.step_deferred(clock.now(), input, &mut outbox, &mut requested),
+                Some(Command::PeerAddr(id, addr)) => {
+                    framing.set_peer_addr(id, addr);
+                }
             },
             done = async { writing.as_mut().expect("guarded by the branch condition").await }, if writing.is_some() => {
                 writing = None;

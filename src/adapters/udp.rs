@@ -65,6 +65,19 @@ impl Framing {
         }
     }
 
+    /// Reaches peer `id` at `addr` from now on, and accepts its datagrams
+    /// only from there. Returns `false` (and changes nothing) if `id` is
+    /// not a peer: the membership comes from the configuration only.
+    pub fn set_peer_addr(&mut self, id: NodeId, addr: SocketAddr) -> bool {
+        match self.peers.get_mut(&id) {
+            Some(current) => {
+                *current = addr;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// The datagram and destination for `message` to `to`, or `None`
     /// (counted) if `to` is unknown or the message cannot be encoded.
     pub fn frame<P: Serialize>(
