@@ -116,3 +116,22 @@ fn metrics_listen_is_an_operator_setting() {
     assert_eq!(key, "metrics_listen");
     assert!(message.contains("nowhere"), "{message}");
 }
+
+/// A relative `data_dir` is the file's, not the working directory's: a
+/// node started from elsewhere (systemd starts in `/`) must find its state
+/// file, or it would start fresh and could vote twice in a term.
+#[test]
+fn a_relative_data_dir_is_relative_to_the_file() {
+    let dir = std::env::temp_dir().join(format!("tenure-reldir-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("node.toml");
+    let text = file("127.0.0.1:7001", "127.0.0.1:7002").replace(
+        "data_dir = \"/tmp/tenure-config-test\"",
+        "data_dir = \"state/1\"",
+    );
+    std::fs::write(&path, text).unwrap();
+    let f = NodeFile::load(&path).unwrap();
+    assert_eq!(f.data_dir, dir.join("state/1"));
+    assert!(f.data_dir.is_absolute());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

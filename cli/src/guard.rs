@@ -16,17 +16,23 @@
 //! signals the command's group itself at the same deadlines, so a paused
 //! or killed watchdog alone does not let it run on either.
 //!
+//! The watchdog is the command's subreaper: a process the command starts in
+//! another process group or session (`setsid`, shell job control, a daemon
+//! that double-forks) stays below it and is signalled with the command.
+//!
 //! Protocol, one line each way:
 //!
 //! ```text
 //! node -> watchdog (stdin)    at <term_at_ns> <kill_at_ns>    new deadlines (a renewed lease)
 //!                             stop <kill_at_ns>               SIGTERM now, SIGKILL at kill_at
 //! watchdog -> node (stdout)   pid <pid>                       the command started (its group id)
-//!                             exit code <n> | exit signal <n> the command ended
+//!                             exit code <n> | exit signal <n> the command ended (with " deadline"
+//!                                                              if the deadlines ran out unordered)
 //!                             exit not-started                the deadline had passed already
 //!                             error <text>                    the command could not be started
 //! ```
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::AsFd;
@@ -108,8 +114,77 @@ fn say(text: &str) {
     let _ = out.flush();
 }
 
+/// The processes below this one: its children, theirs, and orphans
+/// reparented to it (it is their subreaper), with each one's process
+/// group; zombies left out.
+fn descendants() -> Vec<(i32, i32)> {
+    let me = i32::try_from(std::process::id()).unwrap_or(0);
+    let mut below: BTreeMap<i32, Vec<(i32, i32)>> = BTreeMap::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // "pid (comm) state ppid pgrp ...": comm may hold spaces and ')'.
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if let [state, ppid, pgrp, ..] = fields[..]
+            && state != "Z"
+            && let (Ok(ppid), Ok(pgrp)) = (ppid.parse::<i32>(), pgrp.parse::<i32>())
+        {
+            below.entry(ppid).or_default().push((pid, pgrp));
+        }
+    }
+    let mut found = Vec::new();
+    let mut next = vec![me];
+    while let Some(parent) = next.pop() {
+        for &(pid, pgrp) in below.get(&parent).into_iter().flatten() {
+            found.push((pid, pgrp));
+            next.push(pid);
+        }
+    }
+    found
+}
+
+/// Sends `signal` to the command's group and to every descendant outside
+/// it (a job started with `setsid` or job control, a daemon that forked
+/// away: as the subreaper, this process inherits them all).
+fn signal_all(group: i32, signal: Signal) {
+    signal_group(group, signal);
+    for (pid, pgrp) in descendants() {
+        if pgrp != group
+            && let Some(pid) = Pid::from_raw(pid)
+        {
+            let _ = rustix::process::kill_process(pid, signal);
+        }
+    }
+}
+
+/// SIGKILL to everything below, until nothing is left (a process may fork
+/// while the first round is sent).
+fn kill_all(group: i32) {
+    for _ in 0..10 {
+        signal_all(group, Signal::KILL);
+        if descendants().is_empty() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// `tenure __guard`: start the command and stop it at the deadlines.
 pub fn run(args: GuardArgs) -> ExitCode {
+    // Orphans of the command are reparented here, not to init, so they
+    // stay reachable and die with it.
+    let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
     let mut term_at = args.term_at_ns;
     let mut kill_at = args.kill_at_ns;
     let grace = args.grace_ms.saturating_mul(1_000_000);
@@ -142,7 +217,10 @@ pub fn run(args: GuardArgs) -> ExitCode {
     let group = i32::try_from(child.id()).unwrap_or(i32::MAX);
     say(&format!("pid {group}"));
     let orders = orders();
-    let (mut termed, mut killed) = (false, false);
+    let (mut termed, mut killed, mut connected) = (false, false, true);
+    // Whether the node ordered the stop (else the deadlines it last sent
+    // ran out: the lease was not renewed in time).
+    let mut ordered = false;
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break status,
@@ -151,11 +229,11 @@ pub fn run(args: GuardArgs) -> ExitCode {
         }
         let now = boottime_ns();
         if !termed && now >= term_at {
-            signal_group(group, Signal::TERM);
+            signal_all(group, Signal::TERM);
             termed = true;
         }
         if !killed && now >= kill_at {
-            signal_group(group, Signal::KILL);
+            kill_all(group);
             killed = true;
         }
         // Wake at the next deadline, and at least every 10 ms to see the
@@ -166,6 +244,10 @@ pub fn run(args: GuardArgs) -> ExitCode {
             .min()
             .unwrap_or(NEVER);
         let wait = Duration::from_nanos(next.saturating_sub(now)).min(Duration::from_millis(10));
+        if !connected {
+            std::thread::sleep(wait);
+            continue;
+        }
         match orders.recv_timeout(wait) {
             Ok(Order::At {
                 term_at: t,
@@ -176,10 +258,13 @@ pub fn run(args: GuardArgs) -> ExitCode {
             }
             Ok(Order::At { .. }) => {}
             Ok(Order::Stop { kill_at: k }) => {
+                ordered |= !termed;
                 term_at = term_at.min(boottime_ns());
                 kill_at = kill_at.min(k);
             }
             Ok(Order::Gone) | Err(mpsc::RecvTimeoutError::Disconnected) => {
+                connected = false;
+                ordered |= !termed;
                 let now = boottime_ns();
                 term_at = term_at.min(now);
                 kill_at = kill_at.min(now.saturating_add(grace));
@@ -187,12 +272,15 @@ pub fn run(args: GuardArgs) -> ExitCode {
             Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
     };
-    // Whatever the command left running in its group goes with it.
-    signal_group(group, Signal::KILL);
+    // Whatever the command left running goes with it, and the orphans
+    // reparented here are reaped.
+    kill_all(group);
+    while let Ok(Some(_)) = rustix::process::waitpid(None, rustix::process::WaitOptions::NOHANG) {}
+    let why = if termed && !ordered { " deadline" } else { "" };
     match (status.code(), status.signal()) {
-        (Some(code), _) => say(&format!("exit code {code}")),
-        (None, Some(sig)) => say(&format!("exit signal {sig}")),
-        (None, None) => say("exit code -1"),
+        (Some(code), _) => say(&format!("exit code {code}{why}")),
+        (None, Some(sig)) => say(&format!("exit signal {sig}{why}")),
+        (None, None) => say(&format!("exit code -1{why}")),
     }
     ExitCode::SUCCESS
 }

@@ -251,8 +251,8 @@ struct Running {
 /// A leadership-ending command under `tenure run`.
 enum Pending {
     None,
-    /// Waits for the gated command to be gone.
-    Waiting(Command),
+    /// Waits (since when) for the gated command to be gone.
+    Waiting(Command, Instant),
     /// Issued; the gate stays held until the node has acted on it (an
     /// event says so, or it no longer leads), so no command starts on the
     /// lease being given up.
@@ -337,9 +337,21 @@ impl Running {
         }
         let gate = self.gate.as_mut().expect("checked above");
         match self.pending {
-            Pending::Waiting(command) if gate.idle() => {
+            Pending::Waiting(command, _) if gate.idle() => {
                 self.pending = Pending::Issued(Instant::now());
                 self.command(command);
+            }
+            // The command did not stop (its watchdog is paused?): the
+            // leadership-ending command is dropped, not issued late.
+            Pending::Waiting(command, since)
+                if since.elapsed() > gate.grace() + Duration::from_secs(1) =>
+            {
+                self.pending = Pending::None;
+                gate.release();
+                self.print_line(json!({"run": {"command_dropped": {
+                    "command": format!("{command:?}").to_lowercase(),
+                    "why": "the gated command did not stop within its grace and a second",
+                }}}));
             }
             Pending::Issued(at)
                 if at.elapsed() > PENDING_HOLD || self.handle.status().role != Role::Leader =>
@@ -432,7 +444,7 @@ impl Running {
                     for run in gate.hold(why) {
                         self.print_line(run);
                     }
-                    self.pending = Pending::Waiting(command);
+                    self.pending = Pending::Waiting(command, Instant::now());
                 }
                 None => self.command(command),
             },
@@ -493,11 +505,17 @@ impl Running {
     /// stops (its last state write finished) and the process exits 0.
     fn stop_gracefully(mut self, signal: &str, signals: &Signals, stop: Stop) -> ExitCode {
         let started = Instant::now();
-        self.stop_gated_command(signals);
+        let command_gone = self.stop_gated_command(signals);
+        if !command_gone {
+            eprintln!(
+                "warning: node {}: the gated command is not confirmed gone: leadership is not handed over (the lease ends first)",
+                self.id
+            );
+        }
         let was_leader = self.handle.status().role == Role::Leader;
         let mut successor = None;
         signals.clear();
-        if was_leader && !stop.alone {
+        if was_leader && !stop.alone && command_gone {
             // Manual followers never campaign on their own: hand over to
             // the voter heard from most recently instead of resigning.
             let heard = self.handle.last_heard();
@@ -582,14 +600,28 @@ impl Running {
     /// and waits until it is gone (its grace and kill margin, plus a
     /// second; a second signal stops waiting, and the watchdog still ends
     /// it before the lease does).
-    fn stop_gated_command(&mut self, signals: &Signals) {
-        let Some(gate) = &mut self.gate else { return };
-        let limit = Instant::now() + gate.grace() + Duration::from_secs(1);
+    ///
+    /// A second signal does not end the wait (the node would hand over
+    /// while the command still runs): it kills the command at once.
+    /// Returns whether the command is gone; if not, the node must not hand
+    /// leadership over (its lease, and the watchdog, still bound the
+    /// command).
+    fn stop_gated_command(&mut self, signals: &Signals) -> bool {
+        let Some(gate) = &mut self.gate else {
+            return true;
+        };
+        let mut limit = Instant::now() + gate.grace() + Duration::from_secs(1);
         for run in gate.hold("node_stopping") {
             self.print_line(run);
         }
         signals.clear();
-        while Instant::now() < limit && signals.received().is_none() {
+        let mut killed = false;
+        while Instant::now() < limit {
+            if !killed && signals.received().is_some() {
+                killed = true;
+                limit = Instant::now() + Duration::from_secs(1);
+                self.gate.as_mut().expect("checked above").kill_now();
+            }
             if let Ok(event) = self.events.recv_timeout(Duration::from_millis(10)) {
                 self.emit(event);
             }
@@ -598,9 +630,10 @@ impl Running {
                 self.print_line(run);
             }
             if self.gate.as_ref().is_some_and(Gate::idle) {
-                return;
+                return true;
             }
         }
+        false
     }
 }
 

@@ -17,7 +17,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, ExitCode, Stdio};
-use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use rustix::process::Signal;
@@ -102,12 +102,14 @@ pub struct Gate {
     held: bool,
     /// The last lease file write.
     written: Option<Instant>,
+    /// Whether the last lease file write failed (warned about once).
+    file_failing: bool,
 }
 
 /// A watchdog and its command.
 struct Guarded {
     watchdog: Child,
-    orders: Option<ChildStdin>,
+    orders: Orders,
     said: mpsc::Receiver<String>,
     /// The command's pid, also its process group.
     group: Option<i32>,
@@ -168,6 +170,7 @@ impl Gate {
         };
         let exe = std::env::current_exe()
             .map_err(|e| format!("cannot find the tenure executable for the watchdog: {e}"))?;
+        runnable(&spec.command[0])?;
         Ok(Gate {
             node: file.id,
             strict,
@@ -175,6 +178,7 @@ impl Gate {
             restart_delay: spec.restart_delay,
             lease_file: spec
                 .lease_file
+                .clone()
                 .unwrap_or_else(|| file.data_dir.join("tenure.lease")),
             command: spec.command,
             exe,
@@ -182,7 +186,26 @@ impl Gate {
             not_before: Instant::now(),
             held: false,
             written: None,
+            file_failing: false,
         })
+        .and_then(Gate::probe_lease_file)
+    }
+
+    /// Writes the lease file once at start, marked not valid: an
+    /// unwritable path is refused before anything runs, and a file left
+    /// `valid` by a killed predecessor is corrected.
+    fn probe_lease_file(self) -> Result<Gate, String> {
+        let body = json!({"node": self.node, "valid": false, "written_unix_ms": now_ms()});
+        let tmp = self.lease_file.with_extension("lease.tmp");
+        std::fs::write(&tmp, format!("{body}\n"))
+            .and_then(|()| std::fs::rename(&tmp, &self.lease_file))
+            .map_err(|e| {
+                format!(
+                    "cannot write the lease file {}: {e}",
+                    self.lease_file.display()
+                )
+            })?;
+        Ok(self)
     }
 
     /// The grace between SIGTERM and SIGKILL.
@@ -214,6 +237,20 @@ impl Gate {
         let mut out = Vec::new();
         self.stop(why, &mut out);
         out
+    }
+
+    /// SIGKILL to the command now (a second signal during a graceful
+    /// stop: the operator will not wait out the grace).
+    pub fn kill_now(&mut self) {
+        let Some(g) = &mut self.running else { return };
+        let now = boottime_ns();
+        g.term_at = g.term_at.min(now);
+        g.kill_at = now;
+        g.stopping.get_or_insert("node_stopping");
+        g.orders.send(format!("stop {now}"));
+        if let Some(group) = g.group {
+            signal_group(group, Signal::KILL);
+        }
     }
 
     /// Lets the command start again (when the node may lead).
@@ -282,10 +319,13 @@ impl Gate {
             Some((token, end)) if token == g.token && g.stopping.is_none() => {
                 let (term_at, kill_at) = self.deadlines(end);
                 let g = self.running.as_mut().expect("checked above");
-                if (term_at, kill_at) != (g.term_at, g.kill_at) {
+                // Earlier deadlines always go out; later ones once they
+                // gain a millisecond (each tick's clock reads differ by
+                // nanoseconds, and the watchdog needs no more precision).
+                if kill_at < g.kill_at || kill_at >= g.kill_at.saturating_add(1_000_000) {
                     g.term_at = term_at;
                     g.kill_at = kill_at;
-                    send(g, &format!("at {term_at} {kill_at}"));
+                    g.orders.send(format!("at {term_at} {kill_at}"));
                 }
                 self.refresh_file(token, end, false);
             }
@@ -324,7 +364,7 @@ impl Gate {
         g.term_at = now;
         g.kill_at = g.kill_at.min(now.saturating_add(ns(grace)));
         g.stopping = Some(why);
-        send(g, &format!("stop {}", g.kill_at));
+        g.orders.send(format!("stop {}", g.kill_at));
         out.push(json!({"run": {"stopping": {
             "why": why, "pid": g.group, "token": g.token.as_u64(),
             "kill_in_ms": Duration::from_nanos(g.kill_at.saturating_sub(now)).as_millis() as u64,
@@ -336,37 +376,43 @@ impl Gate {
     fn ended(&mut self, status: std::process::ExitStatus, out: &mut Vec<Value>) {
         let Some(g) = self.running.take() else { return };
         // Lines written just before the watchdog exited.
-        let mut end = g.end.clone();
+        let (mut end, mut group) = (g.end.clone(), g.group);
         while let Ok(line) = g.said.try_recv() {
-            if !line.starts_with("pid ") {
-                end = Some(line);
+            match line.strip_prefix("pid ") {
+                Some(pid) => group = pid.parse().ok(),
+                None => end = Some(line),
             }
         }
         let end = end.unwrap_or_else(|| {
             // The watchdog died without seeing the command end: end it here.
-            if let Some(group) = g.group {
+            if let Some(group) = group {
                 signal_group(group, Signal::KILL);
             }
             format!("watchdog ended ({status}); command killed")
         });
         let (code, signal) = match end.split_once(' ') {
             Some(("exit", rest)) => match rest.split_once(' ') {
-                Some(("code", n)) => (n.parse::<i64>().ok(), None),
-                Some(("signal", n)) => (None, n.parse::<i64>().ok()),
+                Some(("code", n)) => (first_number(n), None),
+                Some(("signal", n)) => (None, first_number(n)),
                 _ => (None, None),
             },
             _ => (None, None),
         };
         let not_started = end == "exit not-started";
         let failed = end.starts_with("error ") || !end.starts_with("exit ");
-        if g.stopping.is_none() || failed {
+        // The watchdog's own deadlines ran out (the lease was not renewed
+        // in time): a stop like the gate's, not an exit of the command's.
+        let stopped_by = g
+            .stopping
+            .or(end.ends_with(" deadline").then_some("lease_deadline"));
+        if stopped_by.is_none() || failed {
             self.not_before = Instant::now() + self.restart_delay;
         }
         out.push(json!({"run": {"exited": {
-            "pid": g.group, "token": g.token.as_u64(), "term": g.token.term,
+            "pid": group, "token": g.token.as_u64(), "term": g.token.term,
             "code": code, "signal": signal,
             "ran_ms": g.started.elapsed().as_millis() as u64,
-            "stopped_by": g.stopping,
+            "stopped_by": stopped_by,
             "not_started": not_started,
             "error": failed.then(|| end.trim_start_matches("error ").to_string()),
         }}}));
@@ -438,7 +484,7 @@ impl Gate {
             "watchdog_pid": child.id(),
         }}}));
         self.running = Some(Guarded {
-            orders: child.stdin.take(),
+            orders: Orders::new(child.stdin.take().expect("piped")),
             watchdog: child,
             said,
             group: None,
@@ -480,11 +526,17 @@ impl Gate {
         let tmp = self.lease_file.with_extension("lease.tmp");
         let written = std::fs::write(&tmp, format!("{body}\n"))
             .and_then(|()| std::fs::rename(&tmp, &self.lease_file));
-        if let Err(e) = written {
-            eprintln!(
-                "warning: cannot write the lease file {}: {e}",
-                self.lease_file.display()
-            );
+        // One warning per run of failures, not one per refresh.
+        match written {
+            Err(e) if !self.file_failing => {
+                self.file_failing = true;
+                eprintln!(
+                    "warning: cannot write the lease file {}: {e}",
+                    self.lease_file.display()
+                );
+            }
+            Err(_) => {}
+            Ok(()) => self.file_failing = false,
         }
     }
 }
@@ -498,13 +550,91 @@ impl Drop for Gate {
     }
 }
 
-fn send(g: &mut Guarded, line: &str) {
-    if let Some(orders) = &mut g.orders
-        && writeln!(orders, "{line}")
-            .and_then(|()| orders.flush())
-            .is_err()
-    {
-        g.orders = None;
+/// Refuses at start a command that cannot be started (so a leader does not
+/// hold leadership retrying it): a path must be an executable file, a bare
+/// name must be one in `PATH`.
+fn runnable(command: &std::ffi::OsStr) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &std::path::Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    let path = std::path::Path::new(command);
+    let found = if path.components().count() > 1 {
+        executable(path)
+    } else {
+        std::env::var_os("PATH")
+            .is_some_and(|dirs| std::env::split_paths(&dirs).any(|d| executable(&d.join(path))))
+    };
+    if found {
+        Ok(())
+    } else {
+        Err(format!(
+            "the command {} is not an executable file{}",
+            path.display(),
+            if path.components().count() > 1 {
+                ""
+            } else {
+                " in PATH"
+            }
+        ))
+    }
+}
+
+fn first_number(text: &str) -> Option<i64> {
+    text.split_whitespace().next()?.parse().ok()
+}
+
+/// The node's side of the watchdog's stdin. Only the latest order
+/// matters (new deadlines replace old ones; a stop is final), so a writer
+/// thread sends the latest and the main loop never blocks on the pipe,
+/// even when the watchdog is paused and the pipe is full.
+struct Orders {
+    latest: Arc<(Mutex<Option<String>>, Condvar)>,
+}
+
+impl Orders {
+    fn new(mut pipe: ChildStdin) -> Orders {
+        let latest: Arc<(Mutex<Option<String>>, Condvar)> = Arc::default();
+        let shared = latest.clone();
+        std::thread::spawn(move || {
+            loop {
+                let line = {
+                    let (slot, ready) = &*shared;
+                    let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
+                    loop {
+                        if let Some(line) = slot.take() {
+                            break line;
+                        }
+                        // Only the gate holds the other end: gone with it.
+                        if Arc::strong_count(&shared) == 1 {
+                            return;
+                        }
+                        slot = ready
+                            .wait_timeout(slot, Duration::from_millis(100))
+                            .unwrap_or_else(|p| p.into_inner())
+                            .0;
+                    }
+                };
+                if writeln!(pipe, "{line}")
+                    .and_then(|()| pipe.flush())
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        });
+        Orders { latest }
+    }
+
+    /// Replaces any order not yet written, except that new deadlines never
+    /// replace a stop.
+    fn send(&self, line: String) {
+        let (slot, ready) = &*self.latest;
+        let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
+        if line.starts_with("stop ") || !slot.as_deref().is_some_and(|l| l.starts_with("stop ")) {
+            *slot = Some(line);
+        }
+        ready.notify_one();
     }
 }
 

@@ -318,7 +318,9 @@ pub enum ConfigFileError {
 }
 
 impl NodeFile {
-    /// Reads and parses `path`.
+    /// Reads and parses `path`. A relative `data_dir` is taken relative to
+    /// the directory of `path` (and made absolute), never to the current
+    /// working directory.
     ///
     /// # Errors
     /// [`ConfigFileError`] naming the file and the key.
@@ -327,10 +329,18 @@ impl NodeFile {
             path: path.to_path_buf(),
             source,
         })?;
-        let file = NodeFile::parse(&text).map_err(|message| ConfigFileError::Parse {
+        let mut file = NodeFile::parse(&text).map_err(|message| ConfigFileError::Parse {
             path: path.to_path_buf(),
             message,
         })?;
+        // Relative to the file, not to wherever the node was started from:
+        // another working directory would find no state file and make a
+        // fresh node that votes at once (a double vote in its last term).
+        if file.data_dir.is_relative() {
+            let base = path.parent().filter(|p| !p.as_os_str().is_empty());
+            let joined = base.unwrap_or(Path::new(".")).join(&file.data_dir);
+            file.data_dir = std::path::absolute(&joined).unwrap_or(joined);
+        }
         file.to_config()
             .map_err(|(key, message)| ConfigFileError::Invalid {
                 path: path.to_path_buf(),
