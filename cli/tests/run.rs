@@ -13,144 +13,11 @@
 #![allow(clippy::disallowed_types, clippy::disallowed_methods)]
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::UdpSocket;
-use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod common;
+use common::gated::*;
 use common::*;
-
-/// A UDP relay between nodes that can cut a node off: node `x` reaches
-/// peer `s` at `port(x, s)`, and the relay forwards from the port at which
-/// `s` knows `x`, so source-address checks still pass.
-struct Relay {
-    ports: BTreeMap<(u64, u64), u16>,
-    cut: Arc<Mutex<BTreeSet<u64>>>,
-    stop: Arc<AtomicBool>,
-}
-
-impl Relay {
-    fn start(listen: &BTreeMap<u64, u16>) -> Relay {
-        let mut sockets = BTreeMap::new();
-        for &x in listen.keys() {
-            for &s in listen.keys().filter(|&&s| s != x) {
-                let socket = UdpSocket::bind(("127.0.0.1", 0)).unwrap();
-                socket
-                    .set_read_timeout(Some(Duration::from_millis(50)))
-                    .unwrap();
-                sockets.insert((x, s), Arc::new(socket));
-            }
-        }
-        let relay = Relay {
-            ports: sockets
-                .iter()
-                .map(|(k, s)| (*k, s.local_addr().unwrap().port()))
-                .collect(),
-            cut: Arc::default(),
-            stop: Arc::default(),
-        };
-        for (&(x, s), from) in &sockets {
-            let (from, out, to) = (from.clone(), sockets[&(s, x)].clone(), listen[&s]);
-            let (cut, stop) = (relay.cut.clone(), relay.stop.clone());
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 2048];
-                while !stop.load(Ordering::SeqCst) {
-                    let Ok((n, _)) = from.recv_from(&mut buf) else {
-                        continue;
-                    };
-                    let cut = cut.lock().unwrap();
-                    if !cut.contains(&x) && !cut.contains(&s) {
-                        let _ = out.send_to(&buf[..n], ("127.0.0.1", to));
-                    }
-                }
-            });
-        }
-        relay
-    }
-
-    fn port(&self, x: u64, s: u64) -> u16 {
-        self.ports[&(x, s)]
-    }
-
-    /// Cuts `node` off in both directions, or heals it.
-    fn cut(&self, node: u64, cut: bool) {
-        let mut set = self.cut.lock().unwrap();
-        if cut {
-            set.insert(node);
-        } else {
-            set.remove(&node);
-        }
-    }
-}
-
-impl Drop for Relay {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-    }
-}
-
-/// The shared file's lines, as (token, node).
-fn writes(file: &Path) -> Vec<(u64, u64)> {
-    std::fs::read_to_string(file)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| {
-            let (t, n) = l.split_once(' ')?;
-            Some((t.parse().ok()?, n.trim().parse().ok()?))
-        })
-        .collect()
-}
-
-/// The file as written by exclusive holders: tokens never go down, one
-/// token is one node's. Panics with the offending lines otherwise.
-fn assert_exclusive(file: &Path) {
-    let w = writes(file);
-    for (i, pair) in w.windows(2).enumerate() {
-        let ((t0, n0), (t1, n1)) = (pair[0], pair[1]);
-        assert!(
-            t0 < t1 || (t0 == t1 && n0 == n1),
-            "line {}: token {t1} of node {n1} follows token {t0} of node {n0}: two gated commands wrote at overlapping times (file {})",
-            i + 2,
-            file.display()
-        );
-    }
-}
-
-/// Waits (up to 8 s) until the file's last write has a token above
-/// `above`; returns that (token, node).
-fn next_writer(file: &Path, above: u64) -> (u64, u64) {
-    let end = Instant::now() + Duration::from_secs(8);
-    loop {
-        if let Some(&(t, n)) = writes(file).last()
-            && t > above
-        {
-            return (t, n);
-        }
-        assert!(
-            Instant::now() < end,
-            "no gated command with a token above {above} wrote within 8 s"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// A command that appends `<token> <node>` every 10 ms until stopped.
-fn writer(file: &Path) -> String {
-    format!(
-        "while :; do echo \"$TENURE_TOKEN $TENURE_NODE\" >> {}; sleep 0.01; done",
-        file.display()
-    )
-}
-
-fn start_run(config: &Path, command: &str, extra: &[&str]) -> Proc {
-    let config = config.to_str().unwrap();
-    let mut args = vec!["run", "--config", config];
-    args.extend(extra);
-    args.extend(["--", "sh", "-c", command]);
-    Proc::spawn(&args)
-}
 
 /// Three `tenure run` nodes under strict fencing, the leader killed with
 /// SIGKILL, paused with SIGSTOP for longer than the death timeout, and cut
@@ -159,34 +26,20 @@ fn start_run(config: &Path, command: &str, extra: &[&str]) -> Proc {
 /// file only go up.
 #[test]
 fn gated_commands_never_overlap_across_kill_pause_and_partition() {
-    let d = dir("run-exclusive");
+    let (d, relay, configs) = cluster("run-exclusive", "");
     let file = d.join("writes.log");
-    let listen: BTreeMap<u64, u16> = (1..=3).map(|id| (id, port())).collect();
-    let relay = Relay::start(&listen);
-    let configs: BTreeMap<u64, _> = listen
-        .iter()
-        .map(|(&id, &p)| {
-            let peers: Vec<(u64, u16)> = listen
-                .keys()
-                .filter(|&&s| s != id)
-                .map(|&s| (s, relay.port(id, s)))
-                .collect();
-            let top = "fencing = \"strict\"\n";
-            (id, write_config_peers(&d, id, 1, p, &peers, top))
-        })
-        .collect();
-    let command = writer(&file);
+    let command = writer(&d, &file);
     let mut procs: BTreeMap<u64, Proc> = configs
         .iter()
         .map(|(&id, c)| (id, start_run(c, &command, &[])))
         .collect();
 
-    let (token, leader) = next_writer(&file, 0);
+    let (token, leader) = next_writer(&file, 0, Duration::from_secs(8));
     // 1. kill -9 the leader's node: its command dies with it (the
     // watchdog sees the pipe close); another node's command follows.
     procs.get_mut(&leader).unwrap().child.kill().unwrap();
     let _ = procs.get_mut(&leader).unwrap().child.wait();
-    let (token, next) = next_writer(&file, token);
+    let (token, next) = next_writer(&file, token, Duration::from_secs(8));
     assert_ne!(next, leader);
     procs.insert(leader, start_run(&configs[&leader], &command, &[]));
     assert_exclusive(&file);
@@ -196,7 +49,7 @@ fn gated_commands_never_overlap_across_kill_pause_and_partition() {
     let paused = next;
     procs[&paused].signal("-STOP");
     let stopped_at = Instant::now();
-    let (token, next) = next_writer(&file, token);
+    let (token, next) = next_writer(&file, token, Duration::from_secs(8));
     assert_ne!(next, paused);
     std::thread::sleep(Duration::from_millis(900).saturating_sub(stopped_at.elapsed()));
     procs[&paused].signal("-CONT");
@@ -207,7 +60,7 @@ fn gated_commands_never_overlap_across_kill_pause_and_partition() {
     // lease is not renewed and its command is stopped before it ends.
     let isolated = next;
     relay.cut(isolated, true);
-    let (_, next) = next_writer(&file, token);
+    let (_, next) = next_writer(&file, token, Duration::from_secs(8));
     assert_ne!(next, isolated);
     std::thread::sleep(Duration::from_millis(500));
     relay.cut(isolated, false);
@@ -233,14 +86,6 @@ fn gated_commands_never_overlap_across_kill_pause_and_partition() {
     );
 }
 
-/// Lines of a process that arrive within `d`, parsed.
-fn json_lines(p: &Proc, d: Duration) -> Vec<serde_json::Value> {
-    p.collect(d)
-        .iter()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
-
 /// A manual-mode cluster under strict fencing, operated with `tenure ctl`:
 /// a transfer stops the gated command and waits until it is gone before
 /// the node gives leadership up (a successor may be elected as soon as it
@@ -248,21 +93,8 @@ fn json_lines(p: &Proc, d: Duration) -> Vec<serde_json::Value> {
 /// when leadership returns, with a larger token each time.
 #[test]
 fn a_transfer_waits_for_the_gated_command_and_returning_leadership_restarts_it() {
-    let d = dir("run-transfer");
-    let file = d.join("writes.log");
-    let ports: Vec<(u64, u16)> = (1..=3).map(|id| (id, port())).collect();
-    let configs: Vec<_> = (1..=3)
-        .map(|id| {
-            write_config_with(
-                &d,
-                id,
-                2,
-                &ports,
-                "mode = \"manual\"\nfencing = \"strict\"\n",
-            )
-        })
-        .collect();
-    let command = writer(&file);
+    let (d, file, configs) = manual_cluster("run-transfer");
+    let command = writer(&d, &file);
     let procs: Vec<Proc> = configs
         .iter()
         .map(|c| start_run(c, &command, &[]))
@@ -272,7 +104,7 @@ fn a_transfer_waits_for_the_gated_command_and_returning_leadership_restarts_it()
     });
     let (code, out, err) = ctl(&configs[0], &["promote"]);
     assert_eq!(code, 0, "{out:?} {err}");
-    let (t1, n1) = next_writer(&file, 0);
+    let (t1, n1) = next_writer(&file, 0, Duration::from_secs(8));
     assert_eq!(n1, 1);
     let (_, status, _) = ctl(&configs[0], &["status"]);
     assert_eq!(status[0]["run"]["running"], true, "{}", status[0]);
@@ -280,7 +112,7 @@ fn a_transfer_waits_for_the_gated_command_and_returning_leadership_restarts_it()
 
     let (code, out, err) = ctl(&configs[0], &["transfer", "2"]);
     assert_eq!(code, 0, "{out:?} {err}");
-    let (t2, n2) = next_writer(&file, t1);
+    let (t2, n2) = next_writer(&file, t1, Duration::from_secs(8));
     assert_eq!(n2, 2);
     // Node 1's own record: its command was gone before it stepped down.
     let lines = json_lines(&procs[0], Duration::from_millis(300));
@@ -293,7 +125,7 @@ fn a_transfer_waits_for_the_gated_command_and_returning_leadership_restarts_it()
 
     let (code, out, err) = ctl(&configs[1], &["transfer", "1"]);
     assert_eq!(code, 0, "{out:?} {err}");
-    let (t3, n3) = next_writer(&file, t2);
+    let (t3, n3) = next_writer(&file, t2, Duration::from_secs(8));
     assert_eq!(n3, 1, "the command starts again where leadership returned");
     assert!(t1 < t2 && t2 < t3);
     for p in &procs {

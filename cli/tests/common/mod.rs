@@ -11,6 +11,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+#[cfg(target_os = "linux")]
+pub mod gated;
+
 pub const BIN: &str = env!("CARGO_BIN_EXE_tenure");
 
 pub fn dir(name: &str) -> PathBuf {

@@ -1,0 +1,280 @@
+//! Helpers for the `tenure run` tests: a relay that can partition nodes,
+//! and the shared file that gated commands append `<token> <node>` to.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::UdpSocket;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::*;
+
+/// A UDP relay between nodes (as in tests/run.rs) that can cut a node
+/// off in both directions, or only the datagrams going *to* it.
+pub struct Relay {
+    ports: BTreeMap<(u64, u64), u16>,
+    cut: Arc<Mutex<BTreeSet<u64>>>,
+    deaf: Arc<Mutex<BTreeSet<u64>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Relay {
+    pub fn start(listen: &BTreeMap<u64, u16>) -> Relay {
+        let mut sockets = BTreeMap::new();
+        for &x in listen.keys() {
+            for &s in listen.keys().filter(|&&s| s != x) {
+                let socket = UdpSocket::bind(("127.0.0.1", 0)).unwrap();
+                socket
+                    .set_read_timeout(Some(Duration::from_millis(50)))
+                    .unwrap();
+                sockets.insert((x, s), Arc::new(socket));
+            }
+        }
+        let relay = Relay {
+            ports: sockets
+                .iter()
+                .map(|(k, s)| (*k, s.local_addr().unwrap().port()))
+                .collect(),
+            cut: Arc::default(),
+            deaf: Arc::default(),
+            stop: Arc::default(),
+        };
+        for (&(x, s), from) in &sockets {
+            // Datagrams from x to s.
+            let (from, out, to) = (from.clone(), sockets[&(s, x)].clone(), listen[&s]);
+            let (cut, deaf, stop) = (relay.cut.clone(), relay.deaf.clone(), relay.stop.clone());
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 2048];
+                while !stop.load(Ordering::SeqCst) {
+                    let Ok((n, _)) = from.recv_from(&mut buf) else {
+                        continue;
+                    };
+                    let blocked = {
+                        let cut = cut.lock().unwrap();
+                        let deaf = deaf.lock().unwrap();
+                        // `deaf` holds n (drop datagrams to n) or n + 1000
+                        // (drop datagrams from n: a mute node).
+                        cut.contains(&x)
+                            || cut.contains(&s)
+                            || deaf.contains(&s)
+                            || deaf.contains(&(x + 1000))
+                    };
+                    if !blocked {
+                        let _ = out.send_to(&buf[..n], ("127.0.0.1", to));
+                    }
+                }
+            });
+        }
+        relay
+    }
+
+    pub fn port(&self, x: u64, s: u64) -> u16 {
+        self.ports[&(x, s)]
+    }
+
+    pub fn cut(&self, node: u64, cut: bool) {
+        let mut set = self.cut.lock().unwrap();
+        if cut {
+            set.insert(node);
+        } else {
+            set.remove(&node);
+        }
+    }
+
+    /// Drops only what `node` sends (it still hears).
+    pub fn mute(&self, node: u64, mute: bool) {
+        self.deafen(node + 1000, mute);
+    }
+
+    /// Drops only what is sent *to* `node` (it still sends).
+    pub fn deafen(&self, node: u64, deaf: bool) {
+        let mut set = self.deaf.lock().unwrap();
+        if deaf {
+            set.insert(node);
+        } else {
+            set.remove(&node);
+        }
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Kills, on drop, every process group listed in files `pgid.*` in `dir`
+/// (the gated commands record theirs), and SIGCONTs/SIGKILLs extra pids.
+pub struct Reaper {
+    pub dir: PathBuf,
+    pub pids: Vec<u32>,
+}
+
+impl Reaper {
+    pub fn groups(&self) -> Vec<i32> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(&self.dir).unwrap().flatten() {
+            let name = e.file_name().into_string().unwrap();
+            if name.starts_with("pgid.") {
+                for l in std::fs::read_to_string(e.path())
+                    .unwrap_or_default()
+                    .lines()
+                {
+                    if let Ok(g) = l.trim().parse::<i32>() {
+                        out.push(g);
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        for p in &self.pids {
+            let _ = Command::new("kill")
+                .args(["-CONT", &p.to_string()])
+                .status();
+            let _ = Command::new("kill")
+                .args(["-KILL", &p.to_string()])
+                .status();
+        }
+        for g in self.groups() {
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{g}")])
+                .status();
+        }
+    }
+}
+
+/// The shared file's lines, as (token, node).
+pub fn writes(file: &Path) -> Vec<(u64, u64)> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            Some((w.next()?.parse().ok()?, w.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// The first place where the file is not the record of exclusive holders.
+pub fn violation(file: &Path) -> Option<String> {
+    let w = writes(file);
+    for (i, pair) in w.windows(2).enumerate() {
+        let ((t0, n0), (t1, n1)) = (pair[0], pair[1]);
+        if !(t0 < t1 || (t0 == t1 && n0 == n1)) {
+            return Some(format!(
+                "line {}: token {t1} of node {n1} follows token {t0} of node {n0} ({} lines, file {})",
+                i + 2,
+                w.len(),
+                file.display()
+            ));
+        }
+    }
+    None
+}
+
+#[allow(dead_code)]
+pub fn assert_exclusive(file: &Path) {
+    if let Some(v) = violation(file) {
+        panic!("two gated commands wrote at overlapping times: {v}");
+    }
+}
+
+pub fn next_writer(file: &Path, above: u64, limit: Duration) -> (u64, u64) {
+    let end = Instant::now() + limit;
+    loop {
+        if let Some(&(t, n)) = writes(file).last()
+            && t > above
+        {
+            return (t, n);
+        }
+        assert!(
+            Instant::now() < end,
+            "no gated command with a token above {above} wrote within {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A command that records its process group in `pgid.<node>` and appends
+/// `<token> <node>` every 10 ms.
+pub fn writer(dir: &Path, file: &Path) -> String {
+    format!(
+        "read -r _ _ _ _ g _ < /proc/self/stat; echo $g >> {d}/pgid.$TENURE_NODE; while :; do echo \"$TENURE_TOKEN $TENURE_NODE\" >> {f}; sleep 0.01; done",
+        d = dir.display(),
+        f = file.display()
+    )
+}
+
+pub fn start_run(config: &Path, command: &str, extra: &[&str]) -> Proc {
+    let config = config.to_str().unwrap();
+    let mut args = vec!["run", "--config", config];
+    args.extend(extra);
+    args.extend(["--", "sh", "-c", command]);
+    Proc::spawn(&args)
+}
+
+pub fn json_lines(p: &Proc, d: Duration) -> Vec<serde_json::Value> {
+    p.collect(d)
+        .iter()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// Three `tenure run` nodes behind a relay, strict fencing.
+pub fn cluster(name: &str, top: &str) -> (PathBuf, Relay, BTreeMap<u64, PathBuf>) {
+    let d = dir(name);
+    let listen: BTreeMap<u64, u16> = (1..=3).map(|id| (id, port())).collect();
+    let relay = Relay::start(&listen);
+    let configs: BTreeMap<u64, _> = listen
+        .iter()
+        .map(|(&id, &p)| {
+            let peers: Vec<(u64, u16)> = listen
+                .keys()
+                .filter(|&&s| s != id)
+                .map(|&s| (s, relay.port(id, s)))
+                .collect();
+            let top = format!("fencing = \"strict\"\n{top}");
+            (id, write_config_peers(&d, id, 1, p, &peers, &top))
+        })
+        .collect();
+    (d, relay, configs)
+}
+
+/// The pid of the leader's watchdog, from its `run.started` line.
+pub fn watchdog_pid(p: &Proc, token: u64) -> u32 {
+    let end = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < end {
+        for v in json_lines(p, Duration::from_millis(100)) {
+            let s = &v["run"]["started"];
+            if s["token"] == token {
+                return s["watchdog_pid"].as_u64().unwrap() as u32;
+            }
+        }
+    }
+    panic!("no run.started line with token {token}");
+}
+
+pub fn kill(sig: &str, pid: u32) {
+    let _ = Command::new("kill").args([sig, &pid.to_string()]).status();
+}
+
+/// Three `tenure run` nodes (configs only) in `mode = "manual"` under strict
+/// fencing, talking directly: the directory, the shared file and the
+/// configs.
+pub fn manual_cluster(name: &str) -> (PathBuf, PathBuf, Vec<PathBuf>) {
+    let d = dir(name);
+    let file = d.join("writes.log");
+    let ports: Vec<(u64, u16)> = (1..=3).map(|id| (id, port())).collect();
+    let top = "mode = \"manual\"\nfencing = \"strict\"\n";
+    let configs = (1..=3)
+        .map(|id| write_config_with(&d, id, 2, &ports, top))
+        .collect();
+    (d, file, configs)
+}
