@@ -304,10 +304,8 @@ impl Running {
             }
             self.tick_gate();
             self.reresolve();
-            if let Some(mut report) = drops.poll(self.handle.drops()) {
-                report["ts_ms"] = json!(now_ms());
-                report["node"] = json!(self.id);
-                line(&report);
+            if let Some(report) = drops.poll(self.handle.drops()) {
+                self.print_line(report);
             }
             if let Some(signal) = signals.received() {
                 return self.stop_gracefully(signal, signals, stop);

@@ -196,16 +196,21 @@ impl Gate {
     /// `valid` by a killed predecessor is corrected.
     fn probe_lease_file(self) -> Result<Gate, String> {
         let body = json!({"node": self.node, "valid": false, "written_unix_ms": now_ms()});
-        let tmp = self.lease_file.with_extension("lease.tmp");
-        std::fs::write(&tmp, format!("{body}\n"))
-            .and_then(|()| std::fs::rename(&tmp, &self.lease_file))
-            .map_err(|e| {
-                format!(
-                    "cannot write the lease file {}: {e}",
-                    self.lease_file.display()
-                )
-            })?;
+        self.write_lease_file(&body).map_err(|e| {
+            format!(
+                "cannot write the lease file {}: {e}",
+                self.lease_file.display()
+            )
+        })?;
         Ok(self)
+    }
+
+    /// Replaces the lease file's content at once (a temporary file renamed
+    /// over it: a reader sees the old or the new content, never a part).
+    fn write_lease_file(&self, body: &Value) -> std::io::Result<()> {
+        let tmp = self.lease_file.with_extension("lease.tmp");
+        std::fs::write(&tmp, format!("{body}\n"))?;
+        std::fs::rename(&tmp, &self.lease_file)
     }
 
     /// The grace between SIGTERM and SIGKILL.
@@ -498,8 +503,7 @@ impl Gate {
         });
     }
 
-    /// Rewrites the lease file (atomically: a reader sees the old or the
-    /// new content): at most every [`LEASE_FILE_EVERY`] while renewed, at
+    /// Rewrites the lease file ([`Gate::write_lease_file`]): at most every [`LEASE_FILE_EVERY`] while renewed, at
     /// once when the command starts or stops. Its deadline is never later
     /// than the lease's.
     fn refresh_file(&mut self, token: FencingToken, end: Option<u64>, ended: bool) {
@@ -523,9 +527,7 @@ impl Gate {
             "lease_until_boottime_ns": end.filter(|_| !ended),
             "written_unix_ms": now_ms(),
         });
-        let tmp = self.lease_file.with_extension("lease.tmp");
-        let written = std::fs::write(&tmp, format!("{body}\n"))
-            .and_then(|()| std::fs::rename(&tmp, &self.lease_file));
+        let written = self.write_lease_file(&body);
         // One warning per run of failures, not one per refresh.
         match written {
             Err(e) if !self.file_failing => {

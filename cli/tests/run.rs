@@ -29,10 +29,7 @@ fn gated_commands_never_overlap_across_kill_pause_and_partition() {
     let (d, relay, configs) = cluster("run-exclusive", "");
     let file = d.join("writes.log");
     let command = writer(&d, &file);
-    let mut procs: BTreeMap<u64, Proc> = configs
-        .iter()
-        .map(|(&id, c)| (id, start_run(c, &command, &[])))
-        .collect();
+    let mut procs: BTreeMap<u64, Proc> = start_all(&configs, &command, &[]);
 
     let (token, leader) = next_writer(&file, 0, Duration::from_secs(8));
     // 1. kill -9 the leader's node: its command dies with it (the
@@ -95,13 +92,7 @@ fn gated_commands_never_overlap_across_kill_pause_and_partition() {
 fn a_transfer_waits_for_the_gated_command_and_returning_leadership_restarts_it() {
     let (d, file, configs) = manual_cluster("run-transfer");
     let command = writer(&d, &file);
-    let procs: Vec<Proc> = configs
-        .iter()
-        .map(|c| start_run(c, &command, &[]))
-        .collect();
-    within_5s("every control socket exists", || {
-        (1..=3).all(|id| d.join(format!("data-{id}/tenure.ctl")).exists())
-    });
+    let procs: Vec<Proc> = start_manual(&d, &configs, &command);
     let (code, out, err) = ctl(&configs[0], &["promote"]);
     assert_eq!(code, 0, "{out:?} {err}");
     let (t1, n1) = next_writer(&file, 0, Duration::from_secs(8));

@@ -113,6 +113,14 @@ pub struct Reaper {
 }
 
 impl Reaper {
+    /// Reaps the command groups recorded under `dir` when dropped.
+    pub fn new(dir: &Path) -> Reaper {
+        Reaper {
+            dir: dir.to_path_buf(),
+            pids: Vec::new(),
+        }
+    }
+
     pub fn groups(&self) -> Vec<i32> {
         let mut out = Vec::new();
         for e in std::fs::read_dir(&self.dir).unwrap().flatten() {
@@ -277,4 +285,26 @@ pub fn manual_cluster(name: &str) -> (PathBuf, PathBuf, Vec<PathBuf>) {
         .map(|id| write_config_with(&d, id, 2, &ports, top))
         .collect();
     (d, file, configs)
+}
+
+/// `tenure run` on every node of `configs`, by id.
+pub fn start_all(
+    configs: &BTreeMap<u64, PathBuf>,
+    command: &str,
+    extra: &[&str],
+) -> BTreeMap<u64, Proc> {
+    configs
+        .iter()
+        .map(|(&id, c)| (id, start_run(c, command, extra)))
+        .collect()
+}
+
+/// `tenure run` on every node of a [`manual_cluster`], once each has its
+/// control socket.
+pub fn start_manual(d: &Path, configs: &[PathBuf], command: &str) -> Vec<Proc> {
+    let procs = configs.iter().map(|c| start_run(c, command, &[])).collect();
+    within_5s("every control socket exists", || {
+        (1..=configs.len()).all(|id| d.join(format!("data-{id}/tenure.ctl")).exists())
+    });
+    procs
 }
