@@ -637,13 +637,12 @@ impl Running {
 
 /// The drop counters as JSON, by reason.
 fn drops_json(d: DropCounts) -> Value {
-    json!({
-        "malformed": d.malformed,
-        "foreign_cluster": d.foreign_cluster,
-        "misaddressed": d.misaddressed,
-        "unknown_sender": d.unknown_sender,
-        "send_failed": d.send_failed,
-    })
+    Value::Object(
+        d.by_reason()
+            .into_iter()
+            .map(|(reason, n)| (reason.to_string(), json!(n)))
+            .collect(),
+    )
 }
 
 /// Dropped and unsendable datagrams as `{"dropped": ...}` lines: the first
@@ -669,17 +668,15 @@ impl DropReport {
         if counts == self.reported || Instant::now() < self.next {
             return None;
         }
-        let was = self.reported;
-        let new = DropCounts {
-            malformed: counts.malformed - was.malformed,
-            foreign_cluster: counts.foreign_cluster - was.foreign_cluster,
-            misaddressed: counts.misaddressed - was.misaddressed,
-            unknown_sender: counts.unknown_sender - was.unknown_sender,
-            send_failed: counts.send_failed - was.send_failed,
-        };
+        let new: serde_json::Map<String, Value> = counts
+            .by_reason()
+            .into_iter()
+            .zip(self.reported.by_reason())
+            .map(|((reason, now), (_, was))| (reason.to_string(), json!(now - was)))
+            .collect();
         self.reported = counts;
         self.next = Instant::now() + self.every;
-        Some(json!({"dropped": {"new": drops_json(new), "total": drops_json(counts)}}))
+        Some(json!({"dropped": {"new": new, "total": drops_json(counts)}}))
     }
 }
 

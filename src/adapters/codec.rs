@@ -6,6 +6,11 @@
 //!
 //! [`decode`] never panics, on any input: every way the bytes can be wrong
 //! is a [`DecodeError`] variant.
+//!
+//! With a cluster key, frames are version 3 instead: a fixed header, the
+//! postcard-encoded message and an HMAC-SHA-256 tag (the layout and the
+//! replay argument are in [`auth`](super::auth));
+//! [`Framing`](super::udp::Framing) writes and checks them.
 
 use std::vec::Vec;
 
@@ -102,6 +107,20 @@ pub enum DecodeError {
         /// This node's cluster id.
         expected: u64,
     },
+    /// An unauthenticated (version 2) frame at a node that holds a cluster
+    /// key: every frame must carry a tag.
+    #[error("unauthenticated frame at a node that requires authentication")]
+    Unauthenticated,
+    /// Tagged with a key this node does not hold (or this node holds no
+    /// key at all).
+    #[error("frame tagged with key {id}, which this node does not hold")]
+    UnknownKey {
+        /// The frame's key id.
+        id: super::auth::KeyId,
+    },
+    /// The tag does not match the frame: forged, corrupted or truncated.
+    #[error("frame tag does not verify")]
+    BadTag,
     /// Addressed to another node.
     #[error("frame addressed to node {to}, this is node {me}")]
     NotAddressedToMe {
@@ -140,6 +159,29 @@ pub fn encode<P: Serialize>(
         });
     }
     Ok(frame)
+}
+
+/// Appends `message` in the wire encoding to `frame` (the payload of an
+/// authenticated frame).
+pub(crate) fn encode_payload<P: Serialize>(
+    message: &Message<P>,
+    frame: Vec<u8>,
+) -> Result<Vec<u8>, EncodeError> {
+    postcard::to_extend(message, frame).map_err(|e| EncodeError::Serialize(e.to_string()))
+}
+
+/// Decodes exactly one message from `payload`.
+pub(crate) fn decode_payload<P: DeserializeOwned>(
+    payload: &[u8],
+) -> Result<Message<P>, DecodeError> {
+    let (message, rest) = postcard::take_from_bytes(payload).map_err(|e| match e {
+        postcard::Error::DeserializeUnexpectedEnd => DecodeError::Truncated { len: payload.len() },
+        other => DecodeError::Malformed(other.to_string()),
+    })?;
+    if !rest.is_empty() {
+        return Err(DecodeError::TrailingBytes { count: rest.len() });
+    }
+    Ok(message)
 }
 
 /// Decodes a frame received by node `me` of `cluster`; returns the sender

@@ -184,6 +184,10 @@ struct NodeFileText {
     peers: Vec<PeerEntry>,
     #[serde(rename = "metrics_listen")]
     _metrics_listen: Option<String>,
+    #[serde(rename = "key_file")]
+    _key_file: Option<PathBuf>,
+    #[serde(rename = "next_key_file")]
+    _next_key_file: Option<PathBuf>,
 }
 
 impl From<NodeFileText> for NodeFile {
@@ -209,11 +213,14 @@ impl From<NodeFileText> for NodeFile {
     }
 }
 
-/// Settings in the node's file for the `tenure` binary around the node;
-/// the engine and the drivers never read them.
+/// Settings in the node's file that are not the engine's: the `tenure`
+/// binary's, and the cluster keys a driver is started with
+/// ([`driver::spawn_authenticated`](super::driver::spawn_authenticated)).
 ///
 /// ```toml
 /// metrics_listen = "127.0.0.1:9464"   # HTTP: Prometheus /metrics and JSON /status
+/// key_file = "cluster.key"            # `tenure keygen`; relative to this file
+/// next_key_file = "next.key"          # also accepted, during a rotation
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -225,12 +232,21 @@ pub struct OperatorSettings {
     /// The peers whose `addr` is a host name, as written (`host:port`), by
     /// id: `tenure node` resolves them again when a peer looks unreachable.
     pub peer_names: BTreeMap<NodeId, String>,
+    /// `key_file`: the cluster key frames are sent with and accepted under
+    /// ([`auth`](super::auth)). [`OperatorSettings::load`] makes a relative
+    /// path relative to the node file's directory. Without it, peer
+    /// messages are not authenticated.
+    pub key_file: Option<PathBuf>,
+    /// `next_key_file`: a second key also accepted (key rotation).
+    pub next_key_file: Option<PathBuf>,
 }
 
 /// The [`OperatorSettings`] keys of a file; [`NodeFile`] checks the rest.
 #[derive(Deserialize)]
 struct OperatorText {
     metrics_listen: Option<String>,
+    key_file: Option<PathBuf>,
+    next_key_file: Option<PathBuf>,
     #[serde(default)]
     peers: Vec<PeerName>,
 }
@@ -253,11 +269,39 @@ impl OperatorSettings {
             path: path.to_path_buf(),
             source,
         })?;
-        OperatorSettings::parse(&text).map_err(|(key, message)| ConfigFileError::Invalid {
-            path: path.to_path_buf(),
-            key,
-            message,
-        })
+        let mut settings =
+            OperatorSettings::parse(&text).map_err(|(key, message)| ConfigFileError::Invalid {
+                path: path.to_path_buf(),
+                key,
+                message,
+            })?;
+        let base = path.parent().filter(|p| !p.as_os_str().is_empty());
+        for key in [&mut settings.key_file, &mut settings.next_key_file]
+            .into_iter()
+            .flatten()
+        {
+            if key.is_relative() {
+                *key = base.unwrap_or(Path::new(".")).join(&*key);
+            }
+        }
+        Ok(settings)
+    }
+
+    /// The keys `key_file` and `next_key_file` name, or `None` without a
+    /// `key_file` (a `next_key_file` alone is an error: it names a key to
+    /// accept but none to send with).
+    ///
+    /// # Errors
+    /// A [`KeyError`](super::auth::KeyError) naming the file.
+    pub fn key_ring(&self) -> Result<Option<super::auth::KeyRing>, super::auth::KeyError> {
+        match (&self.key_file, &self.next_key_file) {
+            (Some(current), next) => super::auth::KeyRing::load(current, next.as_deref()).map(Some),
+            (None, Some(next)) => Err(super::auth::KeyError::Format {
+                path: next.clone(),
+                detail: "`next_key_file` is set without `key_file`".into(),
+            }),
+            (None, None) => Ok(None),
+        }
     }
 
     /// Parses the operator settings out of node file text.
@@ -281,6 +325,8 @@ impl OperatorSettings {
         Ok(OperatorSettings {
             metrics_listen,
             peer_names,
+            key_file: t.key_file,
+            next_key_file: t.next_key_file,
         })
     }
 }

@@ -47,6 +47,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use super::auth::{KeyRing, PeerAuth};
 use super::clock::SuspendAwareClock;
 use super::config::NodeFile;
 use super::retry::retry_interrupted;
@@ -418,6 +419,8 @@ pub(crate) enum Command<P> {
     Input(Input<P>),
     /// `Handle::set_peer_addr`.
     PeerAddr(NodeId, SocketAddr),
+    /// `Handle::set_keys`.
+    Keys(Box<KeyRing>),
     Stop,
 }
 
@@ -570,6 +573,14 @@ impl<P> Handle<P> {
         self.send(Command::PeerAddr(id, addr));
     }
 
+    /// Sends with `keys`' current key and accepts its keys from now on: a
+    /// step of a key rotation (the README's "Security" section has the
+    /// whole procedure). Ignored by a node started without authentication
+    /// (it stays unauthenticated until restarted with a key).
+    pub fn set_keys(&self, keys: KeyRing) {
+        self.send(Command::Keys(Box::new(keys)));
+    }
+
     /// Reports the application's log position (the last entry this node
     /// holds durably; see [`LogPosition`] for when to call it).
     ///
@@ -688,7 +699,49 @@ pub fn spawn<S: Storage + Send + 'static>(
 /// [`DriverError::Bind`] if `listen` cannot be bound (its message names the
 /// address), or another socket error.
 pub fn spawn_with_positions<S: Storage + Send + 'static, P: WirePosition>(
+    setup: NodeSetup<S>,
+) -> Result<(Handle<P>, mpsc::Receiver<Event>), DriverError> {
+    start_thread(setup, None)
+}
+
+/// Starts a node whose log position is `P` (`()` for a pure election) on
+/// its own thread, with authenticated frames: every frame it sends is
+/// tagged with `auth`'s current key, and it accepts only frames tagged with
+/// one of its keys, addressed to this run of this node and not seen before
+/// (see [`auth`](super::auth)). Every member of the cluster must hold the
+/// key; an unauthenticated node cannot talk to it.
+///
+/// ```no_run
+/// use std::path::Path;
+/// use tenure::adapters::auth::{self, KeyRing, PeerAuth};
+/// use tenure::adapters::config::{NodeFile, OperatorSettings};
+/// use tenure::adapters::driver::{self, NodeSetup};
+///
+/// let path = Path::new("node.toml");
+/// let file = NodeFile::load(path)?;
+/// let settings = OperatorSettings::load(path)?;
+/// let setup = NodeSetup::from_file(&file)?; // takes the data directory's lock
+/// let auth = match settings.key_ring()? {
+///     Some(keys) => PeerAuth::new(keys, auth::next_incarnation(&file.data_dir)?),
+///     None => panic!("this node file names no key_file"),
+/// };
+/// let (handle, events) = driver::spawn_authenticated::<_, ()>(setup, auth)?;
+/// # let _ = (handle, events);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// # Errors
+/// As [`spawn`].
+pub fn spawn_authenticated<S: Storage + Send + 'static, P: WirePosition>(
+    setup: NodeSetup<S>,
+    auth: PeerAuth,
+) -> Result<(Handle<P>, mpsc::Receiver<Event>), DriverError> {
+    start_thread(setup, Some(auth))
+}
+
+fn start_thread<S: Storage + Send + 'static, P: WirePosition>(
     mut setup: NodeSetup<S>,
+    auth: Option<PeerAuth>,
 ) -> Result<(Handle<P>, mpsc::Receiver<Event>), DriverError> {
     let clock = SuspendAwareClock::start();
     let me = setup.config.id();
@@ -697,13 +750,12 @@ pub fn spawn_with_positions<S: Storage + Send + 'static, P: WirePosition>(
     let (mut driver, events) = Driver::start(setup.config, state, &clock)?;
     let mut storage = setup.storage;
     let listen = setup.listen;
+    let framing = Framing::with_auth(me, setup.cluster_id, setup.peers, auth);
     let mut transport =
-        UdpTransport::bind_raw(listen, Framing::new(me, setup.cluster_id, setup.peers)).map_err(
-            |source| DriverError::Bind {
-                addr: listen,
-                source,
-            },
-        )?;
+        UdpTransport::bind_raw(listen, framing).map_err(|source| DriverError::Bind {
+            addr: listen,
+            source,
+        })?;
     let local_addr = transport.local_addr()?;
     let wake = UdpSocket::bind((std::net::Ipv4Addr::LOCALHOST, 0))?;
     let (tx, rx) = mpsc::channel::<Command<P>>();
@@ -750,6 +802,9 @@ fn run<S: Storage, P: WirePosition>(
                 }
                 Ok(Command::PeerAddr(id, addr)) => {
                     transport.framing.set_peer_addr(id, addr);
+                }
+                Ok(Command::Keys(keys)) => {
+                    transport.framing.set_keys(*keys);
                 }
                 Err(mpsc::TryRecvError::Empty) => break,
             }

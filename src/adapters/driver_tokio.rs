@@ -41,6 +41,7 @@ use std::sync::mpsc;
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
+use super::auth::PeerAuth;
 use super::clock::SuspendAwareClock;
 use super::codec::MAX_FRAME;
 use super::driver::{
@@ -74,7 +75,26 @@ pub async fn spawn<S: Storage + Send + 'static>(
 pub async fn spawn_with_positions<S: Storage + Send + 'static, P: WirePosition>(
     setup: NodeSetup<S>,
 ) -> Result<(Handle<P>, mpsc::Receiver<Event>), DriverError> {
-    let (mut handle, started) = start::<S, P>(setup).await?;
+    spawn_inner(setup, None).await
+}
+
+/// [`spawn_with_positions`] with authenticated frames: as
+/// [`driver::spawn_authenticated`](super::driver::spawn_authenticated).
+///
+/// # Errors
+/// As [`spawn`].
+pub async fn spawn_authenticated<S: Storage + Send + 'static, P: WirePosition>(
+    setup: NodeSetup<S>,
+    auth: PeerAuth,
+) -> Result<(Handle<P>, mpsc::Receiver<Event>), DriverError> {
+    spawn_inner(setup, Some(auth)).await
+}
+
+async fn spawn_inner<S: Storage + Send + 'static, P: WirePosition>(
+    setup: NodeSetup<S>,
+    auth: Option<PeerAuth>,
+) -> Result<(Handle<P>, mpsc::Receiver<Event>), DriverError> {
+    let (mut handle, started) = start::<S, P>(setup, auth).await?;
     let events = started.events;
     started.task.spawn(&mut handle);
     Ok((handle, events))
@@ -99,6 +119,7 @@ struct Started<S, P: WirePosition> {
 
 async fn start<S: Storage + Send + 'static, P: WirePosition>(
     setup: NodeSetup<S>,
+    auth: Option<PeerAuth>,
 ) -> Result<(Handle<P>, Started<S, P>), DriverError> {
     let clock = SuspendAwareClock::start();
     let me = setup.config.id();
@@ -120,7 +141,7 @@ async fn start<S: Storage + Send + 'static, P: WirePosition>(
             source,
         })?;
     let local_addr = socket.local_addr()?;
-    let framing = Framing::new(me, setup.cluster_id, setup.peers);
+    let framing = Framing::with_auth(me, setup.cluster_id, setup.peers, auth);
     let (tx, rx) = unbounded_channel();
     let handle = Handle {
         shared,
@@ -212,8 +233,27 @@ impl<P> AsyncHandle<P> {
 pub async fn spawn_async<S: Storage + Send + 'static, P: WirePosition>(
     setup: NodeSetup<S>,
 ) -> Result<AsyncHandle<P>, DriverError> {
+    spawn_async_inner(setup, None).await
+}
+
+/// [`spawn_async`] with authenticated frames: as
+/// [`driver::spawn_authenticated`](super::driver::spawn_authenticated).
+///
+/// # Errors
+/// As [`spawn_async`].
+pub async fn spawn_async_authenticated<S: Storage + Send + 'static, P: WirePosition>(
+    setup: NodeSetup<S>,
+    auth: PeerAuth,
+) -> Result<AsyncHandle<P>, DriverError> {
+    spawn_async_inner(setup, Some(auth)).await
+}
+
+async fn spawn_async_inner<S: Storage + Send + 'static, P: WirePosition>(
+    setup: NodeSetup<S>,
+    auth: Option<PeerAuth>,
+) -> Result<AsyncHandle<P>, DriverError> {
     // The std channel's receiver is dropped: events go to the broadcast.
-    let (mut handle, Started { mut task, .. }) = start::<S, P>(setup).await?;
+    let (mut handle, Started { mut task, .. }) = start::<S, P>(setup, auth).await?;
     let status = task.driver.exec.node().status();
     let (status, events) = task.driver.publisher.use_tokio_channels(status, 256);
     task.spawn(&mut handle);
@@ -424,6 +464,9 @@ async fn run<S: Storage + Send + 'static, P: WirePosition>(
                 Some(Command::PeerAddr(id, addr)) => {
                     framing.set_peer_addr(id, addr);
                 }
+                Some(Command::Keys(keys)) => {
+                    framing.set_keys(*keys);
+                }
             },
             done = async { writing.as_mut().expect("guarded by the branch condition").await }, if writing.is_some() => {
                 writing = None;
@@ -499,15 +542,17 @@ async fn flush<P: WirePosition>(
     framing: &mut Framing,
     outbox: &mut Vec<(NodeId, Message<P>)>,
 ) {
-    for (to, message) in outbox.drain(..) {
-        if let Some((frame, addr)) = framing.frame(to, &message) {
-            let frame = &frame;
-            if retry_interrupted_async(|| socket.send_to(frame, addr))
-                .await
-                .is_err()
-            {
-                framing.drops.send_failed += 1;
-            }
+    let messages: Vec<(Vec<u8>, std::net::SocketAddr)> = outbox
+        .drain(..)
+        .filter_map(|(to, message)| framing.frame(to, &message))
+        .collect();
+    for (frame, addr) in framing.take_control().into_iter().chain(messages) {
+        let frame = &frame;
+        if retry_interrupted_async(|| socket.send_to(frame, addr))
+            .await
+            .is_err()
+        {
+            framing.drops.send_failed += 1;
         }
     }
 }

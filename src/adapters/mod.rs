@@ -5,6 +5,8 @@
 //!   drivers read `now` from (`CLOCK_BOOTTIME` on Linux and Android);
 //! - [`retry`]: retrying system calls that a signal interrupted;
 //! - [`codec`]: the wire envelope (postcard) and its typed decode errors;
+//! - [`auth`]: cluster keys, key files, incarnations, and why tagged
+//!   frames cannot be forged or replayed;
 //! - [`storage`]: the [`Storage`](storage::Storage) trait, crash-safe
 //!   [`FileStorage`](storage::FileStorage) and [`MemStorage`](storage::MemStorage);
 //! - [`udp`]: UDP transport over `std::net`;
@@ -19,6 +21,7 @@
 // files and clocks guard the core, not this module.
 #![allow(clippy::disallowed_types, clippy::disallowed_methods)]
 
+pub mod auth;
 pub mod clock;
 pub mod codec;
 pub mod config;

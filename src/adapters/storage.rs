@@ -495,21 +495,7 @@ impl FileStorage {
     /// writing the whole content, fsync and rename are each safe to repeat
     /// after an interruption.
     fn replace(&self, temp: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
-        let mut file = retry_interrupted(|| {
-            OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(temp)
-        })?;
-        // write_all resumes a write a signal interrupted.
-        file.write_all(bytes)?;
-        retry_interrupted(|| file.sync_all())?;
-        drop(file);
-        retry_interrupted(|| fs::rename(temp, path))?;
-        // The rename itself is durable only once the directory is.
-        let dir = retry_interrupted(|| File::open(&self.dir))?;
-        retry_interrupted(|| dir.sync_all())
+        replace_durably(&self.dir, temp, path, bytes)
     }
 
     /// Whether this storage was opened with [`FileStorage::open_owned`]
@@ -601,4 +587,30 @@ impl Storage for MemStorage {
         *self.state.lock().unwrap_or_else(|p| p.into_inner()) = Some(*state);
         Ok(())
     }
+}
+
+/// Writes `bytes` to `path` in directory `dir` so that a crash leaves the
+/// old contents or the new, never a mix: write `temp`, sync it, rename it
+/// over `path`, sync the directory.
+pub(crate) fn replace_durably(
+    dir: &Path,
+    temp: &Path,
+    path: &Path,
+    bytes: &[u8],
+) -> io::Result<()> {
+    let mut file = retry_interrupted(|| {
+        OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(temp)
+    })?;
+    // write_all resumes a write a signal interrupted.
+    file.write_all(bytes)?;
+    retry_interrupted(|| file.sync_all())?;
+    drop(file);
+    retry_interrupted(|| fs::rename(temp, path))?;
+    // The rename itself is durable only once the directory is.
+    let dir = retry_interrupted(|| File::open(dir))?;
+    retry_interrupted(|| dir.sync_all())
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde::{Serialize, de::DeserializeOwned};
 
+use super::auth::{self, Header, KeyRing, PeerAuth, PeerSession};
 use super::codec::{self, DecodeError, MAX_FRAME};
 use super::retry::retry_interrupted;
 use crate::{Message, NodeId};
@@ -26,6 +27,39 @@ pub struct DropCounts {
     pub unknown_sender: u64,
     /// Messages that could not be encoded or sent.
     pub send_failed: u64,
+    /// Unauthenticated frames at a node that holds a cluster key.
+    pub unauthenticated: u64,
+    /// Frames tagged with a key this node does not hold (a wrong key, or
+    /// any tagged frame at a node without a key).
+    pub unknown_key: u64,
+    /// Frames whose tag does not verify: forged, corrupted, or a
+    /// truncated tag.
+    pub bad_tag: u64,
+    /// Authenticated frames seen before: a counter already accepted or
+    /// older than the replay window, or an older incarnation of the sender.
+    pub replayed: u64,
+    /// Authenticated frames bound to an earlier incarnation of this node
+    /// (captured before it restarted), or sent before the sender learned
+    /// this incarnation (normal for a frame or two after a restart).
+    pub stale_session: u64,
+}
+
+impl DropCounts {
+    /// Every counter with its name, in a fixed order (for reports).
+    pub fn by_reason(&self) -> [(&'static str, u64); 10] {
+        [
+            ("malformed", self.malformed),
+            ("foreign_cluster", self.foreign_cluster),
+            ("misaddressed", self.misaddressed),
+            ("unknown_sender", self.unknown_sender),
+            ("send_failed", self.send_failed),
+            ("unauthenticated", self.unauthenticated),
+            ("unknown_key", self.unknown_key),
+            ("bad_tag", self.bad_tag),
+            ("replayed", self.replayed),
+            ("stale_session", self.stale_session),
+        ]
+    }
 }
 
 /// What one received datagram turned out to be.
@@ -33,7 +67,9 @@ pub struct DropCounts {
 pub enum Received<P> {
     /// A message from a configured peer.
     Message(NodeId, Message<P>),
-    /// An empty datagram: a wake-up from this node's own handle.
+    /// An empty datagram (a wake-up from this node's own handle), or an
+    /// authenticated hello (it carries no message; it taught this node the
+    /// sender's incarnation).
     Wake,
     /// A datagram that was dropped (and counted).
     Dropped,
@@ -44,7 +80,9 @@ pub enum Received<P> {
 }
 
 /// Framing and filtering shared by the std and tokio transports: who may
-/// talk to this node, and what was dropped.
+/// talk to this node, and what was dropped. With a cluster key
+/// ([`Framing::authenticated`]) every frame is tagged and replay-checked
+/// (see [`auth`](super::auth)).
 #[derive(Clone, Debug)]
 pub struct Framing {
     me: NodeId,
@@ -52,17 +90,164 @@ pub struct Framing {
     peers: BTreeMap<NodeId, SocketAddr>,
     /// Drop counters.
     pub drops: DropCounts,
+    auth: Option<Sessions>,
+    /// Hellos to send: drained by [`Framing::take_control`].
+    control: Vec<(Vec<u8>, SocketAddr)>,
+}
+
+/// The authenticated side of a [`Framing`].
+#[derive(Clone, Debug)]
+struct Sessions {
+    keys: KeyRing,
+    incarnation: u64,
+    peers: BTreeMap<NodeId, PeerSession>,
 }
 
 impl Framing {
-    /// Framing for node `me` of `cluster` with these peer addresses.
+    /// Framing for node `me` of `cluster` with these peer addresses,
+    /// without authentication: anyone who can send a datagram with a
+    /// peer's source address speaks for that peer.
     pub fn new(me: NodeId, cluster: u64, peers: BTreeMap<NodeId, SocketAddr>) -> Framing {
         Framing {
             me,
             cluster,
             peers,
             drops: DropCounts::default(),
+            auth: None,
+            control: Vec::new(),
         }
+    }
+
+    /// Framing that tags every frame with `auth`'s current key and accepts
+    /// only frames tagged with one of its keys, bound to this node and this
+    /// run, and not seen before. A hello to every peer is queued at once
+    /// ([`take_control`](Self::take_control)) so they learn this run's
+    /// incarnation before its first message.
+    pub fn authenticated(
+        me: NodeId,
+        cluster: u64,
+        peers: BTreeMap<NodeId, SocketAddr>,
+        auth: PeerAuth,
+    ) -> Framing {
+        let sessions = Sessions {
+            keys: auth.keys,
+            incarnation: auth.incarnation,
+            peers: peers
+                .keys()
+                .map(|&id| (id, PeerSession::default()))
+                .collect(),
+        };
+        let mut framing = Framing::new(me, cluster, peers);
+        framing.auth = Some(sessions);
+        let ids: Vec<NodeId> = framing.peers.keys().copied().collect();
+        for id in ids {
+            framing.queue_hello(id);
+        }
+        framing
+    }
+
+    /// [`Framing::authenticated`] with `auth`, else [`Framing::new`].
+    pub(crate) fn with_auth(
+        me: NodeId,
+        cluster: u64,
+        peers: BTreeMap<NodeId, SocketAddr>,
+        auth: Option<PeerAuth>,
+    ) -> Framing {
+        match auth {
+            Some(auth) => Framing::authenticated(me, cluster, peers, auth),
+            None => Framing::new(me, cluster, peers),
+        }
+    }
+
+    /// Whether frames are authenticated.
+    pub fn is_authenticated(&self) -> bool {
+        self.auth.is_some()
+    }
+
+    /// This run's incarnation, if frames are authenticated.
+    pub fn incarnation(&self) -> Option<u64> {
+        self.auth.as_ref().map(|a| a.incarnation)
+    }
+
+    /// Sends with `keys`' current key and accepts its keys from now on
+    /// (key rotation). Returns `false` (and changes nothing) if this
+    /// framing is not authenticated: authentication is chosen at start.
+    pub fn set_keys(&mut self, keys: KeyRing) -> bool {
+        match &mut self.auth {
+            Some(a) => {
+                a.keys = keys;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Control frames (hellos) waiting to be sent, with their destination.
+    /// The drivers send them after every receive and send; a custom event
+    /// loop must too.
+    pub fn take_control(&mut self) -> Vec<(Vec<u8>, SocketAddr)> {
+        std::mem::take(&mut self.control)
+    }
+
+    /// Queues a hello to `to` unless one went there within
+    /// [`auth::HELLO_INTERVAL`].
+    fn queue_hello(&mut self, to: NodeId) {
+        let Some(addr) = self.peers.get(&to).copied() else {
+            return;
+        };
+        let now = std::time::Instant::now();
+        let recent = self
+            .auth
+            .as_ref()
+            .and_then(|a| a.peers.get(&to))
+            .and_then(|p| p.last_hello)
+            .is_some_and(|at| now.duration_since(at) < auth::HELLO_INTERVAL);
+        if recent {
+            return;
+        }
+        if let Some(frame) = self.seal(to, auth::KIND_HELLO, Ok) {
+            if let Some(p) = self.auth.as_mut().and_then(|a| a.peers.get_mut(&to)) {
+                p.last_hello = Some(now);
+            }
+            self.control.push((frame, addr));
+        }
+    }
+
+    /// An authenticated frame of `kind` to `to` whose payload `payload`
+    /// appends, or `None` if it cannot be built (not authenticated, unknown
+    /// peer, oversized, or the counter is exhausted).
+    fn seal(
+        &mut self,
+        to: NodeId,
+        kind: u8,
+        payload: impl FnOnce(Vec<u8>) -> Result<Vec<u8>, codec::EncodeError>,
+    ) -> Option<Vec<u8>> {
+        let (me, cluster) = (self.me, self.cluster);
+        let sessions = self.auth.as_mut()?;
+        let peer = sessions.peers.get_mut(&to)?;
+        // u64 counters do not run out in practice; if one did, sending
+        // stops rather than reuse a counter.
+        let counter = peer.sent.checked_add(1)?;
+        let header = Header {
+            kind,
+            key: sessions.keys.current().id(),
+            cluster,
+            from: me,
+            to,
+            from_incarnation: sessions.incarnation,
+            to_incarnation: peer.incarnation,
+            counter,
+        };
+        let mut frame = Vec::with_capacity(128);
+        header.write(&mut frame);
+        let mut frame = payload(frame).ok()?;
+        let tag = sessions.keys.current().tag(&frame);
+        frame.extend_from_slice(&tag);
+        if frame.len() > MAX_FRAME {
+            return None;
+        }
+        peer.sent = counter;
+        Some(frame)
     }
 
     /// Reaches peer `id` at `addr` from now on, and accepts its datagrams
@@ -86,8 +271,15 @@ impl Framing {
         message: &Message<P>,
     ) -> Option<(Vec<u8>, SocketAddr)> {
         let addr = self.peers.get(&to).copied();
-        match (addr, codec::encode(self.cluster, self.me, to, message)) {
-            (Some(addr), Ok(frame)) => Some((frame, addr)),
+        let frame = if self.auth.is_some() {
+            self.seal(to, auth::KIND_MESSAGE, |f| {
+                codec::encode_payload(message, f)
+            })
+        } else {
+            codec::encode(self.cluster, self.me, to, message).ok()
+        };
+        match (addr, frame) {
+            (Some(addr), Some(frame)) => Some((frame, addr)),
             _ => {
                 self.drops.send_failed += 1;
                 None
@@ -104,7 +296,33 @@ impl Framing {
         if bytes.is_empty() {
             return Received::Wake;
         }
-        match codec::decode::<P>(bytes, self.cluster, self.me) {
+        let tagged = bytes.len() > codec::MAGIC.len()
+            && bytes[..4] == codec::MAGIC
+            && bytes[4] == auth::VERSION;
+        let decoded = match (tagged, self.auth.is_some()) {
+            (true, _) => return self.accept_tagged(bytes, from_addr),
+            // A well-formed untagged frame at a keyed node is counted as
+            // unauthenticated; garbage stays malformed.
+            (false, true) => match codec::decode::<P>(bytes, self.cluster, self.me) {
+                Ok(_)
+                | Err(DecodeError::ForeignCluster { .. } | DecodeError::NotAddressedToMe { .. }) => {
+                    Err(DecodeError::Unauthenticated)
+                }
+                Err(e) => Err(e),
+            },
+            (false, false) => codec::decode::<P>(bytes, self.cluster, self.me),
+        };
+        self.classify(decoded, from_addr)
+    }
+
+    /// Counts a decode outcome, or passes on a message from a configured
+    /// peer at its configured address.
+    fn classify<P>(
+        &mut self,
+        decoded: Result<(NodeId, Message<P>), DecodeError>,
+        from_addr: SocketAddr,
+    ) -> Received<P> {
+        match decoded {
             Ok((from, message)) if from != self.me && self.peers.get(&from) == Some(&from_addr) => {
                 Received::Message(from, message)
             }
@@ -120,7 +338,106 @@ impl Framing {
                 self.drops.misaddressed += 1;
                 Received::Dropped
             }
+            Err(DecodeError::Unauthenticated) => {
+                self.drops.unauthenticated += 1;
+                Received::Dropped
+            }
+            Err(DecodeError::UnknownKey { .. }) => {
+                self.drops.unknown_key += 1;
+                Received::Dropped
+            }
+            Err(DecodeError::BadTag) => {
+                self.drops.bad_tag += 1;
+                Received::Dropped
+            }
             Err(_) => {
+                self.drops.malformed += 1;
+                Received::Dropped
+            }
+        }
+    }
+
+    /// A version-3 (tagged) frame. Checks run cheapest first, and nothing
+    /// is decoded before the tag verifies: length, cluster, receiver,
+    /// sender and its address, key id, tag, then the incarnations and the
+    /// replay window (see [`auth`](super::auth) for why this stops
+    /// replays).
+    fn accept_tagged<P: DeserializeOwned>(
+        &mut self,
+        bytes: &[u8],
+        from_addr: SocketAddr,
+    ) -> Received<P> {
+        if bytes.len() > MAX_FRAME || bytes.len() < auth::HEADER_LEN + auth::TAG_LEN {
+            self.drops.malformed += 1;
+            return Received::Dropped;
+        }
+        let h = Header::read(bytes);
+        let checked = if h.cluster != self.cluster {
+            Err(DecodeError::ForeignCluster {
+                cluster: h.cluster,
+                expected: self.cluster,
+            })
+        } else if h.to != self.me {
+            Err(DecodeError::NotAddressedToMe {
+                to: h.to,
+                me: self.me,
+            })
+        } else {
+            Ok(())
+        };
+        if let Err(e) = checked {
+            return self.classify(Err(e), from_addr);
+        }
+        if h.from == self.me || self.peers.get(&h.from) != Some(&from_addr) {
+            self.drops.unknown_sender += 1;
+            return Received::Dropped;
+        }
+        let Some(sessions) = self.auth.as_mut() else {
+            self.drops.unknown_key += 1;
+            return Received::Dropped;
+        };
+        let (signed, tag) = bytes.split_at(bytes.len() - auth::TAG_LEN);
+        let Some(key) = sessions.keys.find(h.key) else {
+            self.drops.unknown_key += 1;
+            return Received::Dropped;
+        };
+        if !key.verify(signed, tag) {
+            self.drops.bad_tag += 1;
+            return Received::Dropped;
+        }
+        // Authentic from here on: h.from really sent this, at some time.
+        let mine = sessions.incarnation;
+        let Some(peer) = sessions.peers.get_mut(&h.from) else {
+            self.drops.unknown_sender += 1;
+            return Received::Dropped;
+        };
+        if h.from_incarnation < peer.incarnation {
+            self.drops.replayed += 1;
+            return Received::Dropped;
+        }
+        if h.from_incarnation > peer.incarnation {
+            peer.incarnation = h.from_incarnation;
+            peer.window = auth::ReplayWindow::default();
+        }
+        if h.to_incarnation != mine {
+            // Captured before this node restarted, or the sender has not
+            // learned this run yet: tell it.
+            self.drops.stale_session += 1;
+            self.queue_hello(h.from);
+            return Received::Dropped;
+        }
+        if !peer.window.accept(h.counter) {
+            self.drops.replayed += 1;
+            return Received::Dropped;
+        }
+        match h.kind {
+            auth::KIND_HELLO if signed.len() == auth::HEADER_LEN => Received::Wake,
+            auth::KIND_MESSAGE => {
+                let decoded =
+                    codec::decode_payload(&signed[auth::HEADER_LEN..]).map(|m| (h.from, m));
+                self.classify(decoded, from_addr)
+            }
+            _ => {
                 self.drops.malformed += 1;
                 Received::Dropped
             }
@@ -170,10 +487,21 @@ impl UdpTransport {
 
     /// Sends `message` to peer `to` (best effort; failures are counted).
     pub fn send<P: Serialize>(&mut self, to: NodeId, message: &Message<P>) {
-        if let Some((frame, addr)) = self.framing.frame(to, message)
-            && retry_interrupted(|| self.socket.send_to(&frame, addr)).is_err()
-        {
+        if let Some((frame, addr)) = self.framing.frame(to, message) {
+            self.send_frame(&frame, addr);
+        }
+    }
+
+    fn send_frame(&mut self, frame: &[u8], addr: SocketAddr) {
+        if retry_interrupted(|| self.socket.send_to(frame, addr)).is_err() {
             self.framing.drops.send_failed += 1;
+        }
+    }
+
+    /// Sends the framing's queued control frames (hellos).
+    fn flush_control(&mut self) {
+        for (frame, addr) in self.framing.take_control() {
+            self.send_frame(&frame, addr);
         }
     }
 
@@ -187,10 +515,15 @@ impl UdpTransport {
     /// # Errors
     /// A socket error other than a timeout or an interruption.
     pub fn recv<P: DeserializeOwned>(&mut self, timeout: Duration) -> io::Result<Received<P>> {
+        self.flush_control();
         self.socket
             .set_read_timeout(Some(timeout.max(Duration::from_millis(1))))?;
         match self.socket.recv_from(&mut self.buf) {
-            Ok((len, from)) => Ok(self.framing.accept(&self.buf[..len], from)),
+            Ok((len, from)) => {
+                let received = self.framing.accept(&self.buf[..len], from);
+                self.flush_control();
+                Ok(received)
+            }
             Err(e)
                 if matches!(
                     e.kind(),

@@ -1,0 +1,319 @@
+//! Authenticated framing (issue 12): forged, wrong-key, truncated,
+//! replayed, misdirected and stale-session frames are dropped under their
+//! own reason before anything is decoded; restarts on either side and key
+//! rotation keep the link working.
+
+#![cfg(feature = "adapters")]
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use tenure::adapters::auth::{self, ClusterKey, KeyError, KeyRing, PeerAuth};
+use tenure::adapters::codec;
+use tenure::adapters::udp::{DropCounts, Framing, Received};
+use tenure::{Message, MessageKind};
+
+fn addr(id: u64) -> SocketAddr {
+    format!("127.0.0.1:{}", 7000 + id).parse().unwrap()
+}
+
+fn key(byte: u8) -> ClusterKey {
+    ClusterKey::from_bytes(&[byte; 32]).unwrap()
+}
+
+/// Node `me` of a three-node cluster 5 with keys `keys`, run `incarnation`.
+fn node(me: u64, keys: KeyRing, incarnation: u64) -> Framing {
+    let peers: BTreeMap<u64, SocketAddr> = [1, 2, 3]
+        .into_iter()
+        .filter(|&p| p != me)
+        .map(|p| (p, addr(p)))
+        .collect();
+    Framing::authenticated(me, 5, peers, PeerAuth::new(keys, incarnation))
+}
+
+fn heartbeat(term: u64) -> Message {
+    Message {
+        term,
+        kind: MessageKind::Heartbeat { seq: 1 },
+    }
+}
+
+/// Delivers every queued hello from `a` (id `a_id`) to `b`, and back, until
+/// both are quiet: the two have learned each other's incarnation.
+fn introduce(a: &mut Framing, a_id: u64, b: &mut Framing, b_id: u64) {
+    for _ in 0..4 {
+        // Hellos are rate-limited per peer; wait out the interval.
+        std::thread::sleep(auth::HELLO_INTERVAL);
+        for (frame, to) in a.take_control() {
+            if to == addr(b_id) {
+                let _ = b.accept::<()>(&frame, addr(a_id));
+            }
+        }
+        for (frame, to) in b.take_control() {
+            if to == addr(a_id) {
+                let _ = a.accept::<()>(&frame, addr(b_id));
+            }
+        }
+    }
+}
+
+fn delivered(r: Received<()>) -> Option<(u64, Message)> {
+    match r {
+        Received::Message(from, m) => Some((from, m)),
+        _ => None,
+    }
+}
+
+fn pair() -> (Framing, Framing) {
+    let mut a = node(1, KeyRing::new(key(9)), 10);
+    let mut b = node(2, KeyRing::new(key(9)), 20);
+    introduce(&mut a, 1, &mut b, 2);
+    (a, b)
+}
+
+#[test]
+fn an_authenticated_message_arrives_once() {
+    let (mut a, mut b) = pair();
+    let (frame, to) = a.frame(2, &heartbeat(3)).unwrap();
+    assert_eq!(to, addr(2));
+    assert_eq!(
+        delivered(b.accept(&frame, addr(1))),
+        Some((1, heartbeat(3)))
+    );
+    // The same bytes again: a replay.
+    assert!(delivered(b.accept(&frame, addr(1))).is_none());
+    assert_eq!(b.drops.replayed, 1, "{:?}", b.drops);
+}
+
+#[test]
+fn the_first_frames_after_a_start_teach_incarnations_and_then_pass() {
+    let mut a = node(1, KeyRing::new(key(9)), 10);
+    let mut b = node(2, KeyRing::new(key(9)), 20);
+    // Without hellos, a does not know b's run yet: the frame is stale.
+    let (frame, _) = a.frame(2, &heartbeat(3)).unwrap();
+    assert!(delivered(b.accept(&frame, addr(1))).is_none());
+    assert_eq!(b.drops.stale_session, 1);
+    introduce(&mut a, 1, &mut b, 2);
+    let (frame, _) = a.frame(2, &heartbeat(3)).unwrap();
+    assert!(delivered(b.accept(&frame, addr(1))).is_some());
+}
+
+#[test]
+fn every_flipped_bit_is_a_bad_tag_or_a_header_drop_never_a_message() {
+    let (mut a, mut b) = pair();
+    let (frame, _) = a.frame(2, &heartbeat(3)).unwrap();
+    for bit in 0..frame.len() * 8 {
+        let mut forged = frame.clone();
+        forged[bit / 8] ^= 1 << (bit % 8);
+        let before = b.drops;
+        assert!(
+            delivered(b.accept(&forged, addr(1))).is_none(),
+            "bit {bit} flipped was accepted"
+        );
+        assert_ne!(b.drops, before, "bit {bit}: not counted");
+    }
+    // The genuine frame still passes: no forged copy consumed its counter.
+    assert!(delivered(b.accept(&frame, addr(1))).is_some());
+}
+
+#[test]
+fn a_truncated_tag_and_a_wrong_key_are_counted_as_such() {
+    let (mut a, mut b) = pair();
+    let (frame, _) = a.frame(2, &heartbeat(3)).unwrap();
+    assert!(delivered(b.accept(&frame[..frame.len() - 1], addr(1))).is_none());
+    assert!(delivered(b.accept(&frame[..frame.len() - 2], addr(1))).is_none());
+    assert_eq!(b.drops.bad_tag, 2, "{:?}", b.drops);
+    assert!(delivered(b.accept(&frame[..60], addr(1))).is_none());
+    assert_eq!(b.drops.malformed, 1, "shorter than header and tag");
+
+    let mut rogue = node(1, KeyRing::new(key(66)), 11);
+    let (forged, _) = rogue.frame(2, &heartbeat(u64::MAX)).unwrap();
+    assert!(delivered(b.accept(&forged, addr(1))).is_none());
+    assert_eq!(b.drops.unknown_key, 1, "{:?}", b.drops);
+}
+
+#[test]
+fn unauthenticated_frames_are_refused_by_a_keyed_node() {
+    let (_, mut b) = pair();
+    let plain = codec::encode(5, 1, 2, &heartbeat(u64::MAX)).unwrap();
+    assert!(delivered(b.accept(&plain, addr(1))).is_none());
+    assert_eq!(b.drops.unauthenticated, 1);
+    // And a node without a key cannot read tagged frames.
+    let (mut a, _) = pair();
+    let (frame, _) = a.frame(2, &heartbeat(3)).unwrap();
+    let mut open = Framing::new(2, 5, [(1, addr(1))].into());
+    assert!(delivered(open.accept(&frame, addr(1))).is_none());
+    assert_eq!(open.drops.unknown_key, 1);
+}
+
+#[test]
+fn a_frame_to_another_node_or_from_a_wrong_address_is_dropped() {
+    let (mut a, _) = pair();
+    let mut c = node(3, KeyRing::new(key(9)), 30);
+    introduce(&mut a, 1, &mut c, 3);
+    let (to_b, _) = a.frame(2, &heartbeat(3)).unwrap();
+    assert!(delivered(c.accept(&to_b, addr(1))).is_none());
+    assert_eq!(c.drops.misaddressed, 1);
+    let (to_c, _) = a.frame(3, &heartbeat(3)).unwrap();
+    assert!(delivered(c.accept(&to_c, addr(2))).is_none());
+    assert_eq!(c.drops.unknown_sender, 1);
+    assert!(delivered(c.accept(&to_c, addr(1))).is_some());
+}
+
+#[test]
+fn reordering_within_the_window_is_accepted_once() {
+    let (mut a, mut b) = pair();
+    let frames: Vec<Vec<u8>> = (0..10)
+        .map(|_| a.frame(2, &heartbeat(3)).unwrap().0)
+        .collect();
+    for f in frames.iter().rev() {
+        assert!(delivered(b.accept(f, addr(1))).is_some());
+    }
+    for f in &frames {
+        assert!(delivered(b.accept(f, addr(1))).is_none());
+    }
+    assert_eq!(b.drops.replayed, 10);
+}
+
+#[test]
+fn frames_captured_before_the_receiver_restarted_are_stale() {
+    let (mut a, mut b) = pair();
+    let captured = a.frame(2, &heartbeat(3)).unwrap().0;
+    assert!(delivered(b.accept(&captured, addr(1))).is_some());
+    // b restarts with a larger incarnation and has forgotten everything.
+    drop(b);
+    let mut b = node(2, KeyRing::new(key(9)), 21);
+    assert!(delivered(b.accept(&captured, addr(1))).is_none());
+    assert_eq!(b.drops.stale_session, 1, "{:?}", b.drops);
+    introduce(&mut a, 1, &mut b, 2);
+    assert!(delivered(b.accept(&captured, addr(1))).is_none());
+    let fresh = a.frame(2, &heartbeat(3)).unwrap().0;
+    assert!(delivered(b.accept(&fresh, addr(1))).is_some());
+}
+
+#[test]
+fn frames_of_an_earlier_run_of_the_sender_are_replays() {
+    let (mut a, mut b) = pair();
+    let old = a.frame(2, &heartbeat(3)).unwrap().0;
+    // a restarts (incarnation 11) before b saw `old`; b learns the new run.
+    let mut a = node(1, KeyRing::new(key(9)), 11);
+    introduce(&mut a, 1, &mut b, 2);
+    let fresh = a.frame(2, &heartbeat(4)).unwrap().0;
+    assert!(delivered(b.accept(&fresh, addr(1))).is_some());
+    assert!(delivered(b.accept(&old, addr(1))).is_none());
+    assert_eq!(b.drops.replayed, 1, "{:?}", b.drops);
+}
+
+#[test]
+fn a_rotation_keeps_every_pair_talking() {
+    let (old, new) = (key(9), key(10));
+    let (mut a, mut b) = pair();
+    let send = |x: &mut Framing, y: &mut Framing, to: u64, from: u64| {
+        let f = x.frame(to, &heartbeat(3)).unwrap().0;
+        delivered(y.accept(&f, addr(from))).is_some()
+    };
+    // Step 1: everyone accepts the new key too.
+    a.set_keys(KeyRing::new(old.clone()).with_next(new.clone()));
+    assert!(send(&mut a, &mut b, 2, 1) && send(&mut b, &mut a, 1, 2));
+    b.set_keys(KeyRing::new(old.clone()).with_next(new.clone()));
+    // Step 2: one node at a time sends with the new key.
+    a.set_keys(KeyRing::new(new.clone()).with_next(old.clone()));
+    assert!(send(&mut a, &mut b, 2, 1) && send(&mut b, &mut a, 1, 2));
+    b.set_keys(KeyRing::new(new.clone()).with_next(old.clone()));
+    assert!(send(&mut a, &mut b, 2, 1) && send(&mut b, &mut a, 1, 2));
+    // Step 3: the old key is retired; frames under it are refused.
+    a.set_keys(KeyRing::new(new.clone()));
+    b.set_keys(KeyRing::new(new));
+    assert!(send(&mut a, &mut b, 2, 1) && send(&mut b, &mut a, 1, 2));
+    let mut stale = node(1, KeyRing::new(old), 10);
+    let f = stale.frame(2, &heartbeat(3)).unwrap().0;
+    assert!(delivered(b.accept(&f, addr(1))).is_none());
+    assert!(b.drops.unknown_key >= 1);
+    assert!(!Framing::new(1, 5, BTreeMap::new()).set_keys(KeyRing::new(key(1))));
+}
+
+#[test]
+fn random_bytes_under_a_valid_header_never_panic_and_never_pass() {
+    let (mut a, mut b) = pair();
+    let frame = a.frame(2, &heartbeat(3)).unwrap().0;
+    let seed: u64 = std::env::var("TENURE_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5eed);
+    println!("TENURE_SEED={seed}");
+    let mut x = seed;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for _ in 0..5000 {
+        let len = (next() % 200) as usize;
+        let mut bytes: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+        if next() % 2 == 0 && bytes.len() > 58 {
+            bytes[..58].copy_from_slice(&frame[..58]);
+        }
+        assert!(delivered(b.accept(&bytes, addr(1))).is_none());
+    }
+    let DropCounts { .. } = b.drops;
+}
+
+#[test]
+fn key_files_are_generated_private_and_checked() {
+    let dir = std::env::temp_dir().join(format!("tenure-auth-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("cluster.key");
+    let _ = std::fs::remove_file(&path);
+    let id = auth::write_key_file(&path).unwrap();
+    assert_eq!(ClusterKey::load(&path).unwrap().id(), id);
+    assert!(matches!(
+        auth::write_key_file(&path),
+        Err(KeyError::Exists { .. })
+    ));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let err = ClusterKey::load(&path).unwrap_err();
+        assert!(err.to_string().contains("0644"), "{err}");
+    }
+    let short = dir.join("short.key");
+    std::fs::write(&short, "00".repeat(16)).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&short, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let err = ClusterKey::load(&short).unwrap_err();
+    assert!(err.to_string().contains("128 bits"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn incarnations_only_grow_across_starts_and_a_damaged_file_is_refused() {
+    let dir = std::env::temp_dir().join(format!("tenure-inc-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let first = auth::next_incarnation(&dir).unwrap();
+    let second = auth::next_incarnation(&dir).unwrap();
+    assert!(second > first);
+    // A stored value ahead of the clock still grows by one.
+    std::fs::write(
+        dir.join(auth::INCARNATION_FILE),
+        format!("{}\n", u64::MAX - 5),
+    )
+    .unwrap();
+    assert_eq!(auth::next_incarnation(&dir).unwrap(), u64::MAX - 4);
+    std::fs::write(dir.join(auth::INCARNATION_FILE), "garbage").unwrap();
+    let err = auth::next_incarnation(&dir).unwrap_err();
+    assert!(err.to_string().contains("not an incarnation"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join(auth::INCARNATION_FILE)).unwrap(),
+        "garbage",
+        "a damaged file is never reset"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
