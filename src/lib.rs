@@ -177,7 +177,7 @@ mod time;
 pub use config::{Config, ConfigError, Fencing, Mode, Setting};
 pub use fence::{Fence, FencingToken, Lease, StaleToken};
 pub use hard_state::HardState;
-pub use message::{Message, MessageKind};
+pub use message::{MAX_TERM_JUMP, Message, MessageKind};
 pub use node::{Action, Input, Node};
 pub use position::{LogPosition, VClock};
 pub use rule::Rule;

@@ -99,3 +99,13 @@ pub enum MessageKind<P = ()> {
         can_lead: bool,
     },
 }
+
+/// The most a message may raise a node's term: a message whose term is
+/// more than this above the receiver's is ignored (rule
+/// `term_jump_bounded`). Terms grow by one per election, so an honest
+/// cluster never comes near it (2^32 elections at one per millisecond take
+/// 49 days); the bound keeps the end of the term space, where no node can
+/// campaign again, at least 2^32 messages away from any node, so no single
+/// datagram (a forgery, a bit flip, a faulty member) can end the cluster's
+/// ability to elect.
+pub const MAX_TERM_JUMP: u64 = 1 << 32;

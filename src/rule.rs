@@ -123,6 +123,9 @@ rules! {
     MembersOnly => "members_only" in "src/node/election.rs",
     /// Election messages from non-voters are ignored.
     VotersOnly => "voters_only" in "src/node/election.rs",
+    /// A message more than `MAX_TERM_JUMP` terms ahead is ignored: no one
+    /// message brings the end of the term space.
+    TermJumpBounded => "term_jump_bounded" in "src/node/election.rs",
     /// A leader without a quorum-acknowledged recent round steps down.
     SoftFencing => "soft_fencing" in "src/node/lease.rs",
     /// A strict leader steps down when its lease ends.

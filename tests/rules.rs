@@ -1649,3 +1649,48 @@ fn term_check_term_space_exhaustion_stops_campaigning() {
         assert_eq!(n.status().role, Role::Follower);
     }
 }
+
+// ------------------------------------------------ rules added by issue 12
+
+/// Rule `term_jump_bounded`: one message cannot carry a node to the end of
+/// the term space (the forged `HeartbeatResponse` with term 2^64 − 1 that
+/// ended every election for good). Every message kind more than
+/// `MAX_TERM_JUMP` ahead changes nothing and gets no answer; a term exactly
+/// `MAX_TERM_JUMP` ahead is still adopted, so the bound costs an honest
+/// cluster nothing.
+#[test]
+fn term_jump_bounded_one_message_never_reaches_the_end_of_the_term_space() {
+    use tenure::MAX_TERM_JUMP;
+    let hostile = [
+        hb(1),
+        vote_req(),
+        MessageKind::VoteRequest {
+            position: (),
+            transfer: true,
+        },
+        MessageKind::HeartbeatResponse {
+            seq: 0,
+            position: (),
+        },
+        MessageKind::TimeoutNow,
+        MessageKind::PreVoteRequest { position: () },
+    ];
+    for kind in hostile {
+        for term in [u64::MAX, 5 + MAX_TERM_JUMP + 1] {
+            let mut n = follower_of_2(5, at(10));
+            let out = recv(&mut n, at(5000), 3, term, kind.clone());
+            assert!(
+                out.sends.is_empty() && out.persists.is_empty() && out.events.is_empty(),
+                "{kind:?} at term {term} had an effect"
+            );
+            assert_eq!(n.status().term, 5, "{kind:?} at term {term}");
+        }
+    }
+    let mut n = follower_of_2(5, at(10));
+    let _ = recv(&mut n, at(5000), 3, 5 + MAX_TERM_JUMP, hb(1));
+    assert_eq!(
+        n.status().term,
+        5 + MAX_TERM_JUMP,
+        "the bound itself is legal"
+    );
+}

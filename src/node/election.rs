@@ -8,7 +8,7 @@ use super::phase::{PreVoteRound, VoteRound};
 use super::{Ack, Action, Node, Phase};
 use crate::NodeId;
 use crate::config::Mode;
-use crate::message::{Message, MessageKind};
+use crate::message::{MAX_TERM_JUMP, Message, MessageKind};
 use crate::position::LogPosition;
 use crate::quorum::Outcome;
 use crate::rule::Rule;
@@ -24,7 +24,8 @@ impl<P: LogPosition> Node<P> {
     /// ask for votes, answer them, lead or hand over). Rule `term_check`
     /// (Raft §5.1): lower terms are ignored (a stale leader or candidate is
     /// answered with the current term), higher terms are adopted, except
-    /// where pre-vote and stickiness say otherwise.
+    /// where pre-vote and stickiness say otherwise. Rule `term_jump_bounded`:
+    /// a term more than [`MAX_TERM_JUMP`] ahead is ignored.
     pub(super) fn on_message(
         &mut self,
         now: Instant,
@@ -45,6 +46,15 @@ impl<P: LogPosition> Node<P> {
         if voter_only && !self.voters.contains(from) {
             slog::debug!(self.log, "election message from a non-voter ignored";
                 "rule" => Rule::VotersOnly, "term" => self.term, "from" => from);
+            return;
+        }
+        // Rule `term_jump_bounded`: at term u64::MAX nobody can campaign
+        // again, so no single message may carry a node more than
+        // MAX_TERM_JUMP terms ahead (ignoring it is as safe as losing it).
+        if message.term > self.term.saturating_add(MAX_TERM_JUMP) {
+            slog::warn!(self.log, "message term too far ahead ignored";
+                "rule" => Rule::TermJumpBounded, "term" => self.term,
+                "from" => from, "message_term" => message.term);
             return;
         }
         match message.term.cmp(&self.term) {
@@ -319,9 +329,11 @@ impl<P: LogPosition> Node<P> {
     }
 
     /// Rule `term_check` at the end of the term space: the next term, or
-    /// `None` (logged, round abandoned) when the term space is exhausted: a peer announced term `u64::MAX`. Campaigning
-    /// would wrap to term 0 and break every invariant, so this node stops
-    /// campaigning instead.
+    /// `None` (logged, round abandoned) when the term space is exhausted
+    /// (the term is `u64::MAX`, at least 2^32 messages away by rule
+    /// `term_jump_bounded`). Campaigning would wrap to term 0 and break
+    /// every invariant, so this node stops campaigning instead; the README's
+    /// "Security" section says how an operator recovers.
     fn term_space_left(&mut self, now: Instant) -> Option<u64> {
         let next = self.term.checked_add(1);
         if next.is_none() {
