@@ -1627,11 +1627,13 @@ fn resign_releases_followers_to_campaign_within_the_jitter() {
     assert_eq!(m.status().leader, Some(2));
 }
 
-/// A peer announced the last term, `u64::MAX`: campaigning would wrap to
-/// term 0 and break every invariant, so this node never campaigns again.
+/// A peer announced the last term, `u64::MAX`, to a node already near it
+/// (rule `term_jump_bounded` keeps it out of one message's reach from
+/// anywhere else): campaigning would wrap to term 0 and break every
+/// invariant, so this node never campaigns again.
 #[test]
 fn term_check_term_space_exhaustion_stops_campaigning() {
-    let mut n = node(1);
+    let mut n: Node = Node::new(cfg(1), HardState::new(u64::MAX - 1, None), Instant::ZERO).unwrap();
     let out = drive(
         &mut n,
         at(1),
