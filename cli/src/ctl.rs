@@ -11,6 +11,7 @@
 //! {"cmd":"demote","wait_ms":5000}        -> {"ok":true,...} or {"ok":false,"error":..}
 //! {"cmd":"transfer","to":3,"wait_ms":..} -> the transfer's outcome
 //! {"cmd":"events"}                       -> one line per event until the client leaves
+//! {"cmd":"reload-keys"}                  -> {"ok":true,"key_id":..,"next_key_id":..} or {"ok":false,"error":..}
 //! ```
 //!
 //! The node's main loop owns its driver handle; each connection's thread
@@ -53,6 +54,9 @@ pub enum Request {
     Subscribe(mpsc::SyncSender<(u64, Event)>),
     /// Feed a command to the node.
     Command(Command),
+    /// Read `key_file` and `next_key_file` again and use them; the
+    /// outcome is answered on the channel.
+    ReloadKeys(mpsc::Sender<Value>),
 }
 
 /// A command for the node.
@@ -202,6 +206,18 @@ fn connection(mut stream: UnixStream, requests: &mpsc::Sender<Request>) {
                 }
             }
         }
+        Some("reload-keys") => {
+            let (tx, rx) = mpsc::channel();
+            let outcome = requests
+                .send(Request::ReloadKeys(tx))
+                .ok()
+                .and_then(|()| rx.recv_timeout(Duration::from_secs(5)).ok());
+            let _ = answer(
+                &mut stream,
+                &outcome.unwrap_or_else(|| refusal("the node is stopping")),
+            );
+            return;
+        }
         Some("promote") => Command::Promote,
         Some("demote") => Command::Demote,
         Some("transfer") => match request["to"].as_u64() {
@@ -215,7 +231,7 @@ fn connection(mut stream: UnixStream, requests: &mpsc::Sender<Request>) {
             let _ = answer(
                 &mut stream,
                 &refusal(&format!(
-                    "unknown cmd {other:?}: expected status, promote, demote, transfer or events"
+                    "unknown cmd {other:?}: expected status, promote, demote, transfer, events or reload-keys"
                 )),
             );
             return;
@@ -346,6 +362,9 @@ enum CtlCommand {
     },
     /// Print the node's events as they happen, until interrupted.
     Events,
+    /// Read the node file's `key_file` and `next_key_file` again and use
+    /// them (a step of a key rotation; README "Security").
+    ReloadKeys,
 }
 
 /// The socket a node with this configuration file listens on.
@@ -375,6 +394,7 @@ pub fn run(args: CtlArgs) -> ExitCode {
             json!({"cmd": "transfer", "to": to, "wait_ms": args.wait_ms})
         }
         CtlCommand::Events => json!({"cmd": "events"}),
+        CtlCommand::ReloadKeys => json!({"cmd": "reload-keys"}),
     };
     let mut stream = match UnixStream::connect(&path) {
         Ok(s) => s,

@@ -351,6 +351,9 @@ fn demo(args: &DemoArgs, stop: Stop) -> Result<(), Failure> {
         stop,
     };
     let ids: Vec<u64> = (1..=args.nodes).collect();
+    // Authenticated, as a real cluster should be: one key for all nodes.
+    let key = dir.join("cluster.key");
+    let key_id = tenure::adapters::auth::write_key_file(&key).map_err(|e| e.to_string())?;
     let mut ports = BTreeMap::new();
     for &id in &ids {
         ports.insert(
@@ -360,10 +363,11 @@ fn demo(args: &DemoArgs, stop: Stop) -> Result<(), Failure> {
     }
     for &id in &ids {
         let mut toml = format!(
-            "id = {id}\ncluster_id = {}\nlisten = \"127.0.0.1:{}\"\ndata_dir = \"{}\"\nfencing = \"strict\"\nheartbeat_ms = {}\ndeath_timeout_ms = {}\n",
+            "id = {id}\ncluster_id = {}\nlisten = \"127.0.0.1:{}\"\ndata_dir = \"{}\"\nkey_file = \"{}\"\nfencing = \"strict\"\nheartbeat_ms = {}\ndeath_timeout_ms = {}\n",
             std::process::id(),
             ports[&id],
             dir.join(format!("node-{id}")).display(),
+            key.display(),
             args.heartbeat_ms,
             args.death_ms
         );
@@ -381,6 +385,10 @@ fn demo(args: &DemoArgs, stop: Stop) -> Result<(), Failure> {
         "Starting {} tenure nodes as separate processes on 127.0.0.1 (state files in {}).",
         args.nodes,
         dir.display()
+    ));
+    c.say(&format!(
+        "Peer messages are authenticated with a generated cluster key ({}, id {key_id}): each datagram carries an HMAC-SHA-256 tag and a counter, so nobody without the key can forge or replay one.",
+        key.display()
     ));
     c.say(&format!(
         "A brand-new cluster elects at once; a restarted node first waits {} ms (the death timeout) in case a leader it promised to is still alive.",

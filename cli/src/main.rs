@@ -65,6 +65,32 @@ enum Command {
     /// Start a local cluster of real processes, kill its leader with
     /// SIGKILL, watch a new one take over, and restart the old one.
     Demo(demo::DemoArgs),
+    /// Write a new random 256-bit cluster key (mode 0600) for `key_file`.
+    Keygen(KeygenArgs),
+}
+
+#[derive(clap::Args)]
+struct KeygenArgs {
+    /// Where to write the key (never overwritten).
+    path: PathBuf,
+}
+
+/// `tenure keygen PATH`.
+fn keygen(args: KeygenArgs) -> ExitCode {
+    match tenure::adapters::auth::write_key_file(&args.path) {
+        Ok(id) => {
+            println!(
+                "wrote cluster key {id} to {} (mode 0600); copy it to every node and set key_file = \"{}\" in each node file",
+                args.path.display(),
+                args.path.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
 }
 
 #[derive(clap::Args)]
@@ -107,6 +133,7 @@ fn main() -> ExitCode {
         Command::Guard(args) => guard::run(args),
         Command::State(args) => state::show(args),
         Command::Recover(args) => state::recover(args),
+        Command::Keygen(args) => keygen(args),
     }
 }
 

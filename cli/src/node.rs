@@ -10,6 +10,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use tenure::adapters::auth::{self, KeyRing, PeerAuth};
 use tenure::adapters::config::{NodeFile, OperatorSettings};
 use tenure::adapters::driver::{self, Handle, NodeSetup};
 use tenure::adapters::udp::DropCounts;
@@ -188,7 +189,34 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
     if file.peers.is_empty() {
         eprintln!("warning: node {id} has no [[peers]]: it is a cluster of one and elects itself");
     }
-    let (handle, events) = match driver::spawn(setup) {
+    let keys = match operator.key_ring() {
+        Ok(keys) => keys,
+        Err(e) => {
+            eprintln!(
+                "error: node {id} refuses to start: {}: {e}",
+                args.config.display()
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let spawned = match &keys {
+        Some(keys) => match auth::next_incarnation(&file.data_dir) {
+            Ok(incarnation) => {
+                driver::spawn_authenticated(setup, PeerAuth::new(keys.clone(), incarnation))
+            }
+            Err(e) => {
+                eprintln!("error: node {id} refuses to start: incarnation: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        None => {
+            eprintln!(
+                "warning: node {id}: no key_file: peer messages are NOT authenticated; anyone who can send it a UDP datagram with a peer's source address controls the cluster (create a key with `tenure keygen`; README \"Security\")"
+            );
+            driver::spawn(setup)
+        }
+    };
+    let (handle, events) = match spawned {
         Ok(started) => started,
         Err(e) => {
             let hint = if matches!(e, driver::DriverError::Storage(_)) {
@@ -208,6 +236,7 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
             "listen": handle.local_addr().to_string(),
             "control_socket": socket.display().to_string(),
             "metrics_listen": operator.metrics_listen.map(|a| a.to_string()),
+            "auth": auth_json(keys.as_ref(), handle.incarnation()),
         },
     }));
     let reresolver = Reresolver::new(
@@ -218,6 +247,8 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
     );
     let node = Running {
         id,
+        config: args.config.clone(),
+        keys,
         file,
         reresolver,
         handle,
@@ -235,6 +266,10 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
 /// A running node and what the main loop serves from it.
 struct Running {
     id: NodeId,
+    /// The node file: `reload-keys` reads its key settings again.
+    config: PathBuf,
+    /// The keys in use (`None`: started unauthenticated).
+    keys: Option<KeyRing>,
     file: NodeFile,
     handle: Handle,
     events: mpsc::Receiver<Event>,
@@ -430,6 +465,13 @@ impl Running {
                 let _ = reply.send(self.status());
             }
             Request::Subscribe(to) => self.subscribers.push(to),
+            Request::ReloadKeys(reply) => {
+                let outcome = self.reload_keys();
+                if outcome["ok"] == true {
+                    self.print_line(json!({"keys_reloaded": outcome.clone()}));
+                }
+                let _ = reply.send(outcome);
+            }
             Request::Command(Command::Promote) => self.command(Command::Promote),
             Request::Command(command) => match &mut self.gate {
                 // A successor may be elected as soon as this node gives up
@@ -446,6 +488,36 @@ impl Running {
                 }
                 None => self.command(command),
             },
+        }
+    }
+
+    /// `tenure ctl reload-keys`: the node file's keys, read again and put
+    /// in use. Authentication cannot be turned on or off this way (that
+    /// takes a restart, so every node agrees on it).
+    fn reload_keys(&mut self) -> Value {
+        let refuse = |why: String| json!({"ok": false, "error": why});
+        if self.keys.is_none() {
+            return refuse(
+                "this node was started without key_file; authentication is turned on by a restart"
+                    .into(),
+            );
+        }
+        let settings = match OperatorSettings::load(&self.config) {
+            Ok(s) => s,
+            Err(e) => return refuse(e.to_string()),
+        };
+        match settings.key_ring() {
+            Ok(Some(ring)) => {
+                self.handle.set_keys(ring.clone());
+                let shown = auth_json(Some(&ring), self.handle.incarnation());
+                self.keys = Some(ring);
+                json!({"ok": true, "key_id": shown["key_id"], "next_key_id": shown["next_key_id"]})
+            }
+            Ok(None) => refuse(format!(
+                "{} has no key_file now; authentication is turned off only by a restart",
+                self.config.display()
+            )),
+            Err(e) => refuse(format!("{e} (the keys in use are unchanged)")),
         }
     }
 
@@ -492,6 +564,7 @@ impl Running {
             "run": self.gate.as_ref().map(Gate::status),
             "peers": peers,
             "drops": drops_json(drops),
+            "auth": auth_json(self.keys.as_ref(), self.handle.incarnation()),
         })
     }
 
@@ -633,6 +706,16 @@ impl Running {
         }
         false
     }
+}
+
+/// Whether peer messages are authenticated, and with which keys (ids only).
+fn auth_json(keys: Option<&KeyRing>, incarnation: Option<u64>) -> Value {
+    json!({
+        "enabled": keys.is_some(),
+        "key_id": keys.map(|k| k.current().id().to_string()),
+        "next_key_id": keys.and_then(|k| k.next()).map(|k| k.id().to_string()),
+        "incarnation": incarnation,
+    })
 }
 
 /// The drop counters as JSON, by reason.

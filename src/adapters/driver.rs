@@ -469,6 +469,8 @@ pub struct Handle<P = ()> {
     pub(crate) clock: SuspendAwareClock,
     pub(crate) local_addr: SocketAddr,
     pub(crate) finish: Finish,
+    /// This run's incarnation, if frames are authenticated.
+    pub(crate) incarnation: Option<u64>,
 }
 
 /// What [`Handle::shutdown`] waits for.
@@ -546,6 +548,12 @@ impl<P> Handle<P> {
     /// The bound UDP address.
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// This run's incarnation if the node authenticates its frames
+    /// ([`spawn_authenticated`]), else `None`.
+    pub fn incarnation(&self) -> Option<u64> {
+        self.incarnation
     }
 
     /// Campaign now (modes `Manual`, `Candidate`); the outcome arrives as
@@ -757,6 +765,7 @@ fn start_thread<S: Storage + Send + 'static, P: WirePosition>(
             source,
         })?;
     let local_addr = transport.local_addr()?;
+    let incarnation = transport.framing.incarnation();
     let wake = UdpSocket::bind((std::net::Ipv4Addr::LOCALHOST, 0))?;
     let (tx, rx) = mpsc::channel::<Command<P>>();
     let shared = driver.shared();
@@ -779,6 +788,7 @@ fn start_thread<S: Storage + Send + 'static, P: WirePosition>(
         clock,
         local_addr,
         finish: Finish::Thread(thread),
+        incarnation,
     };
     Ok((handle, events))
 }

@@ -149,6 +149,7 @@ async fn start<S: Storage + Send + 'static, P: WirePosition>(
         clock,
         local_addr,
         finish: Finish::Nothing,
+        incarnation: framing.incarnation(),
     };
     let task = Task {
         driver,
