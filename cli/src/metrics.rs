@@ -145,6 +145,11 @@ pub fn prometheus(st: &Value) -> String {
         num(&st["token"]["term"]),
     );
     gauge(
+        "tenure_auth_enabled",
+        "1 if peer messages are authenticated (a key_file is set).",
+        flag(st["auth"]["enabled"] == true),
+    );
+    gauge(
         "tenure_write_in_flight",
         "1 while a state write is in flight.",
         flag(st["write_in_flight"] == true),

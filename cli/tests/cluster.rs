@@ -978,25 +978,6 @@ fn dropped_datagrams_are_reported_at_a_bounded_rate() {
     assert_eq!(added, sent);
 }
 
-/// `GET path` on `addr` with a plain HTTP/1.0 request: (status code,
-/// headers and body as text); code 0 if nothing listens yet.
-fn http_get(addr: &str, path: &str) -> (u16, String) {
-    use std::io::{Read, Write};
-    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
-        return (0, String::new());
-    };
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
-    let code = text
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (code, text)
-}
-
 /// Issue 11: `metrics_listen` serves Prometheus text at `/metrics` (every
 /// line a comment or a well-formed sample; the values agree with the
 /// node) and the status JSON at `/status`; a taken address is refused at

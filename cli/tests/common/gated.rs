@@ -15,6 +15,11 @@ use super::*;
 /// off in both directions, or only the datagrams going *to* it.
 pub struct Relay {
     ports: BTreeMap<(u64, u64), u16>,
+    /// Socket (s, x) is where s hears x from: injecting through it spoofs x.
+    sockets: BTreeMap<(u64, u64), Arc<UdpSocket>>,
+    listen: BTreeMap<u64, u16>,
+    /// Every forwarded datagram (from, to, bytes), while capturing.
+    captured: Arc<Mutex<Option<Vec<(u64, u64, Vec<u8>)>>>>,
     cut: Arc<Mutex<BTreeSet<u64>>>,
     deaf: Arc<Mutex<BTreeSet<u64>>>,
     stop: Arc<AtomicBool>,
@@ -37,6 +42,9 @@ impl Relay {
                 .iter()
                 .map(|(k, s)| (*k, s.local_addr().unwrap().port()))
                 .collect(),
+            sockets: sockets.clone(),
+            listen: listen.clone(),
+            captured: Arc::default(),
             cut: Arc::default(),
             deaf: Arc::default(),
             stop: Arc::default(),
@@ -45,12 +53,16 @@ impl Relay {
             // Datagrams from x to s.
             let (from, out, to) = (from.clone(), sockets[&(s, x)].clone(), listen[&s]);
             let (cut, deaf, stop) = (relay.cut.clone(), relay.deaf.clone(), relay.stop.clone());
+            let captured = relay.captured.clone();
             std::thread::spawn(move || {
                 let mut buf = [0u8; 2048];
                 while !stop.load(Ordering::SeqCst) {
                     let Ok((n, _)) = from.recv_from(&mut buf) else {
                         continue;
                     };
+                    if let Some(log) = captured.lock().unwrap().as_mut() {
+                        log.push((x, s, buf[..n].to_vec()));
+                    }
                     let blocked = {
                         let cut = cut.lock().unwrap();
                         let deaf = deaf.lock().unwrap();
@@ -72,6 +84,22 @@ impl Relay {
 
     pub fn port(&self, x: u64, s: u64) -> u16 {
         self.ports[&(x, s)]
+    }
+
+    /// Starts (`true`) or stops recording every datagram forwarded.
+    pub fn capture(&self, on: bool) {
+        *self.captured.lock().unwrap() = on.then(Vec::new);
+    }
+
+    /// The datagrams recorded so far (from, to, bytes).
+    pub fn captured(&self) -> Vec<(u64, u64, Vec<u8>)> {
+        self.captured.lock().unwrap().clone().unwrap_or_default()
+    }
+
+    /// Sends `bytes` to node `to` from the address it knows node `from`
+    /// by: a spoofed datagram, as a raw socket on the path could send.
+    pub fn inject(&self, from: u64, to: u64, bytes: &[u8]) {
+        let _ = self.sockets[&(to, from)].send_to(bytes, ("127.0.0.1", self.listen[&to]));
     }
 
     pub fn cut(&self, node: u64, cut: bool) {

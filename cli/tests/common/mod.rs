@@ -199,3 +199,22 @@ pub fn within_5s(what: &str, cond: impl Fn() -> bool) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// `GET path` on `addr` with a plain HTTP/1.0 request: (status code,
+/// headers and body as text); code 0 if nothing listens yet.
+pub fn http_get(addr: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
+        return (0, String::new());
+    };
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let code = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (code, text)
+}
