@@ -494,7 +494,7 @@ fn a_leader_keeps_its_lease_through_a_flood() {
             s.relay.inject(follower, leader, &garbage);
             sent += 2;
         }
-        if sent % 20_000 == 0 {
+        if sent.is_multiple_of(20_000) {
             s.assert_unmoved(leader, term, &format!("after {sent} flood datagrams"));
             checks += 1;
         }

@@ -82,7 +82,7 @@ pub enum Received<P> {
 /// Framing and filtering shared by the std and tokio transports: who may
 /// talk to this node, and what was dropped. With a cluster key
 /// ([`Framing::authenticated`]) every frame is tagged and replay-checked
-/// (see [`auth`](super::auth)).
+/// (see [`super::auth`]).
 #[derive(Clone, Debug)]
 pub struct Framing {
     me: NodeId,

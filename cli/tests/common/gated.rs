@@ -13,13 +13,16 @@ use super::*;
 
 /// A UDP relay between nodes (as in tests/run.rs) that can cut a node
 /// off in both directions, or only the datagrams going *to* it.
+/// A datagram the relay forwarded: (from, to, bytes).
+pub type Datagram = (u64, u64, Vec<u8>);
+
 pub struct Relay {
     ports: BTreeMap<(u64, u64), u16>,
     /// Socket (s, x) is where s hears x from: injecting through it spoofs x.
     sockets: BTreeMap<(u64, u64), Arc<UdpSocket>>,
     listen: BTreeMap<u64, u16>,
     /// Every forwarded datagram (from, to, bytes), while capturing.
-    captured: Arc<Mutex<Option<Vec<(u64, u64, Vec<u8>)>>>>,
+    captured: Arc<Mutex<Option<Vec<Datagram>>>>,
     cut: Arc<Mutex<BTreeSet<u64>>>,
     deaf: Arc<Mutex<BTreeSet<u64>>>,
     stop: Arc<AtomicBool>,
@@ -92,7 +95,7 @@ impl Relay {
     }
 
     /// The datagrams recorded so far (from, to, bytes).
-    pub fn captured(&self) -> Vec<(u64, u64, Vec<u8>)> {
+    pub fn captured(&self) -> Vec<Datagram> {
         self.captured.lock().unwrap().clone().unwrap_or_default()
     }
 
