@@ -279,6 +279,10 @@ fn key_files_are_generated_private_and_checked() {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
         let err = ClusterKey::load(&path).unwrap_err();
         assert!(err.to_string().contains("0644"), "{err}");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        // A directory is not a key file (and is not told to be chmod-ed).
+        let err = ClusterKey::load(&dir).unwrap_err();
+        assert!(err.to_string().contains("not a regular file"), "{err}");
     }
     let short = dir.join("short.key");
     std::fs::write(&short, "00".repeat(16)).unwrap();
@@ -316,4 +320,37 @@ fn incarnations_only_grow_across_starts_and_a_damaged_file_is_refused() {
         "a damaged file is never reset"
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Node 1's start hello is lost (node 2 was not up yet); node 2's start
+/// hello reaches node 1 within the hello interval, so node 1's answer is
+/// held back, but owed: it goes out with the next `take_control` after the
+/// interval, and node 2 learns node 1's run without node 1 sending any
+/// message (a manual-mode cluster sends none until promoted). The
+/// handshake itself is not counted as a drop.
+#[test]
+fn a_hello_held_back_by_the_interval_is_sent_later_and_is_not_a_drop() {
+    let mut a = node(1, KeyRing::new(key(9)), 10);
+    let lost = a.take_control();
+    assert_eq!(lost.len(), 2, "a start hello to each peer");
+    let mut b = node(2, KeyRing::new(key(9)), 20);
+    for (frame, to) in b.take_control() {
+        if to == addr(1) {
+            assert!(matches!(a.accept::<()>(&frame, addr(2)), Received::Wake));
+        }
+    }
+    assert!(a.take_control().is_empty(), "held back within the interval");
+    std::thread::sleep(auth::HELLO_INTERVAL);
+    let owed = a.take_control();
+    assert_eq!(owed.len(), 1, "the owed hello");
+    assert!(matches!(
+        b.accept::<()>(&owed[0].0, addr(1)),
+        Received::Wake
+    ));
+    let (frame, _) = b.frame(1, &heartbeat(3)).unwrap();
+    assert!(delivered(a.accept(&frame, addr(2))).is_some());
+    assert_eq!(
+        (a.drops, b.drops),
+        (DropCounts::default(), DropCounts::default())
+    );
 }

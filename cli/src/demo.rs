@@ -387,7 +387,7 @@ fn demo(args: &DemoArgs, stop: Stop) -> Result<(), Failure> {
         dir.display()
     ));
     c.say(&format!(
-        "Peer messages are authenticated with a generated cluster key ({}, id {key_id}): each datagram carries an HMAC-SHA-256 tag and a counter, so nobody without the key can forge or replay one.",
+        "Peer messages are authenticated with a generated cluster key ({}, id {key_id}): each datagram carries an HMAC-SHA-256 tag and a counter, so nobody without the key can forge one, and none is accepted twice.",
         key.display()
     ));
     c.say(&format!(

@@ -467,9 +467,8 @@ impl Running {
             Request::Subscribe(to) => self.subscribers.push(to),
             Request::ReloadKeys(reply) => {
                 let outcome = self.reload_keys();
-                if outcome["ok"] == true {
-                    self.print_line(json!({"keys_reloaded": outcome.clone()}));
-                }
+                // Refusals too: the node's own output is the audit trail.
+                self.print_line(json!({"keys_reloaded": outcome.clone()}));
                 let _ = reply.send(outcome);
             }
             Request::Command(Command::Promote) => self.command(Command::Promote),

@@ -65,7 +65,8 @@
 //!   dropped (`stale_session`). Its peers learn the new incarnation from its
 //!   first authenticated frame, including a *hello* it sends them at start,
 //!   and answer a frame that names a stale incarnation with a hello of their
-//!   own (at most one per peer per [`HELLO_INTERVAL`]). A hello carries no
+//!   own (at most one per peer per [`HELLO_INTERVAL`]; one held back by the
+//!   interval is sent when it has passed). A hello carries no
 //!   message; it only teaches incarnations, which only ever grow, so a
 //!   replayed hello teaches nothing.
 //!
@@ -154,9 +155,9 @@ pub enum KeyError {
         /// The I/O error.
         source: io::Error,
     },
-    /// The key file may be read by other users.
+    /// Group or other users have some access to the key file.
     #[error(
-        "key file {} has mode {mode:04o}: others can read it; run `chmod 600 {}`",
+        "key file {} has mode {mode:04o}: group or other users have access; run `chmod 600 {}`",
         path.display(),
         path.display()
     )]
@@ -235,9 +236,11 @@ impl ClusterKey {
         Ok((ClusterKey::from_bytes(&bytes)?, hex))
     }
 
-    /// Reads a key file: hex text (whitespace and `#` comment lines
-    /// ignored) of at least 256 bits. On Unix the file must not be readable
-    /// or writable by group or others (mode `0600` or stricter).
+    /// Reads a key file: hex text (upper or lower case; whitespace and `#`
+    /// comment lines ignored) of at least 256 bits. On Unix the file must
+    /// be a regular file (a symbolic link to one is followed) that grants
+    /// group and others nothing (mode `0600`, `0400` or stricter). Errors
+    /// never quote the file's contents.
     ///
     /// # Errors
     /// A [`KeyError`] naming the file and what is wrong with it.
@@ -247,6 +250,12 @@ impl ClusterKey {
             source,
         };
         let meta = std::fs::metadata(path).map_err(read)?;
+        if !meta.is_file() {
+            return Err(KeyError::Format {
+                path: path.to_path_buf(),
+                detail: "not a regular file".into(),
+            });
+        }
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
@@ -344,8 +353,9 @@ fn parse_hex(text: &str) -> Result<Vec<u8>, String> {
     (0..digits.len())
         .step_by(2)
         .map(|i| {
+            // The message names the position only: the text may be a secret.
             u8::from_str_radix(&digits[i..i + 2], 16)
-                .map_err(|_| format!("not hex: `{}` at digit {}", &digits[i..i + 2], i + 1))
+                .map_err(|_| format!("a character that is not a hex digit near digit {}", i + 1))
         })
         .collect()
 }
@@ -507,6 +517,10 @@ pub(crate) struct PeerSession {
     pub(crate) sent: u64,
     /// When this node last sent it a hello.
     pub(crate) last_hello: Option<std::time::Instant>,
+    /// A hello is due but was held back by [`HELLO_INTERVAL`]: it goes with
+    /// the next [`take_control`](super::udp::Framing::take_control) after
+    /// the interval.
+    pub(crate) hello_owed: bool,
 }
 
 /// An authenticated header, parsed.
@@ -614,7 +628,11 @@ mod tests {
             vec![0x0a, 0xff, 0x10]
         );
         assert!(parse_hex("0af").unwrap_err().contains("odd"));
-        assert!(parse_hex("zz").unwrap_err().contains("not hex"));
+        let err = parse_hex("zz").unwrap_err();
+        assert!(
+            err.contains("not a hex digit") && !err.contains("zz"),
+            "{err}"
+        );
         assert!(
             parse_hex("# only a comment\n")
                 .unwrap_err()

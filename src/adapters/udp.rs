@@ -186,28 +186,42 @@ impl Framing {
     /// The drivers send them after every receive and send; a custom event
     /// loop must too.
     pub fn take_control(&mut self) -> Vec<(Vec<u8>, SocketAddr)> {
+        let owed: Vec<NodeId> = self
+            .auth
+            .iter()
+            .flat_map(|a| a.peers.iter())
+            .filter(|(_, p)| p.hello_owed)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in owed {
+            self.queue_hello(id);
+        }
         std::mem::take(&mut self.control)
     }
 
-    /// Queues a hello to `to` unless one went there within
-    /// [`auth::HELLO_INTERVAL`].
+    /// Queues a hello to `to`, or, if one went there within
+    /// [`auth::HELLO_INTERVAL`], owes it (sent by a later
+    /// [`take_control`](Self::take_control)): a hello held back must not be
+    /// lost, or a peer that sends rarely would not learn this run.
     fn queue_hello(&mut self, to: NodeId) {
         let Some(addr) = self.peers.get(&to).copied() else {
             return;
         };
         let now = std::time::Instant::now();
-        let recent = self
-            .auth
-            .as_ref()
-            .and_then(|a| a.peers.get(&to))
-            .and_then(|p| p.last_hello)
-            .is_some_and(|at| now.duration_since(at) < auth::HELLO_INTERVAL);
-        if recent {
+        let Some(peer) = self.auth.as_mut().and_then(|a| a.peers.get_mut(&to)) else {
+            return;
+        };
+        if peer
+            .last_hello
+            .is_some_and(|at| now.duration_since(at) < auth::HELLO_INTERVAL)
+        {
+            peer.hello_owed = true;
             return;
         }
         if let Some(frame) = self.seal(to, auth::KIND_HELLO, Ok) {
             if let Some(p) = self.auth.as_mut().and_then(|a| a.peers.get_mut(&to)) {
                 p.last_hello = Some(now);
+                p.hello_owed = false;
             }
             self.control.push((frame, addr));
         }
@@ -421,9 +435,13 @@ impl Framing {
         }
         if h.to_incarnation != mine {
             // Captured before this node restarted, or the sender has not
-            // learned this run yet: tell it.
-            self.drops.stale_session += 1;
+            // learned this run yet: tell it. A hello that does not know
+            // this run is the handshake itself, not a lost message.
             self.queue_hello(h.from);
+            if h.kind == auth::KIND_HELLO {
+                return Received::Wake;
+            }
+            self.drops.stale_session += 1;
             return Received::Dropped;
         }
         if !peer.window.accept(h.counter) {
