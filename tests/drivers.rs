@@ -11,6 +11,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
+use tenure::adapters::auth::{ClusterKey, KeyRing, PeerAuth};
 use tenure::adapters::driver::{self, Handle, NodeSetup};
 use tenure::adapters::driver_tokio;
 use tenure::adapters::storage::MemStorage;
@@ -145,6 +146,98 @@ fn tokio_driver_elects_transfers_and_demotes() {
     exercise(&handles, &events);
     drop(handles);
     rt.shutdown_timeout(Duration::from_secs(1));
+}
+
+fn ring(byte: u8) -> KeyRing {
+    KeyRing::new(ClusterKey::from_bytes(&[byte; 32]).unwrap())
+}
+
+/// After `exercise` on an authenticated cluster: every node rotates to a
+/// new key through its handle (accept both, send with the new one), and
+/// the leader keeps leading; then a leader on a key nobody else holds is
+/// refused by all (so `set_keys` took effect).
+fn rotate_keys(handles: &BTreeMap<u64, Handle>) {
+    let leader = *handles
+        .iter()
+        .find(|(_, h)| h.status().role == Role::Leader)
+        .expect("a leader")
+        .0;
+    let term = handles[&leader].status().term;
+    let (old, new) = (
+        ClusterKey::from_bytes(&[7; 32]).unwrap(),
+        ClusterKey::from_bytes(&[8; 32]).unwrap(),
+    );
+    for h in handles.values() {
+        h.set_keys(KeyRing::new(old.clone()).with_next(new.clone()));
+    }
+    for h in handles.values() {
+        h.set_keys(KeyRing::new(new.clone()).with_next(old.clone()));
+        std::thread::sleep(Duration::from_millis(60));
+    }
+    for h in handles.values() {
+        h.set_keys(KeyRing::new(new.clone()));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let st = handles[&leader].status();
+    assert_eq!(
+        (st.role, st.term),
+        (Role::Leader, term),
+        "rotation cost the leadership"
+    );
+    assert!(handles[&leader].lease().is_some());
+    assert!(handles.values().all(|h| h.incarnation().is_some()));
+    // The keys really changed: a leader alone on a third key is not heard.
+    handles[&leader].set_keys(ring(9));
+    std::thread::sleep(Duration::from_millis(200));
+    for (id, h) in handles.iter().filter(|&(&id, _)| id != leader) {
+        assert!(h.drops().unknown_key > 0, "node {id}: {:?}", h.drops());
+    }
+}
+
+#[test]
+fn std_driver_authenticated_elects_transfers_demotes_and_rotates_keys() {
+    let mut handles = BTreeMap::new();
+    let mut events = Vec::new();
+    for setup in setups() {
+        let id = setup.config.id();
+        let auth = authenticated_for(id);
+        let (h, e) = driver::spawn_authenticated::<_, ()>(setup, auth).unwrap();
+        handles.insert(id, h);
+        events.push((id, e));
+    }
+    exercise(&handles, &events);
+    rotate_keys(&handles);
+    for (_, h) in handles {
+        h.shutdown().unwrap();
+    }
+}
+
+#[test]
+fn tokio_driver_authenticated_elects_transfers_demotes_and_rotates_keys() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut handles = BTreeMap::new();
+    let mut events = Vec::new();
+    for setup in setups() {
+        let id = setup.config.id();
+        let auth = authenticated_for(id);
+        let (h, e) = rt
+            .block_on(driver_tokio::spawn_authenticated::<_, ()>(setup, auth))
+            .unwrap();
+        handles.insert(id, h);
+        events.push((id, e));
+    }
+    exercise(&handles, &events);
+    rotate_keys(&handles);
+    drop(handles);
+    rt.shutdown_timeout(Duration::from_secs(1));
+}
+
+fn authenticated_for(id: u64) -> PeerAuth {
+    PeerAuth::new(ring(7), 100 + id)
 }
 
 #[test]

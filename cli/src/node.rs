@@ -10,7 +10,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tenure::adapters::auth::{self, KeyRing, PeerAuth};
+use tenure::adapters::auth::{KeyRing, PeerAuth};
 use tenure::adapters::config::{NodeFile, OperatorSettings};
 use tenure::adapters::driver::{self, Handle, NodeSetup};
 use tenure::adapters::udp::DropCounts;
@@ -200,10 +200,8 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
         }
     };
     let spawned = match &keys {
-        Some(keys) => match auth::next_incarnation(&file.data_dir) {
-            Ok(incarnation) => {
-                driver::spawn_authenticated(setup, PeerAuth::new(keys.clone(), incarnation))
-            }
+        Some(keys) => match PeerAuth::for_data_dir(keys.clone(), &file.data_dir) {
+            Ok(auth) => driver::spawn_authenticated(setup, auth),
             Err(e) => {
                 eprintln!("error: node {id} refuses to start: incarnation: {e}");
                 return ExitCode::from(2);

@@ -12,14 +12,16 @@
 //! counted in [`DropCounts`](super::udp::DropCounts) before its payload is
 //! decoded; nothing in it reaches the [`Node`](crate::Node).
 //!
-//! Anyone who holds the key *is* a member as far as the network goes: a
-//! compromised member (or a stolen key) can vote, campaign, raise terms,
-//! depose the leader and withhold acknowledgements, so it can stop the
-//! cluster from making progress. What it cannot do through the messages of
-//! *another* member is nothing: frames are bound to their sender. The
-//! engine limits the damage a member can do in one message: no message
-//! moves a term by more than [`MAX_TERM_JUMP`](crate::MAX_TERM_JUMP), so
-//! the end of the term space is never one datagram away.
+//! Anyone who holds the key *is* a member as far as the network goes, and
+//! any member: the key is one per cluster, so a key holder can name any
+//! sender id. A compromised member (or a stolen key) can vote, campaign,
+//! raise terms, depose the leader, withhold acknowledgements, and claim an
+//! incarnation so large that a receiver refuses the real member until the
+//! receiver restarts: it can stop the cluster from making progress. Without
+//! the key, nothing can be forged. The engine limits the damage a member
+//! can do to terms in one message: no message moves a term by more than
+//! [`MAX_TERM_JUMP`](crate::MAX_TERM_JUMP), so the end of the term space is
+//! never one datagram away.
 //!
 //! Not protected: confidentiality (frames are readable; they carry terms,
 //! votes and log positions, no application data), traffic analysis, and
@@ -338,26 +340,26 @@ pub fn write_key_file(path: &Path) -> Result<KeyId, KeyError> {
 }
 
 fn parse_hex(text: &str) -> Result<Vec<u8>, String> {
-    let digits: String = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.starts_with('#'))
-        .flat_map(|l| l.chars().filter(|c| !c.is_whitespace()))
-        .collect();
+    let mut digits = Vec::new();
+    for line in text.lines().map(str::trim).filter(|l| !l.starts_with('#')) {
+        for c in line.chars().filter(|c| !c.is_whitespace()) {
+            // The message names the position only: the text may be a secret.
+            let d = c.to_digit(16).ok_or_else(|| {
+                format!(
+                    "a character that is not a hex digit near digit {}",
+                    digits.len() + 1
+                )
+            })?;
+            digits.push(d as u8);
+        }
+    }
     if digits.is_empty() {
         return Err("no key in the file (expected hex digits, as `tenure keygen` writes)".into());
     }
     if !digits.len().is_multiple_of(2) {
         return Err(format!("odd number of hex digits ({})", digits.len()));
     }
-    (0..digits.len())
-        .step_by(2)
-        .map(|i| {
-            // The message names the position only: the text may be a secret.
-            u8::from_str_radix(&digits[i..i + 2], 16)
-                .map_err(|_| format!("a character that is not a hex digit near digit {}", i + 1))
-        })
-        .collect()
+    Ok(digits.chunks(2).map(|p| (p[0] << 4) | p[1]).collect())
 }
 
 /// The keys a node holds: the current one, which it sends with, and an
@@ -427,6 +429,9 @@ pub struct PeerAuth {
     /// This run's incarnation: larger than every earlier run's of this
     /// node ([`next_incarnation`] keeps that promise across restarts).
     pub incarnation: u64,
+    /// Where the incarnation is stored, if known: a raised incarnation is
+    /// written there first.
+    dir: Option<PathBuf>,
 }
 
 impl PeerAuth {
@@ -436,7 +441,29 @@ impl PeerAuth {
         PeerAuth {
             keys,
             incarnation: incarnation.max(1),
+            dir: None,
         }
+    }
+
+    /// Authentication with `keys` for this start of the node whose data
+    /// directory is `dir`: takes the incarnation with [`next_incarnation`],
+    /// and keeps `dir` so that a raised incarnation (a peer knows a larger
+    /// one for this node: see [`Framing`](super::udp::Framing)) is stored
+    /// there before it is used.
+    ///
+    /// # Errors
+    /// As [`next_incarnation`].
+    pub fn for_data_dir(keys: KeyRing, dir: &Path) -> io::Result<PeerAuth> {
+        let incarnation = next_incarnation(dir)?;
+        Ok(PeerAuth {
+            dir: Some(dir.to_path_buf()),
+            ..PeerAuth::new(keys, incarnation)
+        })
+    }
+
+    /// The directory the incarnation is stored in, if known.
+    pub(crate) fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
     }
 }
 
@@ -468,10 +495,42 @@ pub fn next_incarnation(dir: &Path) -> io::Result<u64> {
     let clock = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-    let next = stored.saturating_add(1).max(clock);
+    let next = stored.checked_add(1).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "{}: the incarnation space is exhausted ({stored}); a smaller value would let frames of earlier runs be replayed",
+                path.display()
+            ),
+        )
+    })?;
+    store_incarnation(dir, next.max(clock))
+}
+
+/// Writes `value` to the incarnation file in `dir` durably (unless the
+/// file already holds a larger one) and returns what it holds now.
+fn store_incarnation(dir: &Path, value: u64) -> io::Result<u64> {
+    let path = dir.join(INCARNATION_FILE);
+    let stored = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| t.trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    let value = value.max(stored);
     let temp = dir.join(format!("{INCARNATION_FILE}.tmp"));
-    replace_durably(dir, &temp, &path, format!("{next}\n").as_bytes())?;
-    Ok(next)
+    replace_durably(dir, &temp, &path, format!("{value}\n").as_bytes())?;
+    Ok(value)
+}
+
+/// Raises this node's incarnation to `value` because a peer's
+/// authenticated frame named a larger one for it than it has: the
+/// incarnation went back (`tenure.incarnation` lost while the clock was
+/// behind its previous start), and every peer would refuse this run's
+/// frames as replays. Written durably first when `dir` is known.
+pub(crate) fn raise_incarnation(dir: Option<&Path>, value: u64) -> io::Result<u64> {
+    match dir {
+        Some(dir) => store_incarnation(dir, value),
+        None => Ok(value),
+    }
 }
 
 /// Per-sender replay window: the highest counter accepted and which of the

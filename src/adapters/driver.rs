@@ -721,7 +721,7 @@ pub fn spawn_with_positions<S: Storage + Send + 'static, P: WirePosition>(
 ///
 /// ```no_run
 /// use std::path::Path;
-/// use tenure::adapters::auth::{self, KeyRing, PeerAuth};
+/// use tenure::adapters::auth::PeerAuth;
 /// use tenure::adapters::config::{NodeFile, OperatorSettings};
 /// use tenure::adapters::driver::{self, NodeSetup};
 ///
@@ -730,7 +730,7 @@ pub fn spawn_with_positions<S: Storage + Send + 'static, P: WirePosition>(
 /// let settings = OperatorSettings::load(path)?;
 /// let setup = NodeSetup::from_file(&file)?; // takes the data directory's lock
 /// let auth = match settings.key_ring()? {
-///     Some(keys) => PeerAuth::new(keys, auth::next_incarnation(&file.data_dir)?),
+///     Some(keys) => PeerAuth::for_data_dir(keys, &file.data_dir)?,
 ///     None => panic!("this node file names no key_file"),
 /// };
 /// let (handle, events) = driver::spawn_authenticated::<_, ()>(setup, auth)?;

@@ -100,6 +100,8 @@ pub struct Framing {
 struct Sessions {
     keys: KeyRing,
     incarnation: u64,
+    /// Where the incarnation is stored (a raised one is written first).
+    dir: Option<std::path::PathBuf>,
     peers: BTreeMap<NodeId, PeerSession>,
 }
 
@@ -130,6 +132,7 @@ impl Framing {
         auth: PeerAuth,
     ) -> Framing {
         let sessions = Sessions {
+            dir: auth.dir().map(std::path::Path::to_path_buf),
             keys: auth.keys,
             incarnation: auth.incarnation,
             peers: peers
@@ -172,14 +175,34 @@ impl Framing {
     /// Sends with `keys`' current key and accepts its keys from now on
     /// (key rotation). Returns `false` (and changes nothing) if this
     /// framing is not authenticated: authentication is chosen at start.
+    ///
+    /// A ring that shares no key with the one in use (an abrupt switch, as
+    /// after a stolen key) also forgets every peer's incarnation and replay
+    /// window: no frame accepted before verifies any more, so nothing can
+    /// be replayed, and an incarnation a thief claimed for a member stops
+    /// shutting that member out. Hellos go to every peer.
     pub fn set_keys(&mut self, keys: KeyRing) -> bool {
-        match &mut self.auth {
-            Some(a) => {
-                a.keys = keys;
-                true
+        let Some(a) = &mut self.auth else {
+            return false;
+        };
+        let shared = [Some(keys.current()), keys.next()]
+            .into_iter()
+            .flatten()
+            .any(|k| a.keys.find(k.id()).is_some());
+        a.keys = keys;
+        if !shared {
+            for p in a.peers.values_mut() {
+                *p = PeerSession {
+                    sent: p.sent,
+                    ..PeerSession::default()
+                };
             }
-            None => false,
+            let ids: Vec<NodeId> = a.peers.keys().copied().collect();
+            for id in ids {
+                self.queue_hello(id);
+            }
         }
+        true
     }
 
     /// Control frames (hellos) waiting to be sent, with their destination.
@@ -432,6 +455,25 @@ impl Framing {
         if h.from_incarnation > peer.incarnation {
             peer.incarnation = h.from_incarnation;
             peer.window = auth::ReplayWindow::default();
+        }
+        if h.to_incarnation > mine {
+            // A peer authenticated a later run of this node than this one:
+            // this run's incarnation went back (its file lost while the
+            // clock was behind), and every peer would refuse it as a
+            // replay. Move past it (stored first), tell every peer.
+            let raised = h
+                .to_incarnation
+                .checked_add(1)
+                .and_then(|v| auth::raise_incarnation(sessions.dir.as_deref(), v).ok());
+            if let Some(raised) = raised {
+                sessions.incarnation = raised;
+                let ids: Vec<NodeId> = sessions.peers.keys().copied().collect();
+                for id in ids {
+                    self.queue_hello(id);
+                }
+            }
+            self.drops.stale_session += 1;
+            return Received::Dropped;
         }
         if h.to_incarnation != mine {
             // Captured before this node restarted, or the sender has not
