@@ -80,7 +80,9 @@ fn leader_ack(c: &mut Criterion) {
     let mut now = start;
     let mut seq = 1u64;
     let mut from = 2u64;
+    let mut ran = false;
     c.bench_function("step_into/strict_leader_of_five_ack", |b| {
+        ran = true;
         b.iter(|| {
             // Four acknowledgements per round; then the next round goes out.
             let message = Message {
@@ -103,7 +105,8 @@ fn leader_ack(c: &mut Criterion) {
             out.clear();
         })
     });
-    assert!(node.lease(now).is_some());
+    // Skipped by a name filter (`cargo bench -- auth`): no acks, no lease.
+    assert!(!ran || node.lease(now).is_some());
 }
 
 /// Runs a fresh 3-node cluster to its first leader with instant delivery
