@@ -354,3 +354,27 @@ fn a_hello_held_back_by_the_interval_is_sent_later_and_is_not_a_drop() {
         (DropCounts::default(), DropCounts::default())
     );
 }
+
+/// A captured start-up hello replayed: accepted once (it teaches the
+/// sender's run), then counted as `replayed`, and answered only once.
+#[test]
+fn a_replayed_hello_is_counted_and_answers_nothing() {
+    let mut a = node(1, KeyRing::new(key(9)), 10);
+    let mut b = node(2, KeyRing::new(key(9)), 20);
+    let hello = b
+        .take_control()
+        .into_iter()
+        .find(|(_, to)| *to == addr(1))
+        .unwrap()
+        .0;
+    let _ = a.take_control();
+    std::thread::sleep(auth::HELLO_INTERVAL);
+    assert!(matches!(a.accept::<()>(&hello, addr(2)), Received::Wake));
+    assert_eq!(a.take_control().len(), 1, "one answer");
+    std::thread::sleep(auth::HELLO_INTERVAL);
+    for _ in 0..5 {
+        assert!(matches!(a.accept::<()>(&hello, addr(2)), Received::Dropped));
+    }
+    assert_eq!(a.drops.replayed, 5);
+    assert!(a.take_control().is_empty(), "replays are not answered");
+}

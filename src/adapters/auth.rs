@@ -72,8 +72,8 @@
 //!   message; it only teaches incarnations, which only ever grow, so a
 //!   replayed hello teaches nothing.
 //!
-//! The receiver's state is a fixed size per configured peer (three `u64`s
-//! and a timestamp): a flood cannot grow it.
+//! The receiver's state is a fixed size per configured peer (a few
+//! numbers and a timestamp): a flood cannot grow it.
 
 use std::fmt;
 use std::io;

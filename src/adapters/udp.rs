@@ -479,10 +479,17 @@ impl Framing {
             // Captured before this node restarted, or the sender has not
             // learned this run yet: tell it. A hello that does not know
             // this run is the handshake itself, not a lost message.
-            self.queue_hello(h.from);
             if h.kind == auth::KIND_HELLO {
+                // Once per hello: a replayed one is counted and answers
+                // nothing.
+                if !peer.window.accept(h.counter) {
+                    self.drops.replayed += 1;
+                    return Received::Dropped;
+                }
+                self.queue_hello(h.from);
                 return Received::Wake;
             }
+            self.queue_hello(h.from);
             self.drops.stale_session += 1;
             return Received::Dropped;
         }
