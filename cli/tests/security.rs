@@ -19,7 +19,7 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, UdpSocket};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -151,19 +151,6 @@ impl Secure {
     }
 }
 
-fn keygen(path: &Path) {
-    let out = std::process::Command::new(BIN)
-        .arg("keygen")
-        .arg(path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 fn msg(term: u64, kind: MessageKind) -> Message {
     Message { term, kind }
 }
@@ -210,10 +197,6 @@ fn wrong_key_frame(from: u64, to: u64, m: &Message) -> Vec<u8> {
         .frame(to, m)
         .unwrap()
         .0
-}
-
-fn counted(drops: &Value, reason: &str) -> u64 {
-    drops[reason].as_u64().unwrap_or(0)
 }
 
 /// The forgeries, unauthenticated and under a wrong key, spoofed

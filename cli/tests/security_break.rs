@@ -28,19 +28,6 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 const CLUSTER: u64 = 1;
 
-fn keygen(path: &Path) {
-    let out = std::process::Command::new(BIN)
-        .arg("keygen")
-        .arg(path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 fn private(path: &Path) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
@@ -51,10 +38,6 @@ fn now_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as u64
-}
-
-fn counted(drops: &Value, reason: &str) -> u64 {
-    drops[reason].as_u64().unwrap_or(0)
 }
 
 /// Three keyed (or, with `key = false`, unkeyed) strict-fencing nodes

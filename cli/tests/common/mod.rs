@@ -218,3 +218,22 @@ pub fn http_get(addr: &str, path: &str) -> (u16, String) {
         .unwrap_or(0);
     (code, text)
 }
+
+/// `tenure keygen PATH`, which must succeed.
+pub fn keygen(path: &Path) {
+    let out = std::process::Command::new(BIN)
+        .arg("keygen")
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A drop counter of a status's `drops` object (0 if absent).
+pub fn counted(drops: &serde_json::Value, reason: &str) -> u64 {
+    drops[reason].as_u64().unwrap_or(0)
+}
