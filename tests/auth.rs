@@ -256,7 +256,6 @@ fn random_bytes_under_a_valid_header_never_panic_and_never_pass() {
         }
         assert!(delivered(b.accept(&bytes, addr(1))).is_none());
     }
-    let DropCounts { .. } = b.drops;
 }
 
 #[test]
@@ -377,4 +376,39 @@ fn a_replayed_hello_is_counted_and_answers_nothing() {
     }
     assert_eq!(a.drops.replayed, 5);
     assert!(a.take_control().is_empty(), "replays are not answered");
+}
+
+/// A run whose incarnation went back (its file lost, the clock behind)
+/// learns from a peer's frame that a later run of it was known, raises its
+/// incarnation past it, and stores the raise before using it: the next
+/// start goes on from there instead of going back again.
+#[test]
+fn a_raised_incarnation_is_stored_before_it_is_used() {
+    let dir = std::env::temp_dir().join(format!("tenure-raise-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut b = node(2, KeyRing::new(key(9)), 20);
+    // An earlier run of node 1 far in the future, known to b.
+    let mut earlier = node(1, KeyRing::new(key(9)), u64::MAX / 2);
+    introduce(&mut earlier, 1, &mut b, 2);
+    // This run starts with the file lost: the clock gives a smaller value.
+    let peers: BTreeMap<u64, SocketAddr> = [(2, addr(2)), (3, addr(3))].into();
+    let auth = PeerAuth::for_data_dir(KeyRing::new(key(9)), &dir).unwrap();
+    assert!(auth.incarnation < u64::MAX / 2);
+    let mut a = Framing::authenticated(1, 5, peers, auth);
+    // b refuses a's frames as replays, but its own next frame names the
+    // later run.
+    let (frame, _) = b.frame(1, &heartbeat(3)).unwrap();
+    assert!(delivered(a.accept(&frame, addr(2))).is_none());
+    introduce(&mut a, 1, &mut b, 2);
+    let raised = a.incarnation().unwrap();
+    assert!(raised > u64::MAX / 2, "not raised: {raised}");
+    let stored: u64 = std::fs::read_to_string(dir.join(auth::INCARNATION_FILE))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(stored, raised);
+    assert!(auth::next_incarnation(&dir).unwrap() > raised);
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -112,24 +112,32 @@ fn exercise(handles: &BTreeMap<u64, Handle>, events: &[(u64, Receiver<Event>)]) 
     assert_eq!(handles[&next].status().role, Role::Leader);
 }
 
-#[test]
-fn std_driver_elects_transfers_and_demotes() {
+/// Three nodes on the std driver (authenticated with `auth`) through
+/// `exercise`, and a key rotation if authenticated.
+fn through_std(auth: bool) {
     let mut handles = BTreeMap::new();
     let mut events = Vec::new();
     for setup in setups() {
         let id = setup.config.id();
-        let (h, e) = driver::spawn(setup).unwrap();
+        let (h, e) = if auth {
+            driver::spawn_authenticated::<_, ()>(setup, authenticated_for(id)).unwrap()
+        } else {
+            driver::spawn(setup).unwrap()
+        };
         handles.insert(id, h);
         events.push((id, e));
     }
     exercise(&handles, &events);
+    if auth {
+        rotate_keys(&handles);
+    }
     for (_, h) in handles {
         h.shutdown().unwrap();
     }
 }
 
-#[test]
-fn tokio_driver_elects_transfers_and_demotes() {
+/// `through_std` on the tokio driver.
+fn through_tokio(auth: bool) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -139,13 +147,48 @@ fn tokio_driver_elects_transfers_and_demotes() {
     let mut events = Vec::new();
     for setup in setups() {
         let id = setup.config.id();
-        let (h, e) = rt.block_on(driver_tokio::spawn(setup)).unwrap();
+        let spawned = if auth {
+            rt.block_on(driver_tokio::spawn_authenticated::<_, ()>(
+                setup,
+                authenticated_for(id),
+            ))
+        } else {
+            rt.block_on(driver_tokio::spawn(setup))
+        };
+        let (h, e) = spawned.unwrap();
         handles.insert(id, h);
         events.push((id, e));
     }
     exercise(&handles, &events);
+    if auth {
+        rotate_keys(&handles);
+    }
     drop(handles);
     rt.shutdown_timeout(Duration::from_secs(1));
+}
+
+#[test]
+fn std_driver_elects_transfers_and_demotes() {
+    through_std(false);
+}
+
+#[test]
+fn tokio_driver_elects_transfers_and_demotes() {
+    through_tokio(false);
+}
+
+#[test]
+fn std_driver_authenticated_elects_transfers_demotes_and_rotates_keys() {
+    through_std(true);
+}
+
+#[test]
+fn tokio_driver_authenticated_elects_transfers_demotes_and_rotates_keys() {
+    through_tokio(true);
+}
+
+fn authenticated_for(id: u64) -> PeerAuth {
+    PeerAuth::new(ring(7), 100 + id)
 }
 
 fn ring(byte: u8) -> KeyRing {
@@ -192,52 +235,6 @@ fn rotate_keys(handles: &BTreeMap<u64, Handle>) {
     for (id, h) in handles.iter().filter(|&(&id, _)| id != leader) {
         assert!(h.drops().unknown_key > 0, "node {id}: {:?}", h.drops());
     }
-}
-
-#[test]
-fn std_driver_authenticated_elects_transfers_demotes_and_rotates_keys() {
-    let mut handles = BTreeMap::new();
-    let mut events = Vec::new();
-    for setup in setups() {
-        let id = setup.config.id();
-        let auth = authenticated_for(id);
-        let (h, e) = driver::spawn_authenticated::<_, ()>(setup, auth).unwrap();
-        handles.insert(id, h);
-        events.push((id, e));
-    }
-    exercise(&handles, &events);
-    rotate_keys(&handles);
-    for (_, h) in handles {
-        h.shutdown().unwrap();
-    }
-}
-
-#[test]
-fn tokio_driver_authenticated_elects_transfers_demotes_and_rotates_keys() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let mut handles = BTreeMap::new();
-    let mut events = Vec::new();
-    for setup in setups() {
-        let id = setup.config.id();
-        let auth = authenticated_for(id);
-        let (h, e) = rt
-            .block_on(driver_tokio::spawn_authenticated::<_, ()>(setup, auth))
-            .unwrap();
-        handles.insert(id, h);
-        events.push((id, e));
-    }
-    exercise(&handles, &events);
-    rotate_keys(&handles);
-    drop(handles);
-    rt.shutdown_timeout(Duration::from_secs(1));
-}
-
-fn authenticated_for(id: u64) -> PeerAuth {
-    PeerAuth::new(ring(7), 100 + id)
 }
 
 #[test]

@@ -174,15 +174,7 @@ fn connection(mut stream: UnixStream, requests: &mpsc::Sender<Request>) {
         .map_or(DEFAULT_WAIT, Duration::from_millis);
     let command = match request["cmd"].as_str() {
         Some("status") => {
-            let (tx, rx) = mpsc::channel();
-            let status = requests
-                .send(Request::Status(tx))
-                .ok()
-                .and_then(|()| rx.recv_timeout(Duration::from_secs(5)).ok());
-            let _ = answer(
-                &mut stream,
-                &status.unwrap_or_else(|| refusal("the node is stopping")),
-            );
+            let _ = answer(&mut stream, &ask(requests, Request::Status));
             return;
         }
         Some("events") => {
@@ -207,15 +199,7 @@ fn connection(mut stream: UnixStream, requests: &mpsc::Sender<Request>) {
             }
         }
         Some("reload-keys") => {
-            let (tx, rx) = mpsc::channel();
-            let outcome = requests
-                .send(Request::ReloadKeys(tx))
-                .ok()
-                .and_then(|()| rx.recv_timeout(Duration::from_secs(5)).ok());
-            let _ = answer(
-                &mut stream,
-                &outcome.unwrap_or_else(|| refusal("the node is stopping")),
-            );
+            let _ = answer(&mut stream, &ask(requests, Request::ReloadKeys));
             return;
         }
         Some("promote") => Command::Promote,
@@ -239,6 +223,17 @@ fn connection(mut stream: UnixStream, requests: &mpsc::Sender<Request>) {
     };
     let outcome = run_command(requests, command, wait);
     let _ = answer(&mut stream, &outcome);
+}
+
+/// Asks the node's main loop a request answered with one value (up to
+/// 5 s), or the refusal of a node that is stopping.
+fn ask(requests: &mpsc::Sender<Request>, request: fn(mpsc::Sender<Value>) -> Request) -> Value {
+    let (tx, rx) = mpsc::channel();
+    requests
+        .send(request(tx))
+        .ok()
+        .and_then(|()| rx.recv_timeout(Duration::from_secs(5)).ok())
+        .unwrap_or_else(|| refusal("the node is stopping"))
 }
 
 /// A client has this long to send its whole request line.

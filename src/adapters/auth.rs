@@ -507,15 +507,12 @@ pub fn next_incarnation(dir: &Path) -> io::Result<u64> {
     store_incarnation(dir, next.max(clock))
 }
 
-/// Writes `value` to the incarnation file in `dir` durably (unless the
-/// file already holds a larger one) and returns what it holds now.
+/// Writes `value` to the incarnation file in `dir` durably and returns it.
+/// Only ever called with a value above the stored one: the file holds this
+/// run's incarnation (the data directory's lock keeps other runs out), and
+/// a raise goes above it.
 fn store_incarnation(dir: &Path, value: u64) -> io::Result<u64> {
     let path = dir.join(INCARNATION_FILE);
-    let stored = std::fs::read_to_string(&path)
-        .ok()
-        .and_then(|t| t.trim().parse::<u64>().ok())
-        .unwrap_or(0);
-    let value = value.max(stored);
     let temp = dir.join(format!("{INCARNATION_FILE}.tmp"));
     replace_durably(dir, &temp, &path, format!("{value}\n").as_bytes())?;
     Ok(value)

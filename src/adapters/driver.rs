@@ -192,6 +192,8 @@ pub(crate) struct Shared {
     pub(crate) stopped: Option<String>,
     /// When each peer's last accepted message arrived (driver clock).
     pub(crate) heard: BTreeMap<NodeId, Instant>,
+    /// This run's incarnation, if frames are authenticated.
+    pub(crate) incarnation: Option<u64>,
 }
 
 /// Publishes a node's status, lease and events to its handles.
@@ -205,12 +207,13 @@ pub(crate) struct Publisher {
 
 impl Publisher {
     /// Publishes the node's status and lease as they are now (mid-step:
-    /// the status an event announces), and the drop counters if given.
+    /// the status an event announces), and the transport's drop counters
+    /// and incarnation if given.
     pub(crate) fn publish<P: LogPosition>(
         &self,
         node: &Node<P>,
         now: Instant,
-        drops: Option<DropCounts>,
+        framing: Option<&Framing>,
     ) {
         let published = Published {
             status: node.status(),
@@ -230,8 +233,10 @@ impl Publisher {
         let mut shared = self.shared.lock().unwrap_or_else(|p| p.into_inner());
         shared.status = published.status;
         shared.lease = published.lease;
-        if let Some(drops) = drops {
-            shared.drops = drops;
+        if let Some(framing) = framing {
+            shared.drops = framing.drops;
+            // It can rise while the node runs (see `Framing`).
+            shared.incarnation = framing.incarnation();
         }
     }
 
@@ -302,6 +307,7 @@ impl<P: LogPosition> Driver<P> {
             drops: DropCounts::default(),
             heard: BTreeMap::new(),
             stopped: None,
+            incarnation: None,
         }));
         let (events, rx) = mpsc::channel();
         let publisher = Publisher {
@@ -323,8 +329,8 @@ impl<P: LogPosition> Driver<P> {
         self.publisher.shared.clone()
     }
 
-    pub(crate) fn publish(&self, now: Instant, drops: DropCounts) {
-        self.publisher.publish(self.exec.node(), now, Some(drops));
+    pub(crate) fn publish(&self, now: Instant, framing: &Framing) {
+        self.publisher.publish(self.exec.node(), now, Some(framing));
     }
 
     /// Feeds `input`; a write is only requested in `write` (the tokio
@@ -469,8 +475,6 @@ pub struct Handle<P = ()> {
     pub(crate) clock: SuspendAwareClock,
     pub(crate) local_addr: SocketAddr,
     pub(crate) finish: Finish,
-    /// This run's incarnation, if frames are authenticated.
-    pub(crate) incarnation: Option<u64>,
 }
 
 /// What [`Handle::shutdown`] waits for.
@@ -551,9 +555,10 @@ impl<P> Handle<P> {
     }
 
     /// This run's incarnation if the node authenticates its frames
-    /// ([`spawn_authenticated`]), else `None`.
+    /// ([`spawn_authenticated`]), else `None`. It is published with the
+    /// status, so it shows a raised incarnation too.
     pub fn incarnation(&self) -> Option<u64> {
-        self.incarnation
+        self.shared().incarnation
     }
 
     /// Campaign now (modes `Manual`, `Candidate`); the outcome arrives as
@@ -765,7 +770,8 @@ fn start_thread<S: Storage + Send + 'static, P: WirePosition>(
             source,
         })?;
     let local_addr = transport.local_addr()?;
-    let incarnation = transport.framing.incarnation();
+    // The handle sees the incarnation (and zero drops) from the start.
+    driver.publish(clock.now(), &transport.framing);
     let wake = UdpSocket::bind((std::net::Ipv4Addr::LOCALHOST, 0))?;
     let (tx, rx) = mpsc::channel::<Command<P>>();
     let shared = driver.shared();
@@ -788,7 +794,6 @@ fn start_thread<S: Storage + Send + 'static, P: WirePosition>(
         clock,
         local_addr,
         finish: Finish::Thread(thread),
-        incarnation,
     };
     Ok((handle, events))
 }
@@ -824,7 +829,7 @@ fn run<S: Storage, P: WirePosition>(
                 transport.send(to, m)
             })?;
         }
-        driver.publish(now, transport.framing.drops);
+        driver.publish(now, &transport.framing);
         let wait = driver
             .exec
             .next_deadline()

@@ -142,6 +142,8 @@ async fn start<S: Storage + Send + 'static, P: WirePosition>(
         })?;
     let local_addr = socket.local_addr()?;
     let framing = Framing::with_auth(me, setup.cluster_id, setup.peers, auth);
+    // The handle sees the incarnation (and zero drops) from the start.
+    driver.publish(clock.now(), &framing);
     let (tx, rx) = unbounded_channel();
     let handle = Handle {
         shared,
@@ -149,7 +151,6 @@ async fn start<S: Storage + Send + 'static, P: WirePosition>(
         clock,
         local_addr,
         finish: Finish::Nothing,
-        incarnation: framing.incarnation(),
     };
     let task = Task {
         driver,
@@ -447,7 +448,7 @@ async fn run<S: Storage + Send + 'static, P: WirePosition>(
         }
         start_write(&life, &mut requested, &mut storage, &mut writing);
         flush(&socket, &mut framing, &mut outbox).await;
-        driver.publish(now, framing.drops);
+        driver.publish(now, &framing);
         let wait = driver
             .exec
             .next_deadline()

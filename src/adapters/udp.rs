@@ -142,10 +142,7 @@ impl Framing {
         };
         let mut framing = Framing::new(me, cluster, peers);
         framing.auth = Some(sessions);
-        let ids: Vec<NodeId> = framing.peers.keys().copied().collect();
-        for id in ids {
-            framing.queue_hello(id);
-        }
+        framing.hello_all();
         framing
     }
 
@@ -197,10 +194,7 @@ impl Framing {
                     ..PeerSession::default()
                 };
             }
-            let ids: Vec<NodeId> = a.peers.keys().copied().collect();
-            for id in ids {
-                self.queue_hello(id);
-            }
+            self.hello_all();
         }
         true
     }
@@ -220,6 +214,15 @@ impl Framing {
             self.queue_hello(id);
         }
         std::mem::take(&mut self.control)
+    }
+
+    /// Queues (or owes) a hello to every peer: this run's incarnation is
+    /// new to them, or its sessions were reset.
+    fn hello_all(&mut self) {
+        let ids: Vec<NodeId> = self.peers.keys().copied().collect();
+        for id in ids {
+            self.queue_hello(id);
+        }
     }
 
     /// Queues a hello to `to`, or, if one went there within
@@ -467,10 +470,7 @@ impl Framing {
                 .and_then(|v| auth::raise_incarnation(sessions.dir.as_deref(), v).ok());
             if let Some(raised) = raised {
                 sessions.incarnation = raised;
-                let ids: Vec<NodeId> = sessions.peers.keys().copied().collect();
-                for id in ids {
-                    self.queue_hello(id);
-                }
+                self.hello_all();
             }
             self.drops.stale_session += 1;
             return Received::Dropped;
