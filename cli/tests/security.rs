@@ -17,13 +17,11 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::net::{SocketAddr, UdpSocket};
-use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::gated::Relay;
+use common::secure::{CLUSTER, Secure};
 use common::*;
 use serde_json::Value;
 use tenure::adapters::auth::{ClusterKey, KeyRing, PeerAuth};
@@ -34,121 +32,11 @@ use tenure::{Message, MessageKind};
 /// The tests run one at a time even under the default harness.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-const CLUSTER: u64 = 1;
-
-struct Secure {
-    dir: PathBuf,
-    relay: Relay,
-    listen: BTreeMap<u64, u16>,
-    configs: BTreeMap<u64, PathBuf>,
-    procs: BTreeMap<u64, Proc>,
-    metrics: String,
-}
-
-impl Secure {
-    /// Three nodes with `key_file = "cluster.key"` (written by `tenure
-    /// keygen`), strict fencing, peers behind a relay; node 1 serves
-    /// `/metrics`.
-    fn start(name: &str) -> Secure {
-        let dir = dir(name);
-        keygen(&dir.join("cluster.key"));
-        let listen: BTreeMap<u64, u16> = (1..=3).map(|id| (id, port())).collect();
-        let relay = Relay::start(&listen);
-        let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let metrics = tcp.local_addr().unwrap().to_string();
-        drop(tcp);
-        let mut s = Secure {
-            dir,
-            relay,
-            listen,
-            configs: BTreeMap::new(),
-            procs: BTreeMap::new(),
-            metrics,
-        };
-        for id in 1..=3 {
-            s.configure(id, "key_file = \"cluster.key\"\n");
-        }
-        for id in 1..=3 {
-            let p = Proc::start(&s.configs[&id]);
-            s.procs.insert(id, p);
-        }
-        s
-    }
-
-    /// (Re)writes node `id`'s file with `keys` (its key lines).
-    fn configure(&mut self, id: u64, keys: &str) {
-        let peers: Vec<(u64, u16)> = self
-            .listen
-            .keys()
-            .filter(|&&p| p != id)
-            .map(|&p| (p, self.relay.port(id, p)))
-            .collect();
-        let metrics = if id == 1 {
-            format!("metrics_listen = \"{}\"\n", self.metrics)
-        } else {
-            String::new()
-        };
-        let top = format!("fencing = \"strict\"\n{keys}{metrics}");
-        let path = write_config_peers(&self.dir, id, CLUSTER, self.listen[&id], &peers, &top);
-        self.configs.insert(id, path);
-    }
-
-    fn status(&self, id: u64) -> Value {
-        let (code, answers, err) = ctl(&self.configs[&id], &["status"]);
-        assert_eq!(code, 0, "ctl status of node {id}: {err}");
-        answers[0].clone()
-    }
-
-    /// The status, or `Null` while the node is not answering yet.
-    fn try_status(&self, id: u64) -> Value {
-        let (code, answers, _) = ctl(&self.configs[&id], &["status"]);
-        if code == 0 {
-            answers[0].clone()
-        } else {
-            Value::Null
-        }
-    }
-
-    /// The leader holding its lease, once every live node follows it.
-    fn settled_leader(&self) -> (u64, u64) {
-        let end = Instant::now() + Duration::from_secs(10);
-        loop {
-            let st: BTreeMap<u64, Value> = self
-                .procs
-                .keys()
-                .map(|&i| (i, self.try_status(i)))
-                .collect();
-            let leader = st
-                .values()
-                .find(|s| s["role"] == "leader" && s["lease"] == true);
-            if let Some(l) = leader {
-                let (id, term) = (l["node"].as_u64().unwrap(), l["term"].as_u64().unwrap());
-                if st.values().all(|s| s["leader"] == id && s["term"] == term) {
-                    return (id, term);
-                }
-            }
-            assert!(Instant::now() < end, "no settled leader: {st:?}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// Every live node still at `term` with `leader` leading, holding its lease.
-    fn assert_unmoved(&self, leader: u64, term: u64, what: &str) {
-        for &id in self.procs.keys() {
-            let st = self.status(id);
-            assert_eq!(st["term"], term, "{what}: node {id} moved: {st}");
-            assert_eq!(st["leader"], leader, "{what}: node {id}: {st}");
-        }
-        let st = self.status(leader);
-        assert!(
-            st["role"] == "leader" && st["lease"] == true,
-            "{what}: leader lost its lease: {st}"
-        );
-    }
-
-    fn drops(&self, id: u64) -> Value {
-        self.status(id)["drops"].clone()
-    }
+/// The files and processes of a keyed three-node cluster, all started.
+fn keyed(name: &str) -> Secure {
+    let mut s = Secure::new(name, true);
+    s.start_all();
+    s
 }
 
 fn msg(term: u64, kind: MessageKind) -> Message {
@@ -208,7 +96,7 @@ fn wrong_key_frame(from: u64, to: u64, m: &Message) -> Vec<u8> {
 #[test]
 fn forged_truncated_misdirected_and_replayed_frames_change_nothing() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let s = Secure::start("sec-forge");
+    let s = keyed("sec-forge");
     let (leader, term) = s.settled_leader();
     s.relay.capture(true);
     std::thread::sleep(Duration::from_millis(400));
@@ -295,7 +183,7 @@ fn forged_truncated_misdirected_and_replayed_frames_change_nothing() {
 #[test]
 fn replayed_acknowledgements_do_not_extend_a_cut_off_leaders_lease() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let s = Secure::start("sec-acks");
+    let s = keyed("sec-acks");
     let (leader, _) = s.settled_leader();
     s.relay.capture(true);
     std::thread::sleep(Duration::from_millis(600));
@@ -335,7 +223,7 @@ fn replayed_acknowledgements_do_not_extend_a_cut_off_leaders_lease() {
 #[test]
 fn a_killed_leaders_replayed_heartbeats_do_not_delay_failover() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let mut s = Secure::start("sec-failover");
+    let mut s = keyed("sec-failover");
     let (leader, term) = s.settled_leader();
     s.relay.capture(true);
     std::thread::sleep(Duration::from_millis(600));
@@ -387,7 +275,7 @@ fn a_killed_leaders_replayed_heartbeats_do_not_delay_failover() {
 #[test]
 fn keys_rotate_without_losing_the_leader() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let mut s = Secure::start("sec-rotate");
+    let mut s = keyed("sec-rotate");
     keygen(&s.dir.join("next.key"));
     let (leader, term) = s.settled_leader();
     let reload = |s: &Secure, id: u64| {
@@ -450,7 +338,7 @@ fn keys_rotate_without_losing_the_leader() {
 #[test]
 fn a_leader_keeps_its_lease_through_a_flood() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let s = Secure::start("sec-flood");
+    let s = keyed("sec-flood");
     let (leader, term) = s.settled_leader();
     s.relay.capture(true);
     std::thread::sleep(Duration::from_millis(200));

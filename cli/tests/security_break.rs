@@ -18,15 +18,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::gated::Relay;
+use common::secure::{CLUSTER, Secure};
 use common::*;
 use serde_json::Value;
 use tenure::HardState;
 use tenure::adapters::storage::{FileStorage, StateOwner, Storage};
 
 static SERIAL: Mutex<()> = Mutex::new(());
-
-const CLUSTER: u64 = 1;
 
 fn private(path: &Path) {
     use std::os::unix::fs::PermissionsExt;
@@ -38,103 +36,6 @@ fn now_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as u64
-}
-
-/// Three keyed (or, with `key = false`, unkeyed) strict-fencing nodes
-/// behind the test relay, as in `security.rs`.
-struct Cluster {
-    dir: PathBuf,
-    relay: Relay,
-    listen: BTreeMap<u64, u16>,
-    configs: BTreeMap<u64, PathBuf>,
-    procs: BTreeMap<u64, Proc>,
-}
-
-impl Cluster {
-    fn configure(name: &str, key: bool) -> Cluster {
-        let dir = dir(name);
-        let listen: BTreeMap<u64, u16> = (1..=3).map(|id| (id, port())).collect();
-        let relay = Relay::start(&listen);
-        let mut configs = BTreeMap::new();
-        if key {
-            keygen(&dir.join("cluster.key"));
-        }
-        for id in 1..=3 {
-            let peers: Vec<(u64, u16)> = listen
-                .keys()
-                .filter(|&&p| p != id)
-                .map(|&p| (p, relay.port(id, p)))
-                .collect();
-            let keys = if key {
-                "key_file = \"cluster.key\"\n"
-            } else {
-                ""
-            };
-            let top = format!("fencing = \"strict\"\n{keys}");
-            let path = write_config_peers(&dir, id, CLUSTER, listen[&id], &peers, &top);
-            configs.insert(id, path);
-        }
-        Cluster {
-            dir,
-            relay,
-            listen,
-            configs,
-            procs: BTreeMap::new(),
-        }
-    }
-
-    fn data(&self, id: u64) -> PathBuf {
-        self.dir.join(format!("data-{id}"))
-    }
-
-    fn start(&mut self, id: u64) {
-        let p = Proc::start(&self.configs[&id]);
-        self.procs.insert(id, p);
-    }
-
-    fn kill(&mut self, id: u64) {
-        drop(self.procs.remove(&id)); // SIGKILL and wait
-    }
-
-    fn try_status(&self, id: u64) -> Value {
-        let (code, answers, _) = ctl(&self.configs[&id], &["status"]);
-        if code == 0 {
-            answers[0].clone()
-        } else {
-            Value::Null
-        }
-    }
-
-    /// The leader holding its lease once every running node follows it,
-    /// and how long that took; `None` after `limit`.
-    fn settle(&self, limit: Duration) -> Option<((u64, u64), Duration)> {
-        let all: Vec<u64> = self.procs.keys().copied().collect();
-        self.settle_among(&all, limit)
-    }
-
-    /// `settle` counting only the nodes `ids`.
-    fn settle_among(&self, ids: &[u64], limit: Duration) -> Option<((u64, u64), Duration)> {
-        let start = Instant::now();
-        loop {
-            let st: BTreeMap<u64, Value> = ids.iter().map(|&i| (i, self.try_status(i))).collect();
-            if let Some(l) = st
-                .values()
-                .find(|s| s["role"] == "leader" && s["lease"] == true)
-            {
-                let (id, term) = (l["node"].as_u64().unwrap(), l["term"].as_u64().unwrap());
-                if st.values().all(|s| s["leader"] == id && s["term"] == term) {
-                    return Some(((id, term), start.elapsed()));
-                }
-            }
-            if start.elapsed() > limit {
-                for (id, s) in &st {
-                    println!("node {id}: {s}");
-                }
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(25));
-        }
-    }
 }
 
 /// One keyed node that is a cluster of its own, for `ctl reload-keys`.
@@ -236,7 +137,7 @@ fn a_non_ascii_key_file_at_start_is_refused_with_exit_2_naming_it() {
 #[test]
 fn a_follower_whose_incarnation_went_back_rejoins() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let mut c = Cluster::configure("brk-incback", true);
+    let mut c = Secure::new("brk-incback", true);
     let ahead = now_ms() + 3_600_000;
     for id in 1..=3 {
         std::fs::create_dir_all(c.data(id)).unwrap();
@@ -323,7 +224,7 @@ fn held_up_restarts_rejoin_as_fast_with_keys_as_without() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let mut times: BTreeMap<bool, Vec<Duration>> = BTreeMap::new();
     for key in [false, true] {
-        let mut c = Cluster::configure(if key { "brk-rs-key" } else { "brk-rs-plain" }, key);
+        let mut c = Secure::new(if key { "brk-rs-key" } else { "brk-rs-plain" }, key);
         for id in 1..=3 {
             c.start(id);
         }
@@ -409,7 +310,7 @@ fn held_up_restarts_rejoin_as_fast_with_keys_as_without() {
 #[test]
 fn held_up_a_flood_of_replayed_genuine_frames() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let mut c = Cluster::configure("brk-replayflood", true);
+    let mut c = Secure::new("brk-replayflood", true);
     for id in 1..=3 {
         c.start(id);
     }
@@ -482,7 +383,7 @@ fn recover(config: &Path, term: u64) -> (bool, String) {
 #[test]
 fn held_up_a_node_2_pow_32_behind_stays_out_harmlessly_and_rejoins_once_raised() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let mut c = Cluster::configure("brk-behind", true);
+    let mut c = Secure::new("brk-behind", true);
     let high = (1u64 << 32) + 100;
     for id in 1..=2 {
         let (ok, out) = recover(&c.configs[&id], high);
@@ -539,7 +440,7 @@ fn held_up_a_node_2_pow_32_behind_stays_out_harmlessly_and_rejoins_once_raised()
 #[test]
 fn held_up_a_node_without_the_key_is_isolated_and_harmless() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let mut c = Cluster::configure("brk-mixed", true);
+    let mut c = Secure::new("brk-mixed", true);
     let text = std::fs::read_to_string(&c.configs[&3]).unwrap();
     std::fs::write(
         &c.configs[&3],

@@ -13,6 +13,8 @@ use std::time::Duration;
 
 #[cfg(target_os = "linux")]
 pub mod gated;
+#[cfg(target_os = "linux")]
+pub mod secure;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_tenure");
 
