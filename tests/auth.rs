@@ -5,57 +5,16 @@
 
 #![cfg(feature = "adapters")]
 
+mod framing;
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
+use framing::*;
 use tenure::adapters::auth::{self, ClusterKey, KeyError, KeyRing, PeerAuth};
 use tenure::adapters::codec;
 use tenure::adapters::udp::{DropCounts, Framing, Received};
-use tenure::{Message, MessageKind};
-
-fn addr(id: u64) -> SocketAddr {
-    format!("127.0.0.1:{}", 7000 + id).parse().unwrap()
-}
-
-fn key(byte: u8) -> ClusterKey {
-    ClusterKey::from_bytes(&[byte; 32]).unwrap()
-}
-
-/// Node `me` of a three-node cluster 5 with keys `keys`, run `incarnation`.
-fn node(me: u64, keys: KeyRing, incarnation: u64) -> Framing {
-    let peers: BTreeMap<u64, SocketAddr> = [1, 2, 3]
-        .into_iter()
-        .filter(|&p| p != me)
-        .map(|p| (p, addr(p)))
-        .collect();
-    Framing::authenticated(me, 5, peers, PeerAuth::new(keys, incarnation))
-}
-
-fn heartbeat(term: u64) -> Message {
-    Message {
-        term,
-        kind: MessageKind::Heartbeat { seq: 1 },
-    }
-}
-
-/// Delivers every queued hello from `a` (id `a_id`) to `b`, and back, until
-/// both are quiet: the two have learned each other's incarnation.
-fn introduce(a: &mut Framing, a_id: u64, b: &mut Framing, b_id: u64) {
-    for _ in 0..4 {
-        // Hellos are rate-limited per peer; wait out the interval.
-        std::thread::sleep(auth::HELLO_INTERVAL);
-        for (frame, to) in a.take_control() {
-            if to == addr(b_id) {
-                let _ = b.accept::<()>(&frame, addr(a_id));
-            }
-        }
-        for (frame, to) in b.take_control() {
-            if to == addr(a_id) {
-                let _ = a.accept::<()>(&frame, addr(b_id));
-            }
-        }
-    }
-}
+use tenure::Message;
 
 fn delivered(r: Received<()>) -> Option<(u64, Message)> {
     match r {

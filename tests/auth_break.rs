@@ -1,67 +1,20 @@
 //! Adversarial review of issue 12 (authenticated peer frames), library
 //! level: two or three `Framing`s exchanging frames, as in `tests/auth.rs`
-//! (kept in this package so one build covers these and the real-process
-//! tests). Tests named for what they show; the ones that FAIL on 5c879d6
+//! (helpers shared with it in `tests/framing`). Tests named for what they show; the ones that FAIL on 5c879d6
 //! demonstrate a problem, the rest record attacks that held up.
 //!
-//! `cargo test --release -p tenure-cli --test auth_break`
+//! `cargo test --release --all-features --test auth_break`
 
+#![cfg(feature = "adapters")]
 #![allow(clippy::disallowed_types, clippy::disallowed_methods)]
 
-use std::collections::BTreeMap;
-use std::net::SocketAddr;
+mod framing;
+
 use std::path::PathBuf;
 
+use framing::*;
 use tenure::adapters::auth::{self, ClusterKey, KeyRing, PeerAuth};
 use tenure::adapters::udp::{Framing, Received};
-use tenure::{Message, MessageKind};
-
-fn addr(id: u64) -> SocketAddr {
-    format!("127.0.0.1:{}", 7000 + id).parse().unwrap()
-}
-
-fn key(byte: u8) -> ClusterKey {
-    ClusterKey::from_bytes(&[byte; 32]).unwrap()
-}
-
-fn node(me: u64, keys: KeyRing, incarnation: u64) -> Framing {
-    let peers: BTreeMap<u64, SocketAddr> = [1, 2, 3]
-        .into_iter()
-        .filter(|&p| p != me)
-        .map(|p| (p, addr(p)))
-        .collect();
-    Framing::authenticated(me, 5, peers, PeerAuth::new(keys, incarnation))
-}
-
-fn heartbeat(term: u64) -> Message {
-    Message {
-        term,
-        kind: MessageKind::Heartbeat { seq: 1 },
-    }
-}
-
-/// Delivers the hellos each side queues to the other, both ways, `rounds`
-/// times (waiting out the hello interval each time). Returns how many
-/// hellos were exchanged.
-fn introduce(a: &mut Framing, a_id: u64, b: &mut Framing, b_id: u64) -> usize {
-    let mut hellos = 0;
-    for _ in 0..4 {
-        std::thread::sleep(auth::HELLO_INTERVAL);
-        for (frame, to) in a.take_control() {
-            if to == addr(b_id) {
-                hellos += 1;
-                let _ = b.accept::<()>(&frame, addr(a_id));
-            }
-        }
-        for (frame, to) in b.take_control() {
-            if to == addr(a_id) {
-                hellos += 1;
-                let _ = a.accept::<()>(&frame, addr(b_id));
-            }
-        }
-    }
-    hellos
-}
 
 fn delivered(r: Received<()>) -> bool {
     matches!(r, Received::Message(..))
