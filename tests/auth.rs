@@ -11,10 +11,10 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 use framing::*;
+use tenure::Message;
 use tenure::adapters::auth::{self, ClusterKey, KeyError, KeyRing, PeerAuth};
 use tenure::adapters::codec;
 use tenure::adapters::udp::{DropCounts, Framing, Received};
-use tenure::Message;
 
 fn delivered(r: Received<()>) -> Option<(u64, Message)> {
     match r {
