@@ -21,6 +21,7 @@ use core::fmt;
 use core::time::Duration;
 
 use crate::NodeId;
+use crate::membership::Membership;
 
 /// The most heartbeat intervals a death timeout may span (see
 /// [`ConfigError::HeartbeatTooFrequent`]).
@@ -84,6 +85,16 @@ pub enum ConfigError {
     ZeroPeerId {
         /// `"voters"` or `"observers"`.
         list: &'static str,
+    },
+    /// A stored membership ([`Config::membership`]) is not well formed
+    /// (unsorted or duplicate ids, id 0, no voters, or a voter that is also
+    /// an observer): the state it came from is damaged.
+    #[error(
+        "the stored membership (epoch {epoch}) is damaged: lists must be sorted and disjoint, without id 0, with at least one voter"
+    )]
+    BadMembership {
+        /// Its epoch.
+        epoch: u64,
     },
     /// A node is listed both as voter and as observer.
     #[error(
@@ -234,7 +245,7 @@ impl ConfigError {
     pub fn setting(&self) -> Setting {
         match self {
             ConfigError::ZeroId => Setting::Id,
-            ConfigError::NoVoters => Setting::Voters,
+            ConfigError::NoVoters | ConfigError::BadMembership { .. } => Setting::Voters,
             ConfigError::ZeroPeerId { list } if *list == Setting::Observers.name() => {
                 Setting::Observers
             }
@@ -283,6 +294,9 @@ pub struct Config {
     clock_drift_ppm: u32,
     lease_margin: Option<Duration>,
     logger: Option<slog::Logger>,
+    membership: Option<Membership>,
+    joining: bool,
+    membership_change_timeout: Option<Duration>,
 }
 
 impl Config {
@@ -310,7 +324,49 @@ impl Config {
             clock_drift_ppm: 1000,
             lease_margin: None,
             logger: None,
+            membership: None,
+            joining: false,
+            membership_change_timeout: None,
         }
+    }
+
+    /// Makes this a node that starts with no membership and learns it
+    /// from the leader (`tenure node --join`): the voters and observers
+    /// given are ignored, and the node neither votes, campaigns nor sends
+    /// until a leader's membership that names it is durable (rule
+    /// `membership_adopt_newer`). Add it on the leader first
+    /// ([`MembershipChange::AddVoter`](crate::MembershipChange::AddVoter)
+    /// or `AddObserver`). A stored membership ([`Config::membership`])
+    /// takes precedence: a joined node restarts as a member.
+    ///
+    /// ```
+    /// use tenure::{Config, HardState, Instant, Node};
+    /// let node: Node = Node::new(Config::new(4, []).join(), HardState::default(), Instant::ZERO)?;
+    /// assert!(node.membership().voters.is_empty());
+    /// assert_eq!(node.next_deadline(), None, "a joining node waits to be told");
+    /// # Ok::<(), tenure::ConfigError>(())
+    /// ```
+    pub fn join(mut self) -> Config {
+        self.joining = true;
+        self
+    }
+
+    /// The membership storage last confirmed (a
+    /// [`Event::PersistMembership`](crate::Event::PersistMembership) that
+    /// was acknowledged), restored at restart. It replaces the voters and
+    /// observers given to [`Config::new`], which are only the bootstrap
+    /// membership of a cluster that never changed.
+    pub fn membership(mut self, membership: Membership) -> Config {
+        self.membership = Some(membership);
+        self
+    }
+
+    /// How long a membership change may take before it fails (default: ten
+    /// election timeouts). See
+    /// [`Input::ChangeMembership`](crate::Input::ChangeMembership).
+    pub fn membership_change_timeout(mut self, timeout: Duration) -> Config {
+        self.membership_change_timeout = Some(timeout);
+        self
     }
 
     /// Non-voting members the leader also heartbeats, so they learn the leader.
@@ -588,6 +644,35 @@ impl Config {
         self.effective_rng_seed()
     }
 
+    /// The membership the node starts with: the stored one
+    /// ([`Config::membership`]), an empty one for a joining node
+    /// ([`Config::join`]), or else the bootstrap membership of the voters
+    /// and observers.
+    #[must_use]
+    pub fn effective_membership(&self) -> Membership {
+        match &self.membership {
+            Some(m) => m.clone(),
+            None if self.joining => Membership::default(),
+            None => {
+                Membership::bootstrap(self.voters.iter().copied(), self.observers.iter().copied())
+            }
+        }
+    }
+
+    /// Whether the node joins without a membership (setter [`Config::join`]).
+    #[must_use]
+    pub fn effective_join(&self) -> bool {
+        self.joining && self.membership.is_none()
+    }
+
+    /// How long a membership change may take (setter
+    /// [`Config::membership_change_timeout`]; default ten election timeouts).
+    #[must_use]
+    pub fn effective_membership_change_timeout(&self) -> Duration {
+        self.membership_change_timeout
+            .unwrap_or_else(|| self.effective_election_timeout().saturating_mul(10))
+    }
+
     /// Moves the logger out (the node owns it from then on).
     pub(crate) fn take_logger(&mut self) -> Option<slog::Logger> {
         self.logger.take()
@@ -601,7 +686,10 @@ impl Config {
         if self.id == 0 {
             return Err(ConfigError::ZeroId);
         }
-        if self.voters.is_empty() {
+        if let Some(m) = self.membership.as_ref().filter(|m| !m.is_well_formed()) {
+            return Err(ConfigError::BadMembership { epoch: m.epoch });
+        }
+        if self.voters.is_empty() && !self.joining && self.membership.is_none() {
             return Err(ConfigError::NoVoters);
         }
         if self.voters.contains(&0) {
@@ -658,6 +746,10 @@ impl Config {
                 lease,
                 heartbeat_interval,
             });
+        }
+        if self.voters.is_empty() {
+            // A joining node, or one restored from a stored membership.
+            return Ok(());
         }
         let quorum = self.effective_quorum();
         let voters = self.voters.len();

@@ -126,6 +126,8 @@
 //! | `deadline`, `retry_at`, `last_heard`, `no_votes_until` | instants the decision is about |
 //! | `given`, `latest` | a `now` that went backwards, and the latest seen |
 //! | `state`, `acked`, `in_flight`, `needs`, `message` | durable states and a held message |
+//! | `epoch`, `membership_term`, `voters`, `outgoing`, `observers` | a membership: its epoch, the term that made it, its voter sets |
+//! | `mine`, `theirs`, `change` | two conflicting membership ids; a membership change request |
 //!
 //! ## Fencing
 //!
@@ -162,6 +164,7 @@ pub mod adapters;
 mod config;
 mod fence;
 mod hard_state;
+mod membership;
 mod message;
 mod node;
 mod position;
@@ -177,6 +180,7 @@ mod time;
 pub use config::{Config, ConfigError, Fencing, Mode, Setting};
 pub use fence::{Fence, FencingToken, Lease, StaleToken};
 pub use hard_state::HardState;
+pub use membership::{Membership, MembershipChange, MembershipFailure, MembershipId};
 pub use message::{MAX_TERM_JUMP, Message, MessageKind};
 pub use node::{Action, Input, Node};
 pub use position::{LogPosition, VClock};

@@ -74,6 +74,17 @@ pub enum MessageKind<P = ()> {
     Resign,
     /// The leader hands leadership to the receiver: campaign now.
     TimeoutNow,
+    /// The leader's durable membership, sent to every peer when the leader
+    /// starts using a new one and, each heartbeat round, to peers whose
+    /// messages show an older one. The receiver stores a newer one, then
+    /// acts on it (rule `membership_adopt_newer`). Accepted from a sender
+    /// outside the receiver's membership (rule `members_only`): a lagging
+    /// or joining node learns of members added since.
+    MembershipUpdate {
+        /// The leader's membership (boxed: it keeps every other message
+        /// small).
+        membership: alloc::boxed::Box<crate::membership::Membership>,
+    },
     /// Acknowledges heartbeat round `seq` of the leader of `term` (the
     /// message's term is always the heartbeat's: a heartbeat of another term
     /// is never acknowledged). The pair (term, seq) names exactly one round

@@ -1,26 +1,75 @@
-//! Vote and acknowledgement tallies over a fixed voter set.
+//! Vote and acknowledgement tallies over the voters of a membership.
 //!
-//! Invariant kept here: only configured voters count, each at most once per
-//! round. Any two quorums of a majority intersect, so two candidates cannot
-//! both win one term.
+//! Invariant kept here (rule `joint_quorums`): only voters count, each at
+//! most once per round, and a quorum is a quorum of **every** voter set of
+//! the membership: outside a change there is one; during the joint phase
+//! of a change a quorum needs a majority of the old voters and a majority
+//! of the new ones. Any two quorums of one voter set intersect, so two
+//! candidates cannot both win one term; a candidate of either of two
+//! consecutive memberships needs a majority of a set they share.
 
 use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::NodeId;
 
-/// The configured voters and the number of votes that wins.
+/// Bit of [`VoterSet::groups_of`]: a voter of the membership's `voters`.
+pub(crate) const INCOMING: u8 = 1;
+/// Bit of [`VoterSet::groups_of`]: a voter of the joint phase's `outgoing`.
+pub(crate) const OUTGOING: u8 = 2;
+
+/// The voters of a membership (every voter set, merged) and what wins.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct VoterSet {
     ids: Vec<NodeId>,
+    /// Per voter, index-aligned with `ids`: which sets it belongs to.
+    groups: Vec<u8>,
+    /// The quorum of the incoming (or only) set.
     quorum: usize,
+    /// The quorum of the outgoing set; 0 outside a joint phase.
+    outgoing_quorum: usize,
 }
 
 impl VoterSet {
-    /// `ids` must be sorted and deduplicated (as `Config` keeps them).
+    /// One voter set: `ids` must be sorted and deduplicated (as `Config`
+    /// keeps them).
     pub(crate) fn new(ids: Vec<NodeId>, quorum: usize) -> VoterSet {
         debug_assert!(ids.windows(2).all(|w| w[0] < w[1]));
-        VoterSet { ids, quorum }
+        VoterSet {
+            groups: vec![INCOMING; ids.len()],
+            ids,
+            quorum,
+            outgoing_quorum: 0,
+        }
+    }
+
+    /// A joint voter set: majorities of both `incoming` and `outgoing`
+    /// (each sorted and deduplicated; `outgoing` empty outside a change).
+    pub(crate) fn joint(incoming: &[NodeId], outgoing: &[NodeId]) -> VoterSet {
+        let ids = crate::membership::sorted(incoming.iter().chain(outgoing).copied());
+        let groups = ids
+            .iter()
+            .map(|id| {
+                let mut g = 0;
+                if incoming.binary_search(id).is_ok() {
+                    g |= INCOMING;
+                }
+                if outgoing.binary_search(id).is_ok() {
+                    g |= OUTGOING;
+                }
+                g
+            })
+            .collect();
+        VoterSet {
+            ids,
+            groups,
+            quorum: incoming.len() / 2 + 1,
+            outgoing_quorum: if outgoing.is_empty() {
+                0
+            } else {
+                outgoing.len() / 2 + 1
+            },
+        }
     }
 
     pub(crate) fn index_of(&self, id: NodeId) -> Option<usize> {
@@ -35,12 +84,26 @@ impl VoterSet {
         self.ids.len()
     }
 
+    /// The quorum of the incoming (or only) voter set.
     pub(crate) fn quorum(&self) -> usize {
         self.quorum
     }
 
     pub(crate) fn ids(&self) -> &[NodeId] {
         &self.ids
+    }
+
+    /// The sets `id` votes in ([`INCOMING`], [`OUTGOING`] bits; 0: none).
+    pub(crate) fn groups_of(&self, id: NodeId) -> u8 {
+        self.index_of(id).map_or(0, |i| self.groups[i])
+    }
+
+    /// Each voter set as (its bit, its quorum): one outside a joint phase,
+    /// two during it.
+    pub(crate) fn sets(&self) -> impl Iterator<Item = (u8, usize)> + '_ {
+        [(INCOMING, self.quorum), (OUTGOING, self.outgoing_quorum)]
+            .into_iter()
+            .filter(|&(_, q)| q > 0)
     }
 }
 
@@ -98,16 +161,28 @@ impl Tally {
         self.answers.iter().filter(|a| **a == Some(true)).count()
     }
 
-    pub(crate) fn outcome(&self, quorum: usize) -> Outcome {
-        let granted = self.granted();
-        let unknown = self.answers.iter().filter(|a| a.is_none()).count();
-        if granted >= quorum {
-            Outcome::Won
-        } else if granted + unknown < quorum {
-            Outcome::Lost
-        } else {
-            Outcome::Pending
+    /// Where the round stands over every voter set of `voters` (rule
+    /// `joint_quorums`): won once each set granted a quorum, lost once any
+    /// set can no longer.
+    pub(crate) fn outcome(&self, voters: &VoterSet) -> Outcome {
+        let mut won = true;
+        for (bit, quorum) in voters.sets() {
+            let (mut granted, mut unknown) = (0, 0);
+            for (answer, groups) in self.answers.iter().zip(&voters.groups) {
+                if groups & bit != 0 {
+                    match answer {
+                        Some(true) => granted += 1,
+                        None => unknown += 1,
+                        Some(false) => {}
+                    }
+                }
+            }
+            if granted + unknown < quorum {
+                return Outcome::Lost;
+            }
+            won &= granted >= quorum;
         }
+        if won { Outcome::Won } else { Outcome::Pending }
     }
 }
 
@@ -125,17 +200,41 @@ mod tests {
         let mut t = Tally::new(&v);
         t.record(0, true);
         t.record(1, true);
-        assert_eq!(t.outcome(v.quorum()), Outcome::Pending);
+        assert_eq!(t.outcome(&v), Outcome::Pending);
         t.record(2, true);
-        assert_eq!(t.outcome(v.quorum()), Outcome::Won);
+        assert_eq!(t.outcome(&v), Outcome::Won);
 
         t.reset();
         t.record(0, true);
         t.record(1, false);
         t.record(2, false);
-        assert_eq!(t.outcome(v.quorum()), Outcome::Pending);
+        assert_eq!(t.outcome(&v), Outcome::Pending);
         t.record(3, false);
-        assert_eq!(t.outcome(v.quorum()), Outcome::Lost);
+        assert_eq!(t.outcome(&v), Outcome::Lost);
+    }
+
+    #[test]
+    fn joint_quorums_need_a_majority_of_both_sets() {
+        // Old {1, 2, 3}, new {3, 4, 5}: ids 1..=5, 3 in both.
+        let v = VoterSet::joint(&[3, 4, 5], &[1, 2, 3]);
+        let mut t = Tally::new(&v);
+        // A majority of the old set alone does not win.
+        t.record(0, true);
+        t.record(1, true);
+        assert_eq!(t.outcome(&v), Outcome::Pending);
+        // Nor the new set's: 3 and 4 are a new majority, 3 completes both.
+        t.record(3, true);
+        assert_eq!(t.outcome(&v), Outcome::Pending);
+        t.record(2, true);
+        assert_eq!(t.outcome(&v), Outcome::Won);
+        // Losing either set loses the round.
+        t.reset();
+        t.record(3, false);
+        t.record(4, false);
+        assert_eq!(t.outcome(&v), Outcome::Lost);
+        assert_eq!(v.groups_of(3), INCOMING | OUTGOING);
+        assert_eq!(v.groups_of(1), OUTGOING);
+        assert_eq!(v.groups_of(9), 0);
     }
 
     #[test]

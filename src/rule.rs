@@ -132,6 +132,35 @@ rules! {
     StrictLease => "strict_lease" in "src/node/lease.rs",
     /// Hand leadership over (thesis §3.10).
     TransferLeadership => "transfer_leadership" in "src/node/handover.rs",
+    /// A voter refuses a candidate whose membership is older than its own
+    /// (the membership's Raft §5.4.1).
+    MembershipUpToDate => "membership_up_to_date" in "src/node/election.rs",
+    /// A node counts, votes and stamps only with a durable membership.
+    MembershipDurableBeforeUse => "membership_durable_before_use" in "src/node/membership.rs",
+    /// A leader's newer membership is stored, then used; the leader sends
+    /// it to peers that show an older one.
+    MembershipAdoptNewer => "membership_adopt_newer" in "src/node/membership.rs",
+    /// During a change's joint phase every quorum needs a majority of the
+    /// old and of the new voters (Raft §6).
+    JointQuorums => "joint_quorums" in "src/node/membership.rs",
+    /// A joint membership is left for the final one once both majorities
+    /// stored it, by whichever leader holds it.
+    JointLeftWhenStored => "joint_left_when_stored" in "src/node/membership.rs",
+    /// The leader makes one change at a time, and only as leader.
+    OneChangeAtATime => "one_change_at_a_time" in "src/node/membership.rs",
+    /// A change starts only once a quorum stored the leader's membership in
+    /// its term (the single-server pitfall's fix, Ongaro 2015).
+    ChangeAfterOwnMembershipStored => "change_after_own_membership_stored" in "src/node/membership.rs",
+    /// A new voter counts toward quorums only once it caught up.
+    NewVoterCatchesUp => "new_voter_catches_up" in "src/node/membership.rs",
+    /// A leader that is no longer a voter hands leadership over.
+    RemovedLeaderHandsOver => "removed_leader_hands_over" in "src/node/membership.rs",
+    /// A change that has not reached its final membership in time fails
+    /// (a joint membership goes back to the old voters).
+    MembershipChangeBounded => "membership_change_bounded" in "src/node/membership.rs",
+    /// A peer stamping the same membership version with other voter sets
+    /// is reported (event, log line, counter).
+    MembershipConflictReported => "membership_conflict_reported" in "src/node/membership.rs",
     /// `now` never goes backwards.
     MonotonicTime => "monotonic_time" in "src/node/mod.rs",
 }

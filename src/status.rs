@@ -1,11 +1,13 @@
 //! What a node reports: its [`Status`] snapshot and the [`Event`]s it emits.
 
+use alloc::vec::Vec;
 use core::time::Duration;
 
 use crate::NodeId;
 use crate::config::{Fencing, Mode};
 use crate::fence::FencingToken;
 use crate::hard_state::HardState;
+use crate::membership::{Membership, MembershipFailure, MembershipId};
 use crate::time::Instant;
 
 /// A node's role in its current term.
@@ -179,6 +181,58 @@ pub enum Event {
         /// Why.
         reason: TransferFailure,
     },
+    /// **A write request, not only news:** durably store this membership
+    /// (beside the [`HardState`]; the adapters' state file holds both),
+    /// then feed [`Input::PersistedMembership`](crate::Input::PersistedMembership)
+    /// with its [`Membership::id`]. The node acts on it, and stamps its
+    /// messages with it, only after that. At most one is outstanding; a
+    /// driver that never acknowledges it leaves the node on its old
+    /// membership (safe, but membership changes then cannot complete).
+    /// Restart a node with the last one confirmed
+    /// ([`Config::membership`](crate::Config::membership)).
+    ///
+    /// It is an event rather than an action so that drivers written for the
+    /// three [`Action`](crate::Action)s keep compiling; every driver in this
+    /// crate executes it.
+    PersistMembership(Membership),
+    /// The membership this node acts on changed (it is durable): its new
+    /// `epoch` and `voters` (during the joint phase of a change, the voters
+    /// after it; [`Status::membership`] has the voters before it too) and
+    /// `observers`. Comes on every node for every step of a change.
+    MembershipChanged {
+        /// The membership's epoch.
+        epoch: u64,
+        /// Its voters.
+        voters: Vec<NodeId>,
+        /// Its observers.
+        observers: Vec<NodeId>,
+    },
+    /// The leader's membership change reached its final membership and a
+    /// quorum of its voters stored it.
+    MembershipChangeCompleted {
+        /// The final membership's epoch.
+        epoch: u64,
+    },
+    /// [`Input::ChangeMembership`](crate::Input::ChangeMembership) was
+    /// refused or did not complete.
+    MembershipChangeFailed {
+        /// Why.
+        reason: MembershipFailure,
+    },
+    /// A peer's messages carry the same membership version as this node's
+    /// but different voter sets: the two disagree about membership (the
+    /// bootstrap peer lists differ, or a node lost its state). Neither side
+    /// can count the other correctly; fix the configuration. Reported once
+    /// per peer and stamp; [`Status::membership_conflicts`] counts every
+    /// such message.
+    MembershipConflict {
+        /// The peer.
+        peer: NodeId,
+        /// This node's membership.
+        mine: MembershipId,
+        /// The peer's.
+        theirs: MembershipId,
+    },
 }
 
 /// A snapshot of a node, from [`Node::status`](crate::Node::status).
@@ -215,4 +269,9 @@ pub struct Status {
     pub fencing_token: Option<FencingToken>,
     /// The node a leadership transfer is handing over to, while one runs.
     pub transferring_to: Option<NodeId>,
+    /// The durable membership the node acts on.
+    pub membership: Membership,
+    /// Messages whose sender stamped the same membership version with
+    /// other voter sets (see [`Event::MembershipConflict`]).
+    pub membership_conflicts: u64,
 }

@@ -8,6 +8,7 @@ use super::phase::{PreVoteRound, VoteRound};
 use super::{Ack, Action, Node, Phase};
 use crate::NodeId;
 use crate::config::Mode;
+use crate::membership::MembershipId;
 use crate::message::{MAX_TERM_JUMP, Message, MessageKind};
 use crate::position::LogPosition;
 use crate::quorum::Outcome;
@@ -30,12 +31,34 @@ impl<P: LogPosition> Node<P> {
         &mut self,
         now: Instant,
         from: NodeId,
+        stamp: Option<MembershipId>,
         message: Message<P>,
         out: &mut Vec<Action<P>>,
     ) {
-        if from == self.id || !self.is_member(from) {
-            slog::debug!(self.log, "message from unknown or self sender ignored";
+        if from == self.id {
+            slog::debug!(self.log, "message from self ignored";
                 "rule" => Rule::MembersOnly, "term" => self.term, "from" => from);
+            return;
+        }
+        if let Some(stamp) = stamp {
+            self.check_stamp(from, stamp, out);
+        }
+        // An unstamped message stands for the bootstrap membership.
+        let sender = stamp.unwrap_or_default();
+        // Rule `members_only`, with two exceptions that move no term by
+        // themselves being accepted: a leader's membership (a lagging or
+        // joining node learns of members added since), and the known
+        // leader of this term (a leader that removed itself leads until it
+        // has handed over).
+        let update = matches!(message.kind, MessageKind::MembershipUpdate { .. });
+        let known_leader = self.leader == Some(from) && message.term == self.term;
+        if !update && !known_leader && !self.is_member(from) {
+            slog::debug!(self.log, "message from a non-member ignored";
+                "rule" => Rule::MembersOnly, "term" => self.term, "from" => from);
+            if self.phase.is_leader() && self.membership_id.is_newer_than(&sender) {
+                // A removed node learns that it was removed.
+                self.send_membership(from, out);
+            }
             return;
         }
         // Only voters ask for votes, answer them, lead or hand over.
@@ -43,7 +66,7 @@ impl<P: LogPosition> Node<P> {
             message.kind,
             MessageKind::HeartbeatResponse { .. } | MessageKind::HeartbeatAck { .. }
         );
-        if voter_only && !self.voters.contains(from) {
+        if voter_only && !update && !known_leader && !self.voters.contains(from) {
             slog::debug!(self.log, "election message from a non-voter ignored";
                 "rule" => Rule::VotersOnly, "term" => self.term, "from" => from);
             return;
@@ -57,10 +80,15 @@ impl<P: LogPosition> Node<P> {
                 "from" => from, "message_term" => message.term);
             return;
         }
+        if message.term == self.term && self.phase.is_leader() {
+            self.note_peer_stamp(from, sender);
+        }
         match message.term.cmp(&self.term) {
             Ordering::Less => self.on_stale_message(from, message, out),
-            Ordering::Greater => self.on_higher_term(now, from, message, out),
-            Ordering::Equal => self.on_current_term(now, from, message.term, message.kind, out),
+            Ordering::Greater => self.on_higher_term(now, from, sender, message, out),
+            Ordering::Equal => {
+                self.on_current_term(now, from, sender, message.term, message.kind, out);
+            }
         }
     }
 
@@ -104,6 +132,7 @@ impl<P: LogPosition> Node<P> {
         &mut self,
         now: Instant,
         from: NodeId,
+        sender: MembershipId,
         message: Message<P>,
         out: &mut Vec<Action<P>>,
     ) {
@@ -114,7 +143,7 @@ impl<P: LogPosition> Node<P> {
                 slog::debug!(self.log, "pre-vote request for a higher term: term not adopted";
                     "rule" => Rule::PreVoteChangesNothing, "term" => self.term,
                     "from" => from, "proposed" => message.term);
-                self.on_pre_vote_request(now, from, message.term, &position, out);
+                self.on_pre_vote_request(now, from, sender, message.term, &position, out);
             }
             MessageKind::PreVoteResponse { granted: true } => {
                 self.on_pre_vote_response(now, from, message.term, true, out);
@@ -132,7 +161,7 @@ impl<P: LogPosition> Node<P> {
                     "rule" => Rule::HigherTermAdopted, "term" => self.term,
                     "from" => from, "new_term" => message.term);
                 self.adopt_term(now, message.term, out);
-                self.on_current_term(now, from, message.term, kind, out);
+                self.on_current_term(now, from, sender, message.term, kind, out);
             }
         }
     }
@@ -141,13 +170,14 @@ impl<P: LogPosition> Node<P> {
         &mut self,
         now: Instant,
         from: NodeId,
+        sender: MembershipId,
         msg_term: u64,
         kind: MessageKind<P>,
         out: &mut Vec<Action<P>>,
     ) {
         match kind {
             MessageKind::PreVoteRequest { position } => {
-                self.on_pre_vote_request(now, from, msg_term, &position, out);
+                self.on_pre_vote_request(now, from, sender, msg_term, &position, out);
             }
             MessageKind::PreVoteResponse { granted } => {
                 // A grant echoes the proposed term (term + 1), so a grant at
@@ -158,7 +188,7 @@ impl<P: LogPosition> Node<P> {
                 }
             }
             MessageKind::VoteRequest { position, transfer } => {
-                self.on_vote_request(now, from, &position, transfer, out);
+                self.on_vote_request(now, from, sender, &position, transfer, out);
             }
             MessageKind::VoteResponse { granted } => self.on_vote_response(now, from, granted, out),
             MessageKind::Heartbeat { seq } => self.on_heartbeat(now, from, seq, out),
@@ -183,6 +213,9 @@ impl<P: LogPosition> Node<P> {
             MessageKind::HeartbeatResponse { .. } => {}
             MessageKind::Resign => self.on_resign(now, from, out),
             MessageKind::TimeoutNow => self.on_timeout_now(now, from, out),
+            MessageKind::MembershipUpdate { membership } => {
+                self.on_membership_update(from, *membership, out);
+            }
         }
     }
 
@@ -205,6 +238,7 @@ impl<P: LogPosition> Node<P> {
         let was_leader = core::mem::replace(&mut self.phase, Phase::Follower).is_leader();
         self.drop_stale_held();
         if was_leader {
+            self.fail_change_on_step_down(out);
             let reason = if handed_over {
                 StepDownReason::Transferred
             } else {
@@ -291,7 +325,7 @@ impl<P: LogPosition> Node<P> {
         self.tally.record(me, true);
         slog::info!(self.log, "start pre-vote";
             "rule" => Rule::PreVote, "term" => self.term, "proposed" => proposed);
-        if self.tally.outcome(self.voters.quorum()) == Outcome::Won {
+        if self.tally.outcome(&self.voters) == Outcome::Won {
             self.start_campaign(now, false, out);
             return;
         }
@@ -365,7 +399,7 @@ impl<P: LogPosition> Node<P> {
         slog::info!(self.log, "enter candidate state with 1 self vote";
             "rule" => Rule::SelfVoteDurableBeforeCandidacy, "term" => self.term);
         self.emit(Event::CampaignStarted { term: self.term }, out);
-        if self.tally.outcome(self.voters.quorum()) == Outcome::Won {
+        if self.tally.outcome(&self.voters) == Outcome::Won {
             self.become_leader(now, out);
             return;
         }
@@ -381,9 +415,18 @@ impl<P: LogPosition> Node<P> {
     /// Why this node would refuse to help elect `from` (pre-vote or vote),
     /// or `None` if it may: rule `voters_only` (mode `Off` or an observer),
     /// rule `leader_stickiness` (its promise is active, unless the candidate
-    /// was handed leadership) or rule `log_up_to_date` (Raft §5.4.1). Shared
-    /// by both rounds so they cannot disagree.
-    fn refusal(&self, now: Instant, position: &P, bypass_promise: bool) -> Option<Refusal> {
+    /// was handed leadership), rule `membership_up_to_date` (the candidate's
+    /// membership is older than this node's durable one: the membership's
+    /// own Raft §5.4.1, see the `membership` module) or rule
+    /// `log_up_to_date` (Raft §5.4.1). Shared by both rounds so they cannot
+    /// disagree.
+    fn refusal(
+        &self,
+        now: Instant,
+        candidate: MembershipId,
+        position: &P,
+        bypass_promise: bool,
+    ) -> Option<Refusal> {
         if self.mode == Mode::Off || self.self_index.is_none() {
             Some((
                 Rule::VotersOnly,
@@ -393,6 +436,11 @@ impl<P: LogPosition> Node<P> {
             Some((
                 Rule::LeaderStickiness,
                 "a leader was heard within the death timeout, or this node restarted less than a death timeout ago",
+            ))
+        } else if self.membership_id.is_newer_than(&candidate) {
+            Some((
+                Rule::MembershipUpToDate,
+                "the candidate's membership is older than this node's",
             ))
         } else if !position.is_at_least(&self.position) {
             Some((
@@ -423,11 +471,12 @@ impl<P: LogPosition> Node<P> {
         &mut self,
         now: Instant,
         from: NodeId,
+        candidate: MembershipId,
         proposed: u64,
         position: &P,
         out: &mut Vec<Action<P>>,
     ) {
-        if let Some(refusal) = self.pre_vote_refusal(now, from, proposed, position) {
+        if let Some(refusal) = self.pre_vote_refusal(now, from, candidate, proposed, position) {
             self.refuse_pre_vote(from, refusal, out);
             return;
         }
@@ -500,10 +549,11 @@ impl<P: LogPosition> Node<P> {
         &self,
         now: Instant,
         from: NodeId,
+        candidate: MembershipId,
         proposed: u64,
         position: &P,
     ) -> Option<Refusal> {
-        self.refusal(now, position, false).or_else(|| {
+        self.refusal(now, candidate, position, false).or_else(|| {
             let committed = self.leader.is_some() || self.vote.is_some_and(|v| v != from);
             (proposed == self.term && committed).then_some((
                 Rule::OneVotePerTerm,
@@ -552,7 +602,7 @@ impl<P: LogPosition> Node<P> {
         if !self.tally.record(index, granted) {
             return;
         }
-        match self.tally.outcome(self.voters.quorum()) {
+        match self.tally.outcome(&self.voters) {
             Outcome::Won => {
                 slog::info!(self.log, "pre-vote won"; "rule" => Rule::PreVote,
                     "term" => self.term, "granted" => self.tally.granted());
@@ -577,6 +627,7 @@ impl<P: LogPosition> Node<P> {
         &mut self,
         now: Instant,
         from: NodeId,
+        candidate: MembershipId,
         position: &P,
         transfer: bool,
         out: &mut Vec<Action<P>>,
@@ -592,7 +643,7 @@ impl<P: LogPosition> Node<P> {
         } else if self.leader.is_some() || self.phase.is_leader() {
             Some((Rule::OneVotePerTerm, "the leader of this term is known"))
         } else {
-            self.refusal(now, position, transfer)
+            self.refusal(now, candidate, position, transfer)
         };
         if let Some((rule, reason)) = reason {
             slog::info!(self.log, "vote refused"; "rule" => rule,
@@ -632,7 +683,7 @@ impl<P: LogPosition> Node<P> {
         if !self.tally.record(index, granted) {
             return;
         }
-        match self.tally.outcome(self.voters.quorum()) {
+        match self.tally.outcome(&self.voters) {
             Outcome::Won => {
                 slog::info!(self.log, "quorum of votes"; "rule" => Rule::QuorumWins,
                     "term" => self.term, "votes" => self.tally.granted(),

@@ -7,6 +7,7 @@ use core::hash::{Hash, Hasher};
 use core::time::Duration;
 
 use super::gates::CampaignGates;
+use super::membership::Change;
 use super::phase::{Leadership, PeerAcks, Phase, PreVoteRound, VoteRound};
 use super::{Node, Transfer};
 use crate::position::LogPosition;
@@ -116,9 +117,10 @@ impl<P: Hash> Fingerprint for Leadership<P> {
             position,
             promised_until,
             lease_until,
+            membership,
         } in acks
         {
-            (heard_at.map(|t| rel.anchor(t)), position).hash(h);
+            (heard_at.map(|t| rel.anchor(t)), position, membership).hash(h);
             (rel.live(*promised_until), rel.live(*lease_until)).hash(h);
         }
         for &(seq, sent) in rounds {
@@ -181,7 +183,6 @@ impl<P: LogPosition + Hash> Node<P> {
             pre_vote,
             voters,
             self_index,
-            observers,
             log: _,
             jitter,
             now,
@@ -201,6 +202,14 @@ impl<P: LogPosition + Hash> Node<P> {
             position,
             peers,
             scratch: _,
+            membership,
+            membership_id,
+            membership_writes,
+            custom_quorum,
+            joining,
+            change,
+            membership_conflicts: _,
+            conflicts_reported,
         } = self;
         let at = at.max(*now);
         let rel = Relative {
@@ -209,7 +218,7 @@ impl<P: LogPosition + Hash> Node<P> {
         };
         let mut h = Fnv(0xcbf2_9ce4_8422_2325);
         (id, mode, fencing, timing, pre_vote).hash(&mut h);
-        (voters, self_index, observers, peers).hash(&mut h);
+        (voters, self_index, peers).hash(&mut h);
         let mut draws = jitter.clone();
         let draws = (draws.up_to(Duration::MAX), draws.up_to(Duration::MAX));
         (draws, death_jitter).hash(&mut h);
@@ -224,6 +233,21 @@ impl<P: LogPosition + Hash> Node<P> {
             position,
         )
             .hash(&mut h);
+        (membership, membership_id, membership_writes, custom_quorum).hash(&mut h);
+        (joining, conflicts_reported).hash(&mut h);
+        change.is_some().hash(&mut h);
+        if let Some(c) = change {
+            let Change {
+                request,
+                voters,
+                observers,
+                step,
+                awaiting,
+                deadline,
+            } = c;
+            (request, voters, observers, step, awaiting).hash(&mut h);
+            rel.expiry(*deadline).hash(&mut h);
+        }
         transfer.is_some().hash(&mut h);
         if let Some(t) = transfer {
             t.fingerprint(&rel, &mut h);

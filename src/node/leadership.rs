@@ -123,6 +123,9 @@ impl<P: LogPosition> Node<P> {
         self.record_ack(now, index, sent, ack.promise, position);
         self.recompute_anchors();
         self.maybe_send_timeout_now(from, out);
+        if self.change.is_some() || self.membership.is_joint() {
+            self.advance_change(now, out);
+        }
     }
 
     /// Records an acknowledgement from the peer at `index` of a round sent
@@ -212,6 +215,12 @@ impl<P: LogPosition> Node<P> {
         self.gates.leader_contact = Some(now);
         self.send_to_peers(&MessageKind::Heartbeat { seq }, out);
         self.recompute_anchors();
+        if self.membership.epoch > 0 {
+            self.resend_membership(out);
+        }
+        if self.change.is_some() || self.membership.is_joint() {
+            self.advance_change(now, out);
+        }
     }
 
     /// Rule `step_down`: leaves leadership in the same term (no term bump),
@@ -221,6 +230,7 @@ impl<P: LogPosition> Node<P> {
         slog::warn!(self.log, "resigning from leader state"; "rule" => Rule::StepDown,
             "term" => self.term, "reason" => ?reason);
         self.fail_transfer(TransferFailure::SteppedDown, out);
+        self.fail_change_on_step_down(out);
         self.phase = Phase::Follower;
         self.gates.leader_contact = None;
         // Campaigning at once would only repeat what just failed.

@@ -260,9 +260,13 @@ impl<P: LogPosition> Node<P> {
         let Phase::Leader(l) = &mut self.phase else {
             return;
         };
-        let needed_from_peers = self.voters.quorum() - 1;
-        if needed_from_peers == 0 {
-            // A single-voter quorum: the leader alone is a quorum.
+        let mine = self.voters.groups_of(self.id);
+        // Rule `joint_quorums`: every voter set must reach a value; the
+        // anchor is the least of them. A set the leader alone is a quorum
+        // of sets no bound.
+        let needed = |bit: u8, quorum: usize| quorum - usize::from(mine & bit != 0);
+        if self.voters.sets().all(|(bit, q)| needed(bit, q) == 0) {
+            // The leader alone is a quorum.
             l.soft_anchor = None;
             if let Some(sent) = l.round_sent(l.seq) {
                 let until = sent + self.timing.lease;
@@ -274,24 +278,40 @@ impl<P: LogPosition> Node<P> {
             return;
         }
         let scratch = &mut self.scratch;
-        // Voters come first among the peers (`PeerFacts::of_peers`).
-        let voter_peers = self.voters.len() - usize::from(self.self_index.is_some());
-        let acks = &l.acks[..voter_peers];
+        let peers = &self.peers;
+        let voters = &self.voters;
+        let value = |value: &dyn Fn(&PeerAcks<P>) -> Option<Instant>, scratch: &mut Vec<u64>| {
+            let mut least: Option<Instant> = None;
+            for (bit, quorum) in voters.sets() {
+                let needed = needed(bit, quorum);
+                if needed == 0 {
+                    continue;
+                }
+                let acks = peers
+                    .iter()
+                    .zip(&l.acks)
+                    .filter(|(p, _)| p.groups & bit != 0)
+                    .map(|(_, a)| a);
+                let v = quorum_value(scratch, acks, needed, value)?;
+                least = Some(least.map_or(v, |l| l.min(v)));
+            }
+            least
+        };
         match self.fencing {
             Fencing::Soft => {
                 let since = l.since;
                 let heard = |a: &PeerAcks<P>| Some(a.heard_at.unwrap_or(since));
-                if let Some(t) = quorum_value(scratch, acks, needed_from_peers, heard) {
+                if let Some(t) = value(&heard, scratch) {
                     l.soft_anchor = Some(t);
                 }
             }
             Fencing::Strict => {
                 let promised = |a: &PeerAcks<P>| a.promised_until;
-                if let Some(t) = quorum_value(scratch, acks, needed_from_peers, promised) {
+                if let Some(t) = value(&promised, scratch) {
                     l.strict_until = l.strict_until.max(t);
                 }
                 let leased = |a: &PeerAcks<P>| a.lease_until;
-                if let Some(t) = quorum_value(scratch, acks, needed_from_peers, leased) {
+                if let Some(t) = value(&leased, scratch) {
                     l.lease_until = l.lease_until.max(Some(t));
                 }
             }
@@ -341,14 +361,14 @@ impl<P: LogPosition> Node<P> {
     }
 }
 
-/// The `needed`-th largest `value` among `acks` (the voter peers') that
-/// have one. `scratch` is a reused buffer: no
-/// allocation per acknowledgement.
-fn quorum_value<P>(
+/// The `needed`-th largest `value` among `acks` (one voter set's peers)
+/// that have one. `scratch` is a reused buffer: no allocation per
+/// acknowledgement.
+fn quorum_value<'a, P: 'a>(
     scratch: &mut Vec<u64>,
-    acks: &[PeerAcks<P>],
+    acks: impl Iterator<Item = &'a PeerAcks<P>>,
     needed: usize,
-    value: impl Fn(&PeerAcks<P>) -> Option<Instant>,
+    value: &dyn Fn(&PeerAcks<P>) -> Option<Instant>,
 ) -> Option<Instant> {
     scratch.clear();
     for a in acks {

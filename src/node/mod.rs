@@ -25,12 +25,14 @@ mod gates;
 mod handover;
 mod leadership;
 mod lease;
+mod membership;
 mod phase;
 mod timers;
 
 use durable::Durability;
 use gates::CampaignGates;
 use lease::min_heartbeat_period;
+use membership::{Change, MembershipWrites};
 use phase::Phase;
 
 use alloc::vec::Vec;
@@ -42,6 +44,7 @@ use crate::NodeId;
 use crate::config::{Config, ConfigError, Fencing, Mode};
 use crate::fence::FencingToken;
 use crate::hard_state::HardState;
+use crate::membership::{Membership, MembershipChange, MembershipId};
 use crate::message::Message;
 use crate::position::LogPosition;
 use crate::quorum::{Tally, VoterSet};
@@ -67,6 +70,31 @@ pub enum Input<P = ()> {
     },
     /// Storage confirmed the state of the last [`Action::Persist`].
     Persisted(HardState),
+    /// A message from peer `from` whose frame carried the sender's
+    /// membership stamp ([`Node::membership_id`] of the sender when it
+    /// sent it). Drivers that stamp their frames feed this instead of
+    /// [`Input::Receive`], which stands for a sender at the bootstrap
+    /// membership (epoch 0) and is all a cluster that never changes its
+    /// membership needs.
+    ReceiveStamped {
+        /// The sender.
+        from: NodeId,
+        /// The sender's membership when it sent the message.
+        stamp: MembershipId,
+        /// The message.
+        message: Message<P>,
+    },
+    /// Storage confirmed the membership of the last
+    /// [`Event::PersistMembership`] (named by its
+    /// [`Membership::id`]).
+    PersistedMembership(MembershipId),
+    /// Change the membership (on the leader): see [`MembershipChange`]. The
+    /// outcome is [`Event::MembershipChangeCompleted`] or exactly one
+    /// [`Event::MembershipChangeFailed`], within the configured
+    /// [`Config::membership_change_timeout`] (plus one heartbeat
+    /// interval) for everything up to the final membership; a change that
+    /// reached it completes once a quorum of the new voters stored it.
+    ChangeMembership(MembershipChange),
     /// Campaign now, for one term (modes `Manual` and `Candidate`).
     Promote,
     /// Resign leadership in the same term; do not campaign for a death timeout.
@@ -114,6 +142,8 @@ pub enum Action<P = ()> {
 struct PeerFacts {
     id: NodeId,
     is_voter: bool,
+    /// The voter sets it belongs to (`quorum::INCOMING`, `OUTGOING`).
+    groups: u8,
     /// Round trip of the latest acknowledgement of a round sent within the
     /// last death timeout.
     rtt: Option<Duration>,
@@ -125,8 +155,7 @@ struct PeerFacts {
 
 impl PeerFacts {
     /// Every voter and observer but `me`, with nothing learned yet: the
-    /// voters first (the quorum computations read only that prefix), then
-    /// the observers.
+    /// voters first, then the observers.
     fn of_peers(me: NodeId, voters: &VoterSet, observers: &[NodeId]) -> Vec<PeerFacts> {
         voters
             .ids()
@@ -136,6 +165,7 @@ impl PeerFacts {
             .map(|&id| PeerFacts {
                 id,
                 is_voter: voters.contains(id),
+                groups: voters.groups_of(id),
                 rtt: None,
                 can_lead: None,
                 promise: None,
@@ -176,6 +206,8 @@ struct Timing {
     lease_margin: Duration,
     /// The longest lease a quorum's promises can back.
     lease: Duration,
+    /// How long a membership change may take.
+    change: Duration,
     /// The death timeout in nanoseconds: the promise every acknowledgement
     /// states (computed once; it is on the follower's hot path).
     promise_nanos: u64,
@@ -205,6 +237,7 @@ impl Timing {
             drift_ppm: config.effective_clock_drift_ppm(),
             lease_margin: config.effective_lease_margin(),
             lease: config.effective_lease_duration(),
+            change: config.effective_membership_change_timeout(),
             promise_nanos: crate::time::duration_nanos(death),
             round_slots,
         }
@@ -250,7 +283,6 @@ pub struct Node<P = ()> {
     voters: VoterSet,
     /// Index of this node in `voters`, `None` for an observer.
     self_index: Option<usize>,
-    observers: Vec<NodeId>,
     log: Logger,
     jitter: Jitter,
     /// Largest `now` seen.
@@ -293,6 +325,23 @@ pub struct Node<P = ()> {
     peers: Vec<PeerFacts>,
     /// Reused buffer for quorum computations (no allocation per ack).
     scratch: Vec<u64>,
+
+    // Membership (membership.rs).
+    /// The durable membership in use, and its id.
+    membership: Membership,
+    membership_id: MembershipId,
+    /// The membership write in flight and the newest waiting.
+    membership_writes: MembershipWrites,
+    /// A configured quorum that is not a majority (bootstrap only).
+    custom_quorum: Option<usize>,
+    /// Started with no membership; waits for one that names it.
+    joining: bool,
+    /// The membership change this leader is making.
+    change: Option<Change>,
+    /// Messages whose stamp conflicted with this membership.
+    membership_conflicts: u64,
+    /// The last conflicting stamp reported, per peer.
+    conflicts_reported: Vec<(NodeId, MembershipId)>,
 }
 
 impl<P: LogPosition> Node<P> {
@@ -312,7 +361,10 @@ impl<P: LogPosition> Node<P> {
     pub fn new(mut config: Config, state: HardState, now: Instant) -> Result<Node<P>, ConfigError> {
         config.validate()?;
         let id = config.id();
-        let voters = VoterSet::new(config.voters().to_vec(), config.effective_quorum());
+        let membership = config.effective_membership();
+        let majority = membership.voters.len() / 2 + 1;
+        let custom_quorum = Some(config.effective_quorum()).filter(|&q| q != majority);
+        let voters = membership::voter_set(&membership, custom_quorum);
         let timing = Timing::new(&config);
         let log = match config.take_logger() {
             Some(root) => root.new(o!("node" => id)),
@@ -320,7 +372,7 @@ impl<P: LogPosition> Node<P> {
         };
         let mut jitter = Jitter::new(config.effective_rng_seed(), id);
         let death_jitter = jitter.up_to(timing.jitter);
-        let peers = PeerFacts::of_peers(id, &voters, config.effective_observers());
+        let peers = PeerFacts::of_peers(id, &voters, &membership.observers);
         // Rule `fresh_node_owes_no_promise`: a node whose durable term is 0
         // never acknowledged a leader (an acknowledgement needs its term
         // durable first, and every leader's term is at least 1), so it has
@@ -338,7 +390,6 @@ impl<P: LogPosition> Node<P> {
             tally: Tally::new(&voters),
             scratch: Vec::with_capacity(voters.len()),
             voters,
-            observers: config.effective_observers().to_vec(),
             log,
             jitter,
             now,
@@ -356,6 +407,14 @@ impl<P: LogPosition> Node<P> {
             lease_announced: None,
             position: P::default(),
             peers,
+            membership_id: membership.id(),
+            membership,
+            membership_writes: MembershipWrites::default(),
+            custom_quorum,
+            joining: config.effective_join(),
+            change: None,
+            membership_conflicts: 0,
+            conflicts_reported: Vec::new(),
         };
         slog::info!(node.log, "start as follower";
             "rule" => if fresh { Rule::FreshNodeOwesNoPromise } else { Rule::RestartWaitsDeathTimeout },
@@ -402,8 +461,15 @@ impl<P: LogPosition> Node<P> {
         let now = self.observe_time(now);
         match input {
             Input::Tick => self.on_tick(now, out),
-            Input::Receive { from, message } => self.on_message(now, from, message, out),
+            Input::Receive { from, message } => self.on_message(now, from, None, message, out),
+            Input::ReceiveStamped {
+                from,
+                stamp,
+                message,
+            } => self.on_message(now, from, Some(stamp), message, out),
             Input::Persisted(state) => self.on_persisted(now, state, out),
+            Input::PersistedMembership(id) => self.on_membership_persisted(now, id, out),
+            Input::ChangeMembership(change) => self.on_change_membership(now, change, out),
             Input::Promote => self.on_promote(now, out),
             Input::Demote => self.on_demote(now, out),
             Input::TransferLeadership { to } => self.on_transfer(now, to, out),
@@ -501,6 +567,8 @@ impl<P: LogPosition> Node<P> {
             lease_until: self.lease(self.now).map(|l| l.valid_until),
             fencing_token: self.token(),
             transferring_to: self.transfer.map(|t| t.to),
+            membership: self.membership.clone(),
+            membership_conflicts: self.membership_conflicts,
         }
     }
 
@@ -530,9 +598,11 @@ impl<P: LogPosition> Node<P> {
         self.now
     }
 
-    /// Whether `id` is a configured voter or observer (anyone else is ignored).
+    /// Whether `id` is a voter or observer of the durable membership
+    /// (anyone else is ignored, but for the exceptions of rule
+    /// `members_only`).
     fn is_member(&self, id: NodeId) -> bool {
-        self.voters.contains(id) || self.observers.binary_search(&id).is_ok()
+        self.membership.is_member(id)
     }
 
     fn emit(&self, event: Event, out: &mut Vec<Action<P>>) {

@@ -114,14 +114,17 @@ pub(super) struct PeerAcks<P> {
     /// The same, from rounds that may back a reported lease (sent at or
     /// after `lease_floor`, in a term whose `TimeoutNow` has not gone out).
     pub(super) lease_until: Option<Instant>,
+    /// The newest membership its messages of this leadership showed.
+    pub(super) membership: Option<crate::membership::MembershipId>,
 }
 
 impl<P> PeerAcks<P> {
-    const NONE: PeerAcks<P> = PeerAcks {
+    pub(super) const NONE: PeerAcks<P> = PeerAcks {
         heard_at: None,
         position: None,
         promised_until: None,
         lease_until: None,
+        membership: None,
     };
 }
 

@@ -69,8 +69,8 @@ pub use summary::Summary;
 pub use timeline::{NodeState, Timeline};
 
 use crate::{
-    Action, Config, Event, HardState, Input, Instant, LogPosition, Message, MessageKind, Mode,
-    Node, NodeId, Role,
+    Action, Config, Event, HardState, Input, Instant, LogPosition, Membership, MembershipChange,
+    MembershipId, Message, MessageKind, Mode, Node, NodeId, Role,
 };
 
 /// Builds the configuration of node `id` given all voter ids. It is called
@@ -158,6 +158,10 @@ pub struct SimConfig {
     /// already set observers), so leaders heartbeat them; they never vote
     /// and never count towards a quorum.
     pub observers: u64,
+    /// Number of spare nodes, ids after the observers: they start with no
+    /// membership (`Config::join`) and take part once a membership change
+    /// adds them ([`Fault::ChangeMembership`]).
+    pub spares: u64,
     /// Quorum every node is configured with; `None` keeps what
     /// `node_config` sets (a majority by default).
     pub quorum: Option<usize>,
@@ -214,6 +218,7 @@ impl core::fmt::Debug for SimConfig {
             .field("long_tail", &self.long_tail)
             .field("long_tail_delay", &self.long_tail_delay)
             .field("observers", &self.observers)
+            .field("spares", &self.spares)
             .field("quorum", &self.quorum)
             .field("modes", &self.modes)
             .field("write_latency", &self.write_latency)
@@ -235,6 +240,7 @@ impl SimConfig {
         SimConfig {
             nodes,
             observers: 0,
+            spares: 0,
             quorum: None,
             modes: BTreeMap::new(),
             seed,
@@ -260,6 +266,9 @@ impl SimConfig {
 /// observers, quorum and mode overrides.
 fn configure(cfg: &SimConfig, voters: &[NodeId], observers: &[NodeId], id: NodeId) -> Config {
     let mut config = (cfg.node_config)(id, voters);
+    if id > cfg.nodes + cfg.observers {
+        config = config.join();
+    }
     if !observers.is_empty() && config.effective_observers().is_empty() {
         config = config.observers(observers.iter().copied());
     }
@@ -306,6 +315,11 @@ struct SimNode<P> {
     disk: HardState,
     pending_write: Option<HardState>,
     write_gen: u64,
+    /// The membership on disk (none until the first membership write).
+    disk_membership: Option<Membership>,
+    /// The membership write in flight, and its generation.
+    pending_membership: Option<Membership>,
+    membership_gen: u64,
     stalled: bool,
     clock: Clock,
     timer_gen: u64,
@@ -319,6 +333,8 @@ enum Payload<P> {
         from: NodeId,
         /// The sender's incarnation when it sent the message.
         incarnation: u64,
+        /// The sender's durable membership when it sent the message.
+        stamp: MembershipId,
         to: NodeId,
         message: Message<P>,
     },
@@ -326,6 +342,12 @@ enum Payload<P> {
         node: NodeId,
         generation: u64,
     },
+    MembershipWriteDone {
+        node: NodeId,
+        generation: u64,
+    },
+    /// A membership change for the leader; retried while there is none.
+    ChangeAtLeader(MembershipChange, u32),
     Timer {
         node: NodeId,
         generation: u64,
@@ -408,6 +430,12 @@ pub struct Report {
     /// Messages delivered after their sender crashed or restarted (stale
     /// messages of an earlier incarnation).
     pub delivered_after_sender_restart: u64,
+    /// Each completed membership change's duration: from
+    /// [`Fault::ChangeMembership`] reaching the leader to its
+    /// `MembershipChangeCompleted`.
+    pub membership_changes: Vec<Duration>,
+    /// Membership changes that failed (or found no leader for 10 s).
+    pub membership_failures: u64,
 }
 
 /// A simulated cluster of `Node<P>`s. [`Cluster::new`] runs `Node<()>`;
@@ -438,6 +466,10 @@ pub struct Cluster<P: LogPosition = ()> {
     timeline: Option<Timeline>,
     /// Acknowledgements a broken driver feeds back at once.
     acks: Vec<(NodeId, HardState)>,
+    /// Membership writes completed, to acknowledge after the step.
+    membership_acks: Vec<(NodeId, MembershipId)>,
+    /// When the membership change in progress was asked for.
+    change_started: Option<Instant>,
     /// Failover measurement in progress: (start, campaigns so far).
     failover: Option<(Instant, u32)>,
     /// The leader known to a quorum, with its term.
@@ -501,7 +533,7 @@ impl<P: LogPosition> Cluster<P> {
         let mut rng = Pcg64Mcg::seed_from_u64(cfg.seed);
         let voters: Vec<NodeId> = (1..=cfg.nodes).collect();
         let observer_ids: Vec<NodeId> = (cfg.nodes + 1..=cfg.nodes + cfg.observers).collect();
-        let ids: Vec<NodeId> = (1..=cfg.nodes + cfg.observers).collect();
+        let ids: Vec<NodeId> = (1..=cfg.nodes + cfg.observers + cfg.spares).collect();
         // Inspect every node's configuration once (node_config draws nothing
         // from the seed, so this does not change the run): the quorum and
         // the slowest timing decide what the liveness checks may demand.
@@ -549,6 +581,9 @@ impl<P: LogPosition> Cluster<P> {
                 disk: HardState::default(),
                 pending_write: None,
                 write_gen: 0,
+                disk_membership: None,
+                pending_membership: None,
+                membership_gen: 0,
                 stalled: false,
                 clock,
                 timer_gen: 0,
@@ -576,6 +611,8 @@ impl<P: LogPosition> Cluster<P> {
             trace: None,
             buf: Vec::new(),
             acks: Vec::new(),
+            membership_acks: Vec::new(),
+            change_started: None,
             timeline: None,
             failover: None,
             quorum_leader: None,
@@ -757,6 +794,10 @@ impl<P: LogPosition> Cluster<P> {
         let local = self.nodes[i].clock.local(self.now);
         if self.cfg.storage == StorageMode::RestartFromEmpty {
             self.nodes[i].disk = HardState::default();
+            self.nodes[i].disk_membership = None;
+        }
+        if let Some(m) = self.nodes[i].disk_membership.clone() {
+            config = config.membership(m);
         }
         let disk = self.nodes[i].disk;
         match Node::new(config, disk, local) {
@@ -807,6 +848,13 @@ impl<P: LogPosition> Cluster<P> {
         self.record_state(i);
         while let Some((node, state)) = self.acks.pop() {
             self.input(node, Input::Persisted(state));
+        }
+        self.drain_membership_acks();
+    }
+
+    fn drain_membership_acks(&mut self) {
+        while let Some((node, id)) = self.membership_acks.pop() {
+            self.input(node, Input::PersistedMembership(id));
         }
     }
 
@@ -880,6 +928,10 @@ impl<P: LogPosition> Cluster<P> {
                 let latency = link.map_or(self.cfg.latency, |l| l.latency);
                 let copies = if self.chance(duplicate) { 2 } else { 1 };
                 let incarnation = self.nodes[i].incarnation;
+                let stamp = self.nodes[i]
+                    .node
+                    .as_ref()
+                    .map_or_else(MembershipId::default, Node::membership_id);
                 for _ in 0..copies {
                     // Each copy draws its own delay: a duplicate may take the
                     // long tail while the original arrives on time.
@@ -903,14 +955,20 @@ impl<P: LogPosition> Cluster<P> {
                         Payload::Deliver {
                             from: id,
                             incarnation,
+                            stamp,
                             to,
                             message: message.clone(),
                         },
                     );
                 }
             }
+            Action::Event(Event::PersistMembership(membership)) => {
+                self.log(id, format_args!("persist membership {:?}", membership.id()));
+                self.write_membership(i, membership);
+            }
             Action::Event(event) => {
                 self.log(id, format_args!("{event:?}"));
+                self.note_membership_event(id, &event);
                 if let Some(h) = self.history.as_mut() {
                     h.events.push((self.now, id, event.clone()));
                 }
@@ -925,6 +983,64 @@ impl<P: LogPosition> Cluster<P> {
                 }
                 self.checker.on_event(id, &event, self.now);
             }
+        }
+    }
+
+    /// Starts the membership write `membership` (as `Action::Persist`
+    /// does for the term and vote: the same latency, stalls and crashes).
+    fn write_membership(&mut self, i: usize, membership: Membership) {
+        let id = self.nodes[i].id;
+        self.nodes[i].pending_membership = Some(membership);
+        self.nodes[i].membership_gen += 1;
+        if self.nodes[i].stalled {
+            return;
+        }
+        if self.cfg.storage == StorageMode::Synchronous {
+            self.complete_membership_write(i);
+            return;
+        }
+        let latency = self
+            .cfg
+            .node_write_latency
+            .get(&id)
+            .copied()
+            .unwrap_or(self.cfg.write_latency);
+        let at = self.now + self.uniform(latency);
+        let generation = self.nodes[i].membership_gen;
+        self.schedule(
+            at,
+            Payload::MembershipWriteDone {
+                node: id,
+                generation,
+            },
+        );
+    }
+
+    fn complete_membership_write(&mut self, i: usize) {
+        let Some(membership) = self.nodes[i].pending_membership.take() else {
+            return;
+        };
+        let id = self.nodes[i].id;
+        let stored = membership.id();
+        self.nodes[i].disk_membership = Some(membership);
+        self.membership_acks.push((id, stored));
+    }
+
+    /// Membership change timing for the report.
+    fn note_membership_event(&mut self, id: NodeId, event: &Event) {
+        match event {
+            Event::MembershipChangeCompleted { .. } => {
+                if let Some(start) = self.change_started.take() {
+                    let took = self.now.saturating_duration_since(start);
+                    self.report.membership_changes.push(took);
+                }
+                self.log(id, format_args!("membership change completed"));
+            }
+            Event::MembershipChangeFailed { .. } => {
+                self.report.membership_failures += 1;
+                self.change_started = None;
+            }
+            _ => {}
         }
     }
 
@@ -1036,8 +1152,13 @@ impl<P: LogPosition> Cluster<P> {
                     if self.nodes[i].pending_write.is_some() {
                         self.complete_write(i);
                     }
+                    if self.nodes[i].pending_membership.is_some() {
+                        self.complete_membership_write(i);
+                        self.drain_membership_acks();
+                    }
                 }
             }
+            Fault::ChangeMembership(change) => self.change_at_leader(change, 0),
             Fault::Input(id, input) => {
                 self.log(id, format_args!("input {input:?}"));
                 match lift_input(input) {
@@ -1048,6 +1169,23 @@ impl<P: LogPosition> Cluster<P> {
                     ),
                 }
             }
+        }
+    }
+
+    /// Hands `change` to the leader known to a quorum, or tries again in
+    /// 50 ms while there is none (for up to 10 s).
+    fn change_at_leader(&mut self, change: MembershipChange, tries: u32) {
+        match self.leader_known_to_quorum() {
+            Some((leader, _)) => {
+                self.log(leader, format_args!("change membership {change:?}"));
+                self.change_started = Some(self.now);
+                self.input(leader, Input::ChangeMembership(change));
+            }
+            None if tries < 200 => {
+                let at = self.now + Duration::from_millis(50);
+                self.schedule(at, Payload::ChangeAtLeader(change, tries + 1));
+            }
+            None => self.report.membership_failures += 1,
         }
     }
 
@@ -1100,30 +1238,39 @@ impl<P: LogPosition> Cluster<P> {
     }
 
     fn all_ids(&self) -> core::ops::RangeInclusive<NodeId> {
-        1..=self.cfg.nodes + self.cfg.observers
+        1..=self.cfg.nodes + self.cfg.observers + self.cfg.spares
     }
 
     /// The leader that a quorum of voters (itself included) follows;
     /// observers following it do not count.
     pub fn leader_known_to_quorum(&self) -> Option<(NodeId, u64)> {
-        let quorum = self.quorum;
         for s in &self.nodes {
             let Some(n) = s.node.as_ref() else { continue };
             let st = n.status();
             if st.role != Role::Leader {
                 continue;
             }
-            let followers = self
-                .nodes
-                .iter()
-                .filter(|o| self.voters.contains(&o.id))
-                .filter_map(|o| o.node.as_ref())
-                .filter(|o| {
+            let follows = |id: &NodeId| {
+                self.node(*id).is_some_and(|o| {
                     let os = o.status();
                     os.leader == Some(s.id) && os.term == st.term
                 })
-                .count();
-            if followers >= quorum {
+            };
+            // A quorum of every voter set of the leader's membership (the
+            // configured quorum for the bootstrap one).
+            let m = n.membership();
+            let known = [&m.voters, &m.outgoing]
+                .into_iter()
+                .filter(|set| !set.is_empty())
+                .all(|set| {
+                    let quorum = if m.epoch == 0 {
+                        self.quorum
+                    } else {
+                        set.len() / 2 + 1
+                    };
+                    set.iter().filter(|id| follows(id)).count() >= quorum
+                });
+            if known {
                 return Some((s.id, st.term));
             }
         }
@@ -1204,6 +1351,15 @@ impl<P: LogPosition> Cluster<P> {
             self.nodes[i].disk = state;
         }
         self.nodes[i].write_gen += 1;
+        // The same for a membership write (no draw unless one was pending,
+        // so runs without membership writes are unchanged).
+        if let Some(membership) = self.nodes[i].pending_membership.take()
+            && self.cfg.storage == StorageMode::Honest
+            && self.chance(0.5)
+        {
+            self.nodes[i].disk_membership = Some(membership);
+        }
+        self.nodes[i].membership_gen += 1;
         self.nodes[i].timer_gen += 1;
         let disk = self.nodes[i].disk;
         self.log(id, format_args!("crashed; disk {disk:?}"));
@@ -1305,6 +1461,7 @@ impl<P: LogPosition> Cluster<P> {
             Payload::Deliver {
                 from,
                 incarnation,
+                stamp,
                 to,
                 message,
             } => {
@@ -1332,9 +1489,26 @@ impl<P: LogPosition> Cluster<P> {
                     }
                     _ => None,
                 };
-                self.input(to, Input::Receive { from, message });
+                self.input(
+                    to,
+                    Input::ReceiveStamped {
+                        from,
+                        stamp,
+                        message,
+                    },
+                );
                 self.stale_heartbeat = None;
             }
+            Payload::MembershipWriteDone { node, generation } => {
+                if let Some(i) = self.idx(node)
+                    && self.nodes[i].membership_gen == generation
+                    && self.nodes[i].node.is_some()
+                {
+                    self.complete_membership_write(i);
+                    self.drain_membership_acks();
+                }
+            }
+            Payload::ChangeAtLeader(change, tries) => self.change_at_leader(change, tries),
             Payload::WriteDone { node, generation } => {
                 if let Some(i) = self.idx(node)
                     && self.nodes[i].write_gen == generation
@@ -1456,7 +1630,21 @@ fn lift_input<P: LogPosition>(input: Input) -> Option<Input<P>> {
                 kind: lift_kind(message.kind),
             },
         },
+        Input::ReceiveStamped {
+            from,
+            stamp,
+            message,
+        } => Input::ReceiveStamped {
+            from,
+            stamp,
+            message: Message {
+                term: message.term,
+                kind: lift_kind(message.kind),
+            },
+        },
         Input::Persisted(state) => Input::Persisted(state),
+        Input::PersistedMembership(id) => Input::PersistedMembership(id),
+        Input::ChangeMembership(change) => Input::ChangeMembership(change),
         Input::Promote => Input::Promote,
         Input::Demote => Input::Demote,
         Input::TransferLeadership { to } => Input::TransferLeadership { to },
@@ -1493,5 +1681,8 @@ fn lift_kind<P: LogPosition>(kind: MessageKind) -> MessageKind<P> {
             promise_nanos,
             can_lead,
         },
+        MessageKind::MembershipUpdate { membership } => {
+            MessageKind::MembershipUpdate { membership }
+        }
     }
 }

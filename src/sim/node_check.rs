@@ -76,7 +76,10 @@ impl fmt::Display for NodeViolation {
 /// - `campaign_terms_increase`: each campaign is for a term above the
 ///   previous one's (never term 0: `u64::MAX + 1` must not wrap around);
 /// - `mode_respected`: observers and nodes in modes `Off` and `Voter` never
-///   become PreCandidate, Candidate or Leader;
+///   become PreCandidate, Candidate or Leader (a leader that a membership
+///   change of its own removed leads on until it has handed over);
+/// - `membership_never_goes_back`: the membership version a node acts on
+///   never decreases, across restarts too;
 /// - `lease_only_strict_leader`: a lease is reported only under strict
 ///   fencing, by a leader, unexpired, with the token of its own term;
 /// - `deadline_is_an_instant`: [`Node::next_deadline`] is never
@@ -101,6 +104,9 @@ pub struct NodeChecker {
     /// Volatile term and vote after the previous step of this life.
     last_term: u64,
     last_vote: Option<NodeId>,
+    last_role: Role,
+    /// The newest membership version `(term, epoch)` the node acted on.
+    max_membership: (u64, u64),
     last_campaign: Option<u64>,
     steps: u64,
     violation: Option<NodeViolation>,
@@ -120,6 +126,8 @@ impl NodeChecker {
             in_flight: None,
             last_term: st.term,
             last_vote: st.vote,
+            last_role: st.role,
+            max_membership: (st.membership.term, st.membership.epoch),
             last_campaign: None,
             steps: 0,
             violation: None,
@@ -162,6 +170,22 @@ impl NodeChecker {
         self.latest = now;
         self.last_term = st.term;
         self.last_vote = st.vote;
+        self.last_role = st.role;
+        self.check_membership(&st);
+    }
+
+    /// `membership_never_goes_back`: the membership a node acts on is
+    /// durable, so its version never decreases, across restarts too.
+    fn check_membership(&mut self, st: &Status) {
+        let version = (st.membership.term, st.membership.epoch);
+        if version < self.max_membership {
+            let detail = format!(
+                "acts on membership (term, epoch) {version:?} after {:?}",
+                self.max_membership
+            );
+            self.fail("membership_never_goes_back", detail);
+        }
+        self.max_membership = self.max_membership.max(version);
     }
 
     /// Storage now durably holds `state`. Call before acknowledging it with
@@ -275,8 +299,10 @@ impl NodeChecker {
         if let Some(lease) = lease {
             self.check_lease(after, lease);
         }
+        self.check_membership(after);
         self.last_term = after.term;
         self.last_vote = after.vote;
+        self.last_role = after.role;
         self.steps += 1;
         self.result()
     }
@@ -401,6 +427,7 @@ impl NodeChecker {
             MessageKind::VoteRequest { .. }
             | MessageKind::Heartbeat { .. }
             | MessageKind::TimeoutNow
+            | MessageKind::MembershipUpdate { .. }
             | MessageKind::Resign => Some(self.id),
             _ => None,
         };
@@ -444,7 +471,10 @@ impl NodeChecker {
             self.fail("no_action_on_volatile_vote", detail);
         }
         let may_campaign = st.is_voter && matches!(st.mode, Mode::Candidate | Mode::Manual);
-        if st.role != Role::Follower && !may_campaign {
+        // A leader whose own change removed it leads on until it has
+        // handed over (rule `removed_leader_hands_over`).
+        let removed_leader = st.role == Role::Leader && self.last_role == Role::Leader;
+        if st.role != Role::Follower && !may_campaign && !removed_leader {
             let detail = format!(
                 "{:?} in term {} (voter: {}, mode {:?})",
                 st.role, st.term, st.is_voter, st.mode
@@ -500,5 +530,6 @@ fn kind_name<P>(kind: &MessageKind<P>) -> &'static str {
         MessageKind::Resign => "Resign",
         MessageKind::TimeoutNow => "TimeoutNow",
         MessageKind::HeartbeatAck { .. } => "HeartbeatAck",
+        MessageKind::MembershipUpdate { .. } => "MembershipUpdate",
     }
 }

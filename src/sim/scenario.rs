@@ -7,7 +7,7 @@ use std::vec::Vec;
 use rand_core::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 
-use crate::{Input, NodeId};
+use crate::{Input, MembershipChange, NodeId};
 
 /// One fault, applied at a scheduled instant.
 #[derive(Clone, Debug)]
@@ -68,6 +68,9 @@ pub enum Fault {
     /// Set the global long-tail delay probability
     /// ([`SimConfig::long_tail`](super::SimConfig::long_tail)).
     SetLongTail(f64),
+    /// Ask the leader known to a quorum for a membership change (retried
+    /// every 50 ms, for up to 10 s, while there is none).
+    ChangeMembership(MembershipChange),
 }
 
 impl Fault {
@@ -96,6 +99,7 @@ impl Fault {
             Fault::CrashRestart(n, d) => (format!("crash+restart {d:?}"), Some(*n)),
             Fault::CrashRestartLeader(d) => (format!("crash+restart leader {d:?}"), None),
             Fault::SetLongTail(p) => (format!("long tail {:.0}%", p * 100.0), None),
+            Fault::ChangeMembership(change) => (format!("{change:?}"), None),
         }
     }
 }

@@ -183,11 +183,16 @@ impl<P: LogPosition> Sim<P> {
         cond(self)
     }
 
-    /// The leader every live node agrees on, if any.
+    /// The leader every live member agrees on, if any (a joining or
+    /// removed node, outside its own membership, follows no one).
     pub fn agreed_leader(&self) -> Option<NodeId> {
         let mut leader = None;
         for id in self.ids() {
-            let Some(n) = self.cluster.node(id) else {
+            let Some(n) = self
+                .cluster
+                .node(id)
+                .filter(|n| n.membership().is_member(id))
+            else {
                 continue;
             };
             let l = n.status().leader?;

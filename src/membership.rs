@@ -1,0 +1,383 @@
+//! The voter set as durable, versioned state, and the changes a leader
+//! makes to it.
+//!
+//! # Design: joint consensus over a one-entry log
+//!
+//! `tenure` has no log, so the membership is its own tiny replicated log:
+//! each [`Membership`] is one entry, numbered by its `epoch` and stamped
+//! with the `term` of the leader that made it. Memberships are ordered by
+//! `(term, epoch)`, exactly as Raft orders logs by (last term, last index)
+//! (§5.4.1), and a voter never helps a candidate whose membership is older
+//! than its own (rule `membership_up_to_date`).
+//!
+//! A change goes through a **joint** membership (Raft §6): the leader
+//! first writes `old ∪ new` with `outgoing = old`, in which elections,
+//! lease acknowledgements and moving on need a majority of the old voters
+//! *and* a majority of the new ones (rule `joint_quorums`), then, once a
+//! majority of both stored it, the final membership with only the new
+//! voters. Joint consensus rather than single-server changes because a
+//! replacement (remove a dead node, add a new one) is then one change that
+//! needs majorities of the old and of the new set, never a state in
+//! between with an even voter count; and because every pair of consecutive
+//! memberships shares a quorum by construction, the single-server pitfall
+//! (Ongaro, raft-dev 2015) cannot arise. The leader still starts a change
+//! only once a quorum stored its own membership in its own term (rule
+//! `change_after_own_membership_stored`), which is that pitfall's fix, so
+//! a change never builds on a membership a future leader might not know.
+//!
+//! # Safety argument
+//!
+//! Call a membership *stored* once a majority of each of its voter sets
+//! holds it (or a newer one) durably. The leader moves on only from a
+//! stored membership, one change at a time.
+//!
+//! 1. **Completeness.** Once `M` is stored, every later leader's
+//!    membership is at least `M`: a candidate older than `M` needs a
+//!    majority of some voter set of its own membership; that membership is
+//!    `M`'s predecessor chain, every link of which shares a majority with
+//!    `M`'s sets (joint consensus), and every voter holding `M` refuses it.
+//! 2. **One leader per term.** A candidate counts votes under its own
+//!    durable membership, requiring a majority of each of its voter sets.
+//!    Two memberships that may both be in use at once are consecutive
+//!    (a stored one and the one built on it), and their quorums intersect.
+//! 3. **Leases.** A leader's lease needs promises from a majority of each
+//!    voter set of its membership, recomputed whenever it changes (a joint
+//!    membership needs both). A rival must win a majority of each voter
+//!    set of *its* membership, which is, by 1 and 2, one whose quorums
+//!    intersect the leader's; the promiser in the intersection refuses it.
+//! 4. **Durability.** A node acts only on its durable membership: it
+//!    counts, votes, stamps and reports the membership storage confirmed.
+//!
+//! The same argument is checked by the model checker (`tests/model_check.rs`)
+//! and by the simulator's membership scenarios.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use crate::NodeId;
+
+/// The voters and observers of a cluster, as one durable, versioned record.
+///
+/// Outside a change, `outgoing` is empty and `voters` vote. During the
+/// joint phase of a change, `outgoing` holds the voters before the change
+/// and `voters` those after it; both groups vote, and every quorum needs a
+/// majority of each.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct Membership {
+    /// The change number: 0 for the bootstrap membership, +1 per step.
+    pub epoch: u64,
+    /// The term of the leader that made it (0 for the bootstrap membership).
+    /// Memberships are ordered by `(term, epoch)`.
+    pub term: u64,
+    /// The voters (during a joint phase: the voters after the change).
+    pub voters: Vec<NodeId>,
+    /// During a joint phase, the voters before the change; otherwise empty.
+    pub outgoing: Vec<NodeId>,
+    /// Members that follow the leader but never vote or campaign.
+    pub observers: Vec<NodeId>,
+    /// Contact addresses of members, opaque to the core (the adapters use
+    /// them so that a new node's address reaches everyone). Sorted by id.
+    pub addresses: Vec<(NodeId, String)>,
+}
+
+/// Names one membership exactly: its version and a fingerprint of its
+/// voter sets. Every message a driver sends carries the sender's
+/// ([`Node::membership_id`](crate::Node::membership_id)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct MembershipId {
+    /// The membership's epoch.
+    pub epoch: u64,
+    /// The term of the leader that made it.
+    pub term: u64,
+    /// FNV-1a over the voters, outgoing voters and observers (not the
+    /// addresses, which legitimately differ between nodes' views).
+    pub fingerprint: u64,
+}
+
+impl MembershipId {
+    /// Whether `self` names a newer membership than `other`: a greater
+    /// `(term, epoch)`.
+    #[must_use]
+    pub fn is_newer_than(&self, other: &MembershipId) -> bool {
+        (self.term, self.epoch) > (other.term, other.epoch)
+    }
+
+    /// Whether both name the same version but different voter sets: the
+    /// two nodes disagree about membership (a misconfigured bootstrap peer
+    /// list, or lost state).
+    #[must_use]
+    pub fn conflicts_with(&self, other: &MembershipId) -> bool {
+        (self.term, self.epoch) == (other.term, other.epoch)
+            && self.fingerprint != other.fingerprint
+    }
+}
+
+impl core::fmt::Display for MembershipId {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "epoch {} (term {}, {:016x})",
+            self.epoch, self.term, self.fingerprint
+        )
+    }
+}
+
+/// A change an operator asks the leader for
+/// ([`Input::ChangeMembership`](crate::Input::ChangeMembership)).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[non_exhaustive]
+pub enum MembershipChange {
+    /// Add `id` as a voter: it joins as an observer first and becomes a
+    /// voter once it caught up (rule `new_voter_catches_up`).
+    AddVoter {
+        /// The new voter.
+        id: NodeId,
+        /// Its contact address (opaque to the core).
+        address: String,
+    },
+    /// Add `id` as an observer.
+    AddObserver {
+        /// The new observer.
+        id: NodeId,
+        /// Its contact address (opaque to the core).
+        address: String,
+    },
+    /// Make observer `id` a voter, once it caught up.
+    Promote {
+        /// The observer.
+        id: NodeId,
+    },
+    /// Remove voter or observer `id`. Removing the leader ends with a
+    /// handover to a voter of the new set.
+    Remove {
+        /// The member to remove.
+        id: NodeId,
+    },
+    /// Replace voter `old` by the new node `new` in one joint change
+    /// (available while a majority of both the old and the new voter set is
+    /// up): `new` joins as an observer, catches up, then `old` leaves and
+    /// `new` votes.
+    Replace {
+        /// The voter to remove.
+        old: NodeId,
+        /// The new voter.
+        new: NodeId,
+        /// The new voter's contact address.
+        address: String,
+    },
+}
+
+/// Why a membership change did not happen, or did not finish.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[non_exhaustive]
+pub enum MembershipFailure {
+    /// This node is not the leader (the leader, if known).
+    NotLeader {
+        /// The known leader.
+        leader: Option<NodeId>,
+    },
+    /// Another change is still running (one change at a time).
+    ChangeInProgress,
+    /// The leader's own membership is not yet stored by a quorum in its
+    /// term; retry in a moment (rule `change_after_own_membership_stored`).
+    NotEstablished,
+    /// The change makes no sense for the current membership (adding a
+    /// member, removing a non-member, removing the last voter, node id 0).
+    Invalid,
+    /// The new voter did not catch up (acknowledge a round with a log
+    /// position at least the leader's) in time; it stays an observer.
+    NotCaughtUp,
+    /// The joint membership was not stored by majorities of both voter sets
+    /// in time; the leader went back to the old voters.
+    NoQuorum,
+    /// The leader stopped leading; a new leader finishes a joint change it
+    /// inherits, but nothing else.
+    SteppedDown,
+    /// The configured quorum is not a majority; changes need majorities.
+    CustomQuorum,
+}
+
+impl Membership {
+    /// The bootstrap membership (epoch 0, term 0) with these voters and
+    /// observers (sorted and deduplicated here).
+    #[must_use]
+    pub fn bootstrap(
+        voters: impl IntoIterator<Item = NodeId>,
+        observers: impl IntoIterator<Item = NodeId>,
+    ) -> Membership {
+        Membership {
+            voters: sorted(voters),
+            observers: sorted(observers),
+            ..Membership::default()
+        }
+    }
+
+    /// Its id: version and fingerprint.
+    #[must_use]
+    pub fn id(&self) -> MembershipId {
+        let mut h = FNV_OFFSET;
+        for group in [&self.voters, &self.outgoing, &self.observers] {
+            h = fnv(h, &(group.len() as u64).to_le_bytes());
+            for id in group {
+                h = fnv(h, &id.to_le_bytes());
+            }
+        }
+        MembershipId {
+            epoch: self.epoch,
+            term: self.term,
+            fingerprint: h,
+        }
+    }
+
+    /// Whether this is the joint phase of a change.
+    #[must_use]
+    pub fn is_joint(&self) -> bool {
+        !self.outgoing.is_empty()
+    }
+
+    /// Whether `id` votes in this membership (in either voter set).
+    #[must_use]
+    pub fn is_voter(&self, id: NodeId) -> bool {
+        self.voters.binary_search(&id).is_ok() || self.outgoing.binary_search(&id).is_ok()
+    }
+
+    /// Whether `id` is a voter or an observer.
+    #[must_use]
+    pub fn is_member(&self, id: NodeId) -> bool {
+        self.is_voter(id) || self.observers.binary_search(&id).is_ok()
+    }
+
+    /// Every voter of either set, sorted.
+    #[must_use]
+    pub fn all_voters(&self) -> Vec<NodeId> {
+        sorted(self.voters.iter().chain(&self.outgoing).copied())
+    }
+
+    /// The address recorded for `id`.
+    #[must_use]
+    pub fn address(&self, id: NodeId) -> Option<&str> {
+        self.addresses
+            .binary_search_by_key(&id, |(i, _)| *i)
+            .ok()
+            .map(|i| self.addresses[i].1.as_str())
+    }
+
+    /// Whether the lists are sorted, deduplicated, free of id 0, voters and
+    /// observers disjoint, and at least one voter: what every membership
+    /// the core makes satisfies, and what a stored or received one must.
+    #[must_use]
+    pub fn is_well_formed(&self) -> bool {
+        let strictly_sorted = |v: &[NodeId]| v.windows(2).all(|w| w[0] < w[1]);
+        strictly_sorted(&self.voters)
+            && strictly_sorted(&self.outgoing)
+            && strictly_sorted(&self.observers)
+            && self.addresses.windows(2).all(|w| w[0].0 < w[1].0)
+            && !self.voters.is_empty()
+            && !self.is_member(0)
+            && !self.observers.iter().any(|&o| self.is_voter(o))
+    }
+
+    /// `self` with `address` recorded for `id`.
+    pub(crate) fn with_address(mut self, id: NodeId, address: String) -> Membership {
+        match self.addresses.binary_search_by_key(&id, |(i, _)| *i) {
+            Ok(i) => self.addresses[i].1 = address,
+            Err(i) => self.addresses.insert(i, (id, address)),
+        }
+        self
+    }
+
+    /// The next membership, made by the leader of `term`: `epoch + 1`.
+    pub(crate) fn successor(
+        &self,
+        term: u64,
+        voters: Vec<NodeId>,
+        outgoing: Vec<NodeId>,
+        observers: Vec<NodeId>,
+    ) -> Membership {
+        let mut next = Membership {
+            epoch: self.epoch + 1,
+            term,
+            voters: sorted(voters),
+            outgoing: sorted(outgoing),
+            observers: sorted(observers),
+            addresses: Vec::new(),
+        };
+        // Keep the addresses of members only.
+        next.addresses = self
+            .addresses
+            .iter()
+            .filter(|(id, _)| next.is_member(*id))
+            .cloned()
+            .collect();
+        next
+    }
+}
+
+/// Sorted and deduplicated.
+pub(crate) fn sorted(ids: impl IntoIterator<Item = NodeId>) -> Vec<NodeId> {
+    let mut v: Vec<NodeId> = ids.into_iter().collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
+    for b in bytes {
+        h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_order_by_term_then_epoch() {
+        let a = MembershipId {
+            epoch: 5,
+            term: 2,
+            fingerprint: 1,
+        };
+        let b = MembershipId {
+            epoch: 1,
+            term: 3,
+            fingerprint: 1,
+        };
+        assert!(b.is_newer_than(&a));
+        assert!(!a.is_newer_than(&b));
+        assert!(!a.is_newer_than(&a));
+    }
+
+    #[test]
+    fn the_fingerprint_covers_roles_not_addresses() {
+        let m = Membership::bootstrap([1, 2, 3], [4]);
+        let moved = m.clone().with_address(2, "elsewhere".into());
+        assert_eq!(m.id(), moved.id());
+        let other = Membership::bootstrap([1, 2, 4], [3]);
+        assert!(m.id().conflicts_with(&other.id()));
+        let observer_as_voter = Membership::bootstrap([1, 2, 3, 4], []);
+        assert!(m.id().conflicts_with(&observer_as_voter.id()));
+    }
+
+    #[test]
+    fn well_formed_refuses_overlap_zero_and_no_voters() {
+        assert!(Membership::bootstrap([1, 2, 3], [4]).is_well_formed());
+        assert!(!Membership::bootstrap([1, 2], [2]).is_well_formed());
+        assert!(!Membership::bootstrap([0, 1], []).is_well_formed());
+        assert!(!Membership::bootstrap([], [1]).is_well_formed());
+        let unsorted = Membership {
+            voters: alloc::vec![2, 1],
+            ..Membership::default()
+        };
+        assert!(!unsorted.is_well_formed());
+    }
+}

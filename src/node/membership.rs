@@ -1,0 +1,788 @@
+//! The membership as durable state, and the leader's changes to it (see
+//! the [`membership`](crate::membership) module for the design and the
+//! safety argument).
+//!
+//! A node uses only its **durable** membership: it counts votes and
+//! acknowledgements, grants votes and stamps its messages with the
+//! membership storage confirmed (rule `membership_durable_before_use`).
+//! A newer one, proposed by this node as leader or received from a leader,
+//! is first written ([`Event::PersistMembership`]); one write at a time,
+//! the newest waiting one superseding older ones.
+
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+
+use super::phase::PeerAcks;
+use super::{Action, Node, PeerFacts, Phase};
+use crate::NodeId;
+use crate::membership::{Membership, MembershipChange, MembershipFailure, MembershipId};
+use crate::message::MessageKind;
+use crate::position::LogPosition;
+use crate::quorum::{Tally, VoterSet};
+use crate::rule::Rule;
+use crate::status::{Event, PromoteFailure, StepDownReason};
+use crate::time::Instant;
+
+/// The membership write in flight and the newest one waiting for it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub(super) struct MembershipWrites {
+    pub(super) in_flight: Option<Membership>,
+    pub(super) waiting: Option<Membership>,
+}
+
+/// A change the leader is making, one step at a time (rule
+/// `one_change_at_a_time`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Change {
+    /// What the operator asked for.
+    pub(super) request: MembershipChange,
+    /// The voters and observers the change ends with.
+    pub(super) voters: Vec<NodeId>,
+    pub(super) observers: Vec<NodeId>,
+    /// The step it is at.
+    pub(super) step: Step,
+    /// The membership this step waits for: durable here and stored by a
+    /// quorum of each of its voter sets.
+    pub(super) awaiting: Option<MembershipId>,
+    /// When it fails unless it reached the final membership (rule
+    /// `membership_change_bounded`).
+    pub(super) deadline: Instant,
+}
+
+/// The steps of a change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) enum Step {
+    /// A membership that adds or removes an observer only; then done, or,
+    /// for a new voter, catch-up.
+    Observers { then_catch_up: Option<NodeId> },
+    /// Waiting for the new voter to catch up (rule `new_voter_catches_up`).
+    CatchUp { id: NodeId },
+    /// The joint membership (rule `joint_quorums`).
+    Joint,
+    /// The final membership: the change is decided.
+    Final,
+}
+
+impl<P: LogPosition> Node<P> {
+    /// The durable membership this node acts on.
+    #[must_use]
+    pub fn membership(&self) -> &Membership {
+        &self.membership
+    }
+
+    /// The id of the durable membership: the stamp a driver attaches to
+    /// every message this node sends (see
+    /// [`Input::ReceiveStamped`](crate::Input::ReceiveStamped)).
+    #[must_use]
+    pub fn membership_id(&self) -> MembershipId {
+        self.membership_id
+    }
+
+    /// The newest membership known here: the durable one, or a newer one
+    /// being written.
+    fn newest_membership_id(&self) -> MembershipId {
+        let pending = self.membership_writes.waiting.as_ref();
+        pending
+            .or(self.membership_writes.in_flight.as_ref())
+            .map_or(self.membership_id, Membership::id)
+    }
+
+    /// Rule `membership_durable_before_use`: asks storage for `next`
+    /// (newer than anything known here); the node acts on it only once
+    /// storage confirms it.
+    pub(super) fn stage_membership(&mut self, next: Membership, out: &mut Vec<Action<P>>) {
+        debug_assert!(next.id().is_newer_than(&self.newest_membership_id()));
+        self.membership_writes.waiting = Some(next);
+        self.flush_membership_write(out);
+    }
+
+    /// Rule `membership_durable_before_use`: starts the write of the newest
+    /// waiting membership unless one is in flight.
+    fn flush_membership_write(&mut self, out: &mut Vec<Action<P>>) {
+        if self.membership_writes.in_flight.is_some() {
+            return;
+        }
+        if let Some(next) = self.membership_writes.waiting.take() {
+            slog::info!(self.log, "persist membership"; "rule" => Rule::MembershipDurableBeforeUse,
+                "term" => self.term, "epoch" => next.epoch, "membership_term" => next.term);
+            self.membership_writes.in_flight = Some(next.clone());
+            self.emit(Event::PersistMembership(next), out);
+        }
+    }
+
+    /// Storage confirmed the membership write `id`: use it from now on.
+    /// Rule `persist_ack_matches_write`: an acknowledgement of anything
+    /// else changes nothing.
+    pub(super) fn on_membership_persisted(
+        &mut self,
+        now: Instant,
+        id: MembershipId,
+        out: &mut Vec<Action<P>>,
+    ) {
+        let matches = self
+            .membership_writes
+            .in_flight
+            .as_ref()
+            .is_some_and(|m| m.id() == id);
+        if !matches {
+            slog::error!(self.log, "PersistedMembership does not match the write in flight; ignored";
+                "rule" => Rule::PersistAckMatchesWrite, "term" => self.term, "acked" => %id);
+            return;
+        }
+        let Some(membership) = self.membership_writes.in_flight.take() else {
+            return;
+        };
+        self.install_membership(now, membership, out);
+        self.flush_membership_write(out);
+    }
+
+    /// Rule `membership_durable_before_use`: `membership` is durable; count,
+    /// vote and stamp with it from now on. A running (pre-)vote round is
+    /// abandoned (its tally was kept over the old voters); a leader keeps
+    /// what it learned of the peers that remain and tells every peer, old
+    /// and new.
+    fn install_membership(
+        &mut self,
+        now: Instant,
+        membership: Membership,
+        out: &mut Vec<Action<P>>,
+    ) {
+        let old_members = self.peers.iter().map(|p| p.id).collect::<Vec<_>>();
+        self.voters = voter_set(&membership, self.custom_quorum);
+        self.self_index = self.voters.index_of(self.id);
+        self.tally = Tally::new(&self.voters);
+        self.scratch = Vec::with_capacity(self.voters.len());
+        let peers = PeerFacts::of_peers(self.id, &self.voters, &membership.observers);
+        let peers = peers
+            .into_iter()
+            .map(|fresh| {
+                match self.peers.iter().find(|p| p.id == fresh.id) {
+                    // Keep what was learned; take the new roles.
+                    Some(known) => PeerFacts {
+                        groups: fresh.groups,
+                        is_voter: fresh.is_voter,
+                        ..known.clone()
+                    },
+                    None => fresh,
+                }
+            })
+            .collect::<Vec<_>>();
+        if let Phase::Leader(l) = &mut self.phase {
+            let acks = peers
+                .iter()
+                .map(|p| match self.peers.iter().position(|q| q.id == p.id) {
+                    Some(i) => l.acks[i].clone(),
+                    None => PeerAcks::NONE,
+                })
+                .collect();
+            l.acks = acks;
+        }
+        self.peers = peers;
+        self.membership_id = membership.id();
+        self.membership = membership;
+        slog::info!(self.log, "membership durable, in use"; "rule" => Rule::MembershipDurableBeforeUse,
+            "term" => self.term, "epoch" => self.membership.epoch,
+            "membership_term" => self.membership.term,
+            "voters" => ?self.membership.voters, "outgoing" => ?self.membership.outgoing,
+            "observers" => ?self.membership.observers);
+        if matches!(self.phase, Phase::PreVoting(_) | Phase::Candidate(_)) {
+            // Votes were counted over the old voters: start over (a
+            // promotion keeps its deadline and reports its outcome).
+            self.abandon_round(now);
+        }
+        if self.self_index.is_none() && !self.phase.is_leader() {
+            self.phase = Phase::Follower;
+            self.end_promotion(Some(PromoteFailure::NotAllowed), out);
+        }
+        self.emit(
+            Event::MembershipChanged {
+                epoch: self.membership.epoch,
+                voters: self.membership.voters.clone(),
+                observers: self.membership.observers.clone(),
+            },
+            out,
+        );
+        if self.phase.is_leader() {
+            // Every peer, and those just removed, so they learn it now.
+            let mut to = old_members;
+            to.extend(self.peers.iter().map(|p| p.id));
+            to.sort_unstable();
+            to.dedup();
+            for id in to {
+                self.send_membership(id, out);
+            }
+            self.recompute_anchors();
+            self.advance_change(now, out);
+        }
+    }
+
+    /// Sends this leader's durable membership to `to`.
+    pub(super) fn send_membership(&mut self, to: NodeId, out: &mut Vec<Action<P>>) {
+        if to == self.id {
+            return;
+        }
+        let membership = Box::new(self.membership.clone());
+        self.send_with_vote(to, MessageKind::MembershipUpdate { membership }, out);
+    }
+
+    /// Rule `membership_adopt_newer`, the leader's side: each round, a peer
+    /// whose messages of this leadership showed no membership or an older
+    /// one than this leader's is sent it. A cluster that never changed its
+    /// membership (epoch 0) has no peer to catch up.
+    pub(super) fn resend_membership(&mut self, out: &mut Vec<Action<P>>) {
+        let Some(l) = self.phase.leadership() else {
+            return;
+        };
+        let mine = self.membership_id;
+        let behind: Vec<NodeId> = self
+            .peers
+            .iter()
+            .zip(&l.acks)
+            .filter(|(_, a)| a.membership.is_none_or(|m| mine.is_newer_than(&m)))
+            .map(|(p, _)| p.id)
+            .collect();
+        for id in behind {
+            slog::debug!(self.log, "peer behind this membership: send it";
+                "rule" => Rule::MembershipAdoptNewer, "term" => self.term, "to" => id);
+            self.send_membership(id, out);
+        }
+    }
+
+    /// Rule `membership_adopt_newer`: a leader's membership newer than any
+    /// known here is written, then used. Older or equal ones change
+    /// nothing; a malformed one is logged and ignored; a joining node takes
+    /// only one that names it.
+    pub(super) fn on_membership_update(
+        &mut self,
+        from: NodeId,
+        membership: Membership,
+        out: &mut Vec<Action<P>>,
+    ) {
+        if self.phase.is_leader() {
+            return;
+        }
+        let id = membership.id();
+        let reason = if !membership.is_well_formed() {
+            Some("malformed membership")
+        } else if !id.is_newer_than(&self.newest_membership_id()) {
+            None
+        } else if self.joining && !membership.is_member(self.id) {
+            Some("a joining node waits for a membership that names it")
+        } else {
+            slog::info!(self.log, "newer membership from the leader: store it";
+                "rule" => Rule::MembershipAdoptNewer, "term" => self.term, "from" => from,
+                "epoch" => id.epoch, "membership_term" => id.term);
+            self.joining = false;
+            self.stage_membership(membership, out);
+            return;
+        };
+        if let Some(reason) = reason {
+            slog::warn!(self.log, "membership update ignored"; "rule" => Rule::MembershipAdoptNewer,
+                "term" => self.term, "from" => from, "reason" => reason);
+        }
+    }
+
+    /// Rule `membership_conflict_reported`: a peer stamps its messages with
+    /// the same version as this node's membership but other voter sets
+    /// (different bootstrap peer lists, or lost state). Counted on every
+    /// message; reported (event and warning) once per peer and stamp, so
+    /// the conflict is loud, never a silent stall.
+    pub(super) fn check_stamp(
+        &mut self,
+        from: NodeId,
+        stamp: MembershipId,
+        out: &mut Vec<Action<P>>,
+    ) {
+        if self.joining || !stamp.conflicts_with(&self.membership_id) {
+            return;
+        }
+        self.membership_conflicts = self.membership_conflicts.saturating_add(1);
+        if self.conflicts_reported.contains(&(from, stamp)) {
+            return;
+        }
+        self.conflicts_reported.retain(|(peer, _)| *peer != from);
+        self.conflicts_reported.push((from, stamp));
+        let mine = self.membership_id;
+        slog::error!(self.log, "a peer disagrees about the membership at the same epoch";
+            "rule" => Rule::MembershipConflictReported, "term" => self.term, "from" => from,
+            "epoch" => mine.epoch, "mine" => %mine, "theirs" => %stamp);
+        self.emit(
+            Event::MembershipConflict {
+                peer: from,
+                mine,
+                theirs: stamp,
+            },
+            out,
+        );
+    }
+
+    /// The leader records the membership a peer's message of its term
+    /// shows (the highest seen in this leadership).
+    pub(super) fn note_peer_stamp(&mut self, from: NodeId, stamp: MembershipId) {
+        let Some(index) = self.peers.iter().position(|p| p.id == from) else {
+            return;
+        };
+        let Some(l) = self.phase.leadership_mut() else {
+            return;
+        };
+        let known = &mut l.acks[index].membership;
+        if known.is_none_or(|k| stamp.is_newer_than(&k)) {
+            *known = Some(stamp);
+        }
+    }
+
+    /// Whether membership `version` is durable here and on a quorum of
+    /// each voter set of this node's durable membership, as their messages
+    /// of this leadership show.
+    fn stored(&self, version: MembershipId) -> bool {
+        let Some(l) = self.phase.leadership() else {
+            return false;
+        };
+        let holds = |m: &MembershipId| !version.is_newer_than(m);
+        if !holds(&self.membership_id) {
+            return false;
+        }
+        let mine = self.voters.groups_of(self.id);
+        self.voters.sets().all(|(bit, quorum)| {
+            let peers = self
+                .peers
+                .iter()
+                .zip(&l.acks)
+                .filter(|(p, a)| p.groups & bit != 0 && a.membership.as_ref().is_some_and(holds))
+                .count();
+            peers + usize::from(mine & bit != 0) >= quorum
+        })
+    }
+
+    /// Rule `new_voter_catches_up`: `id` acknowledged a round sent within
+    /// the last death timeout, with this membership and a log position at
+    /// least the leader's (the gate a leadership transfer uses).
+    fn caught_up(&self, now: Instant, id: NodeId) -> bool {
+        let (Some(l), Some(index)) = (
+            self.phase.leadership(),
+            self.peers.iter().position(|p| p.id == id),
+        ) else {
+            return false;
+        };
+        let acks = &l.acks[index];
+        let recent = acks
+            .heard_at
+            .is_some_and(|t| now.saturating_duration_since(t) <= self.timing.death);
+        let current = acks
+            .membership
+            .is_some_and(|m| !self.membership_id.is_newer_than(&m));
+        let position = acks
+            .position
+            .as_ref()
+            .is_some_and(|p| p.is_at_least(&self.position));
+        recent && current && position
+    }
+
+    /// Whether a majority of `voters` is alive: this node if it is one, and
+    /// peers that acknowledged a round within the last death timeout. A
+    /// joint membership whose new set has no live majority could never be
+    /// stored, and its leader could not keep its quorum (rule
+    /// `joint_quorums`): it is not entered.
+    fn live_majority(&self, now: Instant, voters: &[NodeId]) -> bool {
+        let Some(l) = self.phase.leadership() else {
+            return false;
+        };
+        let alive = voters
+            .iter()
+            .filter(|&&id| {
+                id == self.id
+                    || self.peers.iter().zip(&l.acks).any(|(p, a)| {
+                        p.id == id
+                            && a.heard_at.is_some_and(|t| {
+                                now.saturating_duration_since(t) <= self.timing.death
+                            })
+                    })
+            })
+            .count();
+        alive > voters.len() / 2
+    }
+
+    /// `Input::ChangeMembership`: rules `one_change_at_a_time`,
+    /// `change_after_own_membership_stored` and `joint_quorums` (a removal
+    /// needs a live majority of the voters it leaves) decide whether it
+    /// starts.
+    pub(super) fn on_change_membership(
+        &mut self,
+        now: Instant,
+        request: MembershipChange,
+        out: &mut Vec<Action<P>>,
+    ) {
+        let refusal = if !self.phase.is_leader() {
+            Some((
+                Rule::OneChangeAtATime,
+                MembershipFailure::NotLeader {
+                    leader: self.leader,
+                },
+            ))
+        } else if self.change.is_some()
+            || self.membership.is_joint()
+            || self.newest_membership_id() != self.membership_id
+        {
+            Some((Rule::OneChangeAtATime, MembershipFailure::ChangeInProgress))
+        } else if self.custom_quorum.is_some() {
+            Some((Rule::OneChangeAtATime, MembershipFailure::CustomQuorum))
+        } else if !self.stored(self.membership_id) {
+            Some((
+                Rule::ChangeAfterOwnMembershipStored,
+                MembershipFailure::NotEstablished,
+            ))
+        } else {
+            None
+        };
+        if let Some((rule, reason)) = refusal {
+            slog::info!(self.log, "membership change refused"; "rule" => rule,
+                "term" => self.term, "change" => ?request, "reason" => ?reason);
+            self.emit(Event::MembershipChangeFailed { reason }, out);
+            return;
+        }
+        let Some((voters, observers, step, address)) = self.plan(&request) else {
+            slog::info!(self.log, "membership change refused"; "rule" => Rule::OneChangeAtATime,
+                "term" => self.term, "change" => ?request, "reason" => "invalid for this membership");
+            let reason = MembershipFailure::Invalid;
+            self.emit(Event::MembershipChangeFailed { reason }, out);
+            return;
+        };
+        if step == Step::Joint && !self.live_majority(now, &voters) {
+            slog::info!(self.log, "membership change refused"; "rule" => Rule::JointQuorums,
+                "term" => self.term, "change" => ?request, "voters" => ?voters,
+                "reason" => "the new voters have no live majority");
+            let reason = MembershipFailure::NoQuorum;
+            self.emit(Event::MembershipChangeFailed { reason }, out);
+            return;
+        }
+        slog::info!(self.log, "membership change started"; "rule" => Rule::OneChangeAtATime,
+            "term" => self.term, "change" => ?request, "epoch" => self.membership.epoch);
+        self.change = Some(Change {
+            request,
+            voters,
+            observers,
+            step,
+            awaiting: None,
+            deadline: now + self.timing.change,
+        });
+        match step {
+            Step::Observers { then_catch_up } => {
+                // Add the new node as an observer (or drop one): no voter
+                // set changes, so no joint phase.
+                let current = &self.membership;
+                let observers = match (then_catch_up, &self.change) {
+                    (Some(id), _) => {
+                        crate::membership::sorted(current.observers.iter().copied().chain([id]))
+                    }
+                    (None, Some(change)) => change.observers.clone(),
+                    (None, None) => current.observers.clone(),
+                };
+                let mut next =
+                    current.successor(self.term, current.voters.clone(), Vec::new(), observers);
+                if let Some((id, address)) = address {
+                    next = next.with_address(id, address);
+                }
+                self.propose(next, out);
+            }
+            Step::CatchUp { .. } => self.advance_change(now, out),
+            Step::Joint | Step::Final => self.propose_joint(out),
+        }
+    }
+
+    /// The voters and observers `request` ends with, its first step, and
+    /// the address of a node it adds; `None` if it makes no sense here.
+    #[allow(clippy::type_complexity)]
+    fn plan(
+        &self,
+        request: &MembershipChange,
+    ) -> Option<(
+        Vec<NodeId>,
+        Vec<NodeId>,
+        Step,
+        Option<(NodeId, alloc::string::String)>,
+    )> {
+        let m = &self.membership;
+        let without = |list: &[NodeId], id: NodeId| -> Vec<NodeId> {
+            list.iter().copied().filter(|&x| x != id).collect()
+        };
+        let with = |list: &[NodeId], id: NodeId| -> Vec<NodeId> {
+            crate::membership::sorted(list.iter().copied().chain([id]))
+        };
+        let new_member = |id: NodeId| id != 0 && !m.is_member(id);
+        match request {
+            MembershipChange::AddVoter { id, address } if new_member(*id) => Some((
+                with(&m.voters, *id),
+                m.observers.clone(),
+                Step::Observers {
+                    then_catch_up: Some(*id),
+                },
+                Some((*id, address.clone())),
+            )),
+            MembershipChange::AddObserver { id, address } if new_member(*id) => Some((
+                m.voters.clone(),
+                with(&m.observers, *id),
+                Step::Observers {
+                    then_catch_up: None,
+                },
+                Some((*id, address.clone())),
+            )),
+            MembershipChange::Promote { id } if m.observers.contains(id) => Some((
+                with(&m.voters, *id),
+                without(&m.observers, *id),
+                Step::CatchUp { id: *id },
+                None,
+            )),
+            MembershipChange::Remove { id } if m.observers.contains(id) => Some((
+                m.voters.clone(),
+                without(&m.observers, *id),
+                Step::Observers {
+                    then_catch_up: None,
+                },
+                None,
+            )),
+            MembershipChange::Remove { id } if m.voters.contains(id) && m.voters.len() > 1 => {
+                Some((
+                    without(&m.voters, *id),
+                    m.observers.clone(),
+                    Step::Joint,
+                    None,
+                ))
+            }
+            MembershipChange::Replace { old, new, address }
+                if m.voters.contains(old) && new_member(*new) =>
+            {
+                Some((
+                    with(&without(&m.voters, *old), *new),
+                    m.observers.clone(),
+                    Step::Observers {
+                        then_catch_up: Some(*new),
+                    },
+                    Some((*new, address.clone())),
+                ))
+            }
+            _ => None,
+        }
+    }
+
+    /// Proposes `next` (this leader's, epoch + 1): written, then used.
+    fn propose(&mut self, next: Membership, out: &mut Vec<Action<P>>) {
+        let id = next.id();
+        if let Some(change) = &mut self.change {
+            change.awaiting = Some(id);
+        }
+        self.stage_membership(next, out);
+    }
+
+    /// Rule `joint_quorums`: the joint membership of the running change:
+    /// its voters vote beside the current ones, and every quorum needs a
+    /// majority of both.
+    fn propose_joint(&mut self, out: &mut Vec<Action<P>>) {
+        let Some(change) = &mut self.change else {
+            return;
+        };
+        change.step = Step::Joint;
+        let (voters, observers) = (change.voters.clone(), change.observers.clone());
+        let current = &self.membership;
+        // A new voter leaves the observers as it starts voting.
+        let observers = observers
+            .into_iter()
+            .filter(|o| voters.binary_search(o).is_err())
+            .collect();
+        let next = current.successor(self.term, voters, current.voters.clone(), observers);
+        slog::info!(self.log, "enter the joint membership"; "rule" => Rule::JointQuorums,
+            "term" => self.term, "epoch" => next.epoch, "outgoing" => ?next.outgoing,
+            "voters" => ?next.voters);
+        self.propose(next, out);
+    }
+
+    /// Drives the running change (a new voter votes only once caught up:
+    /// rule `new_voter_catches_up`), and leaves a joint membership (this
+    /// leader's or inherited) once it is stored (rule
+    /// `joint_left_when_stored`). Runs after every acknowledgement, every
+    /// heartbeat round and every membership this leader starts using.
+    pub(super) fn advance_change(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
+        if !self.phase.is_leader() || self.newest_membership_id() != self.membership_id {
+            // Not leading, or a proposal of ours is still being written.
+            self.check_change_deadline(now, out);
+            return;
+        }
+        if self.membership.is_joint() {
+            if self.stored(self.membership_id) {
+                let current = &self.membership;
+                let next = current.successor(
+                    self.term,
+                    current.voters.clone(),
+                    Vec::new(),
+                    current.observers.clone(),
+                );
+                slog::info!(self.log, "joint membership stored by both majorities: leave it";
+                    "rule" => Rule::JointLeftWhenStored, "term" => self.term,
+                    "epoch" => next.epoch, "voters" => ?next.voters);
+                if let Some(change) = &mut self.change {
+                    change.step = Step::Final;
+                }
+                self.propose(next, out);
+            } else {
+                self.check_change_deadline(now, out);
+            }
+            return;
+        }
+        let Some(change) = &self.change else {
+            return;
+        };
+        let waiting = change.awaiting.is_some_and(|a| !self.stored(a));
+        match change.step {
+            _ if waiting => self.check_change_deadline(now, out),
+            Step::Observers {
+                then_catch_up: Some(id),
+            } => {
+                if let Some(change) = &mut self.change {
+                    change.step = Step::CatchUp { id };
+                }
+                self.advance_change(now, out);
+            }
+            Step::CatchUp { id } => {
+                let voters = change.voters.clone();
+                if self.caught_up(now, id) && self.live_majority(now, &voters) {
+                    slog::info!(self.log, "new voter caught up"; "rule" => Rule::NewVoterCatchesUp,
+                        "term" => self.term, "to" => id);
+                    self.propose_joint(out);
+                } else {
+                    self.check_change_deadline(now, out);
+                }
+            }
+            Step::Observers {
+                then_catch_up: None,
+            }
+            | Step::Final => self.complete_change(out),
+            Step::Joint => {}
+        }
+    }
+
+    /// Rule `one_change_at_a_time`: the change reached its final membership
+    /// and a quorum stored it; the next may start. Rule
+    /// `removed_leader_hands_over`: a leader that is no longer a voter
+    /// hands leadership to the best-placed voter of the new set.
+    fn complete_change(&mut self, out: &mut Vec<Action<P>>) {
+        let Some(change) = self.change.take() else {
+            return;
+        };
+        let epoch = self.membership.epoch;
+        slog::info!(self.log, "membership change complete"; "rule" => Rule::OneChangeAtATime,
+            "term" => self.term, "change" => ?change.request, "epoch" => epoch);
+        self.emit(Event::MembershipChangeCompleted { epoch }, out);
+        self.hand_over_if_removed(out);
+    }
+
+    /// Rule `removed_leader_hands_over`: once the final membership without
+    /// this leader is stored, it sends `TimeoutNow` to the best-placed new
+    /// voter (the newest acknowledged log position, then the lowest id)
+    /// and steps down at once: it gave up its lease by stepping down, so
+    /// the target's voters may skip stickiness, and as a non-member it
+    /// would never hear the new leader. If `TimeoutNow` is lost, the new
+    /// voters elect a leader after a death timeout.
+    pub(super) fn hand_over_if_removed(&mut self, out: &mut Vec<Action<P>>) {
+        let Some(l) = self.phase.leadership() else {
+            return;
+        };
+        if self.self_index.is_some() {
+            return;
+        }
+        let target = self
+            .peers
+            .iter()
+            .zip(&l.acks)
+            .filter(|(p, _)| p.is_voter && p.can_lead != Some(false))
+            .map(|(p, a)| (a.position.clone(), p.id))
+            .reduce(|best, next| {
+                let newer = match (&next.0, &best.0) {
+                    (Some(n), Some(b)) => !b.is_at_least(n),
+                    (Some(_), None) => true,
+                    _ => false,
+                };
+                if newer { next } else { best }
+            })
+            .map(|(_, id)| id);
+        slog::info!(self.log, "this leader is no longer a voter: hand over and step down";
+            "rule" => Rule::RemovedLeaderHandsOver, "term" => self.term, "to" => ?target);
+        self.step_down(StepDownReason::Transferred, out);
+        if let Some(to) = target {
+            self.send_with_vote(to, MessageKind::TimeoutNow, out);
+        }
+    }
+
+    /// Rule `membership_change_bounded`: a change that has not reached its
+    /// final membership by its deadline fails. A joint membership goes
+    /// back to the old voters (leaving a joint membership for either of
+    /// its sides is safe: both need a majority of the set kept); a new
+    /// voter that did not catch up stays an observer.
+    fn check_change_deadline(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
+        let Some(change) = &self.change else {
+            return;
+        };
+        if now < change.deadline || change.step == Step::Final {
+            return;
+        }
+        let reason = match change.step {
+            Step::CatchUp { .. } => MembershipFailure::NotCaughtUp,
+            _ => MembershipFailure::NoQuorum,
+        };
+        let step = change.step;
+        let request = change.request.clone();
+        self.change = None;
+        slog::warn!(self.log, "membership change timed out"; "rule" => Rule::MembershipChangeBounded,
+            "term" => self.term, "change" => ?request, "reason" => ?reason);
+        self.emit(Event::MembershipChangeFailed { reason }, out);
+        if step == Step::Joint && self.phase.is_leader() {
+            self.roll_back_joint(out);
+        }
+    }
+
+    /// Rule `membership_change_bounded`: leaves the joint membership
+    /// (durable or being written) for its old voters; the new ones that were not voters before become observers.
+    fn roll_back_joint(&mut self, out: &mut Vec<Action<P>>) {
+        let newest = self
+            .membership_writes
+            .waiting
+            .clone()
+            .or_else(|| self.membership_writes.in_flight.clone())
+            .unwrap_or_else(|| self.membership.clone());
+        if !newest.is_joint() {
+            return;
+        }
+        let added = newest
+            .voters
+            .iter()
+            .copied()
+            .filter(|v| newest.outgoing.binary_search(v).is_err());
+        let observers = crate::membership::sorted(newest.observers.iter().copied().chain(added));
+        let next = newest.successor(self.term, newest.outgoing.clone(), Vec::new(), observers);
+        slog::warn!(self.log, "joint membership not stored in time: back to the old voters";
+            "rule" => Rule::MembershipChangeBounded, "term" => self.term,
+            "epoch" => next.epoch, "voters" => ?next.voters);
+        self.stage_membership(next, out);
+    }
+
+    /// Rule `one_change_at_a_time`: a running change fails because this
+    /// node stopped leading. A joint
+    /// membership it wrote is finished by the next leader.
+    pub(super) fn fail_change_on_step_down(&mut self, out: &mut Vec<Action<P>>) {
+        if let Some(change) = self.change.take() {
+            let reason = MembershipFailure::SteppedDown;
+            slog::info!(self.log, "membership change failed"; "rule" => Rule::OneChangeAtATime,
+                "term" => self.term, "change" => ?change.request, "reason" => ?reason);
+            self.emit(Event::MembershipChangeFailed { reason }, out);
+        }
+    }
+}
+
+/// The voter sets of `membership`: a configured (non-majority) quorum
+/// applies to the bootstrap membership only.
+pub(super) fn voter_set(membership: &Membership, custom_quorum: Option<usize>) -> VoterSet {
+    match custom_quorum {
+        Some(quorum) if membership.epoch == 0 && !membership.is_joint() => {
+            VoterSet::new(membership.voters.clone(), quorum)
+        }
+        _ => VoterSet::joint(&membership.voters, &membership.outgoing),
+    }
+}

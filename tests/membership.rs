@@ -1,0 +1,550 @@
+//! Membership changes (issue 13): joint consensus over a durable,
+//! versioned membership record. Rule tests are named `<rule>_<behaviour>`
+//! (see `tests/rule_coverage.rs`); the sweeps over many seeds live in
+//! `tests/membership_sim.rs`.
+
+mod common;
+
+use common::{Sim, ms, timing};
+use tenure::{
+    Action, Event, HardState, Input, Instant, Membership, MembershipChange, MembershipFailure,
+    MembershipId, Message, MessageKind, Node, NodeId, Role,
+};
+
+/// A membership made by the leader of `term` at `epoch`.
+fn membership(epoch: u64, term: u64, voters: &[NodeId], outgoing: &[NodeId]) -> Membership {
+    Membership {
+        epoch,
+        term,
+        voters: voters.to_vec(),
+        outgoing: outgoing.to_vec(),
+        ..Membership::default()
+    }
+}
+
+/// What one input caused, with a synchronous disk for both kinds of write.
+#[derive(Default)]
+struct Out {
+    sends: Vec<(NodeId, Message)>,
+    events: Vec<Event>,
+    membership_writes: Vec<Membership>,
+}
+
+/// Steps `node` with `input`, writing and acknowledging every `Persist`
+/// and `PersistMembership` at once (unless `hold_membership`).
+fn step(node: &mut Node, now: Instant, input: Input, hold_membership: bool) -> Out {
+    let mut out = Out::default();
+    let mut pending = node.step(now, input);
+    while !pending.is_empty() {
+        let mut next = Vec::new();
+        for action in pending {
+            match action {
+                Action::Persist(s) => next.extend(node.step(now, Input::Persisted(s))),
+                Action::Send { to, message } => out.sends.push((to, message)),
+                Action::Event(Event::PersistMembership(m)) => {
+                    out.membership_writes.push(m.clone());
+                    if !hold_membership {
+                        next.extend(node.step(now, Input::PersistedMembership(m.id())));
+                    }
+                }
+                Action::Event(e) => out.events.push(e),
+            }
+        }
+        pending = next;
+    }
+    out
+}
+
+fn stamped(from: NodeId, stamp: MembershipId, term: u64, kind: MessageKind) -> Input {
+    Input::ReceiveStamped {
+        from,
+        stamp,
+        message: Message { term, kind },
+    }
+}
+
+fn granted(out: &Out, to: NodeId) -> Option<bool> {
+    out.sends.iter().find_map(|(t, m)| match m.kind {
+        MessageKind::VoteResponse { granted } | MessageKind::PreVoteResponse { granted }
+            if *t == to =>
+        {
+            Some(granted)
+        }
+        _ => None,
+    })
+}
+
+/// A fresh voter of `m` (no restart wait: durable term 0).
+fn voter(id: NodeId, m: &Membership) -> Node {
+    let config = timing(id, m.voters.clone())
+        .membership(m.clone())
+        .rng_seed(id);
+    Node::new(config, HardState::default(), Instant::ZERO).unwrap()
+}
+
+#[test]
+fn membership_up_to_date_refuses_a_candidate_with_an_older_membership() {
+    let mine = membership(3, 2, &[1, 2, 3], &[]);
+    let older = membership(2, 2, &[1, 2, 3], &[]);
+    let newer_term = membership(1, 3, &[1, 2, 3], &[]);
+    let request = |stamp| {
+        stamped(
+            1,
+            stamp,
+            5,
+            MessageKind::VoteRequest {
+                position: (),
+                transfer: false,
+            },
+        )
+    };
+    let now = Instant::ZERO + ms(1);
+    // Older epoch in the same term: refused, also as a pre-vote.
+    let mut n = voter(2, &mine);
+    let out = step(&mut n, now, request(older.id()), false);
+    assert_eq!(granted(&out, 1), Some(false));
+    let pre_vote = stamped(
+        1,
+        older.id(),
+        5,
+        MessageKind::PreVoteRequest { position: () },
+    );
+    assert_eq!(granted(&step(&mut n, now, pre_vote, false), 1), Some(false));
+    // Unstamped stands for the bootstrap membership: older too.
+    let unstamped = Input::Receive {
+        from: 1,
+        message: Message {
+            term: 6,
+            kind: MessageKind::VoteRequest {
+                position: (),
+                transfer: false,
+            },
+        },
+    };
+    assert_eq!(
+        granted(&step(&mut n, now, unstamped, false), 1),
+        Some(false)
+    );
+    // The same membership, or one of a later term: granted.
+    let mut n = voter(2, &mine);
+    assert_eq!(
+        granted(&step(&mut n, now, request(mine.id()), false), 1),
+        Some(true)
+    );
+    let mut n = voter(2, &mine);
+    let out = step(&mut n, now, request(newer_term.id()), false);
+    assert_eq!(
+        granted(&out, 1),
+        Some(true),
+        "(term, epoch) order: a later term wins"
+    );
+}
+
+#[test]
+fn membership_durable_before_use_acts_only_on_the_confirmed_membership() {
+    let boot = Membership::bootstrap([1, 2, 3], []);
+    let mut n = voter(2, &boot);
+    let next = membership(1, 1, &[1, 2, 3], &[]).clone();
+    let next = Membership {
+        observers: vec![4],
+        ..next
+    };
+    let now = Instant::ZERO + ms(1);
+    let update = MessageKind::MembershipUpdate {
+        membership: Box::new(next.clone()),
+    };
+    let out = step(&mut n, now, stamped(1, next.id(), 1, update), true);
+    assert_eq!(out.membership_writes, vec![next.clone()], "written first");
+    assert_eq!(
+        n.membership_id(),
+        boot.id(),
+        "not used before it is durable"
+    );
+    assert!(
+        !out.events
+            .iter()
+            .any(|e| matches!(e, Event::MembershipChanged { .. }))
+    );
+    // An acknowledgement of anything else changes nothing.
+    step(&mut n, now, Input::PersistedMembership(boot.id()), false);
+    assert_eq!(n.membership_id(), boot.id());
+    let out = step(&mut n, now, Input::PersistedMembership(next.id()), false);
+    assert_eq!(n.membership_id(), next.id());
+    assert_eq!(n.status().membership, next);
+    assert!(out.events.contains(&Event::MembershipChanged {
+        epoch: 1,
+        voters: vec![1, 2, 3],
+        observers: vec![4],
+    }));
+}
+
+#[test]
+fn membership_adopt_newer_ignores_older_and_learns_from_a_non_member_leader() {
+    let mine = membership(2, 1, &[1, 2, 3], &[]);
+    let mut n = voter(2, &mine);
+    let now = Instant::ZERO + ms(1);
+    let update = |m: &Membership| MessageKind::MembershipUpdate {
+        membership: Box::new(m.clone()),
+    };
+    let older = membership(1, 1, &[1, 2, 3], &[]);
+    let out = step(
+        &mut n,
+        now,
+        stamped(1, older.id(), 1, update(&older)),
+        false,
+    );
+    assert!(
+        out.membership_writes.is_empty(),
+        "an older membership is not written"
+    );
+    // Node 9 leads a membership node 2 has not seen (9 was added since).
+    let newer = Membership {
+        observers: vec![],
+        ..membership(4, 3, &[2, 3, 9], &[])
+    };
+    let out = step(
+        &mut n,
+        now,
+        stamped(9, newer.id(), 3, update(&newer)),
+        false,
+    );
+    assert_eq!(out.membership_writes, vec![newer.clone()]);
+    assert_eq!(n.membership_id(), newer.id());
+    assert_eq!(n.status().term, 3);
+    // A malformed one is ignored.
+    let bad = membership(9, 9, &[3, 2], &[]);
+    let out = step(&mut n, now, stamped(9, bad.id(), 3, update(&bad)), false);
+    assert!(out.membership_writes.is_empty());
+}
+
+#[test]
+fn members_only_ignores_a_removed_node() {
+    // Node 3 was removed; its campaign moves nobody's term.
+    let mine = membership(3, 1, &[1, 2], &[]);
+    let mut n = voter(2, &mine);
+    let now = Instant::ZERO + ms(1);
+    let old = Membership::bootstrap([1, 2, 3], []);
+    let request = stamped(
+        3,
+        old.id(),
+        40,
+        MessageKind::VoteRequest {
+            position: (),
+            transfer: false,
+        },
+    );
+    let out = step(&mut n, now, request, false);
+    assert!(out.sends.is_empty());
+    assert_eq!(n.status().term, 0);
+}
+
+#[test]
+fn joint_quorums_need_a_majority_of_the_old_and_of_the_new_voters() {
+    // Old voters {1, 2, 3}, new {1, 4, 5}.
+    let joint = membership(1, 1, &[1, 4, 5], &[1, 2, 3]);
+    let config = timing(1, vec![1, 2, 3])
+        .membership(joint.clone())
+        .rng_seed(1);
+    let mut n: Node = Node::new(config, HardState::new(1, None), Instant::ZERO).unwrap();
+    // Past the restart wait; campaign.
+    let mut now = Instant::ZERO + ms(2_000);
+    let out = step(&mut n, now, Input::Tick, false);
+    let asked: Vec<NodeId> = out.sends.iter().map(|(t, _)| *t).collect();
+    assert_eq!(asked, vec![2, 3, 4, 5], "every voter of both sets");
+    let grant = |from| {
+        stamped(
+            from,
+            joint.id(),
+            2,
+            MessageKind::PreVoteResponse { granted: true },
+        )
+    };
+    now = now + ms(1);
+    step(&mut n, now, grant(2), false);
+    step(&mut n, now, grant(3), false);
+    assert_eq!(n.status().role, Role::PreCandidate, "old majority only");
+    let out = step(&mut n, now, grant(4), false);
+    assert_eq!(n.status().role, Role::Candidate, "both majorities");
+    assert!(out.events.contains(&Event::CampaignStarted { term: 2 }));
+    let vote = |from| {
+        stamped(
+            from,
+            joint.id(),
+            2,
+            MessageKind::VoteResponse { granted: true },
+        )
+    };
+    step(&mut n, now, vote(4), false);
+    step(&mut n, now, vote(5), false);
+    assert_eq!(n.status().role, Role::Candidate, "new majority only");
+    step(&mut n, now, vote(2), false);
+    assert_eq!(n.status().role, Role::Leader);
+}
+
+#[test]
+fn membership_conflict_reported_once_per_peer_and_counted_always() {
+    let mine = Membership::bootstrap([1, 2, 3], []);
+    let theirs = Membership::bootstrap([1, 2, 4], []);
+    let mut n = voter(1, &mine);
+    let now = Instant::ZERO + ms(1);
+    let hb = |seq| stamped(2, theirs.id(), 1, MessageKind::Heartbeat { seq });
+    let out = step(&mut n, now, hb(1), false);
+    let conflict = Event::MembershipConflict {
+        peer: 2,
+        mine: mine.id(),
+        theirs: theirs.id(),
+    };
+    assert!(out.events.contains(&conflict), "{:?}", out.events);
+    let out = step(&mut n, now, hb(2), false);
+    assert!(!out.events.contains(&conflict), "reported once");
+    assert_eq!(n.status().membership_conflicts, 2);
+}
+
+/// Three voters and spare node 4 (which starts with `Config::join`), on
+/// the harness (synchronous disks, 1 ms links, every step checked).
+fn three_and_a_spare() -> Sim {
+    Sim::with_configs(4, |id| {
+        let config = timing(id, vec![1, 2, 3]).rng_seed(id);
+        if id == 4 { config.join() } else { config }
+    })
+}
+
+fn change_events(sim: &Sim, id: NodeId) -> Vec<Event> {
+    sim.events_of(id)
+        .into_iter()
+        .filter(|e| {
+            matches!(
+                e,
+                Event::MembershipChangeCompleted { .. } | Event::MembershipChangeFailed { .. }
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn one_change_at_a_time_refuses_a_second_change_and_a_follower() {
+    let mut sim = three_and_a_spare();
+    let leader = sim.run_until_leader(ms(3_000)).expect("a leader");
+    sim.run_for(ms(300));
+    let follower = (1..=3).find(|&i| i != leader).unwrap();
+    sim.input(
+        follower,
+        Input::ChangeMembership(MembershipChange::Remove { id: 3 }),
+    );
+    assert_eq!(
+        change_events(&sim, follower),
+        vec![Event::MembershipChangeFailed {
+            reason: MembershipFailure::NotLeader {
+                leader: Some(leader)
+            }
+        }]
+    );
+    let add = MembershipChange::AddVoter {
+        id: 4,
+        address: "n4".into(),
+    };
+    sim.input(leader, Input::ChangeMembership(add.clone()));
+    sim.input(leader, Input::ChangeMembership(add));
+    assert_eq!(
+        change_events(&sim, leader),
+        vec![Event::MembershipChangeFailed {
+            reason: MembershipFailure::ChangeInProgress
+        }]
+    );
+    sim.run_for(ms(1_000));
+    assert!(matches!(
+        change_events(&sim, leader).last(),
+        Some(Event::MembershipChangeCompleted { epoch: 3 })
+    ));
+    for id in 1..=4 {
+        assert_eq!(
+            sim.node(id).membership().voters,
+            vec![1, 2, 3, 4],
+            "node {id}"
+        );
+    }
+}
+
+#[test]
+fn change_after_own_membership_stored_waits_for_the_first_acknowledgements() {
+    // Node 1 wins term 1 of {1, 2, 3}; no follower acknowledged it yet.
+    let boot = Membership::bootstrap([1, 2, 3], []);
+    let mut n = voter(1, &boot);
+    let mut now = n.next_deadline().unwrap();
+    step(&mut n, now, Input::Tick, false);
+    let grant = stamped(
+        2,
+        boot.id(),
+        1,
+        MessageKind::PreVoteResponse { granted: true },
+    );
+    step(&mut n, now, grant, false);
+    let vote = stamped(2, boot.id(), 1, MessageKind::VoteResponse { granted: true });
+    step(&mut n, now, vote, false);
+    assert_eq!(n.status().role, Role::Leader);
+    let add = || {
+        Input::ChangeMembership(MembershipChange::AddObserver {
+            id: 4,
+            address: "n4".into(),
+        })
+    };
+    let out = step(&mut n, now, add(), false);
+    assert_eq!(
+        out.events,
+        vec![Event::MembershipChangeFailed {
+            reason: MembershipFailure::NotEstablished
+        }]
+    );
+    // Node 2 acknowledges round 1 with the leader's membership: a quorum
+    // (1 and 2) now stores it in this term.
+    now = now + ms(1);
+    let ack = MessageKind::HeartbeatAck {
+        seq: 1,
+        position: (),
+        promise_nanos: 400_000_000,
+        can_lead: true,
+    };
+    step(&mut n, now, stamped(2, boot.id(), 1, ack), false);
+    let out = step(&mut n, now, add(), false);
+    assert!(out.membership_writes.iter().any(|m| m.observers == vec![4]));
+    assert!(
+        out.events
+            .iter()
+            .all(|e| !matches!(e, Event::MembershipChangeFailed { .. }))
+    );
+}
+
+#[test]
+fn new_voter_catches_up_or_stays_an_observer() {
+    let mut sim = three_and_a_spare();
+    let leader = sim.run_until_leader(ms(3_000)).expect("a leader");
+    sim.run_for(ms(300));
+    // Node 4 hears nothing: it never acknowledges, so it never votes.
+    for id in 1..=3 {
+        sim.cut(id, 4);
+    }
+    let add = MembershipChange::AddVoter {
+        id: 4,
+        address: "n4".into(),
+    };
+    sim.input(leader, Input::ChangeMembership(add));
+    sim.run_for(ms(5_000));
+    assert_eq!(
+        change_events(&sim, leader),
+        vec![Event::MembershipChangeFailed {
+            reason: MembershipFailure::NotCaughtUp
+        }]
+    );
+    let m = sim.node(leader).membership().clone();
+    assert_eq!((m.voters, m.observers), (vec![1, 2, 3], vec![4]));
+}
+
+#[test]
+fn membership_change_bounded_goes_back_to_the_old_voters() {
+    // Fencing off, so the leader outlives its stuck joint membership.
+    let mut sim = Sim::with_configs(3, |id| {
+        timing(id, vec![1, 2, 3])
+            .fencing(tenure::Fencing::Off)
+            .membership_change_timeout(ms(2_000))
+            .rng_seed(id)
+    });
+    let leader = sim.run_until_leader(ms(3_000)).expect("a leader");
+    sim.run_for(ms(300));
+    let mut followers = (1..=3).filter(|&i| i != leader);
+    let (removed, kept) = (followers.next().unwrap(), followers.next().unwrap());
+    // Remove one follower; the other, needed by the new voter set, fails
+    // as the joint membership is written (before it could store it).
+    sim.input(
+        leader,
+        Input::ChangeMembership(MembershipChange::Remove { id: removed }),
+    );
+    assert!(sim.node(leader).membership().is_joint());
+    sim.crash(kept);
+    sim.run_for(ms(3_000));
+    assert_eq!(
+        change_events(&sim, leader),
+        vec![Event::MembershipChangeFailed {
+            reason: MembershipFailure::NoQuorum
+        }]
+    );
+    let m = sim.node(leader).membership().clone();
+    assert_eq!(m.voters, vec![1, 2, 3], "back to the old voters");
+    assert!(!m.is_joint());
+    assert_eq!(sim.node(leader).status().role, Role::Leader);
+    assert_eq!(
+        sim.node(removed).membership(),
+        &m,
+        "stored by the old majority"
+    );
+}
+
+#[test]
+fn joint_quorums_are_not_entered_without_a_live_new_majority() {
+    let mut sim = three_and_a_spare();
+    let leader = sim.run_until_leader(ms(3_000)).expect("a leader");
+    sim.run_for(ms(300));
+    let mut followers = (1..=3).filter(|&i| i != leader);
+    let (removed, down) = (followers.next().unwrap(), followers.next().unwrap());
+    sim.crash(down);
+    sim.run_for(ms(500));
+    sim.input(
+        leader,
+        Input::ChangeMembership(MembershipChange::Remove { id: removed }),
+    );
+    assert_eq!(
+        change_events(&sim, leader),
+        vec![Event::MembershipChangeFailed {
+            reason: MembershipFailure::NoQuorum
+        }]
+    );
+    assert!(!sim.node(leader).membership().is_joint());
+}
+
+#[test]
+fn removed_leader_hands_over_to_a_voter_of_the_new_set() {
+    let mut sim = three_and_a_spare();
+    let leader = sim.run_until_leader(ms(3_000)).expect("a leader");
+    sim.run_for(ms(300));
+    sim.input(
+        leader,
+        Input::ChangeMembership(MembershipChange::Remove { id: leader }),
+    );
+    assert!(sim.run_until_true(ms(2_000), |s| {
+        s.agreed_leader().is_some_and(|l| l != leader)
+    }));
+    let new_leader = sim.agreed_leader().unwrap();
+    assert!(
+        sim.node(new_leader)
+            .membership()
+            .voters
+            .contains(&new_leader)
+    );
+    assert!(!sim.node(new_leader).membership().is_member(leader));
+    assert_eq!(sim.node(leader).status().role, Role::Follower);
+    assert!(sim.events_of(leader).iter().any(|e| matches!(
+        e,
+        Event::SteppedDown {
+            reason: tenure::StepDownReason::Transferred,
+            ..
+        }
+    )));
+}
+
+#[test]
+fn joint_left_when_stored_by_a_leader_that_inherited_it() {
+    // Every node restarts holding the joint membership {1,2,3} -> {1,2,4}
+    // that a leader wrote before crashing; whoever leads finishes it.
+    let joint = membership(1, 1, &[1, 2, 4], &[1, 2, 3]);
+    let mut sim: Sim = Sim::with_configs(4, move |id| {
+        timing(id, vec![1, 2, 3])
+            .membership(joint.clone())
+            .rng_seed(id)
+    });
+    sim.run_until_leader(ms(3_000)).expect("a leader");
+    sim.run_for(ms(1_000));
+    for id in 1..=4 {
+        let m = sim.node(id).membership();
+        assert!(!m.is_joint(), "node {id}: {m:?}");
+        assert_eq!((m.epoch, m.voters.clone()), (2, vec![1, 2, 4]), "node {id}");
+    }
+}
