@@ -673,6 +673,11 @@ impl Config {
             .unwrap_or_else(|| self.effective_election_timeout().saturating_mul(10))
     }
 
+    /// The quorum set with [`Config::quorum`], if one was.
+    pub(crate) fn explicit_quorum(&self) -> Option<usize> {
+        self.quorum
+    }
+
     /// Moves the logger out (the node owns it from then on).
     pub(crate) fn take_logger(&mut self) -> Option<slog::Logger> {
         self.logger.take()

@@ -127,3 +127,39 @@ fn random_inputs_never_panic() {
         "mutations must be caught at least sometimes"
     );
 }
+
+/// Version-4 frames carry the sender's membership stamp; both versions are
+/// read, and `decode` (which drops the stamp) reads both too.
+#[test]
+fn stamped_frames_round_trip_and_unstamped_ones_carry_none() {
+    use tenure::MembershipId;
+    use tenure::adapters::codec::{VERSION_STAMPED, decode_stamped, encode_stamped};
+    let stamp = MembershipId {
+        epoch: 3,
+        term: 2,
+        fingerprint: 0xfeed,
+    };
+    let m = sample();
+    let frame = encode_stamped(7, 1, 2, stamp, &m).unwrap();
+    assert_eq!(frame[4], VERSION_STAMPED);
+    assert_eq!(
+        decode_stamped::<u64>(&frame, 7, 2).unwrap(),
+        (1, Some(stamp), m.clone())
+    );
+    assert_eq!(decode::<u64>(&frame, 7, 2).unwrap(), (1, m.clone()));
+    let plain = encode(7, 1, 2, &m).unwrap();
+    assert_eq!(
+        decode_stamped::<u64>(&plain, 7, 2).unwrap(),
+        (1, None, m.clone())
+    );
+    for len in 0..frame.len() {
+        assert!(
+            decode_stamped::<u64>(&frame[..len], 7, 2).is_err(),
+            "prefix {len}"
+        );
+    }
+    assert!(matches!(
+        decode_stamped::<u64>(&frame, 8, 2),
+        Err(DecodeError::ForeignCluster { .. })
+    ));
+}

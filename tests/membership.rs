@@ -548,3 +548,33 @@ fn joint_left_when_stored_by_a_leader_that_inherited_it() {
         assert_eq!((m.epoch, m.voters.clone()), (2, vec![1, 2, 4]), "node {id}");
     }
 }
+
+#[test]
+fn one_change_at_a_time_counts_no_stale_quorum_after_a_restart() {
+    // Every node restarts from a stored five-voter membership while its
+    // configuration still lists the three bootstrap voters: the
+    // configuration's quorum (2 of 3) is no "custom quorum" of the stored
+    // membership, so changes go on.
+    let stored = membership(2, 1, &[1, 2, 3, 4, 5], &[]);
+    let mut sim: Sim = Sim::with_configs(5, move |id| {
+        timing(id, vec![1, 2, 3])
+            .membership(stored.clone())
+            .rng_seed(id)
+    });
+    let leader = sim.run_until_leader(ms(3_000)).expect("a leader");
+    sim.run_for(ms(300));
+    let gone = if leader == 5 { 4 } else { 5 };
+    sim.input(
+        leader,
+        Input::ChangeMembership(MembershipChange::Remove { id: gone }),
+    );
+    sim.run_for(ms(1_000));
+    assert!(
+        matches!(
+            change_events(&sim, leader).last(),
+            Some(Event::MembershipChangeCompleted { .. })
+        ),
+        "{:?}",
+        change_events(&sim, leader)
+    );
+}

@@ -401,3 +401,75 @@ fn a_lost_state_file_is_refused_not_taken_for_a_fresh_node() {
     drop(s);
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// The membership file: saved durably beside the state, read back after a
+/// "restart", refused when damaged or another node's, and left alone by
+/// a storage that does not store memberships.
+#[test]
+fn memberships_round_trip_and_damaged_or_foreign_ones_are_refused() {
+    use tenure::Membership;
+    use tenure::adapters::storage::{
+        MEMBERSHIP_FILE, decode_membership_record, encode_membership_record,
+    };
+    let dir = temp_dir("membership");
+    let m = Membership {
+        epoch: 3,
+        term: 2,
+        voters: vec![1, 2, 4],
+        observers: vec![5],
+        addresses: vec![(4, "10.0.0.4:7001".into())],
+        ..Membership::default()
+    };
+    let mut s = FileStorage::open_owned(&dir, A).unwrap();
+    assert_eq!(s.load_membership().unwrap(), None, "never changed");
+    s.save_membership(&m).unwrap();
+    drop(s);
+    let mut s = FileStorage::open_owned(&dir, A).unwrap();
+    assert_eq!(s.load_membership().unwrap(), Some(m.clone()));
+    drop(s);
+    // Another node's file.
+    let err = FileStorage::open_owned(&dir, B)
+        .unwrap()
+        .load_membership()
+        .unwrap_err();
+    assert!(
+        matches!(err.kind, StorageErrorKind::WrongOwner { .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains(MEMBERSHIP_FILE), "{err}");
+    // Every flipped byte is refused, never read as another membership.
+    let record = encode_membership_record(A, &m);
+    assert_eq!(decode_membership_record(&record).unwrap(), (A, m.clone()));
+    for i in 0..record.len() {
+        let mut bad = record.clone();
+        bad[i] ^= 0x40;
+        assert!(decode_membership_record(&bad).is_err(), "byte {i}");
+    }
+    // A well-framed record of a malformed membership is refused too.
+    let overlapping = Membership {
+        voters: vec![1, 2],
+        observers: vec![2],
+        ..Membership::default()
+    };
+    let err = decode_membership_record(&encode_membership_record(A, &overlapping)).unwrap_err();
+    assert!(matches!(err, StorageErrorKind::Undecodable(_)), "{err}");
+    std::fs::remove_dir_all(dir).unwrap();
+    // MemStorage keeps it across clones; a storage without membership
+    // support refuses with a typed error (the drivers then leave the node
+    // on its old membership).
+    let mut mem = MemStorage::new();
+    mem.save_membership(&m).unwrap();
+    assert_eq!(mem.clone().load_membership().unwrap(), Some(m.clone()));
+    struct StateOnly;
+    impl Storage for StateOnly {
+        fn load(&mut self) -> Result<Option<HardState>, tenure::adapters::storage::StorageError> {
+            Ok(None)
+        }
+        fn save(&mut self, _: &HardState) -> Result<(), tenure::adapters::storage::StorageError> {
+            Ok(())
+        }
+    }
+    let err = StateOnly.save_membership(&m).unwrap_err();
+    assert!(matches!(err.kind, StorageErrorKind::MembershipUnsupported));
+    assert_eq!(StateOnly.load_membership().unwrap(), None);
+}

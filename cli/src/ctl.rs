@@ -12,7 +12,14 @@
 //! {"cmd":"transfer","to":3,"wait_ms":..} -> the transfer's outcome
 //! {"cmd":"events"}                       -> one line per event until the client leaves
 //! {"cmd":"reload-keys"}                  -> {"ok":true,"key_id":..,"next_key_id":..} or {"ok":false,"error":..}
+//! {"cmd":"add-voter","id":4,"address":"10.0.0.4:7001","wait_ms":..}  -> the change's outcome
+//! {"cmd":"add-observer","id":4,"address":".."}                      -> the change's outcome
+//! {"cmd":"remove","id":4}                                           -> the change's outcome
+//! {"cmd":"replace","old":3,"new":4,"address":".."}                  -> the change's outcome
 //! ```
+//!
+//! Membership changes are made by the leader: sent to another node they
+//! are refused, naming the leader.
 //!
 //! The node's main loop owns its driver handle; each connection's thread
 //! asks it through [`Request`]s, so nothing here can race a shutdown.
@@ -26,7 +33,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tenure::{Event, NodeId};
+use tenure::{Event, MembershipChange, NodeId};
 
 /// The socket's file name inside the data directory.
 pub const SOCKET: &str = "tenure.ctl";
@@ -60,7 +67,7 @@ pub enum Request {
 }
 
 /// A command for the node.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub enum Command {
     /// `Input::Promote`.
     Promote,
@@ -68,6 +75,8 @@ pub enum Command {
     Demote,
     /// `Input::TransferLeadership`.
     Transfer(NodeId),
+    /// `Input::ChangeMembership`.
+    Membership(MembershipChange),
 }
 
 /// The listening socket; removed when dropped.
@@ -211,11 +220,20 @@ fn connection(mut stream: UnixStream, requests: &mpsc::Sender<Request>) {
                 return;
             }
         },
+        Some(cmd @ ("add-voter" | "add-observer" | "remove" | "replace")) => {
+            match membership_change(cmd, &request) {
+                Ok(change) => Command::Membership(change),
+                Err(why) => {
+                    let _ = answer(&mut stream, &refusal(&why));
+                    return;
+                }
+            }
+        }
         other => {
             let _ = answer(
                 &mut stream,
                 &refusal(&format!(
-                    "unknown cmd {other:?}: expected status, promote, demote, transfer, events or reload-keys"
+                    "unknown cmd {other:?}: expected status, promote, demote, transfer, events, reload-keys, add-voter, add-observer, remove or replace"
                 )),
             );
             return;
@@ -223,6 +241,39 @@ fn connection(mut stream: UnixStream, requests: &mpsc::Sender<Request>) {
     };
     let outcome = run_command(requests, command, wait);
     let _ = answer(&mut stream, &outcome);
+}
+
+/// The membership change a request asks for, or why it is malformed.
+fn membership_change(cmd: &str, request: &Value) -> Result<MembershipChange, String> {
+    let id = |key: &str| {
+        request[key]
+            .as_u64()
+            .filter(|&id| id != 0)
+            .ok_or_else(|| format!("{cmd} needs \"{key}\": a node id (not 0)"))
+    };
+    let address = || {
+        request["address"]
+            .as_str()
+            .filter(|a| !a.trim().is_empty())
+            .map(str::to_string)
+            .ok_or_else(|| format!("{cmd} needs \"address\": the new node's host:port"))
+    };
+    Ok(match cmd {
+        "add-voter" => MembershipChange::AddVoter {
+            id: id("id")?,
+            address: address()?,
+        },
+        "add-observer" => MembershipChange::AddObserver {
+            id: id("id")?,
+            address: address()?,
+        },
+        "remove" => MembershipChange::Remove { id: id("id")? },
+        _ => MembershipChange::Replace {
+            old: id("old")?,
+            new: id("new")?,
+            address: address()?,
+        },
+    })
 }
 
 /// Asks the node's main loop a request answered with one value (up to
@@ -292,12 +343,12 @@ fn run_command(requests: &mpsc::Sender<Request>, command: Command, wait: Duratio
         Command::Promote if leading => {
             return json!({"ok": true, "note": "already the leader", "term": before["term"]});
         }
-        Command::Demote | Command::Transfer(_) if !leading => {
+        Command::Demote | Command::Transfer(_) | Command::Membership(_) if !leading => {
             return refusal(&format!("not the leader (leader: {})", before["leader"]));
         }
         _ => {}
     }
-    if requests.send(Request::Command(command)).is_err() {
+    if requests.send(Request::Command(command.clone())).is_err() {
         return refusal("the node is stopping");
     }
     let end = Instant::now() + wait;
@@ -306,12 +357,14 @@ fn run_command(requests: &mpsc::Sender<Request>, command: Command, wait: Duratio
             break;
         };
         // A concurrent transfer to another node settles nothing here.
-        let settled = match (command, &event) {
+        let settled = match (&command, &event) {
             (Command::Promote, Event::BecameLeader { .. })
-            | (Command::Demote, Event::SteppedDown { .. }) => Some(true),
-            (Command::Transfer(want), Event::TransferCompleted { to }) if *to == want => Some(true),
-            (Command::Promote, Event::PromoteFailed { .. }) => Some(false),
-            (Command::Transfer(want), Event::TransferFailed { to, .. }) if *to == want => {
+            | (Command::Demote, Event::SteppedDown { .. })
+            | (Command::Membership(_), Event::MembershipChangeCompleted { .. }) => Some(true),
+            (Command::Transfer(want), Event::TransferCompleted { to }) if to == want => Some(true),
+            (Command::Promote, Event::PromoteFailed { .. })
+            | (Command::Membership(_), Event::MembershipChangeFailed { .. }) => Some(false),
+            (Command::Transfer(want), Event::TransferFailed { to, .. }) if to == want => {
                 Some(false)
             }
             _ => None,
@@ -360,6 +413,37 @@ enum CtlCommand {
     /// Read the node file's `key_file` and `next_key_file` again and use
     /// them (a step of a key rotation; README "Security").
     ReloadKeys,
+    /// Add a voter (on the leader): it joins as an observer, catches up,
+    /// then votes (README "Changing membership").
+    AddVoter {
+        /// The new node's id.
+        id: NodeId,
+        /// Its peer address (host:port), as every member will reach it.
+        address: String,
+    },
+    /// Add an observer (on the leader).
+    AddObserver {
+        /// The new node's id.
+        id: NodeId,
+        /// Its peer address (host:port).
+        address: String,
+    },
+    /// Remove a voter or an observer (on the leader; removing the leader
+    /// hands leadership to a remaining voter).
+    Remove {
+        /// The node to remove.
+        id: NodeId,
+    },
+    /// Replace voter `old` (e.g. a dead machine) by the new node `new` in
+    /// one change (on the leader).
+    Replace {
+        /// The voter to remove.
+        old: NodeId,
+        /// The new voter's id.
+        new: NodeId,
+        /// The new voter's peer address (host:port).
+        address: String,
+    },
 }
 
 /// The socket a node with this configuration file listens on.
@@ -390,6 +474,18 @@ pub fn run(args: CtlArgs) -> ExitCode {
         }
         CtlCommand::Events => json!({"cmd": "events"}),
         CtlCommand::ReloadKeys => json!({"cmd": "reload-keys"}),
+        CtlCommand::AddVoter { id, address } => {
+            json!({"cmd": "add-voter", "id": id, "address": address, "wait_ms": args.wait_ms})
+        }
+        CtlCommand::AddObserver { id, address } => {
+            json!({"cmd": "add-observer", "id": id, "address": address, "wait_ms": args.wait_ms})
+        }
+        CtlCommand::Remove { id } => {
+            json!({"cmd": "remove", "id": id, "wait_ms": args.wait_ms})
+        }
+        CtlCommand::Replace { old, new, address } => json!({
+            "cmd": "replace", "old": old, "new": new, "address": address, "wait_ms": args.wait_ms
+        }),
     };
     let mut stream = match UnixStream::connect(&path) {
         Ok(s) => s,

@@ -150,6 +150,20 @@ pub fn prometheus(st: &Value) -> String {
         flag(st["auth"]["enabled"] == true),
     );
     gauge(
+        "tenure_membership_epoch",
+        "The epoch of the membership this node acts on.",
+        num(&st["membership"]["epoch"]),
+    );
+    gauge(
+        "tenure_membership_joint",
+        "1 while the membership is in the joint phase of a change.",
+        flag(
+            st["membership"]["outgoing"]
+                .as_array()
+                .is_some_and(|o| !o.is_empty()),
+        ),
+    );
+    gauge(
         "tenure_write_in_flight",
         "1 while a state write is in flight.",
         flag(st["write_in_flight"] == true),
@@ -199,6 +213,13 @@ pub fn prometheus(st: &Value) -> String {
         "counter",
         "Datagrams dropped or not sent, by reason.",
         &drops,
+    );
+    family(
+        &mut out,
+        "tenure_membership_conflicts_total",
+        "counter",
+        "Messages whose sender has the same membership version with other voters (misconfigured peer lists).",
+        &[(l.clone(), num(&st["membership_conflicts"]))],
     );
     out
 }

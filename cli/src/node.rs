@@ -47,6 +47,12 @@ pub struct NodeArgs {
     /// ended, even by SIGKILL): `tenure demo`'s nodes die with it.
     #[arg(long, hide = true)]
     exit_with_parent: Option<u32>,
+    /// Start without a membership and learn it from the leader: for a new
+    /// machine that `tenure ctl add-voter`/`add-observer`/`replace` adds on
+    /// the leader. The node file's `[[peers]]` are only where to hear the
+    /// cluster from. Once the membership is stored, the flag is not needed.
+    #[arg(long)]
+    join: bool,
     /// With `--exit-with-parent`: remove this directory after stopping.
     #[arg(long, hide = true, requires = "exit_with_parent")]
     cleanup_dir: Option<PathBuf>,
@@ -126,6 +132,9 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if args.join {
+        setup.config = setup.config.join();
+    }
     if args.log != "off" || args.verbose {
         let level = if args.log == "debug" || args.verbose {
             slog::Level::Debug
@@ -235,8 +244,10 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
             "control_socket": socket.display().to_string(),
             "metrics_listen": operator.metrics_listen.map(|a| a.to_string()),
             "auth": auth_json(keys.as_ref(), handle.incarnation()),
+            "membership": membership_json(&started.membership),
         },
     }));
+    warn_if_bootstrap_differs(id, &file, &started.membership, args.join);
     let reresolver = Reresolver::new(
         operator.peer_names.clone(),
         file.peer_addrs(),
@@ -259,6 +270,26 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
     drop(metrics);
     drop(server);
     code
+}
+
+/// The node file's peers are the bootstrap membership only: once a
+/// membership is stored, it is used, and a node file that lists other
+/// voters or observers is pointed out (edit it to match, or leave it: it
+/// is not read for membership again).
+fn warn_if_bootstrap_differs(id: NodeId, file: &NodeFile, stored: &tenure::Membership, join: bool) {
+    if stored.epoch == 0 || join {
+        return;
+    }
+    let Ok(config) = file.to_config() else {
+        return;
+    };
+    let boot = config.effective_membership();
+    if boot.voters != stored.voters || boot.observers != stored.observers {
+        eprintln!(
+            "warning: node {id}: the node file lists voters {:?} and observers {:?}, but the stored membership (epoch {}) has voters {:?} and observers {:?}: the stored one is used (the node file's peers are the bootstrap membership only)",
+            boot.voters, boot.observers, stored.epoch, stored.voters, stored.observers
+        );
+    }
 }
 
 /// A running node and what the main loop serves from it.
@@ -367,8 +398,9 @@ impl Running {
             self.print_line(run);
         }
         let gate = self.gate.as_mut().expect("checked above");
-        match self.pending {
+        match &self.pending {
             Pending::Waiting(command, _) if gate.idle() => {
+                let command = command.clone();
                 self.pending = Pending::Issued(Instant::now());
                 self.command(command);
             }
@@ -377,10 +409,11 @@ impl Running {
             Pending::Waiting(command, since)
                 if since.elapsed() > gate.grace() + Duration::from_secs(1) =>
             {
+                let command = format!("{command:?}").to_lowercase();
                 self.pending = Pending::None;
                 gate.release();
                 self.print_line(json!({"run": {"command_dropped": {
-                    "command": format!("{command:?}").to_lowercase(),
+                    "command": command,
                     "why": "the gated command did not stop within its grace and a second",
                 }}}));
             }
@@ -421,6 +454,7 @@ impl Running {
             Command::Promote => self.handle.promote(),
             Command::Demote => self.handle.demote(),
             Command::Transfer(to) => self.handle.transfer_to(to),
+            Command::Membership(change) => self.handle.change_membership(change),
         }
     }
 
@@ -469,7 +503,11 @@ impl Running {
                 self.print_line(json!({"keys_reloaded": outcome.clone()}));
                 let _ = reply.send(outcome);
             }
-            Request::Command(Command::Promote) => self.command(Command::Promote),
+            // Neither ends leadership by itself (a leader that removes
+            // itself hands over only once the change is stored).
+            Request::Command(command @ (Command::Promote | Command::Membership(_))) => {
+                self.command(command);
+            }
             Request::Command(command) => match &mut self.gate {
                 // A successor may be elected as soon as this node gives up
                 // its lease: the gated command goes first.
@@ -562,6 +600,8 @@ impl Running {
             "peers": peers,
             "drops": drops_json(drops),
             "auth": auth_json(self.keys.as_ref(), self.handle.incarnation()),
+            "membership": membership_json(&st.membership),
+            "membership_conflicts": st.membership_conflicts,
         })
     }
 
@@ -716,6 +756,19 @@ fn auth_json(keys: Option<&KeyRing>, incarnation: Option<u64>) -> Value {
 }
 
 /// The drop counters as JSON, by reason.
+/// A membership as the status and `started` lines show it.
+pub fn membership_json(m: &tenure::Membership) -> Value {
+    let addresses: serde_json::Map<String, Value> = m
+        .addresses
+        .iter()
+        .map(|(id, a)| (id.to_string(), json!(a)))
+        .collect();
+    json!({
+        "epoch": m.epoch, "term": m.term, "voters": m.voters, "outgoing": m.outgoing,
+        "observers": m.observers, "addresses": addresses,
+    })
+}
+
 fn drops_json(d: DropCounts) -> Value {
     Value::Object(
         d.by_reason()

@@ -33,7 +33,7 @@
 //! ```text
 //! offset  0  "TNRE"
 //!         4  version 3
-//!         5  kind: 1 message, 2 hello
+//!         5  kind: 1 message, 2 hello, 3 stamped message
 //!         6  key id (4 bytes, KeyId)
 //!        10  cluster id        u64 LE
 //!        18  sender id         u64 LE
@@ -41,7 +41,8 @@
 //!        34  sender incarnation    u64 LE
 //!        42  receiver incarnation  u64 LE (as the sender knows it; 0: unknown)
 //!        50  counter           u64 LE (per sender, receiver and incarnation)
-//!        58  payload: postcard(Message) for kind 1, empty for kind 2
+//!        58  payload: postcard(Message) for kind 1, empty for kind 2,
+//!            postcard(MembershipId) | postcard(Message) for kind 3
 //!   len-32   HMAC-SHA-256(key, every byte before the tag)
 //! ```
 //!
@@ -103,6 +104,9 @@ pub const INCARNATION_FILE: &str = "tenure.incarnation";
 /// Frame kinds.
 pub(crate) const KIND_MESSAGE: u8 = 1;
 pub(crate) const KIND_HELLO: u8 = 2;
+/// A message with the sender's membership stamp: the payload is
+/// `postcard(MembershipId) | postcard(Message)`.
+pub(crate) const KIND_STAMPED: u8 = 3;
 
 type HmacSha256 = Hmac<Sha256>;
 

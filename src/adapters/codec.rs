@@ -1,8 +1,15 @@
 //! The wire format: a small envelope around one [`Message`].
 //!
 //! ```text
-//! "TNRE" | version: u8 | postcard(Envelope { cluster, from, to, message })
+//! "TNRE" | 2 | postcard(Envelope { cluster, from, to, message })
+//! "TNRE" | 4 | postcard(Envelope { cluster, from, to, stamp, message })
 //! ```
+//!
+//! Version 4 carries the sender's membership stamp
+//! ([`Node::membership_id`](crate::Node::membership_id)), which the
+//! receiver feeds with the message as
+//! [`Input::ReceiveStamped`](crate::Input::ReceiveStamped); the drivers
+//! write it, and read both.
 //!
 //! [`decode`] never panics, on any input: every way the bytes can be wrong
 //! is a [`DecodeError`] variant.
@@ -16,7 +23,7 @@ use std::vec::Vec;
 
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
-use crate::{Message, NodeId};
+use crate::{MembershipId, Message, NodeId};
 
 /// First bytes of every frame.
 pub const MAGIC: [u8; 4] = *b"TNRE";
@@ -29,6 +36,9 @@ pub const MAGIC: [u8; 4] = *b"TNRE";
 /// promised, so the two versions must not talk: frames of another version
 /// are dropped as `UnknownVersion`. Upgrade a cluster by stopping it.
 pub const VERSION: u8 = 2;
+/// The envelope version that also carries the sender's membership stamp
+/// (issue 13). Read alongside [`VERSION`].
+pub const VERSION_STAMPED: u8 = 4;
 /// Largest frame accepted or produced (fits one UDP datagram without IP
 /// fragmentation on common networks only for small positions; election
 /// traffic is tiny).
@@ -40,6 +50,15 @@ struct Envelope<M> {
     cluster: u64,
     from: NodeId,
     to: NodeId,
+    message: M,
+}
+
+#[derive(Serialize, Deserialize)]
+struct StampedEnvelope<M> {
+    cluster: u64,
+    from: NodeId,
+    to: NodeId,
+    stamp: MembershipId,
     message: M,
 }
 
@@ -85,7 +104,7 @@ pub enum DecodeError {
         found: [u8; 4],
     },
     /// A version this build does not speak.
-    #[error("unknown frame version {version} (this build speaks {VERSION})")]
+    #[error("unknown frame version {version} (this build speaks {VERSION} and {VERSION_STAMPED})")]
     UnknownVersion {
         /// The version byte.
         version: u8,
@@ -141,17 +160,43 @@ pub fn encode<P: Serialize>(
     to: NodeId,
     message: &Message<P>,
 ) -> Result<Vec<u8>, EncodeError> {
-    let mut frame = Vec::with_capacity(64);
-    frame.extend_from_slice(&MAGIC);
-    frame.push(VERSION);
     let envelope = Envelope {
         cluster,
         from,
         to,
         message,
     };
+    frame_with(VERSION, &envelope)
+}
+
+/// Encodes `message` from `from` to `to` in `cluster`, stamped with the
+/// sender's membership `stamp` (version [`VERSION_STAMPED`]).
+///
+/// # Errors
+/// [`EncodeError::Oversized`] if the frame would exceed [`MAX_FRAME`].
+pub fn encode_stamped<P: Serialize>(
+    cluster: u64,
+    from: NodeId,
+    to: NodeId,
+    stamp: MembershipId,
+    message: &Message<P>,
+) -> Result<Vec<u8>, EncodeError> {
+    let envelope = StampedEnvelope {
+        cluster,
+        from,
+        to,
+        stamp,
+        message,
+    };
+    frame_with(VERSION_STAMPED, &envelope)
+}
+
+fn frame_with(version: u8, envelope: &impl Serialize) -> Result<Vec<u8>, EncodeError> {
+    let mut frame = Vec::with_capacity(64);
+    frame.extend_from_slice(&MAGIC);
+    frame.push(version);
     let frame =
-        postcard::to_extend(&envelope, frame).map_err(|e| EncodeError::Serialize(e.to_string()))?;
+        postcard::to_extend(envelope, frame).map_err(|e| EncodeError::Serialize(e.to_string()))?;
     if frame.len() > MAX_FRAME {
         return Err(EncodeError::Oversized {
             len: frame.len(),
@@ -161,31 +206,31 @@ pub fn encode<P: Serialize>(
     Ok(frame)
 }
 
-/// Appends `message` in the wire encoding to `frame` (the payload of an
-/// authenticated frame).
-pub(crate) fn encode_payload<P: Serialize>(
-    message: &Message<P>,
+/// Appends `message` (a message, or a stamp and a message) in the wire
+/// encoding to `frame` (the payload of an authenticated frame).
+pub(crate) fn encode_payload<T: Serialize + ?Sized>(
+    message: &T,
     frame: Vec<u8>,
 ) -> Result<Vec<u8>, EncodeError> {
     postcard::to_extend(message, frame).map_err(|e| EncodeError::Serialize(e.to_string()))
 }
 
-/// Decodes exactly one message from `payload`.
-pub(crate) fn decode_payload<P: DeserializeOwned>(
-    payload: &[u8],
-) -> Result<Message<P>, DecodeError> {
-    let (message, rest) = postcard::take_from_bytes(payload).map_err(|e| match e {
+/// Decodes exactly one `T` (a message, or a stamp and a message) from
+/// `payload`.
+pub(crate) fn decode_payload<T: DeserializeOwned>(payload: &[u8]) -> Result<T, DecodeError> {
+    let (value, rest) = postcard::take_from_bytes(payload).map_err(|e| match e {
         postcard::Error::DeserializeUnexpectedEnd => DecodeError::Truncated { len: payload.len() },
         other => DecodeError::Malformed(other.to_string()),
     })?;
     if !rest.is_empty() {
         return Err(DecodeError::TrailingBytes { count: rest.len() });
     }
-    Ok(message)
+    Ok(value)
 }
 
 /// Decodes a frame received by node `me` of `cluster`; returns the sender
-/// and the message.
+/// and the message (a stamp, if the frame carries one, is dropped: see
+/// [`decode_stamped`]).
 ///
 /// # Errors
 /// A [`DecodeError`] naming what is wrong with the bytes.
@@ -194,6 +239,20 @@ pub fn decode<P: DeserializeOwned>(
     cluster: u64,
     me: NodeId,
 ) -> Result<(NodeId, Message<P>), DecodeError> {
+    decode_stamped(bytes, cluster, me).map(|(from, _, message)| (from, message))
+}
+
+/// Decodes a frame of either version received by node `me` of `cluster`;
+/// returns the sender, its membership stamp (`None` in a version-2 frame)
+/// and the message.
+///
+/// # Errors
+/// A [`DecodeError`] naming what is wrong with the bytes.
+pub fn decode_stamped<P: DeserializeOwned>(
+    bytes: &[u8],
+    cluster: u64,
+    me: NodeId,
+) -> Result<(NodeId, Option<MembershipId>, Message<P>), DecodeError> {
     if bytes.len() > MAX_FRAME {
         return Err(DecodeError::Oversized {
             len: bytes.len(),
@@ -208,10 +267,31 @@ pub fn decode<P: DeserializeOwned>(
     if found != MAGIC {
         return Err(DecodeError::BadMagic { found });
     }
-    if bytes[4] != VERSION {
-        return Err(DecodeError::UnknownVersion { version: bytes[4] });
+    let (env_cluster, from, to, stamp, message) = match bytes[4] {
+        VERSION => {
+            let e: Envelope<Message<P>> = envelope(bytes)?;
+            (e.cluster, e.from, e.to, None, e.message)
+        }
+        VERSION_STAMPED => {
+            let e: StampedEnvelope<Message<P>> = envelope(bytes)?;
+            (e.cluster, e.from, e.to, Some(e.stamp), e.message)
+        }
+        version => return Err(DecodeError::UnknownVersion { version }),
+    };
+    if env_cluster != cluster {
+        return Err(DecodeError::ForeignCluster {
+            cluster: env_cluster,
+            expected: cluster,
+        });
     }
-    let (envelope, rest): (Envelope<Message<P>>, &[u8]) =
+    if to != me {
+        return Err(DecodeError::NotAddressedToMe { to, me });
+    }
+    Ok((from, stamp, message))
+}
+
+fn envelope<E: DeserializeOwned>(bytes: &[u8]) -> Result<E, DecodeError> {
+    let (envelope, rest): (E, &[u8]) =
         postcard::take_from_bytes(&bytes[HEADER..]).map_err(|e| match e {
             postcard::Error::DeserializeUnexpectedEnd => {
                 DecodeError::Truncated { len: bytes.len() }
@@ -221,17 +301,5 @@ pub fn decode<P: DeserializeOwned>(
     if !rest.is_empty() {
         return Err(DecodeError::TrailingBytes { count: rest.len() });
     }
-    if envelope.cluster != cluster {
-        return Err(DecodeError::ForeignCluster {
-            cluster: envelope.cluster,
-            expected: cluster,
-        });
-    }
-    if envelope.to != me {
-        return Err(DecodeError::NotAddressedToMe {
-            to: envelope.to,
-            me,
-        });
-    }
-    Ok((envelope.from, envelope.message))
+    Ok(envelope)
 }

@@ -51,15 +51,15 @@ use super::auth::{KeyRing, PeerAuth};
 use super::clock::SuspendAwareClock;
 use super::config::NodeFile;
 use super::retry::retry_interrupted;
-use super::storage::{FileStorage, StateOwner, Storage, StorageError};
+use super::storage::{FileStorage, StateOwner, Storage, StorageError, StorageErrorKind};
 use super::udp::{DropCounts, Framing, Received, UdpTransport};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::executor::{Effects, Executor, Write};
 use crate::{
-    Config, ConfigError, Event, HardState, Input, Instant, Lease, LogPosition, Message, Node,
-    NodeId, Status,
+    Config, ConfigError, Event, HardState, Input, Instant, Lease, LogPosition, Membership,
+    MembershipChange, MembershipId, Message, Node, NodeId, Status,
 };
 
 /// A log position the drivers can carry: the wire codec (postcard) encodes
@@ -342,7 +342,7 @@ impl<P: LogPosition> Driver<P> {
         now: Instant,
         input: Input<P>,
         outbox: &mut Vec<(NodeId, Message<P>)>,
-        write: &mut Option<HardState>,
+        write: &mut Writes,
     ) {
         let mut io = DeferredIo {
             publisher: &self.publisher,
@@ -392,6 +392,27 @@ impl<S: Storage, P: LogPosition> Effects<P> for SyncIo<'_, S, P> {
     fn event(&mut self, node: &Node<P>, now: Instant, event: Event) {
         self.publisher.announce(node, now, event);
     }
+
+    fn persist_membership(&mut self, membership: &Membership) -> Result<Write, StorageError> {
+        save_membership(self.storage, membership)
+    }
+}
+
+/// Writes `membership` to `storage`: durable, or (a storage without
+/// membership support) left pending, so the node stays on its old
+/// membership instead of stopping.
+pub(crate) fn save_membership<S: Storage>(
+    storage: &mut S,
+    membership: &Membership,
+) -> Result<Write, StorageError> {
+    match storage.save_membership(membership) {
+        Ok(()) => Ok(Write::Durable),
+        Err(StorageError {
+            kind: StorageErrorKind::MembershipUnsupported,
+            ..
+        }) => Ok(Write::Pending),
+        Err(e) => Err(e),
+    }
 }
 
 /// The tokio driver's I/O: a write is only requested here (it runs in
@@ -400,7 +421,15 @@ impl<S: Storage, P: LogPosition> Effects<P> for SyncIo<'_, S, P> {
 struct DeferredIo<'a, P> {
     publisher: &'a Publisher,
     outbox: &'a mut Vec<(NodeId, Message<P>)>,
-    write: &'a mut Option<HardState>,
+    write: &'a mut Writes,
+}
+
+/// The writes a tokio driver's node asked for and that have not started.
+#[cfg(feature = "tokio")]
+#[derive(Debug, Default)]
+pub(crate) struct Writes {
+    pub(crate) state: Option<HardState>,
+    pub(crate) membership: Option<Membership>,
 }
 
 #[cfg(feature = "tokio")]
@@ -408,7 +437,12 @@ impl<P: LogPosition> Effects<P> for DeferredIo<'_, P> {
     type Error = core::convert::Infallible;
 
     fn persist(&mut self, state: &HardState) -> Result<Write, Self::Error> {
-        *self.write = Some(*state);
+        self.write.state = Some(*state);
+        Ok(Write::Pending)
+    }
+
+    fn persist_membership(&mut self, membership: &Membership) -> Result<Write, Self::Error> {
+        self.write.membership = Some(membership.clone());
         Ok(Write::Pending)
     }
 
@@ -418,6 +452,35 @@ impl<P: LogPosition> Effects<P> for DeferredIo<'_, P> {
 
     fn event(&mut self, node: &Node<P>, now: Instant, event: Event) {
         self.publisher.announce(node, now, event);
+    }
+}
+
+/// Keeps `framing` in step with the node's durable membership: its stamp
+/// on every message, and the addresses of members a change added (an
+/// address that is not `ip:port` is looked up once). `known` is the
+/// membership last followed. Messages a step sends carry the membership of
+/// that step's start at the latest, never a newer one than they were
+/// decided on; an older stamp only makes peers more cautious.
+pub(crate) fn follow_membership<P: LogPosition>(
+    node: &Node<P>,
+    framing: &mut Framing,
+    known: &mut Option<MembershipId>,
+) {
+    let id = node.membership_id();
+    if *known == Some(id) {
+        return;
+    }
+    *known = Some(id);
+    framing.set_stamp(id);
+    for (peer, address) in &node.membership().addresses {
+        let resolved = address.parse::<SocketAddr>().ok().or_else(|| {
+            std::net::ToSocketAddrs::to_socket_addrs(address)
+                .ok()?
+                .next()
+        });
+        if let Some(addr) = resolved {
+            framing.add_peer(*peer, addr);
+        }
     }
 }
 
@@ -576,6 +639,13 @@ impl<P> Handle<P> {
     /// or `TransferFailed`.
     pub fn transfer_to(&self, to: NodeId) {
         self.send(Command::Input(Input::TransferLeadership { to }));
+    }
+
+    /// Asks for a membership change (on the leader); the outcome arrives
+    /// as `MembershipChangeCompleted` or `MembershipChangeFailed`, and
+    /// every step as `MembershipChanged`.
+    pub fn change_membership(&self, change: MembershipChange) {
+        self.send(Command::Input(Input::ChangeMembership(change)));
     }
 
     /// Reaches peer `id` at `addr` from now on, and accepts its datagrams
@@ -760,6 +830,9 @@ fn start_thread<S: Storage + Send + 'static, P: WirePosition>(
     let me = setup.config.id();
     // A damaged state file stops the start here (the node must not vote).
     let state = setup.storage.load()?;
+    if let Some(membership) = setup.storage.load_membership()? {
+        setup.config = setup.config.membership(membership);
+    }
     let (mut driver, events) = Driver::start(setup.config, state, &clock)?;
     let mut storage = setup.storage;
     let listen = setup.listen;
@@ -805,7 +878,9 @@ fn run<S: Storage, P: WirePosition>(
     commands: &mpsc::Receiver<Command<P>>,
     clock: &SuspendAwareClock,
 ) -> Result<(), DriverError> {
+    let mut known = None;
     loop {
+        follow_membership(driver.exec.node(), &mut transport.framing, &mut known);
         let now = clock.now();
         loop {
             match commands.try_recv() {
@@ -840,12 +915,10 @@ fn run<S: Storage, P: WirePosition>(
             transport.recv::<P>(wait.min(Duration::from_secs(1)))?
         {
             driver.publisher.heard(from, clock.now());
-            driver.step_sync(
-                storage,
-                clock.now(),
-                Input::Receive { from, message },
-                &mut |to, m| transport.send(to, m),
-            )?;
+            let input = transport.framing.input(from, message);
+            driver.step_sync(storage, clock.now(), input, &mut |to, m| {
+                transport.send(to, m)
+            })?;
         }
     }
 }

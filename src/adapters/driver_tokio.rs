@@ -46,11 +46,13 @@ use super::clock::SuspendAwareClock;
 use super::codec::MAX_FRAME;
 use super::driver::{
     Command, Commands, Driver, DriverError, Finish, Handle, NodeSetup, Published, WirePosition,
+    Writes, follow_membership,
 };
+use super::executor::Write;
 use super::retry::retry_interrupted_async;
 use super::storage::{Storage, StorageError};
 use super::udp::{Framing, Received};
-use crate::{Event, HardState, Input, Message, NodeId};
+use crate::{Event, HardState, Input, MembershipId, Message, NodeId};
 
 /// Starts a node with no log position (`Node<()>`) as a task on the
 /// current tokio runtime.
@@ -125,13 +127,18 @@ async fn start<S: Storage + Send + 'static, P: WirePosition>(
     let me = setup.config.id();
     // The load reads a file: off the runtime, like every write.
     let mut storage = setup.storage;
-    let (storage, state) = tokio::task::spawn_blocking(move || {
+    let (storage, state, membership) = tokio::task::spawn_blocking(move || {
         let state = storage.load();
-        (storage, state)
+        let membership = storage.load_membership();
+        (storage, state, membership)
     })
     .await
     .map_err(|e| DriverError::Setup(format!("state load task failed: {e}")))?;
-    let (driver, events) = Driver::<P>::start(setup.config, state?, &clock)?;
+    let mut config = setup.config;
+    if let Some(membership) = membership? {
+        config = config.membership(membership);
+    }
+    let (driver, events) = Driver::<P>::start(config, state?, &clock)?;
     let shared = driver.shared();
     let listen = setup.listen;
     let socket = UdpSocket::bind(listen)
@@ -356,9 +363,15 @@ impl Drop for WriteGuard {
     }
 }
 
-/// A state write running on tokio's blocking pool; it hands the storage
-/// back with its result.
-type Writing<S> = tokio::task::JoinHandle<(S, HardState, Result<(), StorageError>)>;
+/// A write running on tokio's blocking pool; it hands the storage back
+/// with what it wrote and its result.
+type Writing<S> = tokio::task::JoinHandle<(S, Written, Result<Write, StorageError>)>;
+
+/// What a finished write wrote.
+enum Written {
+    State(HardState),
+    Membership(MembershipId),
+}
 
 impl<S: Storage + Send + 'static, P: WirePosition> Task<S, P> {
     /// Spawns the task on the current runtime; `handle`'s shutdown waits
@@ -416,7 +429,7 @@ async fn finish_write<S>(writing: Option<Writing<S>>) -> Result<(), DriverError>
     match writing {
         None => Ok(()),
         Some(write) => match write.await {
-            Ok((_, _, result)) => result.map_err(DriverError::from),
+            Ok((_, _, result)) => result.map(|_| ()).map_err(DriverError::from),
             Err(e) => Err(DriverError::Setup(format!("state write task failed: {e}"))),
         },
     }
@@ -439,9 +452,11 @@ async fn run<S: Storage + Send + 'static, P: WirePosition>(
     // The storage is here while idle and in the blocking task while a
     // write runs (the node starts at most one write at a time).
     let mut storage = Some(storage);
-    let mut requested: Option<HardState> = None;
+    let mut requested = Writes::default();
     let mut writing: Option<Writing<S>> = None;
+    let mut known = None;
     loop {
+        follow_membership(driver.exec.node(), &mut framing, &mut known);
         let now = clock.now();
         if driver.exec.next_deadline().is_some_and(|d| d <= now) {
             driver.step_deferred(now, Input::Tick, &mut outbox, &mut requested);
@@ -472,10 +487,17 @@ async fn run<S: Storage + Send + 'static, P: WirePosition>(
             },
             done = async { writing.as_mut().expect("guarded by the branch condition").await }, if writing.is_some() => {
                 writing = None;
-                let (back, state, result) = done.map_err(|e| DriverError::Setup(format!("state write task failed: {e}")))?;
+                let (back, written, result) = done.map_err(|e| DriverError::Setup(format!("state write task failed: {e}")))?;
                 storage = Some(back);
-                result?;
-                driver.step_deferred(clock.now(), Input::Persisted(state), &mut outbox, &mut requested);
+                let done = match (written, result?) {
+                    (Written::State(state), _) => Some(Input::Persisted(state)),
+                    (Written::Membership(id), Write::Durable) => Some(Input::PersistedMembership(id)),
+                    // A storage without memberships: the node stays on its old one.
+                    (Written::Membership(_), Write::Pending) => None,
+                };
+                if let Some(input) = done {
+                    driver.step_deferred(clock.now(), input, &mut outbox, &mut requested);
+                }
             }
             received = socket.recv_from(&mut buf) => {
                 let (len, from_addr) = match received {
@@ -492,7 +514,8 @@ async fn run<S: Storage + Send + 'static, P: WirePosition>(
                 };
                 if let Received::Message(from, message) = framing.accept::<P>(&buf[..len], from_addr) {
                     driver.publisher.heard(from, clock.now());
-                    driver.step_deferred(clock.now(), Input::Receive { from, message }, &mut outbox, &mut requested);
+                    let input = framing.input(from, message);
+                    driver.step_deferred(clock.now(), input, &mut outbox, &mut requested);
                 }
             }
             () = tokio::time::sleep(wait) => {}
@@ -502,25 +525,21 @@ async fn run<S: Storage + Send + 'static, P: WirePosition>(
     }
 }
 
-/// Starts the requested write on the blocking pool, if there is one and
-/// the storage is free (it always is: the node waits for each write to be
-/// confirmed before it requests the next).
+/// Starts a requested write on the blocking pool (the term and vote first,
+/// then the membership), if there is one and the storage is free (it is
+/// while no write runs).
 fn start_write<S: Storage + Send + 'static>(
     life: &std::sync::Arc<Lifecycle>,
-    requested: &mut Option<HardState>,
+    requested: &mut Writes,
     storage: &mut Option<S>,
     writing: &mut Option<Writing<S>>,
 ) {
-    if writing.is_some() {
+    if writing.is_some() || (requested.state.is_none() && requested.membership.is_none()) {
         return;
     }
-    let Some(state) = requested.take() else {
-        return;
-    };
     let Some(mut store) = storage.take() else {
         // Not reachable (no write runs, so the storage is home); keep the
         // request rather than lose it.
-        *requested = Some(state);
         return;
     };
     if !life.begin_write() {
@@ -528,14 +547,32 @@ fn start_write<S: Storage + Send + 'static>(
         *storage = Some(store);
         return;
     }
+    let job = match requested.state.take() {
+        Some(state) => Ok(state),
+        None => Err(requested.membership.take()),
+    };
     let guard = WriteGuard(life.clone());
     *writing = Some(tokio::task::spawn_blocking(move || {
-        let result = store.save(&state);
+        let (written, result) = match job {
+            Ok(state) => (
+                Written::State(state),
+                store.save(&state).map(|()| Write::Durable),
+            ),
+            Err(Some(m)) => (
+                Written::Membership(m.id()),
+                super::driver::save_membership(&mut store, &m),
+            ),
+            // Not reachable: checked above that one write was requested.
+            Err(None) => (
+                Written::Membership(MembershipId::default()),
+                Ok(Write::Pending),
+            ),
+        };
         if let Err(e) = &result {
             guard.0.update(|st| st.write_failed = Some(e.to_string()));
         }
         drop(guard);
-        (store, state, result)
+        (store, written, result)
     }));
 }
 

@@ -79,7 +79,10 @@
 use std::collections::VecDeque;
 use std::vec::Vec;
 
-use crate::{Action, Event, HardState, Input, Instant, LogPosition, Message, Node, NodeId};
+use crate::{
+    Action, Event, HardState, Input, Instant, LogPosition, Membership, MembershipId, Message, Node,
+    NodeId,
+};
 
 /// How a [`Effects::persist`] call left the write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -114,7 +117,21 @@ pub trait Effects<P: LogPosition = ()> {
     /// Delivers `event` to the application. `node` is already in the state
     /// the event announces: publish its status and lease before waking the
     /// application, so no reader sees an event newer than the status.
+    /// [`Event::PersistMembership`] never comes here: it goes to
+    /// [`Effects::persist_membership`].
     fn event(&mut self, node: &Node<P>, now: Instant, event: Event);
+
+    /// Makes `membership` durable ([`Event::PersistMembership`]), or starts
+    /// doing so; as [`Effects::persist`]. The default never completes it:
+    /// the node stays on its old membership (safe; membership changes
+    /// cannot complete through it).
+    ///
+    /// # Errors
+    /// The write failed: the node must stop.
+    fn persist_membership(&mut self, membership: &Membership) -> Result<Write, Self::Error> {
+        let _ = membership;
+        Ok(Write::Pending)
+    }
 }
 
 /// Runs a [`Node`] and executes its actions in order through an
@@ -126,6 +143,8 @@ pub struct Executor<P: LogPosition = ()> {
     buf: Vec<Action<P>>,
     /// The asynchronous write started and not yet reported done.
     pending: Option<HardState>,
+    /// The asynchronous membership write started and not yet reported done.
+    pending_membership: Option<MembershipId>,
 }
 
 impl<P: LogPosition> core::fmt::Debug for Executor<P> {
@@ -146,6 +165,7 @@ impl<P: LogPosition> Executor<P> {
             queue: VecDeque::new(),
             buf: Vec::new(),
             pending: None,
+            pending_membership: None,
         }
     }
 
@@ -174,6 +194,12 @@ impl<P: LogPosition> Executor<P> {
         self.pending
     }
 
+    /// The asynchronous membership write in progress: the membership
+    /// whose [`Input::PersistedMembership`] the node waits for.
+    pub fn pending_membership_write(&self) -> Option<MembershipId> {
+        self.pending_membership
+    }
+
     /// Feeds `input` and executes every action it causes, in order,
     /// including the `Persisted` of synchronous writes and whatever those
     /// release.
@@ -193,6 +219,11 @@ impl<P: LogPosition> Executor<P> {
         {
             self.pending = None;
         }
+        if let Input::PersistedMembership(id) = &input
+            && self.pending_membership == Some(*id)
+        {
+            self.pending_membership = None;
+        }
         self.node.step_into(now, input, &mut self.buf);
         self.queue.extend(self.buf.drain(..));
         while let Some(action) = self.queue.pop_front() {
@@ -206,6 +237,16 @@ impl<P: LogPosition> Executor<P> {
                     Write::Pending => self.pending = Some(state),
                 },
                 Action::Send { to, message } => effects.send(to, &message),
+                Action::Event(Event::PersistMembership(membership)) => {
+                    match effects.persist_membership(&membership)? {
+                        Write::Durable => {
+                            let id = Input::PersistedMembership(membership.id());
+                            self.node.step_into(now, id, &mut self.buf);
+                            self.queue.extend(self.buf.drain(..));
+                        }
+                        Write::Pending => self.pending_membership = Some(membership.id()),
+                    }
+                }
                 Action::Event(event) => effects.event(&self.node, now, event),
             }
         }

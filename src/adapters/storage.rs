@@ -8,6 +8,16 @@
 //! format 2: "TNRS" | 2 | postcard(StateOwner) | postcard(HardState) | CRC-32 (LE)
 //! ```
 //!
+//! The membership ([`Event::PersistMembership`](crate::Event::PersistMembership))
+//! lives beside it in `tenure.membership`, written the same way:
+//!
+//! ```text
+//! "TNRM" | 1 | postcard(StateOwner) | postcard(Membership) | CRC-32 (LE)
+//! ```
+//!
+//! A missing membership file means the node never changed membership: it
+//! starts from its bootstrap membership (the node file's peers).
+//!
 //! Format 2 records whose state it is ([`StateOwner`]: node id and cluster
 //! id). [`FileStorage::open_owned`] refuses a file of another node or
 //! cluster (a copied data directory would let a node vote twice in a term),
@@ -38,7 +48,7 @@ use std::vec::Vec;
 use serde::{Deserialize, Serialize};
 
 use super::retry::retry_interrupted;
-use crate::{HardState, NodeId};
+use crate::{HardState, Membership, NodeId};
 
 /// Whose state a file holds: recorded in format 2 and checked by
 /// [`FileStorage::open_owned`].
@@ -65,6 +75,50 @@ pub const LOCK_FILE: &str = "tenure.lock";
 /// The state file's name inside the data directory.
 pub const STATE_FILE: &str = "tenure.state";
 const TEMP_FILE: &str = "tenure.state.tmp";
+/// The membership file's name inside the data directory.
+pub const MEMBERSHIP_FILE: &str = "tenure.membership";
+const MEMBERSHIP_TEMP_FILE: &str = "tenure.membership.tmp";
+const MEMBERSHIP_MAGIC: [u8; 4] = *b"TNRM";
+const MEMBERSHIP_FORMAT: u8 = 1;
+
+/// Encodes a membership record of `owner`:
+/// `"TNRM" | 1 | postcard(StateOwner) | postcard(Membership) | CRC-32 (LE)`.
+pub fn encode_membership_record(owner: StateOwner, membership: &Membership) -> Vec<u8> {
+    let mut out = Vec::with_capacity(96);
+    out.extend_from_slice(&MEMBERSHIP_MAGIC);
+    out.push(MEMBERSHIP_FORMAT);
+    // Owners and memberships always serialize.
+    let out = postcard::to_extend(&owner, out).unwrap_or_default();
+    let mut out = postcard::to_extend(membership, out).unwrap_or_default();
+    let crc = crc32fast::hash(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// Decodes a membership record: its owner and membership. A record that
+/// decodes but is not well formed ([`Membership::is_well_formed`]) is
+/// [`StorageErrorKind::Undecodable`].
+///
+/// # Errors
+/// The [`StorageErrorKind`] that describes the damage.
+pub fn decode_membership_record(
+    bytes: &[u8],
+) -> Result<(StateOwner, Membership), StorageErrorKind> {
+    let (_, body) = checked_body(bytes, MEMBERSHIP_MAGIC, &[MEMBERSHIP_FORMAT])?;
+    let undecodable = |e: postcard::Error| StorageErrorKind::Undecodable(e.to_string());
+    let (owner, rest) = postcard::take_from_bytes::<StateOwner>(&body[5..]).map_err(undecodable)?;
+    match postcard::take_from_bytes::<Membership>(rest) {
+        Ok((membership, [])) if membership.is_well_formed() => Ok((owner, membership)),
+        Ok((_, [])) => Err(StorageErrorKind::Undecodable(
+            "the membership is not well formed (unsorted, overlapping, id 0 or no voters)".into(),
+        )),
+        Ok((_, rest)) => Err(StorageErrorKind::Undecodable(format!(
+            "{} trailing bytes",
+            rest.len()
+        ))),
+        Err(e) => Err(undecodable(e)),
+    }
+}
 
 /// Loads and saves one node's [`HardState`].
 ///
@@ -114,6 +168,33 @@ pub trait Storage {
     /// # Errors
     /// The state could not be made durable (the node must not act on it).
     fn save(&mut self, state: &HardState) -> Result<(), StorageError>;
+
+    /// The last saved membership, `None` if none was ever saved (the node
+    /// then starts from its bootstrap membership). The default stores
+    /// none.
+    ///
+    /// # Errors
+    /// Storage that exists but cannot be trusted.
+    fn load_membership(&mut self) -> Result<Option<Membership>, StorageError> {
+        Ok(None)
+    }
+
+    /// Durably replaces the saved membership
+    /// ([`Event::PersistMembership`](crate::Event::PersistMembership));
+    /// returns only once it survives a crash. The default refuses with
+    /// [`StorageErrorKind::MembershipUnsupported`]: the drivers then leave
+    /// the node on its old membership (safe; membership changes cannot
+    /// complete through it) instead of stopping it.
+    ///
+    /// # Errors
+    /// The membership could not be made durable (the node must not act on it).
+    fn save_membership(&mut self, membership: &Membership) -> Result<(), StorageError> {
+        let _ = membership;
+        Err(StorageError {
+            path: PathBuf::new(),
+            kind: StorageErrorKind::MembershipUnsupported,
+        })
+    }
 }
 
 /// What is wrong with a state file.
@@ -186,6 +267,10 @@ pub enum StorageErrorKind {
         "missing, though the data directory shows this node ran (tenure.lock): its state was lost; recover it with `tenure recover` instead of starting fresh"
     )]
     Lost,
+    /// This storage does not store memberships (a [`Storage`] that does not
+    /// implement [`Storage::save_membership`]).
+    #[error("this storage does not store memberships: membership changes cannot reach this node")]
+    MembershipUnsupported,
     /// Another process holds the data directory's lock.
     #[error("the data directory is in use by another process{}", holder.as_ref().map(|h| format!(" ({h})")).unwrap_or_default())]
     Locked {
@@ -246,28 +331,7 @@ pub fn decode_record(bytes: &[u8]) -> Result<HardState, StorageErrorKind> {
 pub fn decode_owned_record(
     bytes: &[u8],
 ) -> Result<(Option<StateOwner>, HardState), StorageErrorKind> {
-    let min = MAGIC.len() + 1 + 2 + 4;
-    if bytes.len() < min {
-        return Err(StorageErrorKind::Truncated {
-            len: bytes.len(),
-            min,
-        });
-    }
-    let mut found = [0; 4];
-    found.copy_from_slice(&bytes[..4]);
-    if found != MAGIC {
-        return Err(StorageErrorKind::Foreign { found });
-    }
-    let format = bytes[4];
-    if format != FORMAT && format != FORMAT_OWNED {
-        return Err(StorageErrorKind::UnknownVersion { version: format });
-    }
-    let (body, tail) = bytes.split_at(bytes.len() - 4);
-    let stored = u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]);
-    let computed = crc32fast::hash(body);
-    if stored != computed {
-        return Err(StorageErrorKind::Corrupt { stored, computed });
-    }
+    let (format, body) = checked_body(bytes, MAGIC, &[FORMAT, FORMAT_OWNED])?;
     let undecodable = |e: postcard::Error| StorageErrorKind::Undecodable(e.to_string());
     let (owner, rest) = if format == FORMAT_OWNED {
         let (owner, rest) =
@@ -284,6 +348,38 @@ pub fn decode_owned_record(
         ))),
         Err(e) => Err(undecodable(e)),
     }
+}
+
+/// Checks a record's length, `magic`, format (one of `formats`) and
+/// CRC-32; returns its format and everything before the CRC.
+fn checked_body<'a>(
+    bytes: &'a [u8],
+    magic: [u8; 4],
+    formats: &[u8],
+) -> Result<(u8, &'a [u8]), StorageErrorKind> {
+    let min = magic.len() + 1 + 2 + 4;
+    if bytes.len() < min {
+        return Err(StorageErrorKind::Truncated {
+            len: bytes.len(),
+            min,
+        });
+    }
+    let mut found = [0; 4];
+    found.copy_from_slice(&bytes[..4]);
+    if found != magic {
+        return Err(StorageErrorKind::Foreign { found });
+    }
+    let format = bytes[4];
+    if !formats.contains(&format) {
+        return Err(StorageErrorKind::UnknownVersion { version: format });
+    }
+    let (body, tail) = bytes.split_at(bytes.len() - 4);
+    let stored = u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]);
+    let computed = crc32fast::hash(body);
+    if stored != computed {
+        return Err(StorageErrorKind::Corrupt { stored, computed });
+    }
+    Ok((format, body))
 }
 
 /// What [`FileStorage::recover`] wrote, and where the damaged file went.
@@ -557,6 +653,39 @@ impl Storage for FileStorage {
         self.replace(&temp, &path, &record)
             .map_err(|e| Self::err(&path, e))
     }
+
+    /// Reads `tenure.membership`; a file of another owner is refused like
+    /// the state file's.
+    fn load_membership(&mut self) -> Result<Option<Membership>, StorageError> {
+        let path = self.dir.join(MEMBERSHIP_FILE);
+        let bytes = match retry_interrupted(|| fs::read(&path)) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Self::err(&path, e)),
+        };
+        let (found, membership) =
+            decode_membership_record(&bytes).map_err(|kind| Self::err(&path, kind))?;
+        match self.owner {
+            Some(expected) if expected != found => Err(Self::err(
+                &path,
+                StorageErrorKind::WrongOwner { expected, found },
+            )),
+            _ => Ok(Some(membership)),
+        }
+    }
+
+    /// Writes `tenure.membership` as the state file is written (temp file,
+    /// fsync, rename, directory fsync).
+    fn save_membership(&mut self, membership: &Membership) -> Result<(), StorageError> {
+        let path = self.dir.join(MEMBERSHIP_FILE);
+        let Some(owner) = self.owner else {
+            return Err(Self::err(&path, StorageErrorKind::NoOwner));
+        };
+        let temp = self.dir.join(MEMBERSHIP_TEMP_FILE);
+        let record = encode_membership_record(owner, membership);
+        self.replace(&temp, &path, &record)
+            .map_err(|e| Self::err(&path, e))
+    }
 }
 
 /// In-memory storage for tests; clones share the same state, so a test can
@@ -564,6 +693,7 @@ impl Storage for FileStorage {
 #[derive(Clone, Debug, Default)]
 pub struct MemStorage {
     state: Arc<Mutex<Option<HardState>>>,
+    membership: Arc<Mutex<Option<Membership>>>,
 }
 
 impl MemStorage {
@@ -585,6 +715,19 @@ impl Storage for MemStorage {
 
     fn save(&mut self, state: &HardState) -> Result<(), StorageError> {
         *self.state.lock().unwrap_or_else(|p| p.into_inner()) = Some(*state);
+        Ok(())
+    }
+
+    fn load_membership(&mut self) -> Result<Option<Membership>, StorageError> {
+        Ok(self
+            .membership
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone())
+    }
+
+    fn save_membership(&mut self, membership: &Membership) -> Result<(), StorageError> {
+        *self.membership.lock().unwrap_or_else(|p| p.into_inner()) = Some(membership.clone());
         Ok(())
     }
 }

@@ -11,7 +11,7 @@ use serde::{Serialize, de::DeserializeOwned};
 use super::auth::{self, Header, KeyRing, PeerAuth, PeerSession};
 use super::codec::{self, DecodeError, MAX_FRAME};
 use super::retry::retry_interrupted;
-use crate::{Message, NodeId};
+use crate::{MembershipId, Message, NodeId};
 
 /// Datagrams dropped, by reason.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -93,6 +93,10 @@ pub struct Framing {
     auth: Option<Sessions>,
     /// Hellos to send: drained by [`Framing::take_control`].
     control: Vec<(Vec<u8>, SocketAddr)>,
+    /// The membership stamp written on every outgoing message, if set.
+    stamp: Option<MembershipId>,
+    /// The stamp of the message `accept` returned last.
+    last_stamp: Option<MembershipId>,
 }
 
 /// The authenticated side of a [`Framing`].
@@ -117,7 +121,57 @@ impl Framing {
             drops: DropCounts::default(),
             auth: None,
             control: Vec::new(),
+            stamp: None,
+            last_stamp: None,
         }
+    }
+
+    /// Stamps every message framed from now on with `stamp`, this node's
+    /// durable membership ([`Node::membership_id`](crate::Node::membership_id)).
+    /// The drivers set it at start and after every
+    /// [`Event::MembershipChanged`](crate::Event::MembershipChanged), before
+    /// any later send.
+    pub fn set_stamp(&mut self, stamp: MembershipId) {
+        self.stamp = Some(stamp);
+    }
+
+    /// The membership stamp of the message [`accept`](Self::accept) (or
+    /// the transport's `recv`) returned last, `None` if it carried none:
+    /// feed the message as
+    /// [`Input::ReceiveStamped`](crate::Input::ReceiveStamped) with it, or
+    /// else as [`Input::Receive`](crate::Input::Receive).
+    pub fn last_stamp(&self) -> Option<MembershipId> {
+        self.last_stamp
+    }
+
+    /// The input for a message [`accept`](Self::accept) returned last:
+    /// [`Input::ReceiveStamped`](crate::Input::ReceiveStamped) with its stamp,
+    /// or [`Input::Receive`](crate::Input::Receive) if it carried none.
+    pub fn input<P>(&self, from: NodeId, message: Message<P>) -> crate::Input<P> {
+        match self.last_stamp {
+            Some(stamp) => crate::Input::ReceiveStamped {
+                from,
+                stamp,
+                message,
+            },
+            None => crate::Input::Receive { from, message },
+        }
+    }
+
+    /// Adds peer `id` at `addr` (a member that a membership change added);
+    /// a known peer keeps its address (see [`Framing::set_peer_addr`]).
+    /// With authentication, a hello goes to a new peer at once. Returns
+    /// whether the peer is new.
+    pub fn add_peer(&mut self, id: NodeId, addr: SocketAddr) -> bool {
+        if id == self.me || self.peers.contains_key(&id) {
+            return false;
+        }
+        self.peers.insert(id, addr);
+        if let Some(a) = self.auth.as_mut() {
+            a.peers.entry(id).or_default();
+        }
+        self.queue_hello(id);
+        true
     }
 
     /// Framing that tags every frame with `auth`'s current key and accepts
@@ -292,7 +346,7 @@ impl Framing {
 
     /// Reaches peer `id` at `addr` from now on, and accepts its datagrams
     /// only from there. Returns `false` (and changes nothing) if `id` is
-    /// not a peer: the membership comes from the configuration only.
+    /// not a peer ([`Framing::add_peer`] adds one).
     pub fn set_peer_addr(&mut self, id: NodeId, addr: SocketAddr) -> bool {
         match self.peers.get_mut(&id) {
             Some(current) => {
@@ -311,12 +365,17 @@ impl Framing {
         message: &Message<P>,
     ) -> Option<(Vec<u8>, SocketAddr)> {
         let addr = self.peers.get(&to).copied();
-        let frame = if self.auth.is_some() {
-            self.seal(to, auth::KIND_MESSAGE, |f| {
+        let frame = match (self.auth.is_some(), self.stamp) {
+            (true, None) => self.seal(to, auth::KIND_MESSAGE, |f| {
                 codec::encode_payload(message, f)
-            })
-        } else {
-            codec::encode(self.cluster, self.me, to, message).ok()
+            }),
+            (true, Some(stamp)) => self.seal(to, auth::KIND_STAMPED, |f| {
+                codec::encode_payload(&(stamp, message), f)
+            }),
+            (false, None) => codec::encode(self.cluster, self.me, to, message).ok(),
+            (false, Some(stamp)) => {
+                codec::encode_stamped(self.cluster, self.me, to, stamp, message).ok()
+            }
         };
         match (addr, frame) {
             (Some(addr), Some(frame)) => Some((frame, addr)),
@@ -336,6 +395,7 @@ impl Framing {
         if bytes.is_empty() {
             return Received::Wake;
         }
+        self.last_stamp = None;
         let tagged = bytes.len() > codec::MAGIC.len()
             && bytes[..4] == codec::MAGIC
             && bytes[4] == auth::VERSION;
@@ -343,14 +403,14 @@ impl Framing {
             (true, _) => return self.accept_tagged(bytes, from_addr),
             // A well-formed untagged frame at a keyed node is counted as
             // unauthenticated; garbage stays malformed.
-            (false, true) => match codec::decode::<P>(bytes, self.cluster, self.me) {
+            (false, true) => match codec::decode_stamped::<P>(bytes, self.cluster, self.me) {
                 Ok(_)
                 | Err(DecodeError::ForeignCluster { .. } | DecodeError::NotAddressedToMe { .. }) => {
                     Err(DecodeError::Unauthenticated)
                 }
                 Err(e) => Err(e),
             },
-            (false, false) => codec::decode::<P>(bytes, self.cluster, self.me),
+            (false, false) => codec::decode_stamped::<P>(bytes, self.cluster, self.me),
         };
         self.classify(decoded, from_addr)
     }
@@ -359,11 +419,14 @@ impl Framing {
     /// peer at its configured address.
     fn classify<P>(
         &mut self,
-        decoded: Result<(NodeId, Message<P>), DecodeError>,
+        decoded: Result<(NodeId, Option<MembershipId>, Message<P>), DecodeError>,
         from_addr: SocketAddr,
     ) -> Received<P> {
         match decoded {
-            Ok((from, message)) if from != self.me && self.peers.get(&from) == Some(&from_addr) => {
+            Ok((from, stamp, message))
+                if from != self.me && self.peers.get(&from) == Some(&from_addr) =>
+            {
+                self.last_stamp = stamp;
                 Received::Message(from, message)
             }
             Ok(_) => {
@@ -501,7 +564,12 @@ impl Framing {
             auth::KIND_HELLO if signed.len() == auth::HEADER_LEN => Received::Wake,
             auth::KIND_MESSAGE => {
                 let decoded =
-                    codec::decode_payload(&signed[auth::HEADER_LEN..]).map(|m| (h.from, m));
+                    codec::decode_payload(&signed[auth::HEADER_LEN..]).map(|m| (h.from, None, m));
+                self.classify(decoded, from_addr)
+            }
+            auth::KIND_STAMPED => {
+                let decoded = codec::decode_payload(&signed[auth::HEADER_LEN..])
+                    .map(|(stamp, m)| (h.from, Some(stamp), m));
                 self.classify(decoded, from_addr)
             }
             _ => {

@@ -362,8 +362,10 @@ impl<P: LogPosition> Node<P> {
         config.validate()?;
         let id = config.id();
         let membership = config.effective_membership();
+        // A quorum set explicitly (and not a majority) applies to the
+        // bootstrap membership only; membership changes need majorities.
         let majority = membership.voters.len() / 2 + 1;
-        let custom_quorum = Some(config.effective_quorum()).filter(|&q| q != majority);
+        let custom_quorum = config.explicit_quorum().filter(|&q| q != majority);
         let voters = membership::voter_set(&membership, custom_quorum);
         let timing = Timing::new(&config);
         let log = match config.take_logger() {

@@ -1,0 +1,186 @@
+//! Membership changes with real processes (issue 13): a 3-node cluster
+//! grows to 5, loses two nodes (the leader among them), is repaired by
+//! replacing them, and shrinks back to 3, with `tenure ctl` only: no
+//! configuration edits, no restart of the survivors. Bounded: 7 processes,
+//! each step waits at most 10 s.
+
+#![allow(clippy::disallowed_methods)] // real processes, real time
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use common::{Proc, ctl, dir, port, write_config_peers};
+use serde_json::Value;
+
+/// Node `id`'s configuration, listening on its port and knowing the
+/// addresses of `peers` (a joining node is told where the cluster is).
+/// Every node authenticates its frames with the cluster key `key`.
+fn config(
+    d: &std::path::Path,
+    id: u64,
+    ports: &[(u64, u16)],
+    peers: &[u64],
+    key: &std::path::Path,
+) -> PathBuf {
+    let me = ports.iter().find(|p| p.0 == id).unwrap().1;
+    let peers: Vec<(u64, u16)> = ports
+        .iter()
+        .copied()
+        .filter(|p| p.0 != id && peers.contains(&p.0))
+        .collect();
+    let top = format!("key_file = \"{}\"\n", key.display());
+    write_config_peers(d, id, 9, me, &peers, &top)
+}
+
+fn status(config: &std::path::Path) -> Option<Value> {
+    let (code, answers, _) = ctl(config, &["status"]);
+    (code == 0).then(|| answers.into_iter().next()).flatten()
+}
+
+/// Polls until `cond` holds (up to 10 s); returns how long it took.
+fn until(what: &str, cond: impl Fn() -> bool) -> Duration {
+    let start = Instant::now();
+    while !cond() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "not within 10 s: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    start.elapsed()
+}
+
+/// The leader that every node in `live` follows, with its configuration.
+fn leader(configs: &[(u64, PathBuf)], live: &[u64]) -> Option<(u64, PathBuf)> {
+    let mut leader = None;
+    for (id, c) in configs.iter().filter(|(id, _)| live.contains(id)) {
+        let st = status(c)?;
+        let l = st["leader"].as_u64()?;
+        if leader.is_some_and(|x| x != l) {
+            return None;
+        }
+        if st["role"] == "leader" && l != *id {
+            return None;
+        }
+        leader = Some(l);
+    }
+    let l = leader.filter(|l| live.contains(l))?;
+    let found = configs.iter().find(|(id, _)| *id == l).cloned()?;
+    (status(&found.1)?["role"] == "leader").then_some(found)
+}
+
+fn voters(config: &std::path::Path) -> Vec<u64> {
+    status(config)
+        .and_then(|s| serde_json::from_value(s["membership"]["voters"].clone()).ok())
+        .unwrap_or_default()
+}
+
+/// Runs a membership command on the leader; retries while the cluster
+/// settles (no leader yet, or it has not established its membership).
+fn change(configs: &[(u64, PathBuf)], live: &[u64], args: &[&str]) -> Duration {
+    let start = Instant::now();
+    loop {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "`tenure ctl {}` did not succeed within 10 s",
+            args.join(" ")
+        );
+        if let Some((_, c)) = leader(configs, live) {
+            let (code, answers, err) = ctl(&c, args);
+            if code == 0 {
+                assert_eq!(answers[0]["ok"], true, "{answers:?}");
+                return start.elapsed();
+            }
+            eprintln!("retrying `{}`: {answers:?} {err}", args.join(" "));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn grow_lose_two_replace_and_shrink_with_ctl_only() {
+    let d = dir("membership");
+    let ports: Vec<(u64, u16)> = (1..=7).map(|id| (id, port())).collect();
+    let key = d.join("cluster.key");
+    common::keygen(&key);
+    let addr = |id: u64| format!("127.0.0.1:{}", ports[id as usize - 1].1);
+    // 1-3 bootstrap; 4-7 join later and know where the cluster is.
+    let configs: Vec<(u64, PathBuf)> = (1..=7)
+        .map(|id| {
+            let peers: Vec<u64> = if id <= 3 {
+                vec![1, 2, 3]
+            } else {
+                (1..=7).collect()
+            };
+            (id, config(&d, id, &ports, &peers, &key))
+        })
+        .collect();
+    let path = |id: u64| configs[id as usize - 1].1.clone();
+    let mut procs: Vec<Option<Proc>> = (1..=7).map(|_| None).collect();
+    for id in 1..=3 {
+        procs[id - 1] = Some(Proc::start(&path(id as u64)));
+    }
+    let mut live = vec![1, 2, 3];
+    until("a first leader", || leader(&configs, &live).is_some());
+
+    // Grow to 5: the new nodes start empty and learn the membership.
+    for id in [4u64, 5] {
+        procs[id as usize - 1] = Some(Proc::start_with(&path(id), &["--join"]));
+        let took = change(&configs, &live, &["add-voter", &id.to_string(), &addr(id)]);
+        eprintln!("add-voter {id}: {took:?}");
+        live.push(id);
+    }
+    let five = vec![1, 2, 3, 4, 5];
+    until("every node knows the five voters", || {
+        live.iter().all(|&id| voters(&path(id)) == five)
+    });
+
+    // Lose two: the leader and one follower.
+    let (old_leader, _) = leader(&configs, &live).expect("a leader of five");
+    let other = *live.iter().find(|&&id| id != old_leader).unwrap();
+    for id in [old_leader, other] {
+        procs[id as usize - 1] = None; // killed
+        live.retain(|&l| l != id);
+    }
+    let failover = until("a new leader among the three left", || {
+        leader(&configs, &live).is_some()
+    });
+    eprintln!("failover after losing two of five: {failover:?}");
+
+    // Repair: replace each dead voter by a new machine.
+    for (dead, new) in [(old_leader, 6u64), (other, 7)] {
+        procs[new as usize - 1] = Some(Proc::start_with(&path(new), &["--join"]));
+        let took = change(
+            &configs,
+            &live,
+            &["replace", &dead.to_string(), &new.to_string(), &addr(new)],
+        );
+        eprintln!("replace {dead} by {new}: {took:?}");
+        live.push(new);
+    }
+    let mut repaired: Vec<u64> = live.clone();
+    repaired.sort_unstable();
+    until("every live node knows the repaired voters", || {
+        live.iter().all(|&id| voters(&path(id)) == repaired)
+    });
+
+    // Shrink back to three, the leader possibly among the removed.
+    let keep: Vec<u64> = repaired[..3].to_vec();
+    for &gone in &repaired[3..] {
+        let took = change(&configs, &live, &["remove", &gone.to_string()]);
+        eprintln!("remove {gone}: {took:?}");
+    }
+    until("the three kept agree on themselves and a leader", || {
+        keep.iter().all(|&id| voters(&path(id)) == keep) && leader(&configs, &keep).is_some()
+    });
+    let (final_leader, _) = leader(&configs, &keep).unwrap();
+    assert!(keep.contains(&final_leader));
+    for &id in &keep {
+        let st = status(&path(id)).unwrap();
+        assert_eq!(st["membership"]["outgoing"], serde_json::json!([]));
+        assert_eq!(st["membership_conflicts"], 0, "node {id}");
+        assert_eq!(st["auth"]["enabled"], true, "node {id}");
+    }
+}
