@@ -56,6 +56,11 @@ use alloc::vec::Vec;
 
 use crate::NodeId;
 
+/// The largest epoch a node accepts (from a leader, or from storage): a
+/// change takes at most three, so honest clusters never come near it
+/// (2^62 steps), and every successor's epoch is representable.
+pub(crate) const MAX_EPOCH: u64 = 1 << 62;
+
 /// The voters and observers of a cluster, as one durable, versioned record.
 ///
 /// Outside a change, `outgoing` is empty and `voters` vote. During the
@@ -269,12 +274,15 @@ impl Membership {
     }
 
     /// Whether the lists are sorted, deduplicated, free of id 0, voters and
-    /// observers disjoint, and at least one voter: what every membership
-    /// the core makes satisfies, and what a stored or received one must.
+    /// observers disjoint, at least one voter, and the epoch at most
+    /// 2^62 + 3 (a change started at 2^62 ends there): what every
+    /// membership the core makes satisfies, and what a stored or received
+    /// one must.
     #[must_use]
     pub fn is_well_formed(&self) -> bool {
         let strictly_sorted = |v: &[NodeId]| v.windows(2).all(|w| w[0] < w[1]);
-        strictly_sorted(&self.voters)
+        self.epoch <= MAX_EPOCH + 3
+            && strictly_sorted(&self.voters)
             && strictly_sorted(&self.outgoing)
             && strictly_sorted(&self.observers)
             && self.addresses.windows(2).all(|w| w[0].0 < w[1].0)

@@ -215,6 +215,26 @@ fn membership_adopt_newer_ignores_older_and_learns_from_a_non_member_leader() {
     let bad = membership(9, 9, &[3, 2], &[]);
     let out = step(&mut n, now, stamped(9, bad.id(), 3, update(&bad)), false);
     assert!(out.membership_writes.is_empty());
+    // So is one claiming a term after its message's (no honest leader
+    // could have made it: it would put the membership out of every
+    // honest leader's reach), and one at an epoch beyond 2^62.
+    let from_the_future = membership(5, 9, &[2, 3, 9], &[]);
+    let out = step(
+        &mut n,
+        now,
+        stamped(9, newer.id(), 3, update(&from_the_future)),
+        false,
+    );
+    assert!(out.membership_writes.is_empty());
+    let exhausted = membership(1 << 63, 3, &[2, 3, 9], &[]);
+    let out = step(
+        &mut n,
+        now,
+        stamped(9, newer.id(), 3, update(&exhausted)),
+        false,
+    );
+    assert!(out.membership_writes.is_empty());
+    assert_eq!(n.membership_id(), newer.id());
 }
 
 #[test]

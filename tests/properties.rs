@@ -57,7 +57,7 @@ impl Arbitrary for AnyOp {
 }
 
 fn any_op(g: &mut Gen) -> Op {
-    match u8::arbitrary(g) % 17 {
+    match u8::arbitrary(g) % 19 {
         0..=2 => Op::Advance(ms(u64::from(u16::arbitrary(g) % 1200))),
         3..=4 => Op::Tick,
         5..=9 => {
@@ -116,7 +116,75 @@ fn any_op(g: &mut Gen) -> Op {
         14 => Op::Position(u64::arbitrary(g) % 4),
         // Rare: most histories must stay in the timers' range.
         15 if u8::arbitrary(g) % 4 == 0 => Op::Advance(any_duration(g)),
+        17 | 18 => membership_op(g),
         _ => Op::Tick,
+    }
+}
+
+/// Membership inputs (issue 13): stamped messages, leaders' memberships
+/// (well formed or not), change requests and acknowledgements of
+/// membership writes.
+fn membership_op(g: &mut Gen) -> Op {
+    let id = |g: &mut Gen| *g.choose(&[0, 1, 2, 3, 4, 5]).unwrap();
+    let ids = |g: &mut Gen| -> Vec<u64> {
+        let mut v: Vec<u64> = (0..u8::arbitrary(g) % 4).map(|_| id(g)).collect();
+        if bool::arbitrary(g) {
+            v.sort_unstable();
+            v.dedup();
+        }
+        v
+    };
+    let stamp = |g: &mut Gen| tenure::MembershipId {
+        epoch: u64::arbitrary(g) % 4,
+        term: small_term(g),
+        fingerprint: u64::arbitrary(g) % 3,
+    };
+    match u8::arbitrary(g) % 5 {
+        0 => Op::ReceiveStamped {
+            from: id(g),
+            stamp: stamp(g),
+            message: Message {
+                term: small_term(g),
+                kind: MessageKind::Heartbeat {
+                    seq: u64::arbitrary(g) % 5,
+                },
+            },
+        },
+        1 => {
+            let membership = tenure::Membership {
+                epoch: u64::arbitrary(g) % 4,
+                term: small_term(g),
+                voters: ids(g),
+                outgoing: ids(g),
+                observers: ids(g),
+                addresses: Vec::new(),
+            };
+            Op::ReceiveStamped {
+                from: id(g),
+                stamp: stamp(g),
+                message: Message {
+                    term: small_term(g),
+                    kind: MessageKind::MembershipUpdate {
+                        membership: Box::new(membership),
+                    },
+                },
+            }
+        }
+        2 => Op::ChangeMembership(match u8::arbitrary(g) % 4 {
+            0 => tenure::MembershipChange::AddVoter {
+                id: id(g),
+                address: "a".into(),
+            },
+            1 => tenure::MembershipChange::Remove { id: id(g) },
+            2 => tenure::MembershipChange::Promote { id: id(g) },
+            _ => tenure::MembershipChange::Replace {
+                old: id(g),
+                new: id(g),
+                address: "a".into(),
+            },
+        }),
+        3 => Op::AckMembershipWrite,
+        _ => Op::BogusMembershipAck(stamp(g)),
     }
 }
 

@@ -4,8 +4,8 @@
 //! on a durable self-vote, modes, leases, deadlines).
 //!
 //! The input format changed after part of the committed corpus was
-//! recorded (timing, `Leap`, `HeartbeatAck`): those files decode
-//! differently now, and must still pass.
+//! recorded (timing, `Leap`, `HeartbeatAck`; membership ops appended for
+//! issue 13): those files decode differently now, and must still pass.
 
 #![no_main]
 
@@ -14,7 +14,10 @@ use std::time::Duration;
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use tenure::sim::{Op, OpRunner};
-use tenure::{Config, Fencing, HardState, Message, MessageKind, Mode};
+use tenure::{
+    Config, Fencing, HardState, Membership, MembershipChange, MembershipId, Message, MessageKind,
+    Mode,
+};
 
 impl Kind {
     fn into_message_kind(self) -> MessageKind<u64> {
@@ -67,6 +70,74 @@ enum RawOp {
     Restart { write_survived: bool },
     /// Time jumps by any number of nanoseconds (saturating at the end of time).
     Leap(u64),
+    /// A message with a membership stamp (issue 13).
+    Stamped { from: u8, stamp: Stamp, term: u64, kind: Kind },
+    /// A leader's membership, as a peer would send it.
+    Update { from: u8, term: u64, membership: RawMembership },
+    Change(RawChange),
+    AckMembershipWrite,
+    BogusMembershipAck(Stamp),
+}
+
+#[derive(Arbitrary, Debug)]
+struct Stamp {
+    epoch: u64,
+    term: u64,
+    fingerprint: u64,
+}
+
+impl Stamp {
+    fn id(&self) -> MembershipId {
+        MembershipId { epoch: self.epoch % 8, term: self.term % 8, fingerprint: self.fingerprint }
+    }
+}
+
+/// Small ids (1..=6), small or huge epochs and terms, possibly malformed lists.
+#[derive(Arbitrary, Debug)]
+struct RawMembership {
+    epoch: u64,
+    term: u64,
+    voters: Vec<u8>,
+    outgoing: Vec<u8>,
+    observers: Vec<u8>,
+}
+
+impl RawMembership {
+    fn into_membership(self) -> Membership {
+        let ids = |v: Vec<u8>| v.into_iter().map(|i| u64::from(i % 7)).collect();
+        Membership {
+            epoch: if self.epoch % 2 == 0 { self.epoch % 8 } else { self.epoch },
+            term: if self.term % 2 == 0 { self.term % 8 } else { self.term },
+            voters: ids(self.voters),
+            outgoing: ids(self.outgoing),
+            observers: ids(self.observers),
+            addresses: Vec::new(),
+        }
+    }
+}
+
+#[derive(Arbitrary, Debug)]
+enum RawChange {
+    AddVoter(u8),
+    AddObserver(u8),
+    Promote(u8),
+    Remove(u8),
+    Replace(u8, u8),
+}
+
+impl RawChange {
+    fn into_change(self) -> MembershipChange {
+        let id = |i: u8| u64::from(i % 7);
+        match self {
+            RawChange::AddVoter(i) => MembershipChange::AddVoter { id: id(i), address: "a".into() },
+            RawChange::AddObserver(i) => MembershipChange::AddObserver { id: id(i), address: "a".into() },
+            RawChange::Promote(i) => MembershipChange::Promote { id: id(i) },
+            RawChange::Remove(i) => MembershipChange::Remove { id: id(i) },
+            RawChange::Replace(a, b) => {
+                MembershipChange::Replace { old: id(a), new: id(b), address: "a".into() }
+            }
+        }
+    }
 }
 
 /// Node timing; `None` keeps the default. Durations are `duration(raw)`.
@@ -144,6 +215,24 @@ fuzz_target!(|case: Case| {
             RawOp::Transfer(to) => Op::Transfer(u64::from(to)),
             RawOp::Position(p) => Op::Position(p),
             RawOp::Restart { write_survived } => Op::Restart { write_survived },
+            RawOp::Stamped { from, stamp, term, kind } => Op::ReceiveStamped {
+                from: u64::from(from % 6),
+                stamp: stamp.id(),
+                message: Message { term, kind: kind.into_message_kind() },
+            },
+            RawOp::Update { from, term, membership } => Op::ReceiveStamped {
+                from: u64::from(from % 6),
+                stamp: MembershipId::default(),
+                message: Message {
+                    term,
+                    kind: MessageKind::MembershipUpdate {
+                        membership: Box::new(membership.into_membership()),
+                    },
+                },
+            },
+            RawOp::Change(change) => Op::ChangeMembership(change.into_change()),
+            RawOp::AckMembershipWrite => Op::AckMembershipWrite,
+            RawOp::BogusMembershipAck(stamp) => Op::BogusMembershipAck(stamp.id()),
         };
         if let Err(v) = runner.apply(&op) {
             panic!("{v}");

@@ -214,7 +214,7 @@ impl<P: LogPosition> Node<P> {
             MessageKind::Resign => self.on_resign(now, from, out),
             MessageKind::TimeoutNow => self.on_timeout_now(now, from, out),
             MessageKind::MembershipUpdate { membership } => {
-                self.on_membership_update(from, *membership, out);
+                self.on_membership_update(from, msg_term, *membership, out);
             }
         }
     }

@@ -15,7 +15,7 @@ use alloc::vec::Vec;
 use super::phase::PeerAcks;
 use super::{Action, Node, PeerFacts, Phase};
 use crate::NodeId;
-use crate::membership::{Membership, MembershipChange, MembershipFailure, MembershipId};
+use crate::membership::{MAX_EPOCH, Membership, MembershipChange, MembershipFailure, MembershipId};
 use crate::message::MessageKind;
 use crate::position::LogPosition;
 use crate::quorum::{Tally, VoterSet};
@@ -255,6 +255,7 @@ impl<P: LogPosition> Node<P> {
     pub(super) fn on_membership_update(
         &mut self,
         from: NodeId,
+        msg_term: u64,
         membership: Membership,
         out: &mut Vec<Action<P>>,
     ) {
@@ -264,6 +265,12 @@ impl<P: LogPosition> Node<P> {
         let id = membership.id();
         let reason = if !membership.is_well_formed() {
             Some("malformed membership")
+        } else if membership.term > msg_term || membership.epoch > MAX_EPOCH {
+            // A leader's membership was made in its term or before, one
+            // epoch per change: anything else is forged or corrupt, and
+            // taking it would put the membership out of every honest
+            // leader's reach.
+            Some("membership made in a term after the message's, or epoch beyond 2^62")
         } else if !id.is_newer_than(&self.newest_membership_id()) {
             None
         } else if self.joining && !membership.is_member(self.id) {
@@ -426,6 +433,9 @@ impl<P: LogPosition> Node<P> {
             Some((Rule::OneChangeAtATime, MembershipFailure::ChangeInProgress))
         } else if self.custom_quorum.is_some() {
             Some((Rule::OneChangeAtATime, MembershipFailure::CustomQuorum))
+        } else if self.membership.epoch > MAX_EPOCH - 3 {
+            // A change takes up to three epochs (observer, joint, final).
+            Some((Rule::OneChangeAtATime, MembershipFailure::Invalid))
         } else if !self.stored(self.membership_id) {
             Some((
                 Rule::ChangeAfterOwnMembershipStored,

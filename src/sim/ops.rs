@@ -9,7 +9,8 @@ use core::time::Duration;
 
 use super::{NodeChecker, NodeViolation};
 use crate::{
-    Action, Config, ConfigError, HardState, Input, Instant, LogPosition, Message, Node, NodeId,
+    Action, Config, ConfigError, Event, HardState, Input, Instant, LogPosition, Membership,
+    MembershipChange, MembershipId, Message, Node, NodeId,
 };
 
 /// Something that happens to the node under test or its driver.
@@ -53,6 +54,23 @@ pub enum Op<P = u64> {
     /// A broken driver: acknowledge the write in flight without making it
     /// durable. The checker must report what the node then sends.
     AckEarly,
+    /// [`Input::ReceiveStamped`] of `message` from `from` with `stamp`.
+    ReceiveStamped {
+        /// The claimed sender.
+        from: NodeId,
+        /// The claimed membership stamp.
+        stamp: MembershipId,
+        /// The message.
+        message: Message<P>,
+    },
+    /// [`Input::ChangeMembership`].
+    ChangeMembership(MembershipChange),
+    /// Storage makes the membership write in flight durable and the driver
+    /// says so (skipped when none is in flight).
+    AckMembershipWrite,
+    /// A [`Input::PersistedMembership`] of any id (the node must ignore one
+    /// that is not its write in flight).
+    BogusMembershipAck(MembershipId),
 }
 
 /// Runs [`Op`]s against one node, as its driver, and checks every step.
@@ -66,6 +84,9 @@ pub struct OpRunner<P: LogPosition = u64> {
     now: Instant,
     disk: HardState,
     in_flight: Option<HardState>,
+    /// The stored membership and the membership write in flight.
+    disk_membership: Option<Membership>,
+    membership_in_flight: Option<Membership>,
     actions: Vec<Action<P>>,
 }
 
@@ -85,6 +106,8 @@ impl<P: LogPosition> OpRunner<P> {
             now,
             disk: HardState::default(),
             in_flight: None,
+            disk_membership: None,
+            membership_in_flight: None,
             actions: Vec::new(),
         })
     }
@@ -107,6 +130,12 @@ impl<P: LogPosition> OpRunner<P> {
             _ => None,
         }) {
             self.in_flight = Some(write);
+        }
+        if let Some(m) = self.actions.iter().rev().find_map(|a| match a {
+            Action::Event(Event::PersistMembership(m)) => Some(m),
+            _ => None,
+        }) {
+            self.membership_in_flight = Some(m.clone());
         }
         Ok(&self.actions)
     }
@@ -152,19 +181,45 @@ impl<P: LogPosition> OpRunner<P> {
                     self.disk = s;
                     self.checker.durable(s);
                 }
+                if let Some(m) = self.membership_in_flight.take().filter(|_| *write_survived) {
+                    self.disk_membership = Some(m);
+                }
                 self.restart(self.disk);
                 return None;
             }
             Op::RestartEmpty => {
+                self.disk_membership = None;
                 self.restart(HardState::default());
                 return None;
             }
+            Op::ReceiveStamped {
+                from,
+                stamp,
+                message,
+            } => Input::ReceiveStamped {
+                from: *from,
+                stamp: *stamp,
+                message: message.clone(),
+            },
+            Op::ChangeMembership(change) => Input::ChangeMembership(change.clone()),
+            Op::AckMembershipWrite => {
+                let m = self.membership_in_flight.take()?;
+                let id = m.id();
+                self.disk_membership = Some(m);
+                Input::PersistedMembership(id)
+            }
+            Op::BogusMembershipAck(id) => Input::PersistedMembership(*id),
         })
     }
 
     fn restart(&mut self, state: HardState) {
         self.in_flight = None;
-        self.node = Node::new(self.config.clone(), state, self.now)
+        self.membership_in_flight = None;
+        let mut config = self.config.clone();
+        if let Some(m) = self.disk_membership.clone() {
+            config = config.membership(m);
+        }
+        self.node = Node::new(config, state, self.now)
             .expect("the configuration was accepted at the start");
         self.checker.restarted(&self.node, self.now);
     }
