@@ -100,8 +100,10 @@
 //! no such test): `src/node/durable.rs` (persistence), `election.rs`
 //! (terms, pre-vote, votes), `leadership.rs` (following, heartbeats,
 //! acknowledgements, step-down), `lease.rs` (fencing math), `handover.rs`
-//! (promote, demote, transfer, `TimeoutNow`), `timers.rs` (the timer
-//! table), `mod.rs` (start-up and time).
+//! (promote, demote, transfer, `TimeoutNow`), `membership.rs` (the
+//! durable membership and the leader's changes to it; the design and its
+//! safety argument are in the [`membership`] module),
+//! `timers.rs` (the timer table), `mod.rs` (start-up and time).
 //!
 //! ## Log keys
 //!
@@ -164,7 +166,7 @@ pub mod adapters;
 mod config;
 mod fence;
 mod hard_state;
-mod membership;
+pub mod membership;
 mod message;
 mod node;
 mod position;
