@@ -598,3 +598,52 @@ fn one_change_at_a_time_counts_no_stale_quorum_after_a_restart() {
         change_events(&sim, leader)
     );
 }
+
+#[test]
+fn membership_change_bounded_reports_a_final_membership_never_stored() {
+    // Fencing off: the leader outlives a final membership whose new voter
+    // set never stores it.
+    let mut sim = Sim::with_configs(3, |id| {
+        timing(id, vec![1, 2, 3])
+            .fencing(tenure::Fencing::Off)
+            .membership_change_timeout(ms(2_000))
+            .rng_seed(id)
+    });
+    let leader = sim.run_until_leader(ms(3_000)).expect("a leader");
+    sim.run_for(ms(300));
+    let mut followers = (1..=3).filter(|&i| i != leader);
+    let (removed, kept) = (followers.next().unwrap(), followers.next().unwrap());
+    sim.input(
+        leader,
+        Input::ChangeMembership(MembershipChange::Remove { id: removed }),
+    );
+    // The joint membership is stored; the final one is written by the
+    // leader, and the other new voter's disk stalls before it stores it.
+    assert!(sim.run_until_true(ms(1_000), |s| {
+        let m = s.node(leader).membership();
+        !m.is_joint() && m.epoch == 2
+    }));
+    sim.stall_disk(kept);
+    sim.run_for(ms(3_000));
+    assert_eq!(
+        change_events(&sim, leader),
+        vec![Event::MembershipChangeFailed {
+            reason: MembershipFailure::NoQuorum
+        }]
+    );
+    let m = sim.node(leader).membership();
+    assert_eq!(
+        (m.epoch, m.voters.clone()),
+        (
+            2,
+            vec![1, 2, 3]
+                .into_iter()
+                .filter(|&v| v != removed)
+                .collect::<Vec<_>>()
+        )
+    );
+    // Once the disk answers, the final membership is stored there too.
+    sim.unstall_disk(kept);
+    sim.run_for(ms(500));
+    assert_eq!(sim.node(kept).membership().epoch, 2);
+}

@@ -721,16 +721,19 @@ impl<P: LogPosition> Node<P> {
         }
     }
 
-    /// Rule `membership_change_bounded`: a change that has not reached its
-    /// final membership by its deadline fails. A joint membership goes
-    /// back to the old voters (leaving a joint membership for either of
-    /// its sides is safe: both need a majority of the set kept); a new
-    /// voter that did not catch up stays an observer.
+    /// Rule `membership_change_bounded`: a change that has not completed by
+    /// its deadline fails. A joint membership goes back to the old voters
+    /// (leaving a joint membership for either of its sides is safe: both
+    /// need a majority of the set kept); a new voter that did not catch up
+    /// stays an observer; a final membership that a majority of its voters
+    /// has not stored (possible only with fencing off: a fenced leader
+    /// steps down first) stays in use, since it is decided, and is stored
+    /// whenever its voters answer.
     fn check_change_deadline(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
         let Some(change) = &self.change else {
             return;
         };
-        if now < change.deadline || change.step == Step::Final {
+        if now < change.deadline {
             return;
         }
         let reason = match change.step {

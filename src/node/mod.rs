@@ -89,11 +89,11 @@ pub enum Input<P = ()> {
     /// [`Membership::id`]).
     PersistedMembership(MembershipId),
     /// Change the membership (on the leader): see [`MembershipChange`]. The
-    /// outcome is [`Event::MembershipChangeCompleted`] or exactly one
+    /// outcome is exactly one [`Event::MembershipChangeCompleted`] or
     /// [`Event::MembershipChangeFailed`], within the configured
-    /// [`Config::membership_change_timeout`] (plus one heartbeat
-    /// interval) for everything up to the final membership; a change that
-    /// reached it completes once a quorum of the new voters stored it.
+    /// [`Config::membership_change_timeout`] plus one heartbeat interval
+    /// (the deadline is checked at each heartbeat round and
+    /// acknowledgement), or at once if the leader steps down.
     ChangeMembership(MembershipChange),
     /// Campaign now, for one term (modes `Manual` and `Candidate`).
     Promote,
