@@ -32,10 +32,20 @@
 //! stored membership, one change at a time.
 //!
 //! 1. **Completeness.** Once `M` is stored, every later leader's
-//!    membership is at least `M`: a candidate older than `M` needs a
-//!    majority of some voter set of its own membership; that membership is
-//!    `M`'s predecessor chain, every link of which shares a majority with
-//!    `M`'s sets (joint consensus), and every voter holding `M` refuses it.
+//!    membership is at least `M`. This is Raft's leader completeness
+//!    (§5.4.3) for a log whose only entries are memberships, with Raft's
+//!    commit rule for configuration entries (§6: an entry counts once
+//!    majorities of each of its own voter sets hold it). Along the chain
+//!    of stored memberships, two consecutive ones share a voter set (a
+//!    joint membership keeps the old voters and adds the new; the final
+//!    one keeps the new; an observer change keeps the voters), so a
+//!    candidate at an earlier one needs a majority of a set in which a
+//!    majority already holds something newer, and one of them refuses it
+//!    (rule `membership_up_to_date`). A membership off the chain was made
+//!    by a leader of an earlier term and never stored; it orders below
+//!    every membership of a later term, as an uncommitted entry does in
+//!    Raft, and a leader builds only on a membership a quorum stored in
+//!    its own term (rule `change_after_own_membership_stored`).
 //! 2. **One leader per term.** A candidate counts votes under its own
 //!    durable membership, requiring a majority of each of its voter sets.
 //!    Two memberships that may both be in use at once are consecutive
