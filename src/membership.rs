@@ -45,7 +45,15 @@
 //!    by a leader of an earlier term and never stored; it orders below
 //!    every membership of a later term, as an uncommitted entry does in
 //!    Raft, and a leader builds only on a membership a quorum stored in
-//!    its own term (rule `change_after_own_membership_stored`).
+//!    its own term (rule `change_after_own_membership_stored`). A joint
+//!    membership inherited from an earlier term is first written again,
+//!    unchanged, in the leader's own term, and left only once that copy
+//!    is stored (rule `joint_left_when_stored`): as in Raft §5.4.2
+//!    (Figure 8), counting copies of an earlier term's entry proves
+//!    nothing, since a sibling made in a later term could still win votes
+//!    from the nodes counted; leaving it on such a count let two leaders
+//!    with disjoint quorums hold strict leases at once (the test
+//!    `joint_left_when_stored_only_after_rewriting_an_inherited_joint`).
 //! 2. **One leader per term.** A candidate counts votes under its own
 //!    durable membership, requiring a majority of each of its voter sets.
 //!    Two memberships that may both be in use at once are consecutive
@@ -60,6 +68,29 @@
 //!
 //! The same argument is checked by the model checker (`tests/model_check.rs`)
 //! and by the simulator's membership scenarios.
+//!
+//! # Liveness: how a membership reaches every node
+//!
+//! Safety never depends on who tells a node of a membership: any genuine
+//! membership newer than a node's own descends from every stored one, so
+//! a node adopts a newer one from any message that carries it, even one of
+//! a past term (rule `membership_adopt_newer`; adopting it moves no term).
+//! What keeps elections from stalling is that it is told:
+//! - the leader sends its membership to every peer whose messages show an
+//!   older one, each round, and to a node it removed;
+//! - a voter that refuses a candidate whose membership is older sends it
+//!   its own (a leader that removed itself may hold the only copy of the
+//!   final membership the others need);
+//! - a candidate refused at its term by a voter whose membership is older
+//!   sends it its own (a new voter that missed the joint phase would
+//!   otherwise refuse everyone), and a node outside a candidate's older
+//!   membership answers its request so the candidate learns that;
+//! - a follower hears a leader that removed itself (its heartbeats and
+//!   `TimeoutNow`, stamped with the follower's membership or a newer one)
+//!   until it has handed over, also after the follower restarted; a leader
+//!   that finds itself outside the voters of a stored membership of its
+//!   own term hands over, whether it made that change or inherited it
+//!   (rule `removed_leader_hands_over`).
 
 use alloc::string::String;
 use alloc::vec::Vec;

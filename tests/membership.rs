@@ -554,7 +554,7 @@ fn removed_leader_hands_over_to_a_voter_of_the_new_set() {
 fn joint_left_when_stored_by_a_leader_that_inherited_it() {
     // Every node restarts holding the joint membership {1,2,3} -> {1,2,4}
     // that a leader wrote before crashing; whoever leads finishes it.
-    let joint = membership(1, 1, &[1, 2, 4], &[1, 2, 3]);
+    let joint = membership(1, 0, &[1, 2, 4], &[1, 2, 3]);
     let mut sim: Sim = Sim::with_configs(4, move |id| {
         timing(id, vec![1, 2, 3])
             .membership(joint.clone())
@@ -562,10 +562,12 @@ fn joint_left_when_stored_by_a_leader_that_inherited_it() {
     });
     sim.run_until_leader(ms(3_000)).expect("a leader");
     sim.run_for(ms(1_000));
+    // Epoch 2 is the joint membership written again in the leader's term
+    // (rule `joint_left_when_stored`), epoch 3 the final one.
     for id in 1..=4 {
         let m = sim.node(id).membership();
         assert!(!m.is_joint(), "node {id}: {m:?}");
-        assert_eq!((m.epoch, m.voters.clone()), (2, vec![1, 2, 4]), "node {id}");
+        assert_eq!((m.epoch, m.voters.clone()), (3, vec![1, 2, 4]), "node {id}");
     }
 }
 
@@ -646,4 +648,329 @@ fn membership_change_bounded_reports_a_final_membership_never_stored() {
     sim.unstall_disk(kept);
     sim.run_for(ms(500));
     assert_eq!(sim.node(kept).membership().epoch, 2);
+}
+
+/// Steps `node` with `Tick` every 10 ms from `from` until it sends a
+/// pre-vote request; returns the time it did.
+fn until_pre_vote(node: &mut Node, from: Instant) -> Instant {
+    let mut now = from;
+    for _ in 0..500 {
+        now = now + ms(10);
+        let out = step(node, now, Input::Tick, false);
+        if out
+            .sends
+            .iter()
+            .any(|(_, m)| matches!(m.kind, MessageKind::PreVoteRequest { .. }))
+        {
+            return now;
+        }
+    }
+    panic!("node {} never pre-voted", node.status().id);
+}
+
+fn sends_membership_to(out: &Out, to: NodeId) -> Option<Membership> {
+    out.sends.iter().find_map(|(t, m)| match &m.kind {
+        MessageKind::MembershipUpdate { membership } if *t == to => Some((**membership).clone()),
+        _ => None,
+    })
+}
+
+#[test]
+fn joint_left_when_stored_only_after_rewriting_an_inherited_joint() {
+    // Raft §5.4.2 (Figure 8) for the membership. The leader of an earlier
+    // term (node 3) replaced itself by node 4: nodes 1, 2 and 4 stored the joint
+    // membership A = {1,2,3} -> {1,2,4}; then its change timed out and it
+    // rolled back to R = {1,2,3} (node 4 an observer), stored on node 3
+    // alone. Node 4 (the only candidate among 1, 2, 4) leads the next term under
+    // A. Had it left A as soon as its copies showed A stored, its final
+    // {1,2,4} would be stored by {2,4} while node 1's copy is lost in a
+    // crash; node 3 (holding R, newer than A) then wins a later term with
+    // node 1's vote, and two strict leaders overlap. Written again in its
+    // own term first, A needs node 1 (an old majority) to store it, so node 4 never
+    // leaves it without a quorum that node 3 cannot win.
+    let joint = membership(1, 0, &[1, 2, 4], &[1, 2, 3]);
+    let rolled_back = Membership {
+        observers: vec![4],
+        ..membership(2, 0, &[1, 2, 3], &[])
+    };
+    let mut sim: Sim = Sim::with_configs(4, move |id| {
+        let config = timing(id, vec![1, 2, 3])
+            .fencing(tenure::Fencing::Strict)
+            .rng_seed(id);
+        match id {
+            3 => config.membership(rolled_back.clone()),
+            4 => config.membership(joint.clone()),
+            _ => config.membership(joint.clone()).mode(tenure::Mode::Voter),
+        }
+    });
+    sim.isolate(3);
+    assert!(sim.run_until_true(ms(3_000), |s| s.leaders() == [4]));
+    // Node 1 acknowledges node 4's rounds with A, but every membership
+    // write it starts from now on is lost.
+    sim.stall_disk(1);
+    sim.run_for(ms(300));
+    sim.crash(1);
+    // Node 1 comes back beside node 3 only (what was on its way to it
+    // while it was down is lost).
+    sim.heal();
+    for (a, b) in [(1, 2), (1, 4), (3, 2), (3, 4)] {
+        sim.cut(a, b);
+        sim.cut(b, a);
+    }
+    sim.run_for(ms(20));
+    sim.restart(1);
+    // The simulator panics on two leaders of a term or overlapping leases.
+    sim.run_for(ms(3_000));
+    let m4 = sim.node(4).membership();
+    assert!(m4.is_joint(), "node 4 never left A: {m4:?}");
+}
+
+#[test]
+fn pre_vote_duel_ranked_puts_a_newer_membership_first() {
+    // Node 1 ranks first by id, but node 2 holds a newer membership: node 1
+    // could never win node 2's vote (rule `membership_up_to_date`), so it
+    // yields the duel instead of refusing.
+    let older = membership(1, 0, &[1, 2, 3], &[]);
+    let newer = membership(2, 0, &[1, 2, 3], &[]);
+    let mut n = voter(1, &older);
+    let now = until_pre_vote(&mut n, Instant::ZERO);
+    let request = stamped(
+        2,
+        newer.id(),
+        1,
+        MessageKind::PreVoteRequest { position: () },
+    );
+    let out = step(&mut n, now, request, false);
+    assert_eq!(granted(&out, 2), Some(true));
+    assert_eq!(n.status().role, Role::Follower);
+    // The same duel at the same membership: the lower id keeps it.
+    let mut n = voter(1, &older);
+    let now = until_pre_vote(&mut n, Instant::ZERO);
+    let request = stamped(
+        2,
+        older.id(),
+        1,
+        MessageKind::PreVoteRequest { position: () },
+    );
+    assert_eq!(granted(&step(&mut n, now, request, false), 2), Some(false));
+}
+
+#[test]
+fn membership_adopt_newer_from_a_voter_that_refuses() {
+    // The refuser's side: a candidate with an older membership is refused
+    // and sent the newer one, also by a node that no longer votes (a
+    // leader that removed itself may hold the only copy of the final
+    // membership the others need).
+    let older = membership(1, 1, &[1, 2, 3], &[]);
+    let newer = membership(2, 1, &[1, 2, 3], &[]);
+    let now = Instant::ZERO + ms(1);
+    let vote = |stamp| {
+        stamped(
+            1,
+            stamp,
+            2,
+            MessageKind::VoteRequest {
+                position: (),
+                transfer: false,
+            },
+        )
+    };
+    let mut n = voter(2, &newer);
+    let out = step(&mut n, now, vote(older.id()), false);
+    assert_eq!(granted(&out, 1), Some(false));
+    assert_eq!(sends_membership_to(&out, 1), Some(newer.clone()));
+    let without_me = membership(2, 1, &[1, 3], &[]);
+    let mut n = Node::new(
+        timing(2, vec![1, 2, 3]).membership(without_me.clone()),
+        HardState::default(),
+        Instant::ZERO,
+    )
+    .unwrap();
+    let pre_vote = stamped(
+        1,
+        older.id(),
+        2,
+        MessageKind::PreVoteRequest { position: () },
+    );
+    let out = step(&mut n, now, pre_vote, false);
+    assert_eq!(granted(&out, 1), Some(false));
+    assert_eq!(sends_membership_to(&out, 1), Some(without_me));
+    // The same membership is not sent back.
+    let mut n = voter(2, &newer);
+    let out = step(&mut n, now, vote(newer.id()), false);
+    assert_eq!(sends_membership_to(&out, 1), None);
+    // The candidate's side, once its term moved past the refuser's: the
+    // stale update still teaches it the membership (and moves no term).
+    let mut c = voter(1, &older);
+    step(
+        &mut c,
+        now,
+        stamped(3, older.id(), 5, MessageKind::Heartbeat { seq: 1 }),
+        false,
+    );
+    let update = MessageKind::MembershipUpdate {
+        membership: Box::new(newer.clone()),
+    };
+    let out = step(&mut c, now, stamped(2, newer.id(), 2, update), false);
+    assert_eq!(out.membership_writes, vec![newer.clone()]);
+    assert_eq!(c.status().term, 5);
+}
+
+#[test]
+fn membership_adopt_newer_sent_by_a_candidate_to_a_refuser_behind() {
+    // The candidate's side: a voter refused at the candidate's term with
+    // an older membership (a new voter that missed the joint phase refuses
+    // everyone); the candidate sends it its own.
+    let older = membership(1, 1, &[1, 2, 3], &[]);
+    let newer = membership(2, 1, &[1, 2, 3, 4], &[1, 2, 3]);
+    let mut c = voter(1, &newer);
+    let now = until_pre_vote(&mut c, Instant::ZERO);
+    let term = c.status().term;
+    let refusal = |stamp| {
+        stamped(
+            4,
+            stamp,
+            term,
+            MessageKind::PreVoteResponse { granted: false },
+        )
+    };
+    let out = step(&mut c, now, refusal(older.id()), false);
+    assert_eq!(sends_membership_to(&out, 4), Some(newer.clone()));
+    let out = step(&mut c, now, refusal(newer.id()), false);
+    assert_eq!(sends_membership_to(&out, 4), None);
+}
+
+#[test]
+fn voters_only_answers_a_candidate_of_a_newer_membership() {
+    // Node 4 is a voter only in a membership node 2 has not stored: node 2
+    // refuses out loud, so node 4 sees its older stamp and sends it.
+    let mine = membership(1, 1, &[1, 2, 3], &[]);
+    let newer = membership(2, 1, &[1, 2, 3, 4], &[1, 2, 3]);
+    let mut n = voter(2, &mine);
+    let now = Instant::ZERO + ms(1);
+    let request = stamped(
+        4,
+        newer.id(),
+        1,
+        MessageKind::PreVoteRequest { position: () },
+    );
+    assert_eq!(granted(&step(&mut n, now, request, false), 4), Some(false));
+    // A non-voter of an older or equal membership is still ignored.
+    let request = stamped(
+        4,
+        mine.id(),
+        1,
+        MessageKind::PreVoteRequest { position: () },
+    );
+    assert!(step(&mut n, now, request, false).sends.is_empty());
+}
+
+#[test]
+fn members_only_hears_a_removed_leader_until_it_hands_over() {
+    // Node 1 led term 3 and removed itself; node 2 stored the membership
+    // without it (and forgot the leader in a restart). Node 1's heartbeats
+    // and TimeoutNow, stamped with that membership, are heard.
+    let final_m = membership(3, 3, &[2, 3, 4], &[]);
+    let now = Instant::ZERO + ms(500);
+    let mut n = voter(2, &final_m);
+    let out = step(
+        &mut n,
+        now,
+        stamped(1, final_m.id(), 3, MessageKind::Heartbeat { seq: 7 }),
+        false,
+    );
+    assert!(
+        out.sends
+            .iter()
+            .any(|(to, m)| *to == 1 && matches!(m.kind, MessageKind::HeartbeatAck { seq: 7, .. })),
+        "{:?}",
+        out.sends
+    );
+    let out = step(
+        &mut n,
+        now,
+        stamped(1, final_m.id(), 3, MessageKind::TimeoutNow),
+        false,
+    );
+    assert!(
+        out.events
+            .iter()
+            .any(|e| matches!(e, Event::CampaignStarted { .. })),
+        "{:?}",
+        out.events
+    );
+    // Stamped with an older membership, the removed node is not heard.
+    let mut n = voter(2, &final_m);
+    let older = membership(2, 3, &[1, 2, 3, 4], &[1, 2, 3]);
+    let out = step(
+        &mut n,
+        now,
+        stamped(1, older.id(), 3, MessageKind::Heartbeat { seq: 7 }),
+        false,
+    );
+    assert!(out.sends.is_empty());
+    assert_eq!(n.status().term, 0);
+}
+
+#[test]
+fn membership_up_to_date_counts_a_membership_being_written() {
+    let older = membership(1, 1, &[1, 2, 3], &[]);
+    let newer = membership(2, 1, &[1, 2, 3], &[]);
+    let mut n = voter(2, &older);
+    let now = Instant::ZERO + ms(1);
+    let update = MessageKind::MembershipUpdate {
+        membership: Box::new(newer.clone()),
+    };
+    // The newer membership's write is still in flight.
+    let out = step(&mut n, now, stamped(3, newer.id(), 1, update), true);
+    assert_eq!(out.membership_writes, vec![newer]);
+    let request = stamped(
+        1,
+        older.id(),
+        2,
+        MessageKind::VoteRequest {
+            position: (),
+            transfer: false,
+        },
+    );
+    assert_eq!(granted(&step(&mut n, now, request, true), 1), Some(false));
+}
+
+#[test]
+fn removed_leader_hands_over_after_an_inherited_change() {
+    // Node 1 inherits the joint membership {1,2,3} -> {2,3,4} that a
+    // leader of an earlier term wrote before crashing; it finishes it, which
+    // removes node 1 itself, and then hands over to a voter of the new set
+    // although the change was never its own.
+    let joint = membership(1, 0, &[2, 3, 4], &[1, 2, 3]);
+    let mut sim: Sim = Sim::with_configs(4, move |id| {
+        let config = timing(id, vec![1, 2, 3])
+            .membership(joint.clone())
+            .rng_seed(id);
+        // Only node 1 campaigns by itself; the others lead when handed
+        // leadership (mode manual).
+        if id == 1 {
+            config
+        } else {
+            config.mode(tenure::Mode::Manual)
+        }
+    });
+    assert!(sim.run_until_true(ms(3_000), |s| s.leaders() == [1]));
+    let ok = sim.run_until_true(ms(1_500), |s| {
+        let leaders = s.leaders();
+        leaders.len() == 1 && leaders[0] != 1
+    });
+    assert!(ok);
+    let m = sim.node(1).membership();
+    assert_eq!(
+        (m.voters.clone(), m.outgoing.clone()),
+        (vec![2, 3, 4], vec![])
+    );
+    assert!(sim.events_of(1).iter().any(|e| matches!(
+        e,
+        Event::SteppedDown {
+            reason: tenure::StepDownReason::Transferred,
+            ..
+        }
+    )));
 }

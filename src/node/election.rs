@@ -51,7 +51,8 @@ impl<P: LogPosition> Node<P> {
         // leader of this term (a leader that removed itself leads until it
         // has handed over).
         let update = matches!(message.kind, MessageKind::MembershipUpdate { .. });
-        let known_leader = self.leader == Some(from) && message.term == self.term;
+        let known_leader = (self.leader == Some(from) && message.term == self.term)
+            || self.removed_leader(stamp, &message.kind);
         if !update && !known_leader && !self.is_member(from) {
             slog::debug!(self.log, "message from a non-member ignored";
                 "rule" => Rule::MembersOnly, "term" => self.term, "from" => from);
@@ -59,6 +60,7 @@ impl<P: LogPosition> Node<P> {
                 // A removed node learns that it was removed.
                 self.send_membership(from, out);
             }
+            self.answer_newer_candidate(from, sender, &message, out);
             return;
         }
         // Only voters ask for votes, answer them, lead or hand over.
@@ -69,6 +71,7 @@ impl<P: LogPosition> Node<P> {
         if voter_only && !update && !known_leader && !self.voters.contains(from) {
             slog::debug!(self.log, "election message from a non-voter ignored";
                 "rule" => Rule::VotersOnly, "term" => self.term, "from" => from);
+            self.answer_newer_candidate(from, sender, &message, out);
             return;
         }
         // Rule `term_jump_bounded`: at term u64::MAX nobody can campaign
@@ -83,12 +86,72 @@ impl<P: LogPosition> Node<P> {
         if message.term == self.term && self.phase.is_leader() {
             self.note_peer_stamp(from, sender);
         }
+        let refused = matches!(
+            message.kind,
+            MessageKind::PreVoteResponse { granted: false }
+                | MessageKind::VoteResponse { granted: false }
+        );
+        let msg_term = message.term;
         match message.term.cmp(&self.term) {
             Ordering::Less => self.on_stale_message(from, message, out),
             Ordering::Greater => self.on_higher_term(now, from, sender, message, out),
             Ordering::Equal => {
                 self.on_current_term(now, from, sender, message.term, message.kind, out);
             }
+        }
+        if refused && msg_term == self.term {
+            self.teach_refuser(from, sender, out);
+        }
+    }
+
+    /// Rule `membership_adopt_newer`, the candidate's side: a voter that
+    /// refused (at this node's term, so the update moves no term) with an
+    /// older membership than this node's learns this one; a new voter that
+    /// missed the joint phase would otherwise refuse everyone.
+    fn teach_refuser(&mut self, from: NodeId, sender: MembershipId, out: &mut Vec<Action<P>>) {
+        if self.membership_id.is_newer_than(&sender) {
+            slog::info!(self.log, "a voter refused with an older membership: send it ours";
+                "rule" => Rule::MembershipAdoptNewer, "term" => self.term, "to" => from);
+            self.send_membership(from, out);
+        }
+    }
+
+    /// Rule `members_only`, exception: a leader that removed itself leads
+    /// until it has handed over. Its heartbeats and its `TimeoutNow` are
+    /// heard when stamped with this node's membership or a newer one, the
+    /// one that removed it: only the leader that made that membership
+    /// sends those while not a member.
+    fn removed_leader(&self, stamp: Option<MembershipId>, kind: &MessageKind<P>) -> bool {
+        matches!(
+            kind,
+            MessageKind::Heartbeat { .. } | MessageKind::TimeoutNow
+        ) && self.membership_id.epoch > 0
+            && stamp.is_some_and(|s| !self.membership_id.is_newer_than(&s))
+    }
+
+    /// Rules `members_only` and `voters_only`, answered: a (pre-)vote
+    /// request from a node that is a voter only in a newer membership than
+    /// this node's is refused
+    /// out loud, so the candidate sees this node's older stamp and sends
+    /// it the newer membership (rule `membership_adopt_newer`).
+    fn answer_newer_candidate(
+        &mut self,
+        from: NodeId,
+        sender: MembershipId,
+        message: &Message<P>,
+        out: &mut Vec<Action<P>>,
+    ) {
+        if !sender.is_newer_than(&self.newest_membership_id()) {
+            return;
+        }
+        match message.kind {
+            MessageKind::PreVoteRequest { .. } => {
+                self.reply(from, MessageKind::PreVoteResponse { granted: false }, out);
+            }
+            MessageKind::VoteRequest { .. } if message.term == self.term => {
+                self.reply(from, MessageKind::VoteResponse { granted: false }, out);
+            }
+            _ => {}
         }
     }
 
@@ -117,6 +180,12 @@ impl<P: LogPosition> Node<P> {
             }
             MessageKind::PreVoteRequest { .. } => {
                 self.reply(from, MessageKind::PreVoteResponse { granted: false }, out);
+            }
+            // A membership is ordered by its own version, not by the
+            // message's term: a newer one is learned from any sender
+            // (rule `membership_adopt_newer`), and moves no term.
+            MessageKind::MembershipUpdate { membership } => {
+                self.on_membership_update(from, message.term, *membership, out);
             }
             _ => {}
         }
@@ -437,7 +506,7 @@ impl<P: LogPosition> Node<P> {
                 Rule::LeaderStickiness,
                 "a leader was heard within the death timeout, or this node restarted less than a death timeout ago",
             ))
-        } else if self.membership_id.is_newer_than(&candidate) {
+        } else if self.newest_membership_id().is_newer_than(&candidate) {
             Some((
                 Rule::MembershipUpToDate,
                 "the candidate's membership is older than this node's",
@@ -478,11 +547,12 @@ impl<P: LogPosition> Node<P> {
     ) {
         if let Some(refusal) = self.pre_vote_refusal(now, from, candidate, proposed, position) {
             self.refuse_pre_vote(from, refusal, out);
+            self.share_newer_membership(from, candidate, out);
             return;
         }
         let conceded = self.conceded_for >= proposed;
         let dueling = matches!(self.phase, Phase::PreVoting(r) if r.proposed == proposed);
-        if dueling && !self.settle_duel(now, from, proposed, position, conceded, out) {
+        if dueling && !self.settle_duel(now, from, candidate, proposed, position, conceded, out) {
             return;
         }
         if !conceded && self.phase.is_follower() {
@@ -508,16 +578,18 @@ impl<P: LogPosition> Node<P> {
     /// term as this node. Refuses it (returns `false`) if this node ranks
     /// higher; otherwise yields its own round, unless this term's one
     /// concession is already spent (rule `pre_vote_defers_once`).
+    #[allow(clippy::too_many_arguments)]
     fn settle_duel(
         &mut self,
         now: Instant,
         from: NodeId,
+        candidate: MembershipId,
         proposed: u64,
         position: &P,
         conceded: bool,
         out: &mut Vec<Action<P>>,
     ) -> bool {
-        if self.outranks(from, position) {
+        if self.outranks(from, candidate, position) {
             let refusal = (
                 Rule::PreVoteDuelRanked,
                 "dueling pre-candidate ranked lower",
@@ -569,10 +641,18 @@ impl<P: LogPosition> Node<P> {
     }
 
     /// Rule `pre_vote_duel_ranked`: between two pre-candidates for the same
-    /// term, the one with the newer log position ranks higher; on equal
-    /// positions the lower node id does. Both sides evaluate the same order,
-    /// so exactly one yields and the other can win without a split vote.
-    fn outranks(&self, other: NodeId, other_position: &P) -> bool {
+    /// term, the one with the newer membership ranks higher (the other
+    /// could never collect its vote: rule `membership_up_to_date`), then
+    /// the one with the newer log position; on equal positions the lower
+    /// node id does. Both sides evaluate the same order, so exactly one
+    /// yields and the other can win without a split vote.
+    fn outranks(&self, other: NodeId, other_membership: MembershipId, other_position: &P) -> bool {
+        if other_membership.is_newer_than(&self.membership_id) {
+            return false;
+        }
+        if self.membership_id.is_newer_than(&other_membership) {
+            return true;
+        }
         let mine_newer = !other_position.is_at_least(&self.position);
         let theirs_newer = !self.position.is_at_least(other_position);
         match (mine_newer, theirs_newer) {
@@ -649,6 +729,7 @@ impl<P: LogPosition> Node<P> {
             slog::info!(self.log, "vote refused"; "rule" => rule,
                 "term" => term, "from" => from, "reason" => reason);
             self.reply(from, MessageKind::VoteResponse { granted: false }, out);
+            self.share_newer_membership(from, candidate, out);
             return;
         }
         slog::info!(self.log, "vote granted, follow"; "rule" => Rule::OneVotePerTerm,

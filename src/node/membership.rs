@@ -80,7 +80,7 @@ impl<P: LogPosition> Node<P> {
 
     /// The newest membership known here: the durable one, or a newer one
     /// being written.
-    fn newest_membership_id(&self) -> MembershipId {
+    pub(super) fn newest_membership_id(&self) -> MembershipId {
         let pending = self.membership_writes.waiting.as_ref();
         pending
             .or(self.membership_writes.in_flight.as_ref())
@@ -216,13 +216,38 @@ impl<P: LogPosition> Node<P> {
         }
     }
 
-    /// Sends this leader's durable membership to `to`.
+    /// Sends this node's durable membership to `to`: a leader's asserts
+    /// its leadership (and so its vote); anyone else's only its term.
     pub(super) fn send_membership(&mut self, to: NodeId, out: &mut Vec<Action<P>>) {
         if to == self.id {
             return;
         }
-        let membership = Box::new(self.membership.clone());
-        self.send_with_vote(to, MessageKind::MembershipUpdate { membership }, out);
+        let kind = MessageKind::MembershipUpdate {
+            membership: Box::new(self.membership.clone()),
+        };
+        if self.phase.is_leader() {
+            self.send_with_vote(to, kind, out);
+        } else {
+            self.reply(to, kind, out);
+        }
+    }
+
+    /// Rule `membership_adopt_newer`, the refuser's side: a candidate
+    /// refused here whose membership is older than this node's durable one
+    /// is sent it, so it stops asking with the old one (a leader that
+    /// removed itself may be the only node holding the final membership
+    /// the survivors need to elect anyone).
+    pub(super) fn share_newer_membership(
+        &mut self,
+        to: NodeId,
+        candidate: MembershipId,
+        out: &mut Vec<Action<P>>,
+    ) {
+        if self.membership_id.is_newer_than(&candidate) {
+            slog::info!(self.log, "refused a candidate with an older membership: send it ours";
+                "rule" => Rule::MembershipAdoptNewer, "term" => self.term, "to" => to);
+            self.send_membership(to, out);
+        }
     }
 
     /// Rule `membership_adopt_newer`, the leader's side: each round, a peer
@@ -616,6 +641,10 @@ impl<P: LogPosition> Node<P> {
             self.check_change_deadline(now, out);
             return;
         }
+        if self.membership.is_joint() && self.membership.term < self.term {
+            self.rewrite_inherited_joint(out);
+            return;
+        }
         if self.membership.is_joint() {
             if self.stored(self.membership_id) {
                 let current = &self.membership;
@@ -638,6 +667,11 @@ impl<P: LogPosition> Node<P> {
             return;
         }
         let Some(change) = &self.change else {
+            if self.self_index.is_none() && self.stored(self.membership_id) {
+                // An inherited change removed this leader (rule
+                // `removed_leader_hands_over`).
+                self.hand_over_if_removed(out);
+            }
             return;
         };
         let waiting = change.awaiting.is_some_and(|a| !self.stored(a));
@@ -667,6 +701,28 @@ impl<P: LogPosition> Node<P> {
             | Step::Final => self.complete_change(out),
             Step::Joint => {}
         }
+    }
+
+    /// Rule `joint_left_when_stored`: a joint membership made by the
+    /// leader of an earlier term is first written again, unchanged, in this
+    /// leader's term, and left only once that copy is stored. Counting
+    /// copies of an earlier term's membership proves nothing (Raft §5.4.2,
+    /// Figure 8): a sibling made in a later term than it, holding other
+    /// voters, could still win a vote from the nodes that count as storing
+    /// it, and both sides would lead. A copy in this term outranks every
+    /// membership a past leader made.
+    fn rewrite_inherited_joint(&mut self, out: &mut Vec<Action<P>>) {
+        let current = &self.membership;
+        let next = current.successor(
+            self.term,
+            current.voters.clone(),
+            current.outgoing.clone(),
+            current.observers.clone(),
+        );
+        slog::info!(self.log, "joint membership of an earlier term: write it in this term first";
+            "rule" => Rule::JointLeftWhenStored, "term" => self.term,
+            "epoch" => next.epoch, "membership_term" => current.term);
+        self.stage_membership(next, out);
     }
 
     /// Rule `one_change_at_a_time`: the change reached its final membership

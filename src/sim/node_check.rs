@@ -427,7 +427,6 @@ impl NodeChecker {
             MessageKind::VoteRequest { .. }
             | MessageKind::Heartbeat { .. }
             | MessageKind::TimeoutNow
-            | MessageKind::MembershipUpdate { .. }
             | MessageKind::Resign => Some(self.id),
             _ => None,
         };
