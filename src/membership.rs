@@ -178,7 +178,9 @@ impl core::fmt::Display for MembershipId {
 #[non_exhaustive]
 pub enum MembershipChange {
     /// Add `id` as a voter: it joins as an observer first and becomes a
-    /// voter once it caught up (rule `new_voter_catches_up`).
+    /// voter once it caught up (rule `new_voter_catches_up`). An `id` that
+    /// is an observer already (say, left one by an earlier attempt that
+    /// failed at catch-up) is promoted, as by [`MembershipChange::Promote`].
     AddVoter {
         /// The new voter.
         id: NodeId,
@@ -205,8 +207,8 @@ pub enum MembershipChange {
     },
     /// Replace voter `old` by the new node `new` in one joint change
     /// (available while a majority of both the old and the new voter set is
-    /// up): `new` joins as an observer, catches up, then `old` leaves and
-    /// `new` votes.
+    /// up): `new` joins as an observer (or is one already), catches up,
+    /// then `old` leaves and `new` votes.
     Replace {
         /// The voter to remove.
         old: NodeId,

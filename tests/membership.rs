@@ -457,6 +457,22 @@ fn new_voter_catches_up_or_stays_an_observer() {
     );
     let m = sim.node(leader).membership().clone();
     assert_eq!((m.voters, m.observers), (vec![1, 2, 3], vec![4]));
+    // Once it hears the leader, the same request again promotes it (the
+    // operator need not know it was left an observer).
+    sim.heal();
+    sim.run_for(ms(300));
+    let add = MembershipChange::AddVoter {
+        id: 4,
+        address: "n4".into(),
+    };
+    sim.input(leader, Input::ChangeMembership(add));
+    sim.run_for(ms(2_000));
+    assert!(matches!(
+        change_events(&sim, leader).last(),
+        Some(Event::MembershipChangeCompleted { .. })
+    ));
+    let m = sim.node(leader).membership().clone();
+    assert_eq!((m.voters, m.observers), (vec![1, 2, 3, 4], vec![]));
 }
 
 #[test]

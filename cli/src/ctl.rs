@@ -19,7 +19,9 @@
 //! ```
 //!
 //! Membership changes are made by the leader: sent to another node they
-//! are refused, naming the leader.
+//! are refused, naming the leader. An address must be `host:port`; an
+//! `invalid` outcome carries `"why"`; without `wait_ms` a membership
+//! change is awaited up to 5 s here (`tenure ctl` sends 60 s).
 //!
 //! The node's main loop owns its driver handle; each connection's thread
 //! asks it through [`Request`]s, so nothing here can race a shutdown.
@@ -252,11 +254,11 @@ fn membership_change(cmd: &str, request: &Value) -> Result<MembershipChange, Str
             .ok_or_else(|| format!("{cmd} needs \"{key}\": a node id (not 0)"))
     };
     let address = || {
-        request["address"]
+        let address = request["address"]
             .as_str()
-            .filter(|a| !a.trim().is_empty())
-            .map(str::to_string)
-            .ok_or_else(|| format!("{cmd} needs \"address\": the new node's host:port"))
+            .ok_or_else(|| format!("{cmd} needs \"address\": the new node's host:port"))?;
+        check_address(address).map_err(|why| format!("{cmd}: address {address:?} {why}"))?;
+        Ok::<_, String>(address.to_string())
     };
     Ok(match cmd {
         "add-voter" => MembershipChange::AddVoter {
@@ -274,6 +276,67 @@ fn membership_change(cmd: &str, request: &Value) -> Result<MembershipChange, Str
             address: address()?,
         },
     })
+}
+
+/// Whether `address` is a `host:port` every member could use: an IP
+/// address with a port, or a host name (letters, digits, `-`, `.`) and a
+/// port (1 to 65535). Names are looked up by each member, not here.
+fn check_address(address: &str) -> Result<(), &'static str> {
+    if address.parse::<std::net::SocketAddr>().is_ok() {
+        return Ok(());
+    }
+    let Some((host, port)) = address.rsplit_once(':') else {
+        return Err("is not host:port");
+    };
+    if !port.parse::<u16>().is_ok_and(|p| p != 0) {
+        return Err("has no port from 1 to 65535");
+    }
+    let name_ok = !host.is_empty()
+        && host.len() <= 253
+        && host
+            .split('.')
+            .all(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'));
+    if !name_ok {
+        return Err("has no valid host (an IP address or a DNS name)");
+    }
+    Ok(())
+}
+
+/// Why a membership change the leader refused as `invalid` makes no sense
+/// for `membership` (the leader's status object's), in words.
+fn why_invalid(change: &MembershipChange, membership: &Value) -> String {
+    let list = |key: &str| -> Vec<u64> {
+        membership[key]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_u64).collect())
+            .unwrap_or_default()
+    };
+    let (voters, observers) = (list("voters"), list("observers"));
+    let role = |id: &NodeId| {
+        if voters.contains(id) {
+            "a voter"
+        } else if observers.contains(id) {
+            "an observer"
+        } else {
+            "not a member"
+        }
+    };
+    match change {
+        MembershipChange::AddVoter { id, .. } | MembershipChange::AddObserver { id, .. } => {
+            format!("node {id} is {} already", role(id))
+        }
+        MembershipChange::Remove { id } if voters == [*id] => {
+            format!("node {id} is the last voter")
+        }
+        MembershipChange::Remove { id } => format!("node {id} is {}", role(id)),
+        MembershipChange::Replace { old, new, .. } => format!(
+            "the old node {old} is {} and the new node {new} is {} (replace needs a voter and a new node or an observer)",
+            role(old),
+            role(new)
+        ),
+        MembershipChange::Promote { id } => format!("node {id} is {}", role(id)),
+        _ => "the change makes no sense for the current membership".to_string(),
+    }
 }
 
 /// Asks the node's main loop a request answered with one value (up to
@@ -370,7 +433,17 @@ fn run_command(requests: &mpsc::Sender<Request>, command: Command, wait: Duratio
             _ => None,
         };
         if let Some(ok) = settled {
-            return json!({"ok": ok, "outcome": event});
+            let mut answer = json!({"ok": ok, "outcome": event});
+            if let (
+                Command::Membership(change),
+                Event::MembershipChangeFailed {
+                    reason: tenure::MembershipFailure::Invalid,
+                },
+            ) = (&command, &event)
+            {
+                answer["why"] = json!(why_invalid(change, &before["membership"]));
+            }
+            return answer;
         }
     }
     refusal(&format!("no outcome within {} ms", wait.as_millis()))
@@ -388,9 +461,11 @@ pub struct CtlArgs {
     /// Print the node's JSON answers instead of text.
     #[arg(long, global = true)]
     json: bool,
-    /// How long to wait for a command's outcome, in ms.
-    #[arg(long, default_value_t = 5000, global = true)]
-    wait_ms: u64,
+    /// How long to wait for a command's outcome, in ms (default 5000;
+    /// 60000 for membership changes, which report their outcome within
+    /// the membership change timeout, ten election timeouts by default).
+    #[arg(long, global = true)]
+    wait_ms: Option<u64>,
     #[command(subcommand)]
     what: CtlCommand,
 }
@@ -465,26 +540,36 @@ pub fn run(args: CtlArgs) -> ExitCode {
         },
         (None, None) => unreachable!("clap requires --config or --socket"),
     };
+    let membership = matches!(
+        args.what,
+        CtlCommand::AddVoter { .. }
+            | CtlCommand::AddObserver { .. }
+            | CtlCommand::Remove { .. }
+            | CtlCommand::Replace { .. }
+    );
+    let wait_ms = args
+        .wait_ms
+        .unwrap_or(if membership { 60_000 } else { 5_000 });
     let request = match &args.what {
         CtlCommand::Status => json!({"cmd": "status"}),
-        CtlCommand::Promote => json!({"cmd": "promote", "wait_ms": args.wait_ms}),
-        CtlCommand::Demote => json!({"cmd": "demote", "wait_ms": args.wait_ms}),
+        CtlCommand::Promote => json!({"cmd": "promote", "wait_ms": wait_ms}),
+        CtlCommand::Demote => json!({"cmd": "demote", "wait_ms": wait_ms}),
         CtlCommand::Transfer { to } => {
-            json!({"cmd": "transfer", "to": to, "wait_ms": args.wait_ms})
+            json!({"cmd": "transfer", "to": to, "wait_ms": wait_ms})
         }
         CtlCommand::Events => json!({"cmd": "events"}),
         CtlCommand::ReloadKeys => json!({"cmd": "reload-keys"}),
         CtlCommand::AddVoter { id, address } => {
-            json!({"cmd": "add-voter", "id": id, "address": address, "wait_ms": args.wait_ms})
+            json!({"cmd": "add-voter", "id": id, "address": address, "wait_ms": wait_ms})
         }
         CtlCommand::AddObserver { id, address } => {
-            json!({"cmd": "add-observer", "id": id, "address": address, "wait_ms": args.wait_ms})
+            json!({"cmd": "add-observer", "id": id, "address": address, "wait_ms": wait_ms})
         }
         CtlCommand::Remove { id } => {
-            json!({"cmd": "remove", "id": id, "wait_ms": args.wait_ms})
+            json!({"cmd": "remove", "id": id, "wait_ms": wait_ms})
         }
         CtlCommand::Replace { old, new, address } => json!({
-            "cmd": "replace", "old": old, "new": new, "address": address, "wait_ms": args.wait_ms
+            "cmd": "replace", "old": old, "new": new, "address": address, "wait_ms": wait_ms
         }),
     };
     let mut stream = match UnixStream::connect(&path) {
@@ -500,7 +585,7 @@ pub fn run(args: CtlArgs) -> ExitCode {
     // A node that is paused or hung must not hang its operator: an answer
     // is due within the command's wait (events: no limit).
     if !matches!(args.what, CtlCommand::Events) {
-        let due = Duration::from_millis(args.wait_ms) + Duration::from_secs(2);
+        let due = Duration::from_millis(wait_ms) + Duration::from_secs(2);
         let _ = stream.set_read_timeout(Some(due));
         let _ = stream.set_write_timeout(Some(due));
     }
@@ -522,7 +607,7 @@ pub fn run(args: CtlArgs) -> ExitCode {
                 eprintln!(
                     "error: no answer on {} within {} ms (is the node paused or hung?)",
                     path.display(),
-                    args.wait_ms + 2000
+                    wait_ms + 2000
                 );
                 return ExitCode::from(3);
             }

@@ -195,6 +195,12 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if file.peers.is_empty() && args.join {
+        eprintln!(
+            "error: node {id} refuses to start: --join needs [[peers]] in the node file: the cluster's current members (at least its leader), so that it can hear the leader"
+        );
+        return ExitCode::from(2);
+    }
     if file.peers.is_empty() {
         eprintln!("warning: node {id} has no [[peers]]: it is a cluster of one and elects itself");
     }
@@ -484,6 +490,21 @@ impl Running {
         if let Some(left) = lease {
             value["lease_ms_left"] = json!(left);
         }
+        match &event {
+            // The event names the voters; the line adds the joint phase's
+            // outgoing voters, which it does not carry.
+            Event::MembershipChanged { .. } => {
+                value["outgoing"] = json!(self.handle.status().membership.outgoing);
+            }
+            Event::MembershipConflict { peer, mine, theirs } => {
+                let m = self.handle.status().membership;
+                eprintln!(
+                    "error: node {}: peer {peer} acts on another membership at the same version (mine: {mine}, voters {:?}, observers {:?}; theirs: {theirs}); their node files' peer lists differ or a state directory was lost: compare `tenure ctl status` on both",
+                    self.id, m.voters, m.observers
+                );
+            }
+            _ => {}
+        }
         line(&value);
         // Never blocks: a follower that is gone or EVENT_BACKLOG behind
         // is dropped.
@@ -568,17 +589,35 @@ impl Running {
         let heard = self.handle.last_heard();
         let drops = self.handle.drops();
         let lease_ms_left = self.lease_ms_left();
-        let peers: Vec<Value> = self
-            .file
-            .peers
+        // The members of the membership in use (the node file's peers are
+        // the bootstrap membership only), at the address the membership
+        // carries, else the node file's.
+        let m = &st.membership;
+        let mut ids: Vec<NodeId> = m
+            .voters
             .iter()
+            .chain(&m.outgoing)
+            .chain(&m.observers)
+            .copied()
+            .filter(|&p| p != self.id)
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let peers: Vec<Value> = ids
+            .into_iter()
             .map(|p| {
+                let addr = m.address(p).map(str::to_string).or_else(|| {
+                    let entry = self.file.peers.iter().find(|e| e.id == p);
+                    entry.map(|e| e.addr.to_string())
+                });
+                let voter = m.voters.contains(&p) || m.outgoing.contains(&p);
                 json!({
-                    "id": p.id, "addr": p.addr.to_string(), "voter": p.voter,
-                    "last_heard_ms": heard.get(&p.id).map(|d| d.as_millis() as u64),
+                    "id": p, "addr": addr, "voter": voter,
+                    "last_heard_ms": heard.get(&p).map(|d| d.as_millis() as u64),
                 })
             })
             .collect();
+        let member = m.is_member(self.id);
         json!({
             "node": self.id,
             "role": st.role,
@@ -601,6 +640,7 @@ impl Running {
             "drops": drops_json(drops),
             "auth": auth_json(self.keys.as_ref(), self.handle.incarnation()),
             "membership": membership_json(&st.membership),
+            "member": member,
             "membership_conflicts": st.membership_conflicts,
         })
     }
@@ -628,11 +668,13 @@ impl Running {
             // the voter heard from most recently instead of resigning.
             let heard = self.handle.last_heard();
             let target = self
-                .file
-                .peers
+                .handle
+                .status()
+                .membership
+                .voters
                 .iter()
-                .filter(|p| p.voter)
-                .filter_map(|p| heard.get(&p.id).map(|ago| (*ago, p.id)))
+                .filter(|&&p| p != self.id)
+                .filter_map(|p| heard.get(p).map(|ago| (*ago, *p)))
                 .min()
                 .map(|(_, id)| id);
             match (self.handle.status().mode, target) {

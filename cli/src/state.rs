@@ -90,12 +90,56 @@ pub fn show(args: StateArgs) -> ExitCode {
                 state.term,
                 state.vote.map_or("none".into(), |v| v.to_string())
             );
-            ExitCode::SUCCESS
+            show_membership(&file)
         }
         Err(kind) => {
             eprintln!("error: state file {}: {kind}", path.display());
             ExitCode::from(2)
         }
+    }
+}
+
+/// Prints the stored membership (`tenure.membership`), or that the node
+/// still uses the bootstrap membership of its node file.
+fn show_membership(file: &NodeFile) -> ExitCode {
+    use tenure::adapters::storage::{MEMBERSHIP_FILE, decode_membership_record};
+    let path = file.data_dir.join(MEMBERSHIP_FILE);
+    match std::fs::read(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            println!(
+                "{}: none stored: the node file's peers are the membership",
+                path.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: membership file {}: {e}", path.display());
+            ExitCode::from(2)
+        }
+        Ok(bytes) => match decode_membership_record(&bytes) {
+            Ok((_, m)) => {
+                let addresses: Vec<String> = m
+                    .addresses
+                    .iter()
+                    .map(|(id, a)| format!("{id}={a}"))
+                    .collect();
+                println!(
+                    "{}: epoch {} (term {}), voters {:?}, outgoing {:?}, observers {:?}, addresses [{}]",
+                    path.display(),
+                    m.epoch,
+                    m.term,
+                    m.voters,
+                    m.outgoing,
+                    m.observers,
+                    addresses.join(", ")
+                );
+                ExitCode::SUCCESS
+            }
+            Err(kind) => {
+                eprintln!("error: membership file {}: {kind}", path.display());
+                ExitCode::from(2)
+            }
+        },
     }
 }
 

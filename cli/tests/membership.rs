@@ -106,17 +106,20 @@ fn grow_lose_two_replace_and_shrink_with_ctl_only() {
     let key = d.join("cluster.key");
     common::keygen(&key);
     let addr = |id: u64| format!("127.0.0.1:{}", ports[id as usize - 1].1);
-    // 1-3 bootstrap; 4-7 join later and know where the cluster is.
+    // 1-3 bootstrap. 4-7 join later and are told only where the leader
+    // is (their node files are written when they start): every other
+    // member's address reaches them with the membership.
     let configs: Vec<(u64, PathBuf)> = (1..=7)
         .map(|id| {
-            let peers: Vec<u64> = if id <= 3 {
-                vec![1, 2, 3]
-            } else {
-                (1..=7).collect()
-            };
+            let peers: Vec<u64> = if id <= 3 { vec![1, 2, 3] } else { vec![] };
             (id, config(&d, id, &ports, &peers, &key))
         })
         .collect();
+    let join = |id: u64, live: &[u64]| {
+        let (leader, _) = leader(&configs, live).expect("a leader to join");
+        config(&d, id, &ports, &[leader], &key);
+        Proc::start_with(&configs[id as usize - 1].1, &["--join"])
+    };
     let path = |id: u64| configs[id as usize - 1].1.clone();
     let mut procs: Vec<Option<Proc>> = (1..=7).map(|_| None).collect();
     for id in 1..=3 {
@@ -125,9 +128,29 @@ fn grow_lose_two_replace_and_shrink_with_ctl_only() {
     let mut live = vec![1, 2, 3];
     until("a first leader", || leader(&configs, &live).is_some());
 
+    // A node cannot join knowing nobody; addresses are checked.
+    let mut lonely = Proc::start_with(&path(4), &["--join"]);
+    let code = common::exit_within(&mut lonely.child, Duration::from_secs(5), "--join alone");
+    assert_eq!(code.code(), Some(2));
+    let err = lonely.errors.iter().collect::<Vec<_>>().join("\n");
+    assert!(err.contains("--join needs [[peers]]"), "{err}");
+    let (_, leader_config) = leader(&configs, &live).unwrap();
+    let (code, answers, _) = ctl(&leader_config, &["add-voter", "4", "no-port"]);
+    assert_ne!(code, 0);
+    assert!(
+        answers[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("is not host:port"),
+        "{answers:?}"
+    );
+    let (code, answers, _) = ctl(&leader_config, &["remove", "9"]);
+    assert_ne!(code, 0);
+    assert_eq!(answers[0]["why"], "node 9 is not a member", "{answers:?}");
+
     // Grow to 5: the new nodes start empty and learn the membership.
     for id in [4u64, 5] {
-        procs[id as usize - 1] = Some(Proc::start_with(&path(id), &["--join"]));
+        procs[id as usize - 1] = Some(join(id, &live));
         let took = change(&configs, &live, &["add-voter", &id.to_string(), &addr(id)]);
         eprintln!("add-voter {id}: {took:?}");
         live.push(id);
@@ -136,6 +159,22 @@ fn grow_lose_two_replace_and_shrink_with_ctl_only() {
     until("every node knows the five voters", || {
         live.iter().all(|&id| voters(&path(id)) == five)
     });
+    // The status lists the members of the membership, at the addresses it
+    // carries (node 5 was told of the leader only).
+    let st = status(&path(5)).unwrap();
+    let peers: Vec<(u64, String)> = st["peers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["id"].as_u64().unwrap(),
+                p["addr"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(peers, [1, 2, 3, 4].map(|id| (id, addr(id))), "{st}");
+    assert_eq!(st["member"], true);
 
     // Lose two: the leader and one follower.
     let (old_leader, _) = leader(&configs, &live).expect("a leader of five");
@@ -151,7 +190,7 @@ fn grow_lose_two_replace_and_shrink_with_ctl_only() {
 
     // Repair: replace each dead voter by a new machine.
     for (dead, new) in [(old_leader, 6u64), (other, 7)] {
-        procs[new as usize - 1] = Some(Proc::start_with(&path(new), &["--join"]));
+        procs[new as usize - 1] = Some(join(new, &live));
         let took = change(
             &configs,
             &live,
@@ -182,5 +221,16 @@ fn grow_lose_two_replace_and_shrink_with_ctl_only() {
         assert_eq!(st["membership"]["outgoing"], serde_json::json!([]));
         assert_eq!(st["membership_conflicts"], 0, "node {id}");
         assert_eq!(st["auth"]["enabled"], true, "node {id}");
+        // `tenure state` shows the stored membership too.
+        let out = std::process::Command::new(common::BIN)
+            .args(["state", "--config"])
+            .arg(path(id))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains(&format!("voters {keep:?}, outgoing []")),
+            "{text}"
+        );
     }
 }

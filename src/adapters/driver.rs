@@ -455,6 +455,35 @@ impl<P: LogPosition> Effects<P> for DeferredIo<'_, P> {
     }
 }
 
+/// The configuration a driver starts the node with: the stored membership
+/// if there is one; otherwise (unless the node joins) the bootstrap
+/// membership with the addresses this node knows: its peers', and its own
+/// when `listen` names one (not `0.0.0.0` or port 0). The leader's first
+/// change carries them to every member, so a node that joins later can
+/// reach the members its own node file does not list.
+pub(crate) fn starting_config(
+    config: Config,
+    stored: Option<Membership>,
+    peers: &BTreeMap<NodeId, SocketAddr>,
+    listen: SocketAddr,
+) -> Config {
+    if let Some(membership) = stored {
+        return config.membership(membership);
+    }
+    if config.effective_join() {
+        return config;
+    }
+    let mut boot = config.effective_membership();
+    let own =
+        (!listen.ip().is_unspecified() && listen.port() != 0).then_some((config.id(), listen));
+    for (id, addr) in peers.iter().map(|(id, a)| (*id, *a)).chain(own) {
+        if boot.is_member(id) {
+            boot = boot.with_address(id, addr.to_string());
+        }
+    }
+    config.membership(boot)
+}
+
 /// Keeps `framing` in step with the node's durable membership: its stamp
 /// on every message, and the addresses of members a change added (an
 /// address that is not `ip:port` is looked up once). `known` is the
@@ -830,9 +859,8 @@ fn start_thread<S: Storage + Send + 'static, P: WirePosition>(
     let me = setup.config.id();
     // A damaged state file stops the start here (the node must not vote).
     let state = setup.storage.load()?;
-    if let Some(membership) = setup.storage.load_membership()? {
-        setup.config = setup.config.membership(membership);
-    }
+    let stored = setup.storage.load_membership()?;
+    setup.config = starting_config(setup.config, stored, &setup.peers, setup.listen);
     let (mut driver, events) = Driver::start(setup.config, state, &clock)?;
     let mut storage = setup.storage;
     let listen = setup.listen;

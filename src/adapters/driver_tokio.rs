@@ -134,10 +134,8 @@ async fn start<S: Storage + Send + 'static, P: WirePosition>(
     })
     .await
     .map_err(|e| DriverError::Setup(format!("state load task failed: {e}")))?;
-    let mut config = setup.config;
-    if let Some(membership) = membership? {
-        config = config.membership(membership);
-    }
+    let config =
+        super::driver::starting_config(setup.config, membership?, &setup.peers, setup.listen);
     let (driver, events) = Driver::<P>::start(config, state?, &clock)?;
     let shared = driver.shared();
     let listen = setup.listen;

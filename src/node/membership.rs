@@ -561,12 +561,28 @@ impl<P: LogPosition> Node<P> {
                 },
                 Some((*id, address.clone())),
             )),
-            MembershipChange::Promote { id } if m.observers.contains(id) => Some((
-                with(&m.voters, *id),
-                without(&m.observers, *id),
-                Step::CatchUp { id: *id },
-                None,
-            )),
+            // Adding (or replacing by) a node that is an observer already,
+            // e.g. left one by a change that failed at catch-up, promotes it.
+            MembershipChange::Promote { id } | MembershipChange::AddVoter { id, .. }
+                if m.observers.contains(id) =>
+            {
+                Some((
+                    with(&m.voters, *id),
+                    without(&m.observers, *id),
+                    Step::CatchUp { id: *id },
+                    None,
+                ))
+            }
+            MembershipChange::Replace { old, new, .. }
+                if m.voters.contains(old) && m.observers.contains(new) =>
+            {
+                Some((
+                    with(&without(&m.voters, *old), *new),
+                    without(&m.observers, *new),
+                    Step::CatchUp { id: *new },
+                    None,
+                ))
+            }
             MembershipChange::Remove { id } if m.observers.contains(id) => Some((
                 m.voters.clone(),
                 without(&m.observers, *id),
