@@ -126,7 +126,8 @@ impl<P: LogPosition> Node<P> {
             kind,
             MessageKind::Heartbeat { .. } | MessageKind::TimeoutNow
         ) && self.membership_id.epoch > 0
-            && stamp.is_some_and(|s| !self.membership_id.is_newer_than(&s))
+            && stamp
+                .is_some_and(|s| s == self.membership_id || s.is_newer_than(&self.membership_id))
     }
 
     /// Rules `members_only` and `voters_only`, answered: a (pre-)vote
