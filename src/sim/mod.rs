@@ -68,7 +68,9 @@ pub use operator::{Goal, Operation};
 pub use ops::{Op, OpRunner};
 pub use replication::ReplicationModel;
 pub use scenario::{Fault, Scenario};
-pub use standard::{Standard, standard_scenarios};
+pub use standard::{
+    MEMBERSHIP_HEAL, Standard, all_scenarios, membership_scenarios, standard_scenarios,
+};
 pub use summary::Summary;
 pub use timeline::{NodeState, Timeline};
 
@@ -531,6 +533,11 @@ pub struct Cluster<P: LogPosition = ()> {
     operator_asking: Option<usize>,
     /// Whether that request was refused within the step.
     operator_refused: bool,
+    /// Nodes crashed for good ([`Fault::CrashFollower`] without restart):
+    /// restarts skip them.
+    dead: BTreeSet<NodeId>,
+    /// The node the latest [`Fault::CrashFollower`] crashed.
+    crashed_follower: Option<NodeId>,
 }
 
 /// Every `Send` action and every event, in order.
@@ -671,6 +678,8 @@ impl<P: LogPosition> Cluster<P> {
             operators: Vec::new(),
             operator_asking: None,
             operator_refused: false,
+            dead: BTreeSet::new(),
+            crashed_follower: None,
         };
         cluster.membership_disks_changed();
         cluster.report.seed = cluster.cfg.seed;
@@ -1166,10 +1175,13 @@ impl<P: LogPosition> Cluster<P> {
                     self.crash(l);
                 }
             }
-            Fault::Restart(id) => self.start_node(id),
+            Fault::Restart(id) if !self.dead.contains(&id) => self.start_node(id),
+            Fault::Restart(_) => {}
             Fault::RestartAll => {
                 for id in self.all_ids() {
-                    self.start_node(id);
+                    if !self.dead.contains(&id) {
+                        self.start_node(id);
+                    }
                 }
             }
             Fault::CrashRestart(id, after) => self.crash_restart(id, after),
@@ -1288,9 +1300,13 @@ impl<P: LogPosition> Cluster<P> {
             return;
         }
         let victim = up[(self.rng.next_u64() % up.len() as u64) as usize];
+        self.crashed_follower = Some(victim);
         match restart_after {
             Some(after) => self.crash_restart(victim, after),
-            None => self.crash(victim),
+            None => {
+                self.dead.insert(victim);
+                self.crash(victim);
+            }
         }
     }
 

@@ -82,7 +82,9 @@ pub enum Operation {
     },
     /// Replace voter `old` (typically crashed for good) by `new`.
     ReplaceDeadVoter {
-        /// The voter to remove.
+        /// The voter to remove; 0: the one the latest
+        /// [`Fault::CrashFollower`](super::Fault::CrashFollower) crashed
+        /// (if none yet, the operator waits for one).
         old: NodeId,
         /// The new voter.
         new: NodeId,
@@ -134,10 +136,11 @@ impl<P: LogPosition> Cluster<P> {
     pub(super) fn start_operator(&mut self, op: Operation) {
         let goal = match &op {
             Operation::ChangeMembershipUntilDone { goal, .. } => Some(goal.clone()),
-            Operation::ReplaceDeadVoter { old, new, .. } => Some(Goal {
+            Operation::ReplaceDeadVoter { old, new, .. } if *old != 0 => Some(Goal {
                 voters: std::vec![*new],
                 removed: std::vec![*old],
             }),
+            Operation::ReplaceDeadVoter { .. } => None,
             Operation::ReplaceLeader { .. } => None,
         };
         let idx = self.operators.len();
@@ -182,12 +185,17 @@ impl<P: LogPosition> Cluster<P> {
             return;
         };
         if self.operators[idx].goal.is_none() {
-            let Operation::ReplaceLeader { new, .. } = self.operators[idx].op else {
-                return;
+            let (new, old) = match self.operators[idx].op {
+                Operation::ReplaceLeader { new, .. } => (new, leader),
+                Operation::ReplaceDeadVoter { new, .. } => match self.crashed_follower {
+                    Some(old) => (new, old),
+                    None => return,
+                },
+                Operation::ChangeMembershipUntilDone { .. } => return,
             };
             self.operators[idx].goal = Some(Goal {
                 voters: std::vec![new],
-                removed: std::vec![leader],
+                removed: std::vec![old],
             });
         }
         let Some(membership) = self.node(leader).map(|n| n.membership().clone()) else {
