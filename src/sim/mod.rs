@@ -1282,11 +1282,19 @@ impl<P: LogPosition> Cluster<P> {
         }
     }
 
+    /// Applies `fault` again in 50 ms (it needs a leader known to a quorum
+    /// and there is none now).
+    fn retry_fault(&mut self, fault: Fault) {
+        let at = self.now + Duration::from_millis(50);
+        self.schedule(at, Payload::Fault(fault));
+    }
+
     /// Crashes a live voter of the quorum-known leader's membership other
     /// than the leader (drawn from the seed), restarting it `restart_after`
     /// later if given.
     fn crash_follower(&mut self, restart_after: Option<Duration>) {
         let Some((leader, _)) = self.leader_known_to_quorum() else {
+            self.retry_fault(Fault::CrashFollower { restart_after });
             return;
         };
         let Some(m) = self.node(leader).map(|n| n.membership().all_voters()) else {
@@ -1314,6 +1322,7 @@ impl<P: LogPosition> Cluster<P> {
     /// (drawn from the seed) from every other node, both ways.
     fn isolate_leader_with(&mut self, others: u64) {
         let Some((leader, _)) = self.leader_known_to_quorum() else {
+            self.retry_fault(Fault::IsolateLeaderWith(others));
             return;
         };
         let Some(voters) = self.node(leader).map(|n| n.membership().all_voters()) else {
