@@ -236,3 +236,26 @@ fn a_change_skipping_the_joint_phase_is_caught() {
         "caught: {caught:?}"
     );
 }
+
+/// Core bug (known bugs 2 and 3 of issue 13's list): `replace_dead_follower/soft`
+/// seed 207. Node 3 leads {1,2,3}; node 1 crashes for good at 1.0 s; node
+/// 3 is isolated at 1.189 s, accepts the operator's `Replace { old: 1, new:
+/// 4 }` at 1.5 s and makes membership epoch 1 (term 1: {1,2,3}, observer
+/// 4), durable on node 3 only, then steps down (quorum lost). After the
+/// heal, nodes 2 (epoch 0) and 3 (epoch 1) pre-vote for term 2 at the same
+/// time, forever: node 2 refuses node 3 by rule `pre_vote_duel_ranked`
+/// (equal positions, lower id wins: the ranking ignores membership), and
+/// node 3 refuses node 2 by rule `membership_up_to_date` without sending
+/// it the newer membership. Two live voters of three never elect a leader
+/// (`liveness` at 7.76 s).
+#[test]
+#[ignore = "core bug: pre-vote duel ranking ignores membership, and a voter refusing an older membership does not send its own (known bugs 2, 3)"]
+fn core_bug_pre_vote_duel_deadlock_after_a_change_on_an_isolated_leader() {
+    let s = membership_scenarios()
+        .into_iter()
+        .find(|s| s.name == "replace_dead_follower/soft")
+        .unwrap();
+    let r = run(&s, 207);
+    assert!(r.violation.is_none(), "{:?}", r.violation);
+    assert_eq!(r.operations_completed, 1, "{r:?}");
+}
