@@ -7,7 +7,7 @@
 //! completeness and quorum intersection, each node's own checks) and the
 //! operators' changes must complete.
 //!
-//! Seeds per scenario: `TENURE_SWEEP_SEEDS` (default 12; the measurement
+//! Seeds per scenario: `TENURE_SWEEP_SEEDS` (default 50; the measurement
 //! in the README used 2000: `TENURE_SWEEP_SEEDS=2000 cargo test --release
 //! --all-features --test membership_sim -- --nocapture sweep`). Replay one
 //! run with its event log: `TENURE_SEED=<seed> TENURE_SCENARIO=<name>
@@ -29,7 +29,7 @@ fn env_u64(name: &str) -> Option<u64> {
 }
 
 fn seeds() -> u64 {
-    env_u64("TENURE_SWEEP_SEEDS").unwrap_or(12)
+    env_u64("TENURE_SWEEP_SEEDS").unwrap_or(50)
 }
 
 fn run(s: &Standard, seed: u64) -> Report {
@@ -60,6 +60,7 @@ fn sweep() {
         }
         let mut summary = Summary::new(&s.name);
         let mut unfinished = Vec::new();
+        let (mut mid_change, mut on_joint) = (0, 0);
         for seed in 0..n {
             let report = run(&s, seed);
             summary.add(&report);
@@ -72,7 +73,13 @@ fn sweep() {
                 unfinished.push(seed);
             }
             assert!(report.operations > 0, "{}: no operator ran", s.name);
+            mid_change += report.elected_mid_change;
+            on_joint += report.elected_on_joint;
         }
+        eprintln!(
+            "{}: {mid_change} elections mid-change, {on_joint} on a joint membership",
+            s.name
+        );
         if unfinished.len() as u64 > allowed_unfinished(n) {
             broken.push(format!(
                 "{}: operators unfinished in {} of {n} runs (seeds {unfinished:?})",

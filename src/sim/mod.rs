@@ -469,6 +469,12 @@ pub struct Report {
     /// Operator requests accepted that then failed (not caught up, no
     /// quorum, stepped down); the operator retries.
     pub change_attempt_failures: u64,
+    /// Elections won while an operator was still working (a change was
+    /// in progress or pending): coverage of failovers mid-change.
+    pub elected_mid_change: u64,
+    /// Elections won by a node acting on a joint membership (it inherits
+    /// a change it must finish).
+    pub elected_on_joint: u64,
 }
 
 /// A simulated cluster of `Node<P>`s. [`Cluster::new`] runs `Node<()>`;
@@ -1042,6 +1048,16 @@ impl<P: LogPosition> Cluster<P> {
                 }
                 if let Event::BecameLeader { term, .. } = event {
                     self.report.elections += 1;
+                    if self.operators.iter().any(operator::OperatorState::working) {
+                        self.report.elected_mid_change += 1;
+                    }
+                    if self.nodes[i]
+                        .node
+                        .as_ref()
+                        .is_some_and(|n| n.membership().is_joint())
+                    {
+                        self.report.elected_on_joint += 1;
+                    }
                     self.check_leader_completeness(id, term);
                 }
                 if matches!(event, Event::CampaignStarted { .. })

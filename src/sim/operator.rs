@@ -131,6 +131,13 @@ pub(super) struct OperatorState {
     awaiting: Option<(NodeId, u64)>,
 }
 
+impl OperatorState {
+    /// Whether it started and is not finished.
+    pub(super) fn working(&self) -> bool {
+        !self.finished
+    }
+}
+
 impl<P: LogPosition> Cluster<P> {
     /// Starts operator `op` now.
     pub(super) fn start_operator(&mut self, op: Operation) {
