@@ -56,9 +56,10 @@ impl Goal {
 }
 
 /// A scripted operator's task ([`Fault::Operate`](super::Fault::Operate)).
-/// Every `poll` (50 ms) it asks the leader known to a quorum for the next
-/// step towards its goal, unless a step it asked for is still running
-/// there; a refusal (not leader, change in progress, not established) or
+/// Every `poll` (50 ms) it asks the leader known to a quorum (without one,
+/// any node that says it leads, e.g. one cut off with a minority) for the
+/// next step towards its goal, unless a step it asked for is still running
+/// there and no other leader is known to a quorum; a refusal (not leader, change in progress, not established) or
 /// a failed step is retried at the next poll. It is done once a
 /// membership meeting the goal is *stored* (a majority of each of its
 /// voter sets holds it durably), and gives up `bound` after it started.
@@ -179,19 +180,34 @@ impl<P: LogPosition> Cluster<P> {
             let next = self.now + POLL;
             self.schedule(next, Payload::OperatorPoll(idx, true));
         }
+        let known = self.leader_known_to_quorum();
         if let Some((leader, term)) = self.operators[idx].awaiting {
             let running = self
                 .node(leader)
                 .is_some_and(|n| n.status().role == Role::Leader && n.status().term == term);
-            if running {
+            // Wait for the outcome, unless another leader is known to a
+            // quorum meanwhile (the one asked was cut off with a minority).
+            if running && known.is_none_or(|(l, _)| l == leader) {
                 return;
             }
             self.operators[idx].awaiting = None;
         }
-        let Some((leader, term)) = self.leader_known_to_quorum() else {
+        // Ask the leader known to a quorum; without one, whichever node
+        // says it leads (a leader cut off with a minority, say), as a
+        // person reading `tenure ctl status` would.
+        let claimed = || {
+            self.nodes.iter().find_map(|s| {
+                let st = s.node.as_ref()?.status();
+                (st.role == Role::Leader).then_some((s.id, st.term))
+            })
+        };
+        let Some((leader, term)) = known.or_else(claimed) else {
             return;
         };
         if self.operators[idx].goal.is_none() {
+            if known.is_none() {
+                return;
+            }
             let (new, old) = match self.operators[idx].op {
                 Operation::ReplaceLeader { new, .. } => (new, leader),
                 Operation::ReplaceDeadVoter { new, .. } => match self.crashed_follower {
