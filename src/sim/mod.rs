@@ -16,11 +16,17 @@
 //!   unacknowledged write may or may not have survived;
 //! - a fault schedule ([`Scenario`]);
 //! - voters with per-node timing and modes, a configured quorum, and
-//!   observers (see [`SimConfig`]).
+//!   observers (see [`SimConfig`]);
+//! - spare nodes and scripted operators that change the membership the way
+//!   a person with `tenure ctl` would ([`Operation`], [`Fault::Operate`]),
+//!   with faults aimed at a change in progress
+//!   ([`Fault::CrashFollower`], [`Fault::IsolateLeaderWith`]); the
+//!   membership scenarios are [`membership_scenarios`].
 //!
 //! Every step of every node is checked by its [`NodeChecker`], and after
-//! every event the cluster-wide [`Checker`]'s invariants are evaluated; the
-//! first violation stops the run and is reported with the seed.
+//! every event the cluster-wide [`Checker`]'s and [`MembershipChecker`]'s
+//! invariants are evaluated; the first violation stops the run and is
+//! reported with the seed.
 //!
 //! For one node driven by generated inputs (property tests, fuzzing),
 //! [`OpRunner`] runs a list of [`Op`]s the way a driver would, each step
