@@ -389,3 +389,23 @@ fn conflicting_replacements_stay_safe() {
     eprintln!("conflicting replacements: {done} of {ops} operators done; stalled: {stalled:?}");
     assert!(broken.is_empty(), "{}", broken.join("\n"));
 }
+
+/// Replays `TENURE_SEED` of [`conflicting_replacements`] under
+/// `TENURE_FENCING` (off, soft or strict) with its event log.
+#[test]
+fn conflicting_replay() {
+    let (Some(seed), Ok(mode)) = (env_u64("TENURE_SEED"), std::env::var("TENURE_FENCING")) else {
+        return;
+    };
+    let fencing = match mode.as_str() {
+        "off" => Fencing::Off,
+        "soft" => Fencing::Soft,
+        _ => Fencing::Strict,
+    };
+    let (cfg, s) = conflicting_replacements(seed, fencing);
+    let mut cluster = Cluster::new(cfg);
+    cluster.enable_trace();
+    let (report, _, trace) = cluster.run_traced(&s);
+    println!("{}", trace.unwrap_or_default());
+    println!("{report:#?}");
+}

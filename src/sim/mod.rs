@@ -1305,9 +1305,14 @@ impl<P: LogPosition> Cluster<P> {
     }
 
     /// Applies `fault` again in 50 ms (it needs a leader known to a quorum
-    /// and there is none now).
+    /// and there is none now), unless that is at or after the scenario's
+    /// heal (no fault acts after it).
     fn retry_fault(&mut self, fault: Fault) {
         let at = self.now + Duration::from_millis(50);
+        if self.heal_at.is_some_and(|h| at >= Instant::ZERO + h) {
+            self.log(0, format_args!("dropped (the faults are over): {fault:?}"));
+            return;
+        }
         self.schedule(at, Payload::Fault(fault));
     }
 

@@ -77,14 +77,14 @@ pub enum Fault {
     /// Crash a live voter other than the leader known to a quorum (one of
     /// its membership's voters, drawn from the seed), and restart it after
     /// the given delay if any. Retried every 50 ms while there is no such
-    /// leader.
+    /// leader (until [`Scenario::heal_at`]).
     CrashFollower {
         /// Restart it after this long (`None`: it stays down).
         restart_after: Option<Duration>,
     },
     /// Cut the leader known to a quorum and this many of its fellow voters
     /// (drawn from the seed) from everyone else, both ways. Retried every
-    /// 50 ms while there is no such leader.
+    /// 50 ms while there is no such leader (until [`Scenario::heal_at`]).
     IsolateLeaderWith(u64),
 }
 
