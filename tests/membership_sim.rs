@@ -37,13 +37,18 @@ fn run(s: &Standard, seed: u64) -> Report {
     Cluster::new(cfg).run(&scenario)
 }
 
-/// How many of a scenario's runs may end with an operator unfinished: at
-/// most 1 run in 50 (2%), and none for `n` below 50. After the faults stop
-/// at 6 s the operators have 6 s: a leader within the liveness bound
-/// (~1.8 s), and a change takes a few round trips and writes (< 100 ms),
-/// or, if its step fails, up to the change timeout (4 s) before the retry.
-/// A run in which long-tail messages and a failed step line up can exceed
-/// that; such runs are rare and each one is listed.
+/// How many of a scenario's runs may end with an operator unfinished
+/// (without a violation): at most 1 in 50 (2%), none below 50 runs. After
+/// the faults stop at 6 s the operators have 6 s: a leader within the
+/// liveness bound (1.76 s, later if a long-tail message is still in
+/// flight, up to 2 s), then each step takes a few round trips and writes
+/// (< 100 ms), but a step accepted just before the heal whose new voter or
+/// quorum went missing fails only at the change timeout (4 s) and is then
+/// retried: 6 + 2 + 1.76 + 4 + 0.1 s exceeds the 12 s run, so a bound of 0
+/// cannot be promised. Measured over 2000 seeds per scenario and fencing
+/// mode (42,000 runs): 0 unfinished; the 88 runs that stalled are
+/// liveness violations of known core bugs (see the `core_bug_*` tests),
+/// which the sweep reports separately.
 fn allowed_unfinished(runs: u64) -> u64 {
     runs / 50
 }
