@@ -47,8 +47,8 @@ fn run(s: &Standard, seed: u64) -> Report {
 /// retried: 6 + 2 + 1.76 + 4 + 0.1 s exceeds the 12 s run, so a bound of 0
 /// cannot be promised. Measured over 2000 seeds per scenario and fencing
 /// mode (42,000 runs): 0 unfinished; the 88 runs that stalled are
-/// liveness violations of known core bugs (see the `core_bug_*` tests),
-/// which the sweep reports separately.
+/// liveness violations of core bugs since fixed on main (352a87c; see the
+/// regression tests below), which the sweep reports separately.
 fn allowed_unfinished(runs: u64) -> u64 {
     runs / 50
 }
@@ -210,20 +210,24 @@ fn stamping_with_the_receivers_membership_is_caught() {
     );
 }
 
-/// A membership that skips the joint phase (an operator hand-edits nodes
-/// 4 and 5 to start on {1..5} at epoch 1, as if 3 → 5 were one step) has
-/// quorums that miss those of {1,2,3}: a leader on it is caught by
-/// `membership_quorums_intersect` (3 of {1..5} and 2 of {1,2,3} can be
-/// disjoint).
+/// A membership change that skips the joint phase (an operator hand-edits
+/// nodes 4 and 5 to start on {3,4,5} at epoch 1, as if 1 and 2 were
+/// replaced in one step) while {1,2} and {4,5} cannot talk: 4 and 5 hold a
+/// majority of {3,4,5} (it is stored) and elect a leader on it, and 1 and
+/// 2 a leader on {1,2,3}; 2 of {1,2,3} and 2 of {3,4,5} can be disjoint.
+/// Caught by the membership checker (a leader on {1,2,3} is older than
+/// the stored {3,4,5}: `membership_completeness`). The checker's other
+/// half, `membership_quorums_intersect`, is shown failing by the unit
+/// tests of `src/sim/membership_check.rs`.
 #[test]
 fn a_change_skipping_the_joint_phase_is_caught() {
     let mut caught = Vec::new();
     for seed in 0..20 {
-        let (mut cfg, s) = grow(seed, Fencing::Soft);
+        let (mut cfg, _) = grow(seed, Fencing::Soft);
         let jump = tenure::Membership {
             epoch: 1,
             term: 1,
-            voters: vec![1, 2, 3, 4, 5],
+            voters: vec![3, 4, 5],
             ..tenure::Membership::default()
         };
         cfg.node_config = std::rc::Rc::new(move |id, voters| {
@@ -238,18 +242,27 @@ fn a_change_skipping_the_joint_phase_is_caught() {
                 c
             }
         });
+        let mut s = Scenario::new("jump", ms(4_000));
+        for a in [1, 2] {
+            for b in [4, 5] {
+                s = s
+                    .with(ms(0), Fault::Cut { from: a, to: b })
+                    .with(ms(0), Fault::Cut { from: b, to: a });
+            }
+        }
         if let Some(v) = Cluster::new(cfg).run(&s).violation {
             caught.push(v.invariant);
         }
     }
     eprintln!("caught in {} of 20 seeds: {caught:?}", caught.len());
     assert!(
-        caught.contains(&"membership_quorums_intersect"),
+        caught.len() >= 10 && caught.iter().all(|v| v.starts_with("membership_")),
         "caught: {caught:?}"
     );
 }
 
-/// Core bug (known bugs 2 and 3 of issue 13's list): `replace_dead_follower/soft`
+/// Regression (found by the sweep; known bugs 2 and 3 of issue 13's list,
+/// fixed on main in 352a87c): `replace_dead_follower/soft`
 /// seed 207. Node 3 leads {1,2,3}; node 1 crashes for good at 1.0 s; node
 /// 3 is isolated at 1.189 s, accepts the operator's `Replace { old: 1, new:
 /// 4 }` at 1.5 s and makes membership epoch 1 (term 1: {1,2,3}, observer
@@ -261,8 +274,7 @@ fn a_change_skipping_the_joint_phase_is_caught() {
 /// it the newer membership. Two live voters of three never elect a leader
 /// (`liveness` at 7.76 s).
 #[test]
-#[ignore = "core bug: pre-vote duel ranking ignores membership, and a voter refusing an older membership does not send its own (known bugs 2, 3)"]
-fn core_bug_pre_vote_duel_deadlock_after_a_change_on_an_isolated_leader() {
+fn pre_vote_duel_after_a_change_on_an_isolated_leader_elects_a_leader() {
     let s = membership_scenarios()
         .into_iter()
         .find(|s| s.name == "replace_dead_follower/soft")
@@ -272,7 +284,8 @@ fn core_bug_pre_vote_duel_deadlock_after_a_change_on_an_isolated_leader() {
     assert_eq!(r.operations_completed, 1, "{r:?}");
 }
 
-/// Core bug (known bugs 1, 5 and 7 of issue 13's list): `two_operators/off`
+/// Regression (found by the sweep; known bugs 1, 5 and 7 of issue 13's
+/// list, fixed on main in 352a87c): `two_operators/off`
 /// seed 504. Node 1 leads term 1 of {1,2,3,4} (operator A added 4) and
 /// starts operator B's `Replace { old: 1, new: 5 }`: epoch 4 (observer 5),
 /// then the joint epoch 5 ({1,2,3,4} -> {2,3,4,5}), stored by everyone at
@@ -288,8 +301,7 @@ fn core_bug_pre_vote_duel_deadlock_after_a_change_on_an_isolated_leader() {
 /// down: no leader known to a quorum of {2,3,4,5} after the heal
 /// (`liveness` at 7.76 s).
 #[test]
-#[ignore = "core bug: a leader that inherited a joint membership removing itself leaves it without re-writing it, never hands over, and followers drop its heartbeats (known bugs 1, 5, 7)"]
-fn core_bug_removed_leader_that_inherited_the_joint_phase_never_hands_over() {
+fn removed_leader_that_inherited_the_joint_phase_hands_over() {
     let s = membership_scenarios()
         .into_iter()
         .find(|s| s.name == "two_operators/off")
@@ -370,7 +382,7 @@ fn conflicting_replacements(seed: u64, fencing: Fencing) -> (SimConfig, Scenario
 /// Safety under [`conflicting_replacements`]: no violation of a safety
 /// invariant in any seed (`TENURE_STRESS_SEEDS`, default 30 per fencing
 /// mode). Liveness failures are listed, not asserted: known core bugs
-/// stall some runs (see the ignored `core_bug_*` tests).
+/// stalled some runs before 352a87c (see the regression tests below).
 #[test]
 fn conflicting_replacements_stay_safe() {
     let n = env_u64("TENURE_STRESS_SEEDS").unwrap_or(30);
@@ -415,8 +427,9 @@ fn conflicting_replay() {
     println!("{report:#?}");
 }
 
-/// Core bug (known bugs 1, 5 and 7 of issue 13's list, one more
-/// consequence): [`conflicting_replacements`] seed 676, fencing off (also
+/// Regression (found by the conflicting-replacements search; known bugs
+/// 1, 5 and 7 of issue 13's list, one more consequence, fixed on main in
+/// 352a87c): [`conflicting_replacements`] seed 676, fencing off (also
 /// seed 749 off and 550 soft). Node 5 wins term 7 on the joint membership
 /// of `Replace { old: 5, new: 6 }` that the leader of term 5 stored,
 /// writes the final membership ({1,2,3,4,6}, epoch 3, term 7) at once
@@ -427,8 +440,7 @@ fn conflicting_replay() {
 /// never catches up (`NotCaughtUp` at 9.27 s), nor after `Promote { id: 7 }`:
 /// the second operator never finishes.
 #[test]
-#[ignore = "core bug: a removed leader keeps leading and accepts new changes that cannot complete (known bugs 1, 5, 7)"]
-fn core_bug_removed_leader_keeps_leading_and_accepts_a_new_change() {
+fn removed_leader_hands_over_before_a_new_change() {
     let (cfg, s) = conflicting_replacements(676, Fencing::Off);
     let r = Cluster::new(cfg).run(&s);
     assert!(r.violation.is_none(), "{:?}", r.violation);
