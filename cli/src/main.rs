@@ -23,7 +23,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use tenure::sim::{Cluster, Standard, Summary, standard_scenarios};
+use tenure::sim::{Cluster, Standard, Summary, all_scenarios};
 
 #[derive(Parser)]
 #[command(
@@ -138,7 +138,7 @@ fn main() -> ExitCode {
 }
 
 fn sim(args: SimArgs) -> ExitCode {
-    let chosen: Vec<Standard> = standard_scenarios()
+    let chosen: Vec<Standard> = all_scenarios()
         .into_iter()
         .filter(|s| s.name.contains(&args.scenario))
         .collect();
@@ -192,6 +192,7 @@ fn sim(args: SimArgs) -> ExitCode {
     }
     println!(
         "\nfailover: from a leader crash or isolation to a new leader known to a quorum (simulated time).\n\
+         changes: membership operators done (their change stored by a majority of each voter set); chg p50/p99/max: from the operator's start to that; chg fail: operators not done by the end of the run.\n\
          Timing unless the scenario says otherwise (`tenure sim --list`): heartbeat 100 ms, death timeout 400 ms, election timeout 400 ms + 0-40 ms jitter, network 1-10 ms, disk 1-5 ms."
     );
     if failed {
@@ -211,7 +212,7 @@ fn replay(chosen: &[Standard], seed: u64, trace: bool, timeline: Option<PathBuf>
         return ExitCode::from(2);
     };
     let (cfg, scenario) = s.build(seed);
-    let nodes = cfg.nodes + cfg.observers;
+    let nodes = cfg.nodes + cfg.observers + cfg.spares;
     let mut cluster = Cluster::new(cfg);
     if trace {
         cluster.enable_trace();
@@ -234,6 +235,16 @@ fn replay(chosen: &[Standard], seed: u64, trace: bool, timeline: Option<PathBuf>
         "{} seed {seed}: {} elections, max term {}, failovers {:?}",
         s.name, report.elections, report.max_term, report.failovers
     );
+    if report.operations > 0 {
+        println!(
+            "membership: {} of {} operators done in {:?}; {} refused, {} failed attempts",
+            report.operations_completed,
+            report.operations,
+            report.operation_times,
+            report.change_refusals,
+            report.change_attempt_failures
+        );
+    }
     match report.violation {
         Some(v) => {
             println!("{v}");

@@ -31,6 +31,22 @@ fn sim_prints_a_table_per_scenario() {
 }
 
 #[test]
+fn sim_table_shows_membership_changes() {
+    let (code, out, err) = tenure(&["sim", "--seeds", "2", "--scenario", "grow_3_to_5/soft"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("chg p99"), "{out}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("grow_3_to_5/soft "))
+        .unwrap_or_else(|| panic!("{out}"));
+    let cols: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(cols.len(), 15, "{line}");
+    assert_eq!(&cols[1..4], &["2", "0", "0"], "{line}");
+    assert_eq!(cols[10], "2", "two operators done: {line}");
+    assert_eq!(cols[14], "0", "none failed: {line}");
+}
+
+#[test]
 fn sim_replays_one_seed_with_trace_and_timeline() {
     let dir = std::env::temp_dir().join(format!("tenure-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -16,11 +16,17 @@
 //!   unacknowledged write may or may not have survived;
 //! - a fault schedule ([`Scenario`]);
 //! - voters with per-node timing and modes, a configured quorum, and
-//!   observers (see [`SimConfig`]).
+//!   observers (see [`SimConfig`]);
+//! - spare nodes and scripted operators that change the membership the way
+//!   a person with `tenure ctl` would ([`Operation`], [`Fault::Operate`]),
+//!   with faults aimed at a change in progress
+//!   ([`Fault::CrashFollower`], [`Fault::IsolateLeaderWith`]); the
+//!   membership scenarios are [`membership_scenarios`].
 //!
 //! Every step of every node is checked by its [`NodeChecker`], and after
-//! every event the cluster-wide [`Checker`]'s invariants are evaluated; the
-//! first violation stops the run and is reported with the seed.
+//! every event the cluster-wide [`Checker`]'s and [`MembershipChecker`]'s
+//! invariants are evaluated; the first violation stops the run and is
+//! reported with the seed.
 //!
 //! For one node driven by generated inputs (property tests, fuzzing),
 //! [`OpRunner`] runs a list of [`Op`]s the way a driver would, each step
@@ -40,7 +46,9 @@
 //! ```
 
 mod check;
+mod membership_check;
 mod node_check;
+mod operator;
 mod ops;
 mod replication;
 mod scenario;
@@ -60,11 +68,15 @@ use rand_core::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 
 pub use check::{Checker, Violation};
+pub use membership_check::{MembershipChecker, quorums_intersect};
 pub use node_check::{NodeChecker, NodeViolation};
+pub use operator::{Goal, Operation};
 pub use ops::{Op, OpRunner};
 pub use replication::ReplicationModel;
 pub use scenario::{Fault, Scenario};
-pub use standard::{Standard, standard_scenarios};
+pub use standard::{
+    MEMBERSHIP_HEAL, Standard, all_scenarios, membership_scenarios, standard_scenarios,
+};
 pub use summary::Summary;
 pub use timeline::{NodeState, Timeline};
 
@@ -92,6 +104,10 @@ pub enum StorageMode {
     AckBeforeDurable,
     /// Broken: restart nodes from an empty state instead of their disk.
     RestartFromEmpty,
+    /// Broken: restart nodes with their term and vote but without their
+    /// stored membership (from the configured bootstrap membership), as a
+    /// driver that forgets to save or load it would.
+    ForgetMembership,
     /// A synchronous disk: a write completes within the step that issued
     /// it (the disk holds it, and `Input::Persisted` is fed right after the
     /// step's other actions), ignoring `write_latency`. A write issued
@@ -115,6 +131,10 @@ pub enum PeerMode {
     /// issue 8 (defect 1). Across a leader restart this lets a stale answer
     /// back a strict lease.
     AckStaleHeartbeats,
+    /// Broken: every message is stamped with the receiver's durable
+    /// membership instead of the sender's, so no node ever learns that a
+    /// peer's membership is older or newer than its own.
+    StampReceiverMembership,
 }
 
 /// Overrides for one directed link.
@@ -348,6 +368,8 @@ enum Payload<P> {
     },
     /// A membership change for the leader; retried while there is none.
     ChangeAtLeader(MembershipChange, u32),
+    /// Operator `.0` looks at the cluster (`.1`: and schedules its next look).
+    OperatorPoll(usize, bool),
     Timer {
         node: NodeId,
         generation: u64,
@@ -436,6 +458,29 @@ pub struct Report {
     pub membership_changes: Vec<Duration>,
     /// Membership changes that failed (or found no leader for 10 s).
     pub membership_failures: u64,
+    /// Operators started ([`Fault::Operate`]).
+    pub operations: u64,
+    /// Operators whose goal was met: a membership meeting it was stored
+    /// by a majority of each of its voter sets.
+    pub operations_completed: u64,
+    /// Each completed operator's duration, from its start to the instant
+    /// the membership meeting its goal was stored.
+    pub operation_times: Vec<Duration>,
+    /// Operators that gave up at their bound or were still working when
+    /// the run ended.
+    pub operations_unfinished: u64,
+    /// Operator requests refused at once (not leader, change in progress,
+    /// not established, invalid); the operator retries.
+    pub change_refusals: u64,
+    /// Operator requests accepted that then failed (not caught up, no
+    /// quorum, stepped down); the operator retries.
+    pub change_attempt_failures: u64,
+    /// Elections won while an operator was still working (a change was
+    /// in progress or pending): coverage of failovers mid-change.
+    pub elected_mid_change: u64,
+    /// Elections won by a node acting on a joint membership (it inherits
+    /// a change it must finish).
+    pub elected_on_joint: u64,
 }
 
 /// A simulated cluster of `Node<P>`s. [`Cluster::new`] runs `Node<()>`;
@@ -490,6 +535,21 @@ pub struct Cluster<P: LogPosition = ()> {
     history: Option<History<P>>,
     /// [`Scenario::heal_at`] of the scenario being run.
     heal_at: Option<Duration>,
+    /// Membership invariants across changes.
+    membership_checker: MembershipChecker,
+    /// Each node's membership before it stores one (its configuration's).
+    config_memberships: Vec<Membership>,
+    /// Scripted operators ([`Fault::Operate`]).
+    operators: Vec<operator::OperatorState>,
+    /// The operator whose request is being fed to a leader.
+    operator_asking: Option<usize>,
+    /// Whether that request was refused within the step.
+    operator_refused: bool,
+    /// Nodes crashed for good ([`Fault::CrashFollower`] without restart):
+    /// restarts skip them.
+    dead: BTreeSet<NodeId>,
+    /// The node the latest [`Fault::CrashFollower`] crashed.
+    crashed_follower: Option<NodeId>,
 }
 
 /// Every `Send` action and every event, in order.
@@ -561,6 +621,8 @@ impl<P: LogPosition> Cluster<P> {
                 + slowest(Config::effective_election_jitter))
                 * 3
             + max_latency * 4;
+        let config_memberships: Vec<Membership> =
+            configs.iter().map(Config::effective_membership).collect();
         let half = i64::from(cfg.clock_skew_ppm / 2);
         let mut nodes = Vec::new();
         for &id in &ids {
@@ -623,7 +685,15 @@ impl<P: LogPosition> Cluster<P> {
             replication: None,
             history: None,
             heal_at: None,
+            membership_checker: MembershipChecker::default(),
+            config_memberships,
+            operators: Vec::new(),
+            operator_asking: None,
+            operator_refused: false,
+            dead: BTreeSet::new(),
+            crashed_follower: None,
         };
+        cluster.membership_disks_changed();
         cluster.report.seed = cluster.cfg.seed;
         for id in ids {
             cluster.start_node(id);
@@ -796,6 +866,11 @@ impl<P: LogPosition> Cluster<P> {
             self.nodes[i].disk = HardState::default();
             self.nodes[i].disk_membership = None;
         }
+        if self.cfg.storage == StorageMode::ForgetMembership
+            && self.nodes[i].disk_membership.take().is_some()
+        {
+            self.membership_disks_changed();
+        }
         if let Some(m) = self.nodes[i].disk_membership.clone() {
             config = config.membership(m);
         }
@@ -928,7 +1003,12 @@ impl<P: LogPosition> Cluster<P> {
                 let latency = link.map_or(self.cfg.latency, |l| l.latency);
                 let copies = if self.chance(duplicate) { 2 } else { 1 };
                 let incarnation = self.nodes[i].incarnation;
-                let stamp = self.nodes[i]
+                let stamper = if self.cfg.peers == PeerMode::StampReceiverMembership {
+                    self.idx(to).unwrap_or(i)
+                } else {
+                    i
+                };
+                let stamp = self.nodes[stamper]
                     .node
                     .as_ref()
                     .map_or_else(MembershipId::default, Node::membership_id);
@@ -974,6 +1054,16 @@ impl<P: LogPosition> Cluster<P> {
                 }
                 if let Event::BecameLeader { term, .. } = event {
                     self.report.elections += 1;
+                    if self.operators.iter().any(operator::OperatorState::working) {
+                        self.report.elected_mid_change += 1;
+                    }
+                    if self.nodes[i]
+                        .node
+                        .as_ref()
+                        .is_some_and(|n| n.membership().is_joint())
+                    {
+                        self.report.elected_on_joint += 1;
+                    }
                     self.check_leader_completeness(id, term);
                 }
                 if matches!(event, Event::CampaignStarted { .. })
@@ -1024,6 +1114,24 @@ impl<P: LogPosition> Cluster<P> {
         let stored = membership.id();
         self.nodes[i].disk_membership = Some(membership);
         self.membership_acks.push((id, stored));
+        self.membership_disks_changed();
+    }
+
+    /// Re-evaluates which memberships are stored (every node's durable
+    /// membership, or its configured one before its first write), and
+    /// whether an operator's goal is now met.
+    fn membership_disks_changed(&mut self) {
+        let max_term = self.nodes.iter().map(|s| s.disk.term).max().unwrap_or(0);
+        let disks = self
+            .nodes
+            .iter()
+            .zip(&self.config_memberships)
+            .map(|(s, c)| {
+                let m = s.disk_membership.as_ref().unwrap_or(c);
+                (s.id, (!m.voters.is_empty()).then_some(m))
+            });
+        self.membership_checker.disks_changed(disks, max_term);
+        self.check_operators();
     }
 
     /// Membership change timing for the report.
@@ -1040,8 +1148,9 @@ impl<P: LogPosition> Cluster<P> {
                 self.report.membership_failures += 1;
                 self.change_started = None;
             }
-            _ => {}
+            _ => return,
         }
+        self.operator_event(id, event);
     }
 
     fn complete_write(&mut self, i: usize) {
@@ -1088,10 +1197,13 @@ impl<P: LogPosition> Cluster<P> {
                     self.crash(l);
                 }
             }
-            Fault::Restart(id) => self.start_node(id),
+            Fault::Restart(id) if !self.dead.contains(&id) => self.start_node(id),
+            Fault::Restart(_) => {}
             Fault::RestartAll => {
                 for id in self.all_ids() {
-                    self.start_node(id);
+                    if !self.dead.contains(&id) {
+                        self.start_node(id);
+                    }
                 }
             }
             Fault::CrashRestart(id, after) => self.crash_restart(id, after),
@@ -1159,6 +1271,9 @@ impl<P: LogPosition> Cluster<P> {
                 }
             }
             Fault::ChangeMembership(change) => self.change_at_leader(change, 0),
+            Fault::Operate(op) => self.start_operator(op),
+            Fault::CrashFollower { restart_after } => self.crash_follower(restart_after),
+            Fault::IsolateLeaderWith(others) => self.isolate_leader_with(others),
             Fault::Input(id, input) => {
                 self.log(id, format_args!("input {input:?}"));
                 match lift_input(input) {
@@ -1187,6 +1302,76 @@ impl<P: LogPosition> Cluster<P> {
             }
             None => self.report.membership_failures += 1,
         }
+    }
+
+    /// Applies `fault` again in 50 ms (it needs a leader known to a quorum
+    /// and there is none now), unless that is at or after the scenario's
+    /// heal (no fault acts after it).
+    fn retry_fault(&mut self, fault: Fault) {
+        let at = self.now + Duration::from_millis(50);
+        if self.heal_at.is_some_and(|h| at >= Instant::ZERO + h) {
+            self.log(0, format_args!("dropped (the faults are over): {fault:?}"));
+            return;
+        }
+        self.schedule(at, Payload::Fault(fault));
+    }
+
+    /// Crashes a live voter of the quorum-known leader's membership other
+    /// than the leader (drawn from the seed), restarting it `restart_after`
+    /// later if given.
+    fn crash_follower(&mut self, restart_after: Option<Duration>) {
+        let Some((leader, _)) = self.leader_known_to_quorum() else {
+            self.retry_fault(Fault::CrashFollower { restart_after });
+            return;
+        };
+        let Some(m) = self.node(leader).map(|n| n.membership().all_voters()) else {
+            return;
+        };
+        let up: Vec<NodeId> = m
+            .into_iter()
+            .filter(|&v| v != leader && self.node(v).is_some())
+            .collect();
+        if up.is_empty() {
+            return;
+        }
+        let victim = up[(self.rng.next_u64() % up.len() as u64) as usize];
+        self.crashed_follower = Some(victim);
+        match restart_after {
+            Some(after) => self.crash_restart(victim, after),
+            None => {
+                self.dead.insert(victim);
+                self.crash(victim);
+            }
+        }
+    }
+
+    /// Cuts the quorum-known leader and `others` of its fellow voters
+    /// (drawn from the seed) from every other node, both ways.
+    fn isolate_leader_with(&mut self, others: u64) {
+        let Some((leader, _)) = self.leader_known_to_quorum() else {
+            self.retry_fault(Fault::IsolateLeaderWith(others));
+            return;
+        };
+        let Some(voters) = self.node(leader).map(|n| n.membership().all_voters()) else {
+            return;
+        };
+        let mut rest: Vec<NodeId> = voters.into_iter().filter(|&v| v != leader).collect();
+        let mut side = std::vec![leader];
+        for _ in 0..others {
+            if rest.is_empty() {
+                break;
+            }
+            let k = (self.rng.next_u64() % rest.len() as u64) as usize;
+            side.push(rest.remove(k));
+        }
+        self.start_failover();
+        for &a in &side {
+            for b in self.all_ids().filter(|b| !side.contains(b)) {
+                self.cut.insert((a, b));
+                self.cut.insert((b, a));
+            }
+        }
+        self.log(leader, format_args!("isolated with {side:?}"));
     }
 
     fn record_state(&mut self, i: usize) {
@@ -1358,6 +1543,7 @@ impl<P: LogPosition> Cluster<P> {
             && self.chance(0.5)
         {
             self.nodes[i].disk_membership = Some(membership);
+            self.membership_disks_changed();
         }
         self.nodes[i].membership_gen += 1;
         self.nodes[i].timer_gen += 1;
@@ -1413,6 +1599,9 @@ impl<P: LogPosition> Cluster<P> {
                     break;
                 }
             }
+        }
+        if self.report.violation.is_none() {
+            self.finish_operators();
         }
         self.report.ended_at = self.now;
         self.report.max_term = self.checker.max_term();
@@ -1509,6 +1698,7 @@ impl<P: LogPosition> Cluster<P> {
                 }
             }
             Payload::ChangeAtLeader(change, tries) => self.change_at_leader(change, tries),
+            Payload::OperatorPoll(idx, periodic) => self.operator_poll(idx, periodic),
             Payload::WriteDone { node, generation } => {
                 if let Some(i) = self.idx(node)
                     && self.nodes[i].write_gen == generation
@@ -1612,6 +1802,26 @@ impl<P: LogPosition> Cluster<P> {
             .collect();
         if views.iter().any(|v| v.lease.is_some()) {
             self.report.lease_events += 1;
+        }
+        let leaders: Vec<(NodeId, u64, &Membership)> = self
+            .nodes
+            .iter()
+            .filter_map(|s| {
+                let node = s.node.as_ref()?;
+                let st = node.status();
+                (st.role == Role::Leader).then(|| (s.id, st.term, node.membership()))
+            })
+            .collect();
+        self.membership_checker.check_leaders(&leaders);
+        if let Some((invariant, detail)) =
+            self.membership_checker.take_violations().into_iter().next()
+        {
+            return Some(Violation {
+                seed,
+                at: now,
+                invariant,
+                detail,
+            });
         }
         self.checker.check(seed, now, &views)
     }

@@ -7,6 +7,7 @@ use std::vec::Vec;
 use rand_core::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 
+use super::Operation;
 use crate::{Input, MembershipChange, NodeId};
 
 /// One fault, applied at a scheduled instant.
@@ -71,6 +72,20 @@ pub enum Fault {
     /// Ask the leader known to a quorum for a membership change (retried
     /// every 50 ms, for up to 10 s, while there is none).
     ChangeMembership(MembershipChange),
+    /// Start a scripted operator (see [`Operation`]).
+    Operate(Operation),
+    /// Crash a live voter other than the leader known to a quorum (one of
+    /// its membership's voters, drawn from the seed), and restart it after
+    /// the given delay if any. Retried every 50 ms while there is no such
+    /// leader (until [`Scenario::heal_at`]).
+    CrashFollower {
+        /// Restart it after this long (`None`: it stays down).
+        restart_after: Option<Duration>,
+    },
+    /// Cut the leader known to a quorum and this many of its fellow voters
+    /// (drawn from the seed) from everyone else, both ways. Retried every
+    /// 50 ms while there is no such leader (until [`Scenario::heal_at`]).
+    IsolateLeaderWith(u64),
 }
 
 impl Fault {
@@ -100,6 +115,9 @@ impl Fault {
             Fault::CrashRestartLeader(d) => (format!("crash+restart leader {d:?}"), None),
             Fault::SetLongTail(p) => (format!("long tail {:.0}%", p * 100.0), None),
             Fault::ChangeMembership(change) => (format!("{change:?}"), None),
+            Fault::Operate(op) => (op.label(), None),
+            Fault::CrashFollower { .. } => (String::from("crash follower"), None),
+            Fault::IsolateLeaderWith(n) => (format!("isolate leader + {n}"), None),
         }
     }
 }

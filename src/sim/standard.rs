@@ -10,7 +10,12 @@ use std::vec::Vec;
 use rand_core::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 
-use super::{Fault, Scenario, SimConfig};
+use super::{Fault, Goal, Operation, Scenario, SimConfig};
+
+/// When the random faults of the membership scenarios stop (everything
+/// heals and restarts): operators then have until the end of the run
+/// (12 s) to finish.
+pub const MEMBERSHIP_HEAL: Duration = Duration::from_millis(6_000);
 use crate::{Config, Fencing, Input, Mode};
 
 fn ms(v: u64) -> Duration {
@@ -46,7 +51,26 @@ enum Kind {
     MixedTiming,
     ManualVoterObserver,
     Quorum4Of5,
+    Grow3To5,
+    Shrink5To3,
+    ReplaceLeader,
+    ReplaceDeadFollower,
+    CrashMidChange,
+    PartitionMidChange,
+    TwoOperators,
 }
+
+/// The membership scenarios: `(name, kind, voters, spares)`, each in every
+/// fencing mode.
+const MEMBERSHIP_KINDS: [(&str, Kind, u64, u64); 7] = [
+    ("grow_3_to_5", Kind::Grow3To5, 3, 2),
+    ("shrink_5_to_3", Kind::Shrink5To3, 5, 0),
+    ("replace_leader", Kind::ReplaceLeader, 3, 1),
+    ("replace_dead_follower", Kind::ReplaceDeadFollower, 3, 1),
+    ("crash_mid_change", Kind::CrashMidChange, 3, 2),
+    ("partition_mid_change", Kind::PartitionMidChange, 5, 0),
+    ("two_operators", Kind::TwoOperators, 3, 2),
+];
 
 const ALL: &[Fencing] = &[Fencing::Off, Fencing::Soft, Fencing::Strict];
 /// Mixed timing is about the strict lease; soft shows that liveness holds.
@@ -78,6 +102,44 @@ const KINDS: [(&str, Kind, u64, &[Fencing]); 22] = [
     // acknowledgement must now complete a quorum of three.
     ("long_tail_restarts_5", Kind::LongTailRestarts, 5, ALL),
 ];
+
+fn mode_name(fencing: Fencing) -> &'static str {
+    match fencing {
+        Fencing::Off => "off",
+        Fencing::Soft => "soft",
+        _ => "strict",
+    }
+}
+
+/// The membership-change scenarios (issue 13), each in every fencing mode:
+/// scripted operators grow 3 → 5, shrink 5 → 3, replace the leader,
+/// replace a dead follower, change while a follower and the leader crash
+/// or the leader is partitioned with a minority, and two operators ask at
+/// once; under random crashes, restarts, loss, duplication, reordering and
+/// long-tail delays beyond the timeouts (see [`Standard::build`]). Not part
+/// of [`standard_scenarios`].
+pub fn membership_scenarios() -> Vec<Standard> {
+    let mut all = Vec::new();
+    for fencing in [Fencing::Off, Fencing::Soft, Fencing::Strict] {
+        for (name, kind, nodes, _) in MEMBERSHIP_KINDS {
+            all.push(Standard {
+                name: std::format!("{name}/{}", mode_name(fencing)),
+                nodes,
+                fencing,
+                kind,
+            });
+        }
+    }
+    all
+}
+
+/// [`standard_scenarios`] then [`membership_scenarios`]: what `tenure sim`
+/// runs.
+pub fn all_scenarios() -> Vec<Standard> {
+    let mut all = standard_scenarios();
+    all.extend(membership_scenarios());
+    all
+}
 
 /// Every standard scenario in every fencing mode it applies to.
 pub fn standard_scenarios() -> Vec<Standard> {
@@ -134,6 +196,21 @@ impl Standard {
             Kind::Quorum4Of5 => {
                 "5 voters with a configured quorum of 4; a first election in time, then random faults"
             }
+            Kind::Grow3To5 => "an operator adds voters 4 and 5 to {1,2,3}; random faults",
+            Kind::Shrink5To3 => "an operator removes voters 4 and 5 from {1..5}; random faults",
+            Kind::ReplaceLeader => "an operator replaces the leader by node 4; random faults",
+            Kind::ReplaceDeadFollower => {
+                "a follower crashes for good; an operator replaces it by node 4; random faults"
+            }
+            Kind::CrashMidChange => {
+                "growing 3 -> 5, a follower crashes 0-150 ms and the leader 100-800 ms into the change; random faults"
+            }
+            Kind::PartitionMidChange => {
+                "shrinking 5 -> 3, the leader and one voter are cut off 0-150 ms into the change; random faults"
+            }
+            Kind::TwoOperators => {
+                "at once, one operator adds voter 4 and another replaces the leader by 5; random faults"
+            }
         }
     }
 
@@ -158,6 +235,10 @@ impl Standard {
         let d = ms(12_000);
         let heal = ms(9_000);
         let mut s = Scenario::new(&self.name, d);
+        if let Some(&(_, _, _, spares)) = MEMBERSHIP_KINDS.iter().find(|k| k.1 == self.kind) {
+            cfg.spares = spares;
+            return self.membership(cfg, seed);
+        }
         s = match self.kind {
             Kind::LeaderCrash => s
                 .with(ms(2_000), Fault::CrashLeader)
@@ -290,6 +371,7 @@ impl Standard {
                 let r = Scenario::random(seed, self.nodes, ms(10_000));
                 return (cfg, self.first_election_then(r));
             }
+            _ => unreachable!("membership scenarios are built above"),
         };
         s.heal_at = Some(heal);
         (cfg, s)
@@ -357,6 +439,158 @@ impl Standard {
         // The deaf node stays deaf: liveness is demanded with it running.
         s.heal_at = Some(ms(3_000));
         (cfg, s)
+    }
+
+    /// A membership scenario: an operator (two for `two_operators`) starts
+    /// at 1.5 s with a 10 s bound; random faults from 0.5 s to
+    /// [`MEMBERSHIP_HEAL`] (crash-restarts of any node within 1-500 ms,
+    /// crashes restarted 0.2-1.5 s later, leader isolations and one-way
+    /// cuts healed 0.3-1.5 s later, loss up to 10%, disk stalls of 0.1-0.8
+    /// s), on top of 1% loss, 1% duplication and 1% of messages delayed
+    /// 0.4-2 s (beyond the timeouts) until then; the run lasts 12 s, so the
+    /// operators have 6 s of calm to finish.
+    fn membership(&self, mut cfg: SimConfig, seed: u64) -> (SimConfig, Scenario) {
+        let mut rng = Pcg64Mcg::seed_from_u64(seed ^ 0x13E3_B0A7);
+        let mut pick = |n: u64| rng.next_u64() % n;
+        cfg.loss = 0.01;
+        cfg.duplicate = 0.01;
+        cfg.long_tail = 0.01;
+        cfg.long_tail_delay = (ms(400), ms(2_000));
+        let ids = self.nodes + cfg.spares;
+        let heal = MEMBERSHIP_HEAL;
+        let mut s = Scenario::new(&self.name, ms(12_000));
+        let start = ms(1_500);
+        let bound = ms(10_000);
+        let until_done = |goal: Goal| Operation::ChangeMembershipUntilDone { goal, bound };
+        let grow = || {
+            until_done(Goal {
+                voters: std::vec![4, 5],
+                removed: Vec::new(),
+            })
+        };
+        let shrink = || {
+            until_done(Goal {
+                voters: Vec::new(),
+                removed: std::vec![4, 5],
+            })
+        };
+        let mut faults: Vec<(u64, Fault)> = Vec::new();
+        match self.kind {
+            Kind::Grow3To5 => s = s.with(start, Fault::Operate(grow())),
+            Kind::Shrink5To3 => s = s.with(start, Fault::Operate(shrink())),
+            Kind::ReplaceLeader => {
+                s = s.with(
+                    start,
+                    Fault::Operate(Operation::ReplaceLeader { new: 4, bound }),
+                );
+            }
+            Kind::ReplaceDeadFollower => {
+                s = s
+                    .with(
+                        ms(1_000),
+                        Fault::CrashFollower {
+                            restart_after: None,
+                        },
+                    )
+                    .with(
+                        start,
+                        Fault::Operate(Operation::ReplaceDeadVoter {
+                            old: 0,
+                            new: 4,
+                            bound,
+                        }),
+                    );
+            }
+            Kind::CrashMidChange => {
+                s = s.with(start, Fault::Operate(grow()));
+                let restart = Some(ms(300 + pick(1_200)));
+                faults.push((
+                    1_500 + pick(150),
+                    Fault::CrashFollower {
+                        restart_after: restart,
+                    },
+                ));
+                faults.push((
+                    1_600 + pick(700),
+                    Fault::CrashRestartLeader(ms(1 + pick(500))),
+                ));
+            }
+            Kind::PartitionMidChange => {
+                s = s.with(start, Fault::Operate(shrink()));
+                let at = 1_500 + pick(150);
+                faults.push((at, Fault::IsolateLeaderWith(1)));
+                faults.push((at + 1_000 + pick(1_500), Fault::Heal));
+            }
+            Kind::TwoOperators => {
+                s = s
+                    .with(
+                        start,
+                        Fault::Operate(until_done(Goal {
+                            voters: std::vec![4],
+                            removed: Vec::new(),
+                        })),
+                    )
+                    .with(
+                        start,
+                        Fault::Operate(Operation::ReplaceLeader { new: 5, bound }),
+                    );
+            }
+            _ => unreachable!("not a membership scenario"),
+        }
+        // Random background faults until the heal.
+        let mut at = 500 + pick(500);
+        let end = heal.as_millis() as u64;
+        while at < end {
+            let node = 1 + pick(ids);
+            let later = |d: u64| (at + d).min(end);
+            match pick(7) {
+                0 => faults.push((at, Fault::CrashRestart(node, ms(1 + pick(500))))),
+                1 => {
+                    faults.push((at, Fault::Crash(node)));
+                    faults.push((later(200 + pick(1_300)), Fault::Restart(node)));
+                }
+                2 => {
+                    faults.push((at, Fault::IsolateLeader));
+                    faults.push((later(300 + pick(1_200)), Fault::Heal));
+                }
+                3 => {
+                    let other = 1 + pick(ids);
+                    faults.push((
+                        at,
+                        Fault::Cut {
+                            from: node,
+                            to: other,
+                        },
+                    ));
+                    faults.push((later(300 + pick(1_200)), Fault::Heal));
+                }
+                4 => faults.push((at, Fault::SetLoss(pick(11) as f64 / 100.0))),
+                5 => {
+                    faults.push((at, Fault::StallDisk(node)));
+                    faults.push((later(100 + pick(700)), Fault::UnstallDisk(node)));
+                }
+                _ => faults.push((at, Fault::CrashRestartLeader(ms(1 + pick(500))))),
+            }
+            at += 300 + pick(1_200);
+        }
+        for (at, f) in faults {
+            s = s.with(ms(at), f);
+        }
+        s = s
+            .with(heal, Fault::Heal)
+            .with(heal, Fault::SetLoss(0.0))
+            .with(heal, Fault::SetLongTail(0.0))
+            .with(heal, Fault::RestartAll);
+        for id in 1..=ids {
+            s = s.with(heal, Fault::UnstallDisk(id));
+        }
+        s.heal_at = Some(heal);
+        (cfg, s)
+    }
+
+    /// Whether this is one of [`membership_scenarios`].
+    pub fn is_membership(&self) -> bool {
+        MEMBERSHIP_KINDS.iter().any(|k| k.1 == self.kind)
     }
 
     /// The node made deaf by [`Standard::build`] for `seed`, in the `deaf_*`

@@ -28,6 +28,12 @@ pub struct Summary {
     pub simulated: Duration,
     /// The first violation seen, for replay.
     pub first_violation: Option<Violation>,
+    /// Operators whose membership change completed (stored).
+    pub changes_completed: u64,
+    /// Their durations, from the operator's start to the change stored.
+    pub change_times: Vec<Duration>,
+    /// Operators that gave up or had not finished when their run ended.
+    pub change_failures: u64,
 }
 
 impl Summary {
@@ -56,14 +62,20 @@ impl Summary {
         self.failovers.extend(&report.failovers);
         self.rounds.extend(&report.failover_rounds);
         self.spurious_leader_changes += report.spurious_leader_changes;
+        self.changes_completed += report.operations_completed;
+        self.change_times.extend(&report.operation_times);
+        self.change_failures += report.operations_unfinished;
+    }
+
+    /// The change-completion time at quantile `q` (0..=1), if any change
+    /// completed.
+    pub fn change_quantile(&self, q: f64) -> Option<Duration> {
+        quantile(&self.change_times, q)
     }
 
     /// The failover time at quantile `q` (0..=1), if any failover happened.
     pub fn failover_quantile(&self, q: f64) -> Option<Duration> {
-        let mut sorted = self.failovers.clone();
-        sorted.sort_unstable();
-        let last = sorted.len().checked_sub(1)?;
-        sorted.get(((last as f64) * q).round() as usize).copied()
+        quantile(&self.failovers, q)
     }
 
     /// Mean campaigns per failover.
@@ -88,7 +100,7 @@ impl Summary {
         let mut t = String::new();
         let _ = writeln!(
             t,
-            "{:<30} {:>6} {:>7} {:>8} {:>9} {:>8} {:>8} {:>8} {:>11} {:>10}",
+            "{:<30} {:>6} {:>7} {:>8} {:>9} {:>8} {:>8} {:>8} {:>11} {:>10} {:>7} {:>8} {:>8} {:>8} {:>8}",
             "scenario",
             "runs",
             "safety",
@@ -98,7 +110,12 @@ impl Summary {
             "p99 ms",
             "max ms",
             "rounds/fo",
-            "spurious/h"
+            "spurious/h",
+            "changes",
+            "chg p50",
+            "chg p99",
+            "chg max",
+            "chg fail"
         );
         let ms = |d: Option<Duration>| {
             d.map_or_else(
@@ -109,7 +126,7 @@ impl Summary {
         for s in summaries {
             let _ = writeln!(
                 t,
-                "{:<30} {:>6} {:>7} {:>8} {:>9} {:>8} {:>8} {:>8} {:>11} {:>10.1}",
+                "{:<30} {:>6} {:>7} {:>8} {:>9} {:>8} {:>8} {:>8} {:>11} {:>10.1} {:>7} {:>8} {:>8} {:>8} {:>8}",
                 s.name,
                 s.runs,
                 s.safety_violations,
@@ -120,9 +137,22 @@ impl Summary {
                 ms(s.failover_quantile(1.0)),
                 s.rounds_per_failover()
                     .map_or_else(|| String::from("-"), |r| std::format!("{r:.2}")),
-                s.spurious_per_hour()
+                s.spurious_per_hour(),
+                s.changes_completed,
+                ms(s.change_quantile(0.5)),
+                ms(s.change_quantile(0.99)),
+                ms(s.change_quantile(1.0)),
+                s.change_failures
             );
         }
         t
     }
+}
+
+/// The value at quantile `q` (0..=1) of `values`, if any.
+fn quantile(values: &[Duration], q: f64) -> Option<Duration> {
+    let mut sorted = values.to_vec();
+    sorted.sort_unstable();
+    let last = sorted.len().checked_sub(1)?;
+    sorted.get(((last as f64) * q).round() as usize).copied()
 }
