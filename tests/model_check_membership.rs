@@ -1,0 +1,1112 @@
+//! Model checking membership changes with stateright: the real `Node`,
+//! four of them (three bootstrap voters and a spare, node 4, that starts
+//! with `Config::join`), with the membership as durable state.
+//!
+//! # The model
+//!
+//! The election model of `tests/model_check.rs` (one real clock that
+//! only moves forward in `Tick` steps, an unordered network, strict
+//! fencing, crashes that keep only what was fsynced, nodes compared by
+//! `Node::protocol_fingerprint`), extended with what membership adds:
+//!
+//! - **Membership storage.** `Event::PersistMembership(m)` starts a write
+//!   of its own; it completes on a separate `FsyncMembership` step (so a
+//!   crash can land between the request and the acknowledgement, with the
+//!   term-and-vote write in flight or not), which stores it, then feeds
+//!   `Input::PersistedMembership`. A restart builds the node from what
+//!   storage holds: `Config::membership(stored)` if a membership was ever
+//!   stored, else the bootstrap voters (nodes 1–3) or `Config::join`
+//!   (node 4).
+//! - **Stamped messages.** Every message carries the sender's
+//!   `Node::membership_id` when it was sent and is delivered with
+//!   `Input::ReceiveStamped`, as the drivers do.
+//! - **An operator.** A `Propose(n)` step feeds node `n`, while it leads,
+//!   the next change of the scenario for its membership (a budget bounds
+//!   them). The scenarios: `GrowShrink` (3 → 4 → 3: add node 4 as a voter,
+//!   which goes observer → catch-up → joint → final, then remove a voter)
+//!   and `Replace` (node 4 replaces voter 3 in one joint change). After a
+//!   failed step the operator retries what is left (promote the observer,
+//!   or drop it and replace again).
+//! - **Faults.** Crashes and restarts of any node at any step, message
+//!   loss (a message never delivered; explicit `Drop` steps in the random
+//!   walks), reordering (the network is a multiset), duplication (a
+//!   `Duplicate` step delivers a copy and keeps the message; budgeted).
+//!
+//! # Where the search starts
+//!
+//! A change is some 60–100 steps from a fresh cluster, far beyond an
+//! exhaustive search with four nodes. So the model first runs each
+//! scenario once along a *happy path* (a fixed policy: complete writes,
+//! deliver messages, propose the next change, tick the earliest deadline),
+//! and every state on it at which some node's membership write starts or
+//! completes (every phase: observer, joint, final, each written, partially
+//! stored, stored) is an initial state. The exhaustive search then runs a
+//! few steps from every one of them, so every fault of those steps (a
+//! crash of any node with the write in flight, a restart from a partially
+//! stored joint or final membership, a duplicated or reordered update, an
+//! election) is explored at every phase. Seeded random walks go deeper:
+//! hundreds of steps each from the same states, with crashes, restarts,
+//! drops, duplicates and the operator's retries.
+//!
+//! # What is checked
+//!
+//! Always: at most one leader per term and strict leases never overlap
+//! (and no lease once a higher term elected a leader), by
+//! `tenure::sim::Checker`; every step passes its resumed
+//! `tenure::sim::NodeChecker`; a durable vote never changes within a term;
+//! **membership never goes back** (storage never replaces a membership by
+//! an older one, and a node never acts on a membership older than one it
+//! acted on before, across restarts); **completeness** (a node becomes
+//! leader only with a membership at least every one *stored* so far: a
+//! majority of each of its voter sets holding it or a newer one durably,
+//! the membership module's definition); **no vote for an older
+//! membership** (a voter grants a vote only to a request stamped with a
+//! membership at least its own durable one). Sometimes (so the checks are
+//! not vacuous): a joint membership is in use by a leader, a change
+//! completes, a leader is elected with the scenario's final membership,
+//! a lease is held under a joint membership.
+//!
+//! # Cost
+//!
+//! See the test docs; `TENURE_MEMBERSHIP_DEPTH` and
+//! `TENURE_MEMBERSHIP_WALKS` scale the searches.
+
+#![cfg(feature = "sim")]
+#![forbid(unsafe_code)]
+
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::time::Instant as WallClock;
+
+use stateright::{Checker, Expectation, Model, Property};
+use tenure::sim::{Checker as SimChecker, NodeChecker};
+use tenure::{
+    Action, Config, Event, Fencing, HardState, Input, Instant, Membership, MembershipChange,
+    MembershipId, Message, MessageKind, Node, NodeId, Role,
+};
+
+/// An `Always` property over the ghost `broken` (a macro: properties
+/// are function pointers, which capture nothing).
+macro_rules! ghost_property {
+    ($name:literal) => {
+        Property::always($name, |_, cluster: &Cluster| {
+            cluster.broken.as_ref().is_none_or(|(p, _)| *p != $name)
+        })
+    };
+}
+
+const NODES: usize = 4;
+const BOOTSTRAP: [NodeId; 3] = [1, 2, 3];
+/// The spare node: joins with `Config::join`.
+const SPARE: NodeId = 4;
+const MAX_TERM: u64 = 4;
+
+/// The changes an operator asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Scenario {
+    /// 3 → 4 → 3: add the spare as a voter, then remove `remove`.
+    GrowShrink { remove: NodeId },
+    /// The spare replaces voter `old`.
+    Replace { old: NodeId },
+}
+
+impl Scenario {
+    /// The change an operator asks a leader with membership `m` for next.
+    fn next_change(self, m: &Membership) -> Option<MembershipChange> {
+        if m.is_joint() {
+            return None;
+        }
+        let address = || String::from("n4");
+        let spare_observer = m.observers.contains(&SPARE);
+        match self {
+            Scenario::GrowShrink { remove } => {
+                if !m.is_member(SPARE) {
+                    Some(MembershipChange::AddVoter {
+                        id: SPARE,
+                        address: address(),
+                    })
+                } else if spare_observer {
+                    Some(MembershipChange::Promote { id: SPARE })
+                } else if m.voters.len() == 4 && m.voters.contains(&remove) {
+                    Some(MembershipChange::Remove { id: remove })
+                } else {
+                    None
+                }
+            }
+            Scenario::Replace { old } => {
+                if !m.voters.contains(&old) {
+                    None
+                } else if !m.is_member(SPARE) {
+                    Some(MembershipChange::Replace {
+                        old,
+                        new: SPARE,
+                        address: address(),
+                    })
+                } else if spare_observer {
+                    // A replacement that failed left the spare an
+                    // observer: drop it, then replace again.
+                    Some(MembershipChange::Remove { id: SPARE })
+                } else {
+                    None
+                }
+            }
+        }
+    }
+
+    /// The voters the scenario ends with.
+    fn final_voters(self) -> Vec<NodeId> {
+        let gone = match self {
+            Scenario::GrowShrink { remove } => remove,
+            Scenario::Replace { old } => old,
+        };
+        (1..=NODES as NodeId).filter(|&id| id != gone).collect()
+    }
+}
+
+/// What the model lets go wrong, and how the nodes are driven.
+#[derive(Clone, Copy, Debug)]
+struct Variant {
+    scenario: Scenario,
+    max_crashes: u8,
+    max_duplicates: u8,
+    max_proposals: u8,
+    /// Explicit `Drop` steps (the random walks: a long run would
+    /// otherwise carry every undelivered heartbeat along).
+    drops: bool,
+    /// `Config::membership_change_timeout` in milliseconds (`None`: the
+    /// default, ten election timeouts).
+    change_timeout_ms: Option<u64>,
+    /// A broken driver (only to show the checker can fail): it
+    /// acknowledges a membership write at once, before storage holds it.
+    ack_membership_early: bool,
+    /// A broken driver (only to show the checker can fail): it restarts a
+    /// node from its configuration, forgetting the stored membership.
+    forget_membership_on_restart: bool,
+}
+
+const GROW_SHRINK: Variant = Variant {
+    scenario: Scenario::GrowShrink { remove: 1 },
+    max_crashes: 1,
+    max_duplicates: 1,
+    max_proposals: 2,
+    drops: false,
+    change_timeout_ms: None,
+    ack_membership_early: false,
+    forget_membership_on_restart: false,
+};
+
+const REPLACE: Variant = Variant {
+    scenario: Scenario::Replace { old: 3 },
+    ..GROW_SHRINK
+};
+
+/// A message in flight, stamped with the sender's membership when sent.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct Envelope {
+    src: NodeId,
+    dst: NodeId,
+    /// `MembershipId` as `(epoch, term, fingerprint)` (sortable).
+    stamp: (u64, u64, u64),
+    msg: Message,
+}
+
+impl Envelope {
+    fn stamp(&self) -> MembershipId {
+        MembershipId {
+            epoch: self.stamp.0,
+            term: self.stamp.1,
+            fingerprint: self.stamp.2,
+        }
+    }
+}
+
+/// A node that is up: the engine and the writes it asked for, not yet
+/// fsynced.
+#[derive(Clone, Debug)]
+struct Running {
+    node: Node,
+    pending: Option<HardState>,
+    pending_membership: Option<Membership>,
+}
+
+/// `(term, epoch)`: how memberships are ordered.
+type Version = (u64, u64);
+
+fn version(m: &Membership) -> Version {
+    (m.term, m.epoch)
+}
+
+fn id_version(m: MembershipId) -> Version {
+    (m.term, m.epoch)
+}
+
+#[derive(Clone, Debug)]
+struct Cluster {
+    /// Real time; every node's clock reads it.
+    now: Instant,
+    /// `None`: crashed.
+    nodes: Vec<Option<Arc<Running>>>,
+    /// What each node's storage holds: term and vote, and the membership
+    /// (`None`: never stored one).
+    disks: Vec<HardState>,
+    stored_memberships: Vec<Option<Arc<Membership>>>,
+    /// Messages in flight, sorted (a multiset: order means nothing).
+    network: Vec<Envelope>,
+    crashes: u8,
+    duplicates: u8,
+    proposals: u8,
+    /// Ghost: the highest term any node became leader in.
+    highest_elected: u64,
+    /// Ghost: the newest membership version each node acted on, in any
+    /// life.
+    acted: [Version; NODES],
+    /// Ghost: the newest membership stored (by a majority of each of its
+    /// voter sets, durably).
+    committed: Version,
+    /// Ghost: changes completed.
+    completed: u8,
+    /// Ghost: the first property a step broke, and how.
+    broken: Option<(&'static str, String)>,
+}
+
+/// What identifies a state: `now` itself is left out, the nodes are
+/// fingerprinted relative to it (see `tests/model_check.rs`).
+type Identity<'a> = (
+    Vec<Option<(u64, Option<HardState>, Option<Version>)>>,
+    &'a [HardState],
+    Vec<Option<Version>>,
+    &'a [Envelope],
+    (u8, u8, u8, u8),
+    (u64, [Version; NODES], Version),
+    Option<&'static str>,
+);
+
+impl Cluster {
+    fn identity(&self) -> Identity<'_> {
+        let nodes = self
+            .nodes
+            .iter()
+            .map(|slot| {
+                slot.as_ref().map(|r| {
+                    (
+                        r.node.protocol_fingerprint(self.now),
+                        r.pending,
+                        r.pending_membership.as_ref().map(version),
+                    )
+                })
+            })
+            .collect();
+        // A stored membership is named by its version: each version has
+        // one membership (the leader of its term made it).
+        let stored = self
+            .stored_memberships
+            .iter()
+            .map(|m| m.as_deref().map(version))
+            .collect();
+        (
+            nodes,
+            &self.disks,
+            stored,
+            &self.network,
+            (
+                self.crashes,
+                self.duplicates,
+                self.proposals,
+                self.completed,
+            ),
+            (self.highest_elected, self.acted, self.committed),
+            self.broken.as_ref().map(|(p, _)| *p),
+        )
+    }
+
+    fn break_property(&mut self, property: &'static str, detail: String) {
+        self.broken.get_or_insert((property, detail));
+    }
+
+    fn running(&self) -> impl Iterator<Item = (NodeId, &Node)> {
+        ids().filter_map(|id| self.nodes[index(id)].as_ref().map(|r| (id, &r.node)))
+    }
+
+    fn leader(&self) -> Option<(NodeId, &Node)> {
+        self.running()
+            .filter(|(_, n)| n.status().role == Role::Leader)
+            .max_by_key(|(_, n)| n.status().term)
+    }
+
+    /// The stored version of node `id`'s membership: what storage holds,
+    /// or the bootstrap membership (epoch 0) it starts from.
+    fn stored_version(&self, id: NodeId) -> Version {
+        self.stored_memberships[index(id)]
+            .as_deref()
+            .map_or((0, 0), version)
+    }
+
+    /// Recomputes the ghost `committed` after a membership write: every
+    /// stored membership one of whose voter sets lacks a majority holding
+    /// it or a newer one durably is not (yet) stored.
+    fn update_committed(&mut self) {
+        for m in self.stored_memberships.iter().flatten() {
+            let v = version(m);
+            if v <= self.committed {
+                continue;
+            }
+            let stored = [&m.voters, &m.outgoing]
+                .into_iter()
+                .filter(|set| !set.is_empty())
+                .all(|set| {
+                    let holding = set
+                        .iter()
+                        .filter(|&&id| self.stored_version(id) >= v)
+                        .count();
+                    2 * holding > set.len()
+                });
+            if stored {
+                self.committed = v;
+            }
+        }
+    }
+}
+
+impl Hash for Cluster {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.identity().hash(state);
+    }
+}
+
+impl PartialEq for Cluster {
+    fn eq(&self, other: &Self) -> bool {
+        self.identity() == other.identity()
+    }
+}
+
+impl Eq for Cluster {}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Step {
+    Deliver(Envelope),
+    /// Delivers a copy; the message stays in flight.
+    Duplicate(Envelope),
+    /// The message is lost.
+    Drop(Envelope),
+    /// Real time jumps to the node's next deadline (unless due) and it ticks.
+    Tick(NodeId),
+    /// The node's pending term-and-vote write becomes durable and is
+    /// acknowledged.
+    Fsync(NodeId),
+    /// The node's pending membership write becomes durable and is
+    /// acknowledged.
+    FsyncMembership(NodeId),
+    Crash(NodeId),
+    Restart(NodeId),
+    /// The operator asks the node (a leader) for the scenario's next change.
+    Propose(NodeId),
+}
+
+fn index(id: NodeId) -> usize {
+    id as usize - 1
+}
+
+fn ids() -> impl Iterator<Item = NodeId> {
+    1..=NODES as NodeId
+}
+
+struct MembershipModel {
+    variant: Variant,
+    /// The initial states (computed once: the random walks ask for them
+    /// at every trace).
+    init: Vec<Cluster>,
+}
+
+impl MembershipModel {
+    /// The model with its initial states: the fresh cluster and every
+    /// phase of the scenario's happy path.
+    fn new(variant: Variant) -> MembershipModel {
+        let mut model = MembershipModel {
+            variant,
+            init: Vec::new(),
+        };
+        let path = model.happy_path();
+        let mut init = vec![path[0].clone()];
+        let phase = |c: &Cluster| -> Vec<(Option<Version>, Option<Version>)> {
+            ids()
+                .map(|id| {
+                    let pending = c.nodes[index(id)]
+                        .as_ref()
+                        .and_then(|r| r.pending_membership.as_ref().map(version));
+                    let stored = c.stored_memberships[index(id)].as_deref().map(version);
+                    (pending, stored)
+                })
+                .collect()
+        };
+        for pair in path.windows(2) {
+            if phase(&pair[0]) != phase(&pair[1]) {
+                init.push(pair[1].clone());
+            }
+        }
+        model.init = init;
+        model
+    }
+
+    fn config(&self, id: NodeId, stored: Option<&Membership>) -> Config {
+        let mut config = Config::new(id, BOOTSTRAP)
+            .fencing(Fencing::Strict)
+            .rng_seed(1);
+        if let Some(ms) = self.variant.change_timeout_ms {
+            config = config.membership_change_timeout(std::time::Duration::from_millis(ms));
+        }
+        match stored {
+            Some(m) => config.membership(m.clone()),
+            None if id == SPARE => config.join(),
+            None => config,
+        }
+    }
+
+    fn start(
+        &self,
+        id: NodeId,
+        disk: HardState,
+        stored: Option<&Membership>,
+        now: Instant,
+    ) -> Arc<Running> {
+        let node = Node::new(self.config(id, stored), disk, now).expect("valid config");
+        Arc::new(Running {
+            node,
+            pending: None,
+            pending_membership: None,
+        })
+    }
+
+    fn fresh(&self) -> Cluster {
+        Cluster {
+            now: Instant::ZERO,
+            nodes: ids()
+                .map(|id| Some(self.start(id, HardState::default(), None, Instant::ZERO)))
+                .collect(),
+            disks: vec![HardState::default(); NODES],
+            stored_memberships: vec![None; NODES],
+            network: Vec::new(),
+            crashes: 0,
+            duplicates: 0,
+            proposals: 0,
+            highest_elected: 0,
+            acted: [(0, 0); NODES],
+            committed: (0, 0),
+            completed: 0,
+            broken: None,
+        }
+    }
+
+    /// Steps node `id` at the real time and applies what it asks for,
+    /// through a `NodeChecker` resumed from the node's current state, and
+    /// checks the membership properties of the step.
+    fn run(&self, cluster: &mut Cluster, id: NodeId, input: Input) {
+        let now = cluster.now;
+        let disk = cluster.disks[index(id)];
+        let slot = &mut cluster.nodes[index(id)];
+        let running = Arc::make_mut(slot.as_mut().expect("running node"));
+        let mut checker = NodeChecker::resume(&running.node, now, disk, running.pending);
+        if let Input::Persisted(acked) = &input {
+            // The write in flight is acknowledged by this very step.
+            running.pending = running.pending.filter(|p| p != acked);
+        }
+        // A vote request, for the vote property.
+        let request = match &input {
+            Input::ReceiveStamped {
+                from,
+                stamp,
+                message:
+                    Message {
+                        kind: MessageKind::VoteRequest { .. },
+                        ..
+                    },
+            } => Some((*from, *stamp)),
+            _ => None,
+        };
+        let before = running.node.status();
+        let mine = running.node.membership_id();
+        let mut actions = Vec::new();
+        let result = checker.step(&mut running.node, now, input, &mut actions);
+        let after = running.node.status();
+        let stamp = running.node.membership_id();
+        let membership = running.node.membership().clone();
+        let mut early_acks = Vec::new();
+        let mut sends = Vec::new();
+        let mut broken = Vec::new();
+        if let Err(v) = result {
+            broken.push(("every step passes its NodeChecker", v.to_string()));
+        }
+        if let Some((candidate, their)) = request
+            && after.vote == Some(candidate)
+            && before.vote != Some(candidate)
+            && mine.is_newer_than(&their)
+        {
+            broken.push((
+                "no vote for a candidate with an older membership",
+                format!(
+                    "node {id} (membership {mine}) voted for node {candidate} in term {} on a request stamped {their}",
+                    after.term
+                ),
+            ));
+        }
+        for action in actions {
+            match action {
+                Action::Persist(hs) => running.pending = Some(hs),
+                Action::Send { to, message } => sends.push(Envelope {
+                    src: id,
+                    dst: to,
+                    stamp: (stamp.epoch, stamp.term, stamp.fingerprint),
+                    msg: message,
+                }),
+                Action::Event(Event::BecameLeader { term, .. }) => {
+                    cluster.highest_elected = cluster.highest_elected.max(term);
+                    if version(&membership) < cluster.committed {
+                        broken.push((
+                            "completeness: a new leader's membership is at least every stored one",
+                            format!(
+                                "node {id} leads term {term} with membership {:?} (term, epoch), but {:?} was stored",
+                                version(&membership),
+                                cluster.committed
+                            ),
+                        ));
+                    }
+                }
+                Action::Event(Event::PersistMembership(m)) => {
+                    if self.variant.ack_membership_early {
+                        early_acks.push(m.id());
+                    }
+                    running.pending_membership = Some(m);
+                }
+                Action::Event(Event::MembershipChangeCompleted { .. }) => {
+                    cluster.completed = cluster.completed.saturating_add(1).min(3);
+                }
+                Action::Event(_) => {}
+            }
+        }
+        for envelope in sends {
+            let at = cluster.network.partition_point(|e| *e <= envelope);
+            cluster.network.insert(at, envelope);
+        }
+        self.note_acted(cluster, id, version(&membership), &mut broken);
+        for (property, detail) in broken {
+            cluster.break_property(property, detail);
+        }
+        for acked in early_acks {
+            self.run(cluster, id, Input::PersistedMembership(acked));
+        }
+    }
+
+    /// Ghost `acted`: node `id` acts on membership `v` now.
+    fn note_acted(
+        &self,
+        cluster: &mut Cluster,
+        id: NodeId,
+        v: Version,
+        broken: &mut Vec<(&'static str, String)>,
+    ) {
+        let acted = &mut cluster.acted[index(id)];
+        if v < *acted {
+            broken.push((
+                "membership never goes back",
+                format!("node {id} acts on membership {v:?} (term, epoch) after {acted:?}"),
+            ));
+        }
+        *acted = (*acted).max(v);
+    }
+
+    /// The pending write of node `id` becomes durable and is acknowledged.
+    fn fsync(&self, cluster: &mut Cluster, id: NodeId) -> Option<()> {
+        let running = Arc::make_mut(cluster.nodes[index(id)].as_mut()?);
+        let hs = running.pending?;
+        let old = cluster.disks[index(id)];
+        if hs.term == old.term && old.vote.is_some() && hs.vote != old.vote {
+            cluster.break_property(
+                "durable vote never changes within a term",
+                format!("node {id}: {old:?} -> {hs:?}"),
+            );
+        }
+        cluster.disks[index(id)] = hs;
+        self.run(cluster, id, Input::Persisted(hs));
+        Some(())
+    }
+
+    /// The pending membership write of node `id` becomes durable and (for
+    /// a correct driver) is acknowledged.
+    fn fsync_membership(&self, cluster: &mut Cluster, id: NodeId) -> Option<()> {
+        let running = Arc::make_mut(cluster.nodes[index(id)].as_mut()?);
+        let m = running.pending_membership.take()?;
+        if let Some(old) = cluster.stored_memberships[index(id)].as_deref()
+            && version(&m) < version(old)
+        {
+            cluster.break_property(
+                "membership never goes back",
+                format!(
+                    "node {id}: storage replaces {:?} by {:?} (term, epoch)",
+                    version(old),
+                    version(&m)
+                ),
+            );
+        }
+        let acked = m.id();
+        cluster.stored_memberships[index(id)] = Some(Arc::new(m));
+        cluster.update_committed();
+        if !self.variant.ack_membership_early {
+            self.run(cluster, id, Input::PersistedMembership(acked));
+        }
+        Some(())
+    }
+
+    fn restart(&self, cluster: &mut Cluster, id: NodeId) -> Option<()> {
+        if cluster.nodes[index(id)].is_some() {
+            return None;
+        }
+        let stored = if self.variant.forget_membership_on_restart {
+            None
+        } else {
+            cluster.stored_memberships[index(id)].clone()
+        };
+        let running = self.start(id, cluster.disks[index(id)], stored.as_deref(), cluster.now);
+        let v = id_version(running.node.membership_id());
+        cluster.nodes[index(id)] = Some(running);
+        let mut broken = Vec::new();
+        self.note_acted(cluster, id, v, &mut broken);
+        for (property, detail) in broken {
+            cluster.break_property(property, detail);
+        }
+        Some(())
+    }
+
+    /// The cluster invariants `tenure::sim::Checker` finds in this state
+    /// (as in `tests/model_check.rs`).
+    fn cluster_violations(&self, cluster: &Cluster) -> Vec<&'static str> {
+        let mut checker = SimChecker::default();
+        if cluster.highest_elected > 0 {
+            let leader = cluster
+                .running()
+                .find(|(_, n)| {
+                    let st = n.status();
+                    st.role == Role::Leader && st.term == cluster.highest_elected
+                })
+                .map_or(0, |(id, _)| id);
+            checker.leader_elected(leader, cluster.highest_elected, cluster.now);
+        }
+        let nodes = cluster.running().map(|(_, node)| (node, cluster.now));
+        checker
+            .check_nodes(0, cluster.now, nodes)
+            .into_iter()
+            .map(|v| v.invariant)
+            .collect()
+    }
+
+    /// The change the operator would ask node `id` for now, if it leads.
+    fn proposal(&self, cluster: &Cluster, id: NodeId) -> Option<MembershipChange> {
+        let node = &cluster.nodes[index(id)].as_ref()?.node;
+        if node.status().role != Role::Leader || cluster.proposals >= self.variant.max_proposals {
+            return None;
+        }
+        self.variant.scenario.next_change(node.membership())
+    }
+
+    /// The scenario's happy path from the fresh cluster: complete writes,
+    /// deliver messages, propose the next change once none is running,
+    /// else tick the node with the earliest deadline; until the final
+    /// membership is durable on every final voter and the network is
+    /// quiet. Every state on the way.
+    fn happy_path(&self) -> Vec<Cluster> {
+        let unbounded = MembershipModel {
+            variant: Variant {
+                max_proposals: u8::MAX,
+                ..self.variant
+            },
+            init: Vec::new(),
+        };
+        let mut cluster = self.fresh();
+        let mut path = vec![cluster.clone()];
+        let final_voters = self.variant.scenario.final_voters();
+        // Outcomes reported (completed or failed): a change runs while
+        // proposals outnumber them.
+        let mut idle_since_proposal = true;
+        for _ in 0..2_000 {
+            let done = final_voters.iter().all(|&id| {
+                cluster.stored_memberships[index(id)]
+                    .as_deref()
+                    .is_some_and(|m| m.voters == final_voters && !m.is_joint())
+            });
+            if done && cluster.network.is_empty() {
+                break;
+            }
+            let step = ids()
+                .find(|&id| {
+                    cluster.nodes[index(id)]
+                        .as_ref()
+                        .is_some_and(|r| r.pending.is_some())
+                })
+                .map(Step::Fsync)
+                .or_else(|| {
+                    ids()
+                        .find(|&id| {
+                            cluster.nodes[index(id)]
+                                .as_ref()
+                                .is_some_and(|r| r.pending_membership.is_some())
+                        })
+                        .map(Step::FsyncMembership)
+                })
+                .or_else(|| cluster.network.first().cloned().map(Step::Deliver))
+                .or_else(|| {
+                    let (leader, _) = cluster.leader()?;
+                    let leading = cluster.nodes[index(leader)].as_ref()?;
+                    // Propose only with the change before it finished
+                    // everywhere: no membership write anywhere.
+                    let quiet = cluster
+                        .nodes
+                        .iter()
+                        .flatten()
+                        .all(|r| r.pending_membership.is_none());
+                    (idle_since_proposal
+                        && quiet
+                        && unbounded.proposal(&cluster, leader).is_some()
+                        && !leading.node.membership().is_joint())
+                    .then_some(Step::Propose(leader))
+                })
+                .unwrap_or_else(|| {
+                    let id = cluster
+                        .running()
+                        .filter_map(|(id, n)| n.next_deadline().map(|d| (d, id)))
+                        .min()
+                        .map(|(_, id)| id)
+                        .expect("a deadline");
+                    Step::Tick(id)
+                });
+            let completed = cluster.completed;
+            if matches!(step, Step::Propose(_)) {
+                idle_since_proposal = false;
+            }
+            cluster = unbounded
+                .next_state(&cluster, step.clone())
+                .unwrap_or_else(|| panic!("happy path step {step:?} not enabled"));
+            if cluster.completed != completed || matches!(step, Step::Tick(_)) {
+                // A change completed, or time passed (a refused or failed
+                // proposal is retried at the next tick).
+                idle_since_proposal = true;
+            }
+            // Happy-path states count no proposals: the searches from them
+            // get the whole budget.
+            cluster.proposals = 0;
+            path.push(cluster.clone());
+        }
+        let last = path.last().expect("a path");
+        assert!(
+            final_voters.iter().all(|&id| {
+                last.stored_memberships[index(id)]
+                    .as_deref()
+                    .is_some_and(|m| m.voters == final_voters)
+            }),
+            "the happy path of {:?} did not end with voters {final_voters:?}:\n{}",
+            self.variant.scenario,
+            describe_state(last)
+        );
+        assert!(last.broken.is_none(), "{:?}", last.broken);
+        path
+    }
+}
+
+impl Model for MembershipModel {
+    type State = Cluster;
+    type Action = Step;
+
+    fn init_states(&self) -> Vec<Cluster> {
+        self.init.clone()
+    }
+
+    fn actions(&self, cluster: &Cluster, actions: &mut Vec<Step>) {
+        let mut previous = None;
+        for envelope in &cluster.network {
+            if previous == Some(envelope) {
+                continue; // The same message twice: one choice.
+            }
+            previous = Some(envelope);
+            if cluster.nodes[index(envelope.dst)].is_some() {
+                actions.push(Step::Deliver(envelope.clone()));
+                if cluster.duplicates < self.variant.max_duplicates {
+                    actions.push(Step::Duplicate(envelope.clone()));
+                }
+            }
+            if self.variant.drops {
+                actions.push(Step::Drop(envelope.clone()));
+            }
+        }
+        for id in ids() {
+            match &cluster.nodes[index(id)] {
+                Some(r) => {
+                    if r.node.next_deadline().is_some() {
+                        actions.push(Step::Tick(id));
+                    }
+                    if r.pending.is_some() {
+                        actions.push(Step::Fsync(id));
+                    }
+                    if r.pending_membership.is_some() {
+                        actions.push(Step::FsyncMembership(id));
+                    }
+                    if cluster.crashes < self.variant.max_crashes {
+                        actions.push(Step::Crash(id));
+                    }
+                    if self.proposal(cluster, id).is_some() {
+                        actions.push(Step::Propose(id));
+                    }
+                }
+                None => actions.push(Step::Restart(id)),
+            }
+        }
+    }
+
+    fn next_state(&self, last: &Cluster, step: Step) -> Option<Cluster> {
+        let mut cluster = last.clone();
+        match step {
+            Step::Deliver(envelope) | Step::Duplicate(envelope) | Step::Drop(envelope)
+                if !cluster.network.contains(&envelope) =>
+            {
+                return None;
+            }
+            Step::Deliver(ref envelope) | Step::Duplicate(ref envelope) => {
+                let envelope = envelope.clone();
+                cluster.nodes[index(envelope.dst)].as_ref()?;
+                if matches!(step, Step::Deliver(_)) {
+                    let at = cluster.network.iter().position(|e| *e == envelope)?;
+                    cluster.network.remove(at);
+                } else {
+                    cluster.duplicates += 1;
+                }
+                let input = Input::ReceiveStamped {
+                    from: envelope.src,
+                    stamp: envelope.stamp(),
+                    message: envelope.msg,
+                };
+                self.run(&mut cluster, envelope.dst, input);
+            }
+            Step::Drop(envelope) => {
+                let at = cluster.network.iter().position(|e| *e == envelope)?;
+                cluster.network.remove(at);
+            }
+            Step::Tick(id) => {
+                let deadline = cluster.nodes[index(id)].as_ref()?.node.next_deadline()?;
+                cluster.now = cluster.now.max(deadline);
+                self.run(&mut cluster, id, Input::Tick);
+            }
+            Step::Fsync(id) => self.fsync(&mut cluster, id)?,
+            Step::FsyncMembership(id) => self.fsync_membership(&mut cluster, id)?,
+            Step::Crash(id) => {
+                cluster.nodes[index(id)].take()?;
+                cluster.crashes += 1;
+            }
+            Step::Restart(id) => self.restart(&mut cluster, id)?,
+            Step::Propose(id) => {
+                let change = self.proposal(&cluster, id)?;
+                cluster.proposals += 1;
+                self.run(&mut cluster, id, Input::ChangeMembership(change));
+            }
+        }
+        Some(cluster)
+    }
+
+    fn within_boundary(&self, cluster: &Cluster) -> bool {
+        cluster
+            .running()
+            .all(|(_, node)| node.status().term <= MAX_TERM)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        vec![
+            Property::always("one leader per term", |model, cluster| {
+                !model
+                    .cluster_violations(cluster)
+                    .contains(&"one_leader_per_term")
+            }),
+            Property::always("strict leases never overlap", |model, cluster| {
+                !model
+                    .cluster_violations(cluster)
+                    .contains(&"lease_exclusive")
+            }),
+            Property::always(
+                "no lease once a higher term elected a leader",
+                |model, cluster| {
+                    !model
+                        .cluster_violations(cluster)
+                        .contains(&"lease_outlives_newer_leader")
+                },
+            ),
+            ghost_property!("every step passes its NodeChecker"),
+            ghost_property!("durable vote never changes within a term"),
+            ghost_property!("membership never goes back"),
+            ghost_property!("completeness: a new leader's membership is at least every stored one"),
+            ghost_property!("no vote for a candidate with an older membership"),
+            Property::sometimes(
+                "a leader uses a joint membership",
+                |_, cluster: &Cluster| {
+                    cluster
+                        .leader()
+                        .is_some_and(|(_, n)| n.membership().is_joint())
+                },
+            ),
+            Property::sometimes(
+                "a lease is held under a joint membership",
+                |_, cluster: &Cluster| {
+                    cluster.leader().is_some_and(|(_, n)| {
+                        n.membership().is_joint() && n.lease(cluster.now).is_some()
+                    })
+                },
+            ),
+            Property::sometimes("a change completes", |_, cluster: &Cluster| {
+                cluster.completed > 0
+            }),
+            Property::sometimes(
+                "a leader is elected with the final membership",
+                |model: &MembershipModel, cluster: &Cluster| {
+                    let final_voters = model.variant.scenario.final_voters();
+                    cluster.highest_elected > 1
+                        && cluster.leader().is_some_and(|(_, n)| {
+                            n.status().term == cluster.highest_elected
+                                && n.membership().voters == final_voters
+                                && !n.membership().is_joint()
+                        })
+                },
+            ),
+            Property::sometimes("a node crashes", |_, cluster: &Cluster| cluster.crashes > 0),
+        ]
+    }
+}
+
+/// One line per node: role, term, vote, stored and used membership.
+fn describe_state(cluster: &Cluster) -> String {
+    let show = |m: &Membership| {
+        if m.is_joint() {
+            format!("e{}t{}{:?}<-{:?}", m.epoch, m.term, m.voters, m.outgoing)
+        } else {
+            format!("e{}t{}{:?}+{:?}", m.epoch, m.term, m.voters, m.observers)
+        }
+    };
+    let nodes: Vec<String> = ids()
+        .map(|id| {
+            let disk = cluster.disks[index(id)];
+            let stored = cluster.stored_memberships[index(id)]
+                .as_deref()
+                .map_or_else(|| String::from("-"), show);
+            let storage = format!("disk t{} v{:?} m {stored}", disk.term, disk.vote);
+            match &cluster.nodes[index(id)] {
+                None => format!("n{id}: down [{storage}]"),
+                Some(r) => {
+                    let st = r.node.status();
+                    let lease = match r.node.lease(cluster.now) {
+                        Some(l) => format!(" lease<{}", l.valid_until),
+                        None => String::new(),
+                    };
+                    let writing = r
+                        .pending_membership
+                        .as_ref()
+                        .map_or_else(String::new, |m| format!(" writing {}", show(m)));
+                    format!(
+                        "n{id}: {:?} t{} uses {}{writing}{lease} [{storage}]",
+                        st.role,
+                        st.term,
+                        show(r.node.membership())
+                    )
+                }
+            }
+        })
+        .collect();
+    format!(
+        "  at {} (in flight: {}, stored: {:?}):\n    {}\n",
+        cluster.now,
+        cluster.network.len(),
+        cluster.committed,
+        nodes.join("\n    ")
+    )
+}
+
+/// A counterexample, state by state.
+fn describe(path: stateright::Path<Cluster, Step>) -> String {
+    let mut text = String::new();
+    for (cluster, step) in path.into_vec() {
+        text += &describe_state(&cluster);
+        if let Some(step) = step {
+            let step = match &step {
+                Step::Deliver(e) | Step::Duplicate(e) | Step::Drop(e) => {
+                    let what = match step {
+                        Step::Deliver(_) => "Deliver",
+                        Step::Duplicate(_) => "Duplicate",
+                        _ => "Drop",
+                    };
+                    format!(
+                        "{what} {} -> {} (stamp e{} t{}): term {} {:?}",
+                        e.src, e.dst, e.stamp.0, e.stamp.1, e.msg.term, e.msg.kind
+                    )
+                }
+                other => format!("{other:?}"),
+            };
+            text += &format!("  => {step}\n");
+        }
+    }
+    text
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|d| d.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Checks every `Always` property of `model`'s exhaustive search to
+/// `depth` from every initial state, and that each of `reached` is
+/// reached.
+fn explore(name: &str, variant: Variant, depth: usize, reached: &[&'static str]) {
+    #[allow(clippy::disallowed_methods)]
+    let started = WallClock::now();
+    let model = MembershipModel::new(variant);
+    let seeds = model.init.len();
+    let checker = model.checker().target_max_depth(depth).spawn_bfs().join();
+    eprintln!(
+        "{name}: {seeds} initial states, {} unique states to depth {depth} in {:.1?}",
+        checker.unique_state_count(),
+        started.elapsed()
+    );
+    report(&checker, reached);
+}
+
+fn report(checker: &impl Checker<MembershipModel>, reached: &[&'static str]) {
+    let mut failures = Vec::new();
+    for property in checker.model().properties() {
+        if property.expectation == Expectation::Always
+            && let Some(path) = checker.discovery(property.name)
+        {
+            let last = path.last_state().clone();
+            failures.push(format!(
+                "{}: counterexample\n{}{}",
+                property.name,
+                describe(path),
+                last.broken
+                    .map(|(p, d)| format!("  ({p}: {d})\n"))
+                    .unwrap_or_default()
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    for &name in reached {
+        checker.assert_any_discovery(name);
+    }
+}
+
+/// The happy paths reach their final memberships (the searches start
+/// from their phases).
+#[test]
+fn membership_model_happy_paths() {
+    for variant in [GROW_SHRINK, REPLACE] {
+        let model = MembershipModel::new(variant);
+        eprintln!(
+            "{:?}: {} initial states",
+            variant.scenario,
+            model.init.len()
+        );
+        for state in &model.init {
+            eprint!("{}", describe_state(state));
+        }
+    }
+}
