@@ -1110,3 +1110,41 @@ fn membership_model_happy_paths() {
         }
     }
 }
+
+fn depth() -> usize {
+    env_usize("TENURE_MEMBERSHIP_DEPTH", 4)
+}
+
+/// 3 → 4 → 3 (add node 4 as a voter, remove node 1), exhaustively to
+/// `TENURE_MEMBERSHIP_DEPTH` steps from every phase of the change.
+#[test]
+fn model_check_membership_grow_shrink() {
+    explore(
+        "GROW_SHRINK",
+        GROW_SHRINK,
+        depth(),
+        &[
+            "a leader uses a joint membership",
+            "a lease is held under a joint membership",
+            "a change completes",
+            "a node crashes",
+        ],
+    );
+}
+
+/// Node 4 replaces node 3, exhaustively to `TENURE_MEMBERSHIP_DEPTH`
+/// steps from every phase of the change.
+#[test]
+fn model_check_membership_replace() {
+    explore(
+        "REPLACE",
+        REPLACE,
+        depth(),
+        &[
+            "a leader uses a joint membership",
+            "a lease is held under a joint membership",
+            "a change completes",
+            "a node crashes",
+        ],
+    );
+}
