@@ -99,7 +99,6 @@ const NODES: usize = 4;
 const BOOTSTRAP: [NodeId; 3] = [1, 2, 3];
 /// The spare node: joins with `Config::join`.
 const SPARE: NodeId = 4;
-const MAX_TERM: u64 = 4;
 
 /// The changes an operator asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -170,6 +169,8 @@ struct Variant {
     max_crashes: u8,
     max_duplicates: u8,
     max_proposals: u8,
+    /// Terms beyond this end a run (`Model::within_boundary`).
+    max_term: u64,
     /// Explicit `Drop` steps (the random walks: a long run would
     /// otherwise carry every undelivered heartbeat along).
     drops: bool,
@@ -189,6 +190,7 @@ const GROW_SHRINK: Variant = Variant {
     max_crashes: 1,
     max_duplicates: 1,
     max_proposals: 2,
+    max_term: 4,
     drops: false,
     change_timeout_ms: None,
     ack_membership_early: false,
@@ -910,7 +912,7 @@ impl Model for MembershipModel {
     fn within_boundary(&self, cluster: &Cluster) -> bool {
         cluster
             .running()
-            .all(|(_, node)| node.status().term <= MAX_TERM)
+            .all(|(_, node)| node.status().term <= self.variant.max_term)
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
@@ -1145,6 +1147,129 @@ fn model_check_membership_replace() {
             "a lease is held under a joint membership",
             "a change completes",
             "a node crashes",
+        ],
+    );
+}
+
+/// Random walks: a biased choice (deliveries and writes more often than
+/// crashes), reproducible from the checker's seed.
+#[derive(Clone)]
+struct Biased;
+
+impl stateright::Chooser<MembershipModel> for Biased {
+    type State = u64;
+
+    fn new_state(&self, seed: u64) -> u64 {
+        seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1
+    }
+
+    fn choose_initial_state(&self, state: &mut u64, initial_states: &[Cluster]) -> usize {
+        (next_random(state) % initial_states.len() as u64) as usize
+    }
+
+    fn choose_action(&self, state: &mut u64, _current: &Cluster, actions: &[Step]) -> usize {
+        let weight = |step: &Step| -> u64 {
+            match step {
+                Step::Deliver(_) => 20,
+                Step::Fsync(_) | Step::FsyncMembership(_) => 12,
+                Step::Propose(_) => 10,
+                Step::Restart(_) => 6,
+                Step::Tick(_) => 5,
+                Step::Drop(_) => 2,
+                Step::Duplicate(_) | Step::Crash(_) => 1,
+            }
+        };
+        let total: u64 = actions.iter().map(weight).sum();
+        let mut pick = next_random(state) % total;
+        for (i, step) in actions.iter().enumerate() {
+            let w = weight(step);
+            if pick < w {
+                return i;
+            }
+            pick -= w;
+        }
+        actions.len() - 1
+    }
+}
+
+/// xorshift64*.
+fn next_random(state: &mut u64) -> u64 {
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+}
+
+/// What the random walks let go wrong: more crashes, duplicates and
+/// proposals than the exhaustive searches, explicit drops, a change
+/// timeout short enough that changes fail and roll back.
+fn walking(variant: Variant) -> Variant {
+    Variant {
+        max_crashes: 4,
+        max_duplicates: 4,
+        max_proposals: 8,
+        max_term: 8,
+        drops: true,
+        change_timeout_ms: Some(1_500),
+        ..variant
+    }
+}
+
+/// Seeded random walks of up to `WALK_LENGTH` steps from the fresh
+/// cluster and every phase, until `states` states were visited.
+fn walk(name: &str, variant: Variant, seed: u64, states: usize, reached: &[&'static str]) {
+    #[allow(clippy::disallowed_methods)]
+    let started = WallClock::now();
+    let model = MembershipModel::new(variant);
+    let checker = model
+        .checker()
+        .target_max_depth(WALK_LENGTH)
+        .target_state_count(states)
+        .spawn_simulation(seed, Biased)
+        .join();
+    eprintln!(
+        "{name}: random walks (seed {seed}) visited {} states (deepest {}) in {:.1?}",
+        checker.state_count(),
+        checker.max_depth(),
+        started.elapsed()
+    );
+    report(&checker, reached);
+}
+
+const WALK_LENGTH: usize = 400;
+
+fn walk_states() -> usize {
+    env_usize("TENURE_MEMBERSHIP_WALKS", 200_000)
+}
+
+/// 3 -> 4 -> 3, random walks with crashes, restarts, drops, duplicates,
+/// failed and retried changes.
+#[test]
+fn model_check_membership_grow_shrink_random_walks() {
+    walk(
+        "GROW_SHRINK walks",
+        walking(GROW_SHRINK),
+        1,
+        walk_states(),
+        &[
+            "a change completes",
+            "a leader is elected with the final membership",
+        ],
+    );
+}
+
+/// A replacement, random walks with crashes, restarts, drops,
+/// duplicates, failed and retried changes.
+#[test]
+fn model_check_membership_replace_random_walks() {
+    walk(
+        "REPLACE walks",
+        walking(REPLACE),
+        2,
+        walk_states(),
+        &[
+            "a change completes",
+            "a leader is elected with the final membership",
         ],
     );
 }
