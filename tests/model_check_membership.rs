@@ -177,6 +177,10 @@ struct Variant {
     /// `Config::membership_change_timeout` in milliseconds (`None`: the
     /// default, ten election timeouts).
     change_timeout_ms: Option<u64>,
+    /// Completeness as the module docs word it: a membership counts as
+    /// stored at the highest *durable* term of the majority holding it
+    /// (see `Cluster::update_committed`).
+    durable_terms: bool,
     /// A broken driver (only to show the checker can fail): it
     /// acknowledges a membership write at once, before storage holds it.
     ack_membership_early: bool,
@@ -193,6 +197,7 @@ const GROW_SHRINK: Variant = Variant {
     max_term: 4,
     drops: false,
     change_timeout_ms: None,
+    durable_terms: false,
     ack_membership_early: false,
     forget_membership_on_restart: false,
 };
@@ -262,9 +267,12 @@ struct Cluster {
     /// Ghost: the newest membership version each node acted on, in any
     /// life.
     acted: [Version; NODES],
-    /// Ghost: the newest membership stored (by a majority of each of its
-    /// voter sets, durably).
-    committed: Version,
+    /// Ghost: the memberships stored so far, each with the term it was
+    /// stored at: a majority of each of its voter sets held it (or a newer
+    /// one) durably while at that term or below (see
+    /// `Cluster::update_committed`). Only the pairs no other pair beats
+    /// (a newer version stored at the same term or an earlier one).
+    committed: Vec<(Version, u64)>,
     /// Ghost: changes completed.
     completed: u8,
     /// Ghost: the first property a step broke, and how.
@@ -279,7 +287,7 @@ type Identity<'a> = (
     Vec<Option<Version>>,
     &'a [Envelope],
     (u8, u8, u8, u8),
-    (u64, [Version; NODES], Version),
+    (u64, [Version; NODES], &'a [(Version, u64)]),
     Option<&'static str>,
 );
 
@@ -316,7 +324,7 @@ impl Cluster {
                 self.proposals,
                 self.completed,
             ),
-            (self.highest_elected, self.acted, self.committed),
+            (self.highest_elected, self.acted, &self.committed),
             self.broken.as_ref().map(|(p, _)| *p),
         )
     }
@@ -343,28 +351,64 @@ impl Cluster {
             .map_or((0, 0), version)
     }
 
-    /// Recomputes the ghost `committed` after a membership write: every
-    /// stored membership one of whose voter sets lacks a majority holding
-    /// it or a newer one durably is not (yet) stored.
-    fn update_committed(&mut self) {
+    /// Recomputes the ghost `committed` (after every step: storage and
+    /// terms change). Membership `M` is *stored at term `T`* once a
+    /// majority of each of its voter sets holds `M` or a newer one
+    /// durably and is at term `T` or below: none of them can yet have
+    /// voted in a term after `T` without knowing `M` (Raft's commitment:
+    /// an entry is committed in the term of the leader whose majority
+    /// stored it). Completeness then says: every leader of a term after
+    /// `T` uses `M` or a newer membership.
+    ///
+    /// A node's term is its current term, the highest of what storage
+    /// holds, what it is writing and what it acts on (a vote it decided
+    /// but has not yet stored may have been decided before it knew `M`);
+    /// with `durable_terms`, only what storage holds (the module docs'
+    /// wording: "holds it durably").
+    fn update_committed(&mut self, durable_terms: bool) {
+        let terms: Vec<u64> = ids()
+            .map(|id| {
+                let disk = self.disks[index(id)].term;
+                match &self.nodes[index(id)] {
+                    Some(r) if !durable_terms => disk
+                        .max(r.node.status().term)
+                        .max(r.pending.map_or(0, |p| p.term)),
+                    _ => disk,
+                }
+            })
+            .collect();
+        let mut found = Vec::new();
         for m in self.stored_memberships.iter().flatten() {
             let v = version(m);
-            if v <= self.committed {
-                continue;
-            }
+            let mut at = 0;
             let stored = [&m.voters, &m.outgoing]
                 .into_iter()
                 .filter(|set| !set.is_empty())
                 .all(|set| {
-                    let holding = set
+                    let mut holding: Vec<u64> = set
                         .iter()
                         .filter(|&&id| self.stored_version(id) >= v)
-                        .count();
-                    2 * holding > set.len()
+                        .map(|&id| terms[index(id)])
+                        .collect();
+                    let majority = set.len() / 2 + 1;
+                    if holding.len() < majority {
+                        return false;
+                    }
+                    holding.sort_unstable();
+                    at = at.max(holding[majority - 1]);
+                    true
                 });
             if stored {
-                self.committed = v;
+                found.push((v, at));
             }
+        }
+        for (v, at) in found {
+            if self.committed.iter().any(|&(w, t)| w >= v && t <= at) {
+                continue;
+            }
+            self.committed.retain(|&(w, t)| !(w <= v && t >= at));
+            self.committed.push((v, at));
+            self.committed.sort_unstable();
         }
     }
 }
@@ -492,7 +536,7 @@ impl MembershipModel {
             proposals: 0,
             highest_elected: 0,
             acted: [(0, 0); NODES],
-            committed: (0, 0),
+            committed: Vec::new(),
             completed: 0,
             broken: None,
         }
@@ -561,13 +605,16 @@ impl MembershipModel {
                 }),
                 Action::Event(Event::BecameLeader { term, .. }) => {
                     cluster.highest_elected = cluster.highest_elected.max(term);
-                    if version(&membership) < cluster.committed {
+                    let missed = cluster
+                        .committed
+                        .iter()
+                        .find(|&&(v, at)| at < term && version(&membership) < v);
+                    if let Some((v, at)) = missed {
                         broken.push((
                             "completeness: a new leader's membership is at least every stored one",
                             format!(
-                                "node {id} leads term {term} with membership {:?} (term, epoch), but {:?} was stored",
+                                "node {id} leads term {term} with membership {:?} (term, epoch), but {v:?} was stored at term {at}",
                                 version(&membership),
-                                cluster.committed
                             ),
                         ));
                     }
@@ -650,7 +697,6 @@ impl MembershipModel {
         }
         let acked = m.id();
         cluster.stored_memberships[index(id)] = Some(Arc::new(m));
-        cluster.update_committed();
         if !self.variant.ack_membership_early {
             self.run(cluster, id, Input::PersistedMembership(acked));
         }
@@ -906,6 +952,7 @@ impl Model for MembershipModel {
                 self.run(&mut cluster, id, Input::ChangeMembership(change));
             }
         }
+        cluster.update_committed(self.variant.durable_terms);
         Some(cluster)
     }
 
@@ -1015,7 +1062,7 @@ fn describe_state(cluster: &Cluster) -> String {
         })
         .collect();
     format!(
-        "  at {} (in flight: {}, stored: {:?}):\n    {}\n",
+        "  at {} (in flight: {}, stored (version, at term): {:?}):\n    {}\n",
         cluster.now,
         cluster.network.len(),
         cluster.committed,
