@@ -169,6 +169,11 @@ struct Variant {
     max_crashes: u8,
     max_duplicates: u8,
     max_proposals: u8,
+    /// The operator may also ask for any other change that makes sense
+    /// for the leader's membership (remove any member, add or promote any
+    /// other node, replace any voter), so leaders of different terms
+    /// build different memberships.
+    free_operator: bool,
     /// Terms beyond this end a run (`Model::within_boundary`).
     max_term: u64,
     /// Explicit `Drop` steps (the random walks: a long run would
@@ -201,6 +206,7 @@ const GROW_SHRINK: Variant = Variant {
     max_crashes: 1,
     max_duplicates: 1,
     max_proposals: 2,
+    free_operator: false,
     max_term: 4,
     drops: false,
     change_timeout_ms: None,
@@ -453,8 +459,9 @@ enum Step {
     FsyncMembership(NodeId),
     Crash(NodeId),
     Restart(NodeId),
-    /// The operator asks the node (a leader) for the scenario's next change.
-    Propose(NodeId),
+    /// The operator asks the node (a leader) for a change: the scenario's
+    /// next one, or (`Variant::free_operator`) any that makes sense.
+    Propose(NodeId, MembershipChange),
 }
 
 fn index(id: NodeId) -> usize {
@@ -770,12 +777,51 @@ impl MembershipModel {
     }
 
     /// The change the operator would ask node `id` for now, if it leads.
-    fn proposal(&self, cluster: &Cluster, id: NodeId) -> Option<MembershipChange> {
-        let node = &cluster.nodes[index(id)].as_ref()?.node;
+    fn proposals(&self, cluster: &Cluster, id: NodeId) -> Vec<MembershipChange> {
+        let Some(running) = cluster.nodes[index(id)].as_ref() else {
+            return Vec::new();
+        };
+        let node = &running.node;
         if node.status().role != Role::Leader || cluster.proposals >= self.variant.max_proposals {
-            return None;
+            return Vec::new();
         }
-        self.variant.scenario.next_change(node.membership())
+        let m = node.membership();
+        let mut changes: Vec<MembershipChange> =
+            self.variant.scenario.next_change(m).into_iter().collect();
+        if self.variant.free_operator {
+            let address = |x: NodeId| format!("n{x}");
+            for x in ids() {
+                if m.voters.contains(&x) && m.voters.len() > 1 {
+                    changes.push(MembershipChange::Remove { id: x });
+                }
+                if m.observers.contains(&x) {
+                    changes.push(MembershipChange::Promote { id: x });
+                    changes.push(MembershipChange::Remove { id: x });
+                }
+                if !m.is_member(x) {
+                    changes.push(MembershipChange::AddVoter {
+                        id: x,
+                        address: address(x),
+                    });
+                    for &old in &m.voters {
+                        changes.push(MembershipChange::Replace {
+                            old,
+                            new: x,
+                            address: address(x),
+                        });
+                    }
+                }
+            }
+            let first = changes.first().cloned();
+            let mut seen = Vec::new();
+            changes.retain(|c| {
+                let fresh = !seen.contains(c);
+                seen.push(c.clone());
+                fresh
+            });
+            debug_assert_eq!(changes.first().cloned(), first);
+        }
+        changes
     }
 
     /// The scenario's happy path from the fresh cluster: complete writes,
@@ -833,11 +879,10 @@ impl MembershipModel {
                         .iter()
                         .flatten()
                         .all(|r| r.pending_membership.is_none());
-                    (idle_since_proposal
-                        && quiet
-                        && unbounded.proposal(&cluster, leader).is_some()
-                        && !leading.node.membership().is_joint())
-                    .then_some(Step::Propose(leader))
+                    (idle_since_proposal && quiet && !leading.node.membership().is_joint())
+                        .then(|| unbounded.proposals(&cluster, leader).into_iter().next())
+                        .flatten()
+                        .map(|change| Step::Propose(leader, change))
                 })
                 .unwrap_or_else(|| {
                     let id = cluster
@@ -849,7 +894,7 @@ impl MembershipModel {
                     Step::Tick(id)
                 });
             let completed = cluster.completed;
-            if matches!(step, Step::Propose(_)) {
+            if matches!(step, Step::Propose(..)) {
                 idle_since_proposal = false;
             }
             cluster = unbounded
@@ -921,8 +966,8 @@ impl Model for MembershipModel {
                     if cluster.crashes < self.variant.max_crashes {
                         actions.push(Step::Crash(id));
                     }
-                    if self.proposal(cluster, id).is_some() {
-                        actions.push(Step::Propose(id));
+                    for change in self.proposals(cluster, id) {
+                        actions.push(Step::Propose(id, change));
                     }
                 }
                 None => actions.push(Step::Restart(id)),
@@ -970,8 +1015,10 @@ impl Model for MembershipModel {
                 cluster.crashes += 1;
             }
             Step::Restart(id) => self.restart(&mut cluster, id)?,
-            Step::Propose(id) => {
-                let change = self.proposal(&cluster, id)?;
+            Step::Propose(id, change) => {
+                if !self.proposals(&cluster, id).contains(&change) {
+                    return None;
+                }
                 cluster.proposals += 1;
                 self.run(&mut cluster, id, Input::ChangeMembership(change));
             }
@@ -1244,7 +1291,7 @@ impl stateright::Chooser<MembershipModel> for Biased {
             match step {
                 Step::Deliver(_) => 20,
                 Step::Fsync(_) | Step::FsyncMembership(_) => 12,
-                Step::Propose(_) => 10,
+                Step::Propose(..) => 4,
                 Step::Restart(_) => 6,
                 Step::Tick(_) => 5,
                 Step::Drop(_) => 2,
@@ -1273,13 +1320,15 @@ fn next_random(state: &mut u64) -> u64 {
 }
 
 /// What the random walks let go wrong: more crashes, duplicates and
-/// proposals than the exhaustive searches, explicit drops, a change
+/// proposals than the exhaustive searches, any change at all (not only
+/// the scenario's), explicit drops, a change
 /// timeout short enough that changes fail and roll back.
 fn walking(variant: Variant) -> Variant {
     Variant {
         max_crashes: 4,
         max_duplicates: 4,
         max_proposals: 8,
+        free_operator: true,
         max_term: 8,
         drops: true,
         change_timeout_ms: Some(1_500),
@@ -1292,6 +1341,7 @@ fn walking(variant: Variant) -> Variant {
 fn walk(name: &str, variant: Variant, seed: u64, states: usize, reached: &[&'static str]) {
     #[allow(clippy::disallowed_methods)]
     let started = WallClock::now();
+    let seed = seed + 1_000 * env_usize("TENURE_MEMBERSHIP_SEED", 0) as u64;
     let model = MembershipModel::new(variant);
     let checker = model
         .checker()
