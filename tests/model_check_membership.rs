@@ -130,15 +130,17 @@ const SPARE: NodeId = 4;
 /// The changes an operator asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Scenario {
-    /// 3 → 4 → 3: add the spare as a voter, then remove `remove`.
-    GrowShrink { remove: NodeId },
+    /// 3 → 4 → 3: add the spare as a voter, then remove `remove` (`None`:
+    /// the leader that is asked, which then hands over).
+    GrowShrink { remove: Option<NodeId> },
     /// The spare replaces voter `old`.
     Replace { old: NodeId },
 }
 
 impl Scenario {
-    /// The change an operator asks a leader with membership `m` for next.
-    fn next_change(self, m: &Membership) -> Option<MembershipChange> {
+    /// The change an operator asks leader `leader`, with membership `m`,
+    /// for next.
+    fn next_change(self, leader: NodeId, m: &Membership) -> Option<MembershipChange> {
         if m.is_joint() {
             return None;
         }
@@ -146,6 +148,7 @@ impl Scenario {
         let spare_observer = m.observers.contains(&SPARE);
         match self {
             Scenario::GrowShrink { remove } => {
+                let remove = remove.unwrap_or(leader);
                 if !m.is_member(SPARE) {
                     Some(MembershipChange::AddVoter {
                         id: SPARE,
@@ -179,13 +182,17 @@ impl Scenario {
         }
     }
 
-    /// The voters the scenario ends with.
-    fn final_voters(self) -> Vec<NodeId> {
+    /// Whether `m` is a membership the scenario ends with: three voters,
+    /// the spare among them, not joint.
+    fn is_final(self, m: &Membership) -> bool {
         let gone = match self {
             Scenario::GrowShrink { remove } => remove,
-            Scenario::Replace { old } => old,
+            Scenario::Replace { old } => Some(old),
         };
-        (1..=NODES as NodeId).filter(|&id| id != gone).collect()
+        !m.is_joint()
+            && m.voters.len() == 3
+            && m.voters.contains(&SPARE)
+            && gone.is_none_or(|g| !m.voters.contains(&g))
     }
 }
 
@@ -233,7 +240,7 @@ struct Variant {
 }
 
 const GROW_SHRINK: Variant = Variant {
-    scenario: Scenario::GrowShrink { remove: 1 },
+    scenario: Scenario::GrowShrink { remove: None },
     max_crashes: 1,
     max_duplicates: 1,
     max_proposals: 2,
@@ -520,6 +527,7 @@ impl MembershipModel {
             init: Vec::new(),
         };
         let path = model.happy_path();
+        let failovers = model.failovers(&path);
         let mut init = vec![path[0].clone()];
         let phase = |c: &Cluster| -> Vec<(Option<Version>, Option<Version>)> {
             ids()
@@ -532,11 +540,15 @@ impl MembershipModel {
                 })
                 .collect()
         };
-        for pair in path.windows(2) {
-            if phase(&pair[0]) != phase(&pair[1]) {
-                init.push(pair[1].clone());
+        for run in std::iter::once(&path).chain(&failovers) {
+            init.push(run[0].clone());
+            for pair in run.windows(2) {
+                if phase(&pair[0]) != phase(&pair[1]) {
+                    init.push(pair[1].clone());
+                }
             }
         }
+        init.dedup();
         model.init = init;
         model
     }
@@ -830,8 +842,12 @@ impl MembershipModel {
             return Vec::new();
         }
         let m = node.membership();
-        let mut changes: Vec<MembershipChange> =
-            self.variant.scenario.next_change(m).into_iter().collect();
+        let mut changes: Vec<MembershipChange> = self
+            .variant
+            .scenario
+            .next_change(id, m)
+            .into_iter()
+            .collect();
         if self.variant.free_operator {
             let address = |x: NodeId| format!("n{x}");
             for x in ids() {
@@ -868,32 +884,92 @@ impl MembershipModel {
         changes
     }
 
-    /// The scenario's happy path from the fresh cluster: complete writes,
-    /// deliver messages, propose the next change once none is running,
-    /// else tick the node with the earliest deadline; until the final
-    /// membership is durable on every final voter and the network is
-    /// quiet. Every state on the way.
+    /// The scenario's happy path from the fresh cluster (see
+    /// `MembershipModel::drive`), until the final membership is durable on
+    /// every final voter and the network is quiet. Every state on the way.
     fn happy_path(&self) -> Vec<Cluster> {
+        let scenario = self.variant.scenario;
+        let done = |cluster: &Cluster| {
+            cluster.network.is_empty()
+                && cluster.running().all(|(id, n)| {
+                    !n.membership().is_voter(id)
+                        || cluster.stored_memberships[index(id)]
+                            .as_deref()
+                            .is_some_and(|m| scenario.is_final(m))
+                })
+                && cluster
+                    .leader()
+                    .is_some_and(|(_, n)| scenario.is_final(n.membership()))
+        };
+        let path = self.drive(self.fresh(), done);
+        let last = path.last().expect("a path");
+        assert!(
+            done(last),
+            "the happy path of {scenario:?} did not end in its final membership:\n{}",
+            describe_state(last)
+        );
+        assert!(last.broken.is_none(), "{:?}", last.broken);
+        path
+    }
+
+    /// States after a failover in the middle of the change: from every
+    /// state of `path` in which the leader uses a joint membership or
+    /// writes a membership, the leader crashes, and the cluster is driven
+    /// on until a new leader leaves the joint membership it inherited (or
+    /// 400 steps). Every state on the way.
+    fn failovers(&self, path: &[Cluster]) -> Vec<Vec<Cluster>> {
+        let mut runs = Vec::new();
+        let mut last_phase = None;
+        for state in path {
+            let Some((leader, node)) = state.leader() else {
+                continue;
+            };
+            let writing = state.nodes[index(leader)]
+                .as_ref()
+                .and_then(|r| r.pending_membership.as_ref().map(version));
+            let mid_change = node.membership().is_joint() || writing.is_some();
+            let phase = (version(node.membership()), writing);
+            if !mid_change || last_phase == Some(phase) {
+                continue;
+            }
+            last_phase = Some(phase);
+            let mut crashed = state.clone();
+            crashed.nodes[index(leader)] = None;
+            let elected = crashed.highest_elected;
+            let settled = move |c: &Cluster| {
+                c.highest_elected > elected
+                    && c.leader().is_some_and(|(_, n)| !n.membership().is_joint())
+                    && c.nodes
+                        .iter()
+                        .flatten()
+                        .all(|r| r.pending_membership.is_none())
+            };
+            let mut run = vec![crashed.clone()];
+            let mut driven = self.drive(crashed, settled);
+            driven.truncate(400);
+            run.extend(driven);
+            runs.push(run);
+        }
+        runs
+    }
+
+    /// Drives `cluster` along a fixed policy until `done`: complete writes,
+    /// deliver messages, propose the scenario's next change once none is
+    /// running, else tick the node with the earliest deadline (up to 3000
+    /// steps). Every state on the way, `cluster` first.
+    fn drive(&self, mut cluster: Cluster, done: impl Fn(&Cluster) -> bool) -> Vec<Cluster> {
         let unbounded = MembershipModel {
             variant: Variant {
                 max_proposals: u8::MAX,
+                free_operator: false,
                 ..self.variant
             },
             init: Vec::new(),
         };
-        let mut cluster = self.fresh();
         let mut path = vec![cluster.clone()];
-        let final_voters = self.variant.scenario.final_voters();
-        // Outcomes reported (completed or failed): a change runs while
-        // proposals outnumber them.
         let mut idle_since_proposal = true;
-        for _ in 0..2_000 {
-            let done = final_voters.iter().all(|&id| {
-                cluster.stored_memberships[index(id)]
-                    .as_deref()
-                    .is_some_and(|m| m.voters == final_voters && !m.is_joint())
-            });
-            if done && cluster.network.is_empty() {
+        for _ in 0..3_000 {
+            if done(&cluster) {
                 break;
             }
             let step = ids()
@@ -912,7 +988,15 @@ impl MembershipModel {
                         })
                         .map(Step::FsyncMembership)
                 })
-                .or_else(|| cluster.network.first().cloned().map(Step::Deliver))
+                .or_else(|| {
+                    let live = |e: &&Envelope| cluster.nodes[index(e.dst)].is_some();
+                    cluster
+                        .network
+                        .iter()
+                        .find(live)
+                        .cloned()
+                        .map(Step::Deliver)
+                })
                 .or_else(|| {
                     let (leader, _) = cluster.leader()?;
                     let leading = cluster.nodes[index(leader)].as_ref()?;
@@ -928,44 +1012,32 @@ impl MembershipModel {
                         .flatten()
                         .map(|change| Step::Propose(leader, change))
                 })
-                .unwrap_or_else(|| {
-                    let id = cluster
+                .or_else(|| {
+                    cluster
                         .running()
                         .filter_map(|(id, n)| n.next_deadline().map(|d| (d, id)))
                         .min()
-                        .map(|(_, id)| id)
-                        .expect("a deadline");
-                    Step::Tick(id)
+                        .map(|(_, id)| Step::Tick(id))
                 });
+            let Some(step) = step else { break };
             let completed = cluster.completed;
             if matches!(step, Step::Propose(..)) {
                 idle_since_proposal = false;
             }
             cluster = unbounded
                 .next_state(&cluster, step.clone())
-                .unwrap_or_else(|| panic!("happy path step {step:?} not enabled"));
+                .unwrap_or_else(|| panic!("policy step {step:?} not enabled"));
             if cluster.completed != completed || matches!(step, Step::Tick(_)) {
                 // A change completed, or time passed (a refused or failed
                 // proposal is retried at the next tick).
                 idle_since_proposal = true;
             }
-            // Happy-path states count no proposals: the searches from them
-            // get the whole budget.
+            // Seeded states count no proposals and no crashes: the
+            // searches from them get the whole budget.
             cluster.proposals = 0;
+            cluster.crashes = 0;
             path.push(cluster.clone());
         }
-        let last = path.last().expect("a path");
-        assert!(
-            final_voters.iter().all(|&id| {
-                last.stored_memberships[index(id)]
-                    .as_deref()
-                    .is_some_and(|m| m.voters == final_voters)
-            }),
-            "the happy path of {:?} did not end with voters {final_voters:?}:\n{}",
-            self.variant.scenario,
-            describe_state(last)
-        );
-        assert!(last.broken.is_none(), "{:?}", last.broken);
         path
     }
 }
@@ -1131,16 +1203,31 @@ impl Model for MembershipModel {
             Property::sometimes(
                 "a leader is elected with the final membership",
                 |model: &MembershipModel, cluster: &Cluster| {
-                    let final_voters = model.variant.scenario.final_voters();
+                    let scenario = model.variant.scenario;
                     cluster.highest_elected > 1
                         && cluster.leader().is_some_and(|(_, n)| {
                             n.status().term == cluster.highest_elected
-                                && n.membership().voters == final_voters
-                                && !n.membership().is_joint()
+                                && scenario.is_final(n.membership())
                         })
                 },
             ),
             Property::sometimes("a node crashes", |_, cluster: &Cluster| cluster.crashes > 0),
+            Property::sometimes(
+                "a leader inherited a joint membership",
+                |_, cluster: &Cluster| {
+                    cluster.leader().is_some_and(|(_, n)| {
+                        n.membership().is_joint() && n.membership().term < n.status().term
+                    })
+                },
+            ),
+            Property::sometimes(
+                "a leader leads outside its own voter sets",
+                |_, cluster: &Cluster| {
+                    cluster
+                        .leader()
+                        .is_some_and(|(id, n)| !n.membership().is_voter(id))
+                },
+            ),
         ]
     }
 }
@@ -1279,6 +1366,16 @@ fn membership_model_happy_paths() {
             variant.scenario,
             model.init.len()
         );
+        for property in model.properties() {
+            if property.expectation == Expectation::Sometimes {
+                let n = model
+                    .init
+                    .iter()
+                    .filter(|c| (property.condition)(&model, c))
+                    .count();
+                eprintln!("  {}: {n} initial states", property.name);
+            }
+        }
         if std::env::var_os("TENURE_MEMBERSHIP_SHOW_PHASES").is_some() {
             for state in &model.init {
                 eprint!("{}", describe_state(state));
