@@ -43,8 +43,13 @@
 //! deliver messages, propose the next change, tick the earliest deadline),
 //! and every state on it at which some node's membership write starts or
 //! completes (every phase: observer, joint, final, each written, partially
-//! stored, stored) is an initial state. The exhaustive search then runs a
-//! few steps from every one of them, so every fault of those steps (a
+//! stored, stored) is an initial state. So are the states of *failovers*:
+//! from every state of the happy path in which the leader uses a joint
+//! membership or writes one, the leader crashes and the same policy runs
+//! on until a new leader, which inherited the change, has left the joint
+//! membership. `GrowShrink` removes the leader itself, so its happy path
+//! also covers a removed leader leading on until it hands over. The
+//! exhaustive search then runs a few steps from every one of them, so every fault of those steps (a
 //! crash of any node with the write in flight, a restart from a partially
 //! stored joint or final membership, a duplicated or reordered update, an
 //! election) is explored at every phase. Seeded random walks go deeper:
@@ -88,15 +93,16 @@
 //!
 //! # Cost
 //!
-//! Release build, one core per test: the exhaustive searches to depth 5
-//! (`TENURE_MEMBERSHIP_DEPTH`, default 5) visit about 147k states
-//! (`GrowShrink`, 41 initial states) and 128k (`Replace`, 25) in about
-//! 3 s each, 0.5 GB; the random walks (`TENURE_MEMBERSHIP_WALKS`, default
-//! 500k states each; `TENURE_MEMBERSHIP_SEED` picks other seeds) about
-//! 20 s each. The whole file runs in about 30 s on two cores. Deeper:
-//! `TENURE_MEMBERSHIP_DEPTH=6` visits 1.0M + 0.9M states in about 60 s,
-//! 3.7 GB peak (run one test at a time: `-- --test-threads 1`);
-//! `TENURE_MEMBERSHIP_WALKS=3000000` about 90 s per walk test.
+//! Release build, one core per test. The exhaustive searches to depth 5
+//! (`TENURE_MEMBERSHIP_DEPTH`, default 5) visit 218k states (`GrowShrink`,
+//! 68 initial states) and 163k (`Replace`, 39) in 7-8 s each; the random
+//! walks (`TENURE_MEMBERSHIP_WALKS`, default 500k states each, walks of up
+//! to 400 steps; `TENURE_MEMBERSHIP_SEED=<n>` picks other seeds) 10-15 s
+//! each. The whole file: about 25 s on two cores, 0.8 GB peak. Deeper,
+//! one test at a time:
+//! `TENURE_MEMBERSHIP_DEPTH=6 cargo test --release --all-features --test model_check_membership -- --test-threads 1 --nocapture`
+//! (see the README for its measured time and memory), and
+//! `TENURE_MEMBERSHIP_WALKS=3000000` (about 110 s per walk test, 70 MB).
 
 #![cfg(feature = "sim")]
 #![forbid(unsafe_code)]
