@@ -86,7 +86,10 @@
 //! The checks can fail: broken drivers (one that forgets the stored
 //! membership on restart, one that acknowledges a membership write before
 //! storage holds it, one that stamps delivered messages with the
-//! receiver's membership) are each caught. Known core bug 8 (a vote
+//! receiver's membership) are each caught, and the forgetful one also
+//! breaks one leader per term: two nodes restarted at the bootstrap
+//! voters elect a leader of `{1, 2, 3}` in the term in which the real
+//! voters `{1, 3, 4}` elect theirs. Known core bug 8 (a vote
 //! granted while a newer membership is being written) is kept as the
 //! ignored test `model_check_membership_no_vote_against_a_membership_being_written`.
 //!
@@ -1693,4 +1696,49 @@ fn model_check_membership_finds_a_driver_that_misstamps() {
     let broken = path.last_state().broken.clone();
     let steps = path.into_actions().len();
     eprintln!("{property}: counterexample of {steps} steps, ends\n  ({broken:?})");
+}
+
+/// A driver that forgets the stored membership on restart breaks the
+/// cluster's safety too, not only its own node's: restarted at the
+/// bootstrap voters, nodes that were removed or moved on elect a leader of
+/// an old voter set beside the real one.
+#[test]
+fn model_check_membership_forgetful_driver_breaks_cluster_safety() {
+    let mut model = MembershipModel::new(Variant {
+        forget_membership_on_restart: true,
+        max_proposals: 0,
+        ..walking(GROW_SHRINK)
+    });
+    // From the end of the change: node 1 (the old leader) was removed.
+    let scenario = model.variant.scenario;
+    model.init.retain(|c| {
+        c.nodes.iter().all(Option::is_some)
+            && c.leader()
+                .is_some_and(|(_, n)| scenario.is_final(n.membership()))
+    });
+    let cluster_properties = [
+        "one leader per term",
+        "strict leases never overlap",
+        "no lease once a higher term elected a leader",
+        "completeness: a new leader's membership is at least every stored one",
+    ];
+    let checker = model
+        .checker()
+        .target_max_depth(WALK_LENGTH)
+        .target_state_count(env_usize("TENURE_MEMBERSHIP_WALKS", 500_000) * 4)
+        .finish_when(stateright::HasDiscoveries::AnyOf(
+            cluster_properties.into_iter().collect(),
+        ))
+        .spawn_simulation(4, Biased)
+        .join();
+    eprintln!("forgetful driver: {} states", checker.state_count());
+    let found: Vec<&str> = cluster_properties
+        .into_iter()
+        .filter(|p| checker.discovery(p).is_some())
+        .collect();
+    assert!(!found.is_empty(), "no cluster property broken");
+    for property in found {
+        let path = checker.discovery(property).expect("found");
+        eprintln!("{property}: counterexample\n{}", describe(path));
+    }
 }
