@@ -106,14 +106,15 @@
 //!
 //! Release build, one core per test. The exhaustive searches to depth 5
 //! (`TENURE_MEMBERSHIP_DEPTH`, default 5) visit 218k states (`GrowShrink`,
-//! 68 initial states) and 163k (`Replace`, 39) in 7-8 s each; the random
+//! 68 initial states) and 163k (`Replace`, 39) in 7-17 s each; the random
 //! walks (`TENURE_MEMBERSHIP_WALKS`, default 500k states each, walks of up
-//! to 400 steps; `TENURE_MEMBERSHIP_SEED=<n>` picks other seeds) 10-15 s
-//! each. The whole file: about 25 s on two cores, 0.8 GB peak. Deeper,
-//! one test at a time:
-//! `TENURE_MEMBERSHIP_DEPTH=6 cargo test --release --all-features --test model_check_membership -- --test-threads 1 --nocapture`
-//! (see the README for its measured time and memory), and
-//! `TENURE_MEMBERSHIP_WALKS=3000000` (about 110 s per walk test, 70 MB).
+//! to 400 steps; `TENURE_MEMBERSHIP_SEED=<n>` picks other seeds) 10-25 s
+//! each. The whole file: 25-45 s on two shared cores, 0.8 GB peak.
+//! Deeper, one test at a time:
+//! `TENURE_MEMBERSHIP_DEPTH=6 cargo test --release --all-features --test model_check_membership -- --test-threads 1 --exact model_check_membership_grow_shrink model_check_membership_replace`
+//! visits 1.54M + 1.14M states in about 100 s, 5.9 GB peak;
+//! `TENURE_MEMBERSHIP_WALKS=3000000 ... random_walks` about 110-150 s per
+//! walk test, 70 MB (seeds 7, 11, 12, 21 and 22 found nothing).
 
 #![cfg(feature = "sim")]
 #![forbid(unsafe_code)]
