@@ -67,7 +67,12 @@
 //! acted on before, across restarts); **completeness** (below); **no vote
 //! for an older membership** (a voter grants a vote only to a request
 //! stamped with a membership at least its own durable one, from a
-//! candidate whose durable membership is at least its own). Sometimes (so
+//! candidate whose durable membership is at least its own); **a leader
+//! moves on only from a stored membership** (whenever a leader writes a
+//! membership built on `P`, other than going back from a joint `P` to its
+//! old voters, a majority of each voter set of `P` holds `P` or a
+//! membership built on it durably: a ghost lineage tells those from
+//! merely newer memberships of another branch). Sometimes (so
 //! the checks are not vacuous; asserted per test): a leader uses a joint
 //! membership, a lease is held under one, a change completes, a leader
 //! is elected with the scenario's final membership, a leader inherited a
@@ -245,6 +250,10 @@ struct Variant {
     /// A voter refuses a candidate whose membership is older than the
     /// one it is writing, too (the property of known core bug 8).
     strict_votes: bool,
+    /// Check that a leader builds a membership only on one that a
+    /// majority of each voter set holds, itself or a membership built on
+    /// it (not merely a newer one).
+    check_moving_on: bool,
     /// A broken driver (only to show the checker can fail): it
     /// acknowledges a membership write at once, before storage holds it.
     ack_membership_early: bool,
@@ -269,6 +278,7 @@ const GROW_SHRINK: Variant = Variant {
     durable_terms: false,
     time_ordered_completeness: false,
     strict_votes: false,
+    check_moving_on: true,
     ack_membership_early: false,
     stamp_with_receivers_membership: false,
     forget_membership_on_restart: false,
@@ -347,6 +357,10 @@ struct Cluster {
     committed: Vec<(Version, u64)>,
     /// Ghost: changes completed.
     completed: u8,
+    /// Ghost: which membership each leader-made membership was built on,
+    /// `(child, parent)`, so that "holds `M` or a membership built on it"
+    /// can be told from "holds a newer membership" (of another branch).
+    lineage: Vec<(Version, Version)>,
     /// Ghost: the first property a step broke, and how.
     broken: Option<(&'static str, String)>,
 }
@@ -360,6 +374,7 @@ type Identity<'a> = (
     &'a [Envelope],
     (u8, u8, u8, u8),
     (u64, [Version; NODES], &'a [(Version, u64)]),
+    &'a [(Version, Version)],
     Option<&'static str>,
 );
 
@@ -397,6 +412,7 @@ impl Cluster {
                 self.completed,
             ),
             (self.highest_elected, self.acted, &self.committed),
+            &self.lineage,
             self.broken.as_ref().map(|(p, _)| *p),
         )
     }
@@ -421,6 +437,39 @@ impl Cluster {
         self.stored_memberships[index(id)]
             .as_deref()
             .map_or((0, 0), version)
+    }
+
+    /// Whether `v` is `ancestor` or was built on it (through the ghost
+    /// `lineage`).
+    fn descends(&self, mut v: Version, ancestor: Version) -> bool {
+        loop {
+            if v == ancestor {
+                return true;
+            }
+            if v.1 <= ancestor.1 {
+                return false;
+            }
+            match self.lineage.iter().find(|&&(c, _)| c == v) {
+                Some(&(_, parent)) => v = parent,
+                None => return false,
+            }
+        }
+    }
+
+    /// Whether a majority of each voter set of `m` holds `m`, or a
+    /// membership built on it, durably.
+    fn stored_with_lineage(&self, m: &Membership) -> bool {
+        let v = version(m);
+        [&m.voters, &m.outgoing]
+            .into_iter()
+            .filter(|set| !set.is_empty())
+            .all(|set| {
+                let holding = set
+                    .iter()
+                    .filter(|&&id| self.descends(self.stored_version(id), v))
+                    .count();
+                2 * holding > set.len()
+            })
     }
 
     /// Recomputes the ghost `committed` (after every step: storage and
@@ -616,6 +665,7 @@ impl MembershipModel {
             acted: [(0, 0); NODES],
             committed: Vec::new(),
             completed: 0,
+            lineage: Vec::new(),
             broken: None,
         }
     }
@@ -661,12 +711,17 @@ impl MembershipModel {
         let before = running.node.status();
         let mine = running.node.membership_id();
         let writing = running.pending_membership.as_ref().map(Membership::id);
+        let known_before = [
+            running.pending_membership.clone(),
+            Some(running.node.membership().clone()),
+        ];
         let mut actions = Vec::new();
         let result = checker.step(&mut running.node, now, input, &mut actions);
         let after = running.node.status();
         let stamp = running.node.membership_id();
         let membership = running.node.membership().clone();
         let mut early_acks = Vec::new();
+        let mut made = Vec::new();
         let mut sends = Vec::new();
         let mut broken = Vec::new();
         if let Err(v) = result {
@@ -726,6 +781,19 @@ impl MembershipModel {
                     }
                 }
                 Action::Event(Event::PersistMembership(m)) => {
+                    if m.term == after.term && after.role == Role::Leader {
+                        // Made here: built on the membership one epoch
+                        // older that this leader knew.
+                        let parent = known_before
+                            .iter()
+                            .flatten()
+                            .chain([&membership])
+                            .find(|p| p.epoch + 1 == m.epoch)
+                            .cloned();
+                        if let Some(parent) = parent {
+                            made.push((m.clone(), parent));
+                        }
+                    }
                     if self.variant.ack_membership_early {
                         early_acks.push(m.id());
                     }
@@ -735,6 +803,28 @@ impl MembershipModel {
                     cluster.completed = cluster.completed.saturating_add(1).min(3);
                 }
                 Action::Event(_) => {}
+            }
+        }
+        for (m, parent) in made {
+            let rollback = parent.is_joint() && m.voters == parent.outgoing;
+            if !rollback
+                && parent.epoch > 0
+                && self.variant.check_moving_on
+                && !cluster.stored_with_lineage(&parent)
+            {
+                broken.push((
+                    "a leader moves on only from a stored membership",
+                    format!(
+                        "node {id} (term {}) writes {:?} built on {:?}, which no majority of each voter set holds (itself or a membership built on it)",
+                        after.term,
+                        version(&m),
+                        version(&parent)
+                    ),
+                ));
+            }
+            if !cluster.lineage.iter().any(|&(c, _)| c == version(&m)) {
+                cluster.lineage.push((version(&m), version(&parent)));
+                cluster.lineage.sort_unstable();
             }
         }
         for envelope in sends {
@@ -1199,6 +1289,7 @@ impl Model for MembershipModel {
             ghost_property!("membership never goes back"),
             ghost_property!("completeness: a new leader's membership is at least every stored one"),
             ghost_property!("no vote for a candidate with an older membership"),
+            ghost_property!("a leader moves on only from a stored membership"),
             ghost_property!("no vote for a candidate older than the membership being written"),
             Property::sometimes(
                 "a leader uses a joint membership",
@@ -1742,4 +1833,28 @@ fn model_check_membership_forgetful_driver_breaks_cluster_safety() {
         let path = checker.discovery(property).expect("found");
         eprintln!("{property}: counterexample\n{}", describe(path));
     }
+}
+
+/// With a driver that acknowledges membership writes early, followers
+/// stamp their acknowledgements with memberships storage does not hold
+/// yet, and the leader moves on from a joint membership no majority
+/// holds: the lineage check catches it.
+#[test]
+fn model_check_membership_early_acks_let_a_leader_move_on_too_soon() {
+    let model = MembershipModel::new(Variant {
+        ack_membership_early: true,
+        ..walking(GROW_SHRINK)
+    });
+    let property = "a leader moves on only from a stored membership";
+    let checker = model
+        .checker()
+        .target_max_depth(WALK_LENGTH)
+        .target_state_count(2_000_000)
+        .finish_when(stateright::HasDiscoveries::AnyOf([property].into()))
+        .spawn_simulation(5, Biased)
+        .join();
+    let path = checker.discovery(property).expect("a counterexample");
+    let broken = path.last_state().broken.clone();
+    let steps = path.into_actions().len();
+    eprintln!("{property}: counterexample of {steps} steps, ends\n  ({broken:?})");
 }
