@@ -96,7 +96,12 @@
 //! voters elect a leader of `{1, 2, 3}` in the term in which the real
 //! voters `{1, 3, 4}` elect theirs. Known core bug 8 (a vote
 //! granted while a newer membership is being written) is kept as the
-//! ignored test `model_check_membership_no_vote_against_a_membership_being_written`.
+//! ignored test `model_check_membership_no_vote_against_a_membership_being_written`,
+//! and known core bug 1 (a leader builds on an inherited membership that
+//! only holders of a newer membership of another branch "store") as
+//! `model_check_membership_leader_moves_on_only_from_a_stored_membership`;
+//! the exhaustive searches check the lineage property, the default random
+//! walks do not (until bug 1 is fixed).
 //!
 //! # Not modelled
 //!
@@ -1591,6 +1596,9 @@ fn walking(variant: Variant) -> Variant {
         max_duplicates: 4,
         max_proposals: 8,
         free_operator: true,
+        // Known core bug 1 breaks it in long walks (see
+        // `model_check_membership_leader_moves_on_only_from_a_stored_membership`).
+        check_moving_on: false,
         max_term: 8,
         drops: true,
         change_timeout_ms: Some(1_500),
@@ -1843,6 +1851,7 @@ fn model_check_membership_forgetful_driver_breaks_cluster_safety() {
 fn model_check_membership_early_acks_let_a_leader_move_on_too_soon() {
     let model = MembershipModel::new(Variant {
         ack_membership_early: true,
+        check_moving_on: true,
         ..walking(GROW_SHRINK)
     });
     let property = "a leader moves on only from a stored membership";
@@ -1857,4 +1866,34 @@ fn model_check_membership_early_acks_let_a_leader_move_on_too_soon() {
     let broken = path.last_state().broken.clone();
     let steps = path.into_actions().len();
     eprintln!("{property}: counterexample of {steps} steps, ends\n  ({broken:?})");
+}
+
+/// Known core bug 1, generalised: a leader whose membership was made in an
+/// earlier term counts a peer holding any *newer* membership as holding
+/// its own, so it starts a change (or leaves a joint membership) on a
+/// membership no majority holds, when the newer one is of another branch.
+/// Random walks find it (seed 32001: node 4 leads term 5 with `e5t2`
+/// {1, 3, 4}; node 1 acknowledges with `e5t3` of another branch, node 3
+/// is still writing `e5t2`; node 4 counts node 1 and itself as a quorum
+/// holding `e5t2` and writes `e6t5` on it). With the bug fixed (a new
+/// leader re-writes an inherited membership in its own term first), this
+/// passes.
+#[test]
+#[ignore = "core bug: (1) a new leader builds on an inherited membership without re-writing it in its own term (counts holders of a newer membership of another branch)"]
+fn model_check_membership_leader_moves_on_only_from_a_stored_membership() {
+    let variant = Variant {
+        check_moving_on: true,
+        ..walking(GROW_SHRINK)
+    };
+    let model = MembershipModel::new(variant);
+    let property = "a leader moves on only from a stored membership";
+    let checker = model
+        .checker()
+        .target_max_depth(WALK_LENGTH)
+        .target_state_count(env_usize("TENURE_MEMBERSHIP_WALKS", 3_000_000))
+        .finish_when(stateright::HasDiscoveries::AnyFailures)
+        .spawn_simulation(32_001, Biased)
+        .join();
+    eprintln!("lineage check: {} states", checker.state_count());
+    report(&checker, &[]);
 }
