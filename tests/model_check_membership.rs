@@ -1891,7 +1891,7 @@ fn model_check_membership_leader_moves_on_only_from_a_stored_membership() {
         .checker()
         .target_max_depth(WALK_LENGTH)
         .target_state_count(env_usize("TENURE_MEMBERSHIP_WALKS", 3_000_000))
-        .finish_when(stateright::HasDiscoveries::AnyFailures)
+        .finish_when(stateright::HasDiscoveries::AnyOf([property].into()))
         .spawn_simulation(32_001, Biased)
         .join();
     eprintln!("lineage check: {} states", checker.state_count());
