@@ -115,7 +115,7 @@
 //! # Cost
 //!
 //! Release build, one core per test. The exhaustive searches to depth 5
-//! (`TENURE_MEMBERSHIP_DEPTH`, default 5) visit 218k states (`GrowShrink`,
+//! (`TENURE_MEMBERSHIP_DEPTH`, default 5) visit 220k states (`GrowShrink`,
 //! 68 initial states) and 163k (`Replace`, 39) in 7-17 s each; the random
 //! walks (`TENURE_MEMBERSHIP_WALKS`, default 500k states each, walks of up
 //! to 400 steps; `TENURE_MEMBERSHIP_SEED=<n>` picks other seeds) 10-25 s
