@@ -1,0 +1,1899 @@
+//! Model checking membership changes with stateright: the real `Node`,
+//! four of them (three bootstrap voters and a spare, node 4, that starts
+//! with `Config::join`), with the membership as durable state.
+//!
+//! # The model
+//!
+//! The election model of `tests/model_check.rs` (one real clock that
+//! only moves forward in `Tick` steps, an unordered network, strict
+//! fencing, crashes that keep only what was fsynced, nodes compared by
+//! `Node::protocol_fingerprint`), extended with what membership adds:
+//!
+//! - **Membership storage.** `Event::PersistMembership(m)` starts a write
+//!   of its own; it completes on a separate `FsyncMembership` step (so a
+//!   crash can land between the request and the acknowledgement, with the
+//!   term-and-vote write in flight or not), which stores it, then feeds
+//!   `Input::PersistedMembership`. A restart builds the node from what
+//!   storage holds: `Config::membership(stored)` if a membership was ever
+//!   stored, else the bootstrap voters (nodes 1–3) or `Config::join`
+//!   (node 4).
+//! - **Stamped messages.** Every message carries the sender's
+//!   `Node::membership_id` when it was sent and is delivered with
+//!   `Input::ReceiveStamped`, as the drivers do.
+//! - **An operator.** A `Propose(n, change)` step feeds node `n`, while
+//!   it leads, the next change of the scenario for its membership (a
+//!   budget bounds them); in the random walks also any other change that
+//!   makes sense there (remove any member, add or promote any other node,
+//!   replace any voter), so that leaders of different terms build
+//!   different memberships. The scenarios: `GrowShrink` (3 → 4 → 3: add node 4 as a voter,
+//!   which goes observer → catch-up → joint → final, then remove a voter)
+//!   and `Replace` (node 4 replaces voter 3 in one joint change). After a
+//!   failed step the operator retries what is left (promote the observer,
+//!   or drop it and replace again).
+//! - **Faults.** Crashes and restarts of any node at any step, message
+//!   loss (a message never delivered; explicit `Drop` steps in the random
+//!   walks), reordering (the network is a multiset), duplication (a
+//!   `Duplicate` step delivers a copy and keeps the message; budgeted).
+//!
+//! # Where the search starts
+//!
+//! A change is some 60–100 steps from a fresh cluster, far beyond an
+//! exhaustive search with four nodes. So the model first runs each
+//! scenario once along a *happy path* (a fixed policy: complete writes,
+//! deliver messages, propose the next change, tick the earliest deadline),
+//! and every state on it at which some node's membership write starts or
+//! completes (every phase: observer, joint, final, each written, partially
+//! stored, stored) is an initial state. So are the states of *failovers*:
+//! from every state of the happy path in which the leader uses a joint
+//! membership or writes one, the leader crashes and the same policy runs
+//! on until a new leader, which inherited the change, has left the joint
+//! membership. `GrowShrink` removes the leader itself, so its happy path
+//! also covers a removed leader leading on until it hands over. The
+//! exhaustive search then runs a few steps from every one of them, so every fault of those steps (a
+//! crash of any node with the write in flight, a restart from a partially
+//! stored joint or final membership, a duplicated or reordered update, an
+//! election) is explored at every phase. Seeded random walks go deeper:
+//! hundreds of steps each from the same states, with crashes, restarts,
+//! drops, duplicates and the operator's retries.
+//!
+//! # What is checked
+//!
+//! Always: at most one leader per term and strict leases never overlap
+//! (and no lease once a higher term elected a leader), by
+//! `tenure::sim::Checker`; every step passes its resumed
+//! `tenure::sim::NodeChecker`; a durable vote never changes within a term;
+//! **membership never goes back** (storage never replaces a membership by
+//! an older one, and a node never acts on a membership older than one it
+//! acted on before, across restarts); **completeness** (below); **no vote
+//! for an older membership** (a voter grants a vote only to a request
+//! stamped with a membership at least its own durable one, from a
+//! candidate whose durable membership is at least its own); **a leader
+//! moves on only from a stored membership** (whenever a leader writes a
+//! membership built on `P`, other than going back from a joint `P` to its
+//! old voters, a majority of each voter set of `P` holds `P` or a
+//! membership built on it durably: a ghost lineage tells those from
+//! merely newer memberships of another branch). Sometimes (so
+//! the checks are not vacuous; asserted per test): a leader uses a joint
+//! membership, a lease is held under one, a change completes, a leader
+//! is elected with the scenario's final membership, a leader inherited a
+//! joint membership from an earlier term, a removed leader leads on until
+//! it hands over, a node crashes.
+//!
+//! Completeness is checked as Raft states it, by term: a membership `M`
+//! is *stored at term `T`* once a majority of each of its voter sets holds
+//! `M` (or a newer one) durably while at term `T` or below (the node's
+//! current term: a vote it decided but has not stored yet counts), and
+//! then every leader of a term after `T` uses `M` or a newer one. Stated
+//! in time ("once `M` is stored, every later leader"), as the module docs
+//! word it, it does not hold (ignored test
+//! `model_check_membership_completeness_as_worded_in_the_docs`).
+//!
+//! The checks can fail: broken drivers (one that forgets the stored
+//! membership on restart, one that acknowledges a membership write before
+//! storage holds it, one that stamps delivered messages with the
+//! receiver's membership) are each caught, and the forgetful one also
+//! breaks one leader per term: two nodes restarted at the bootstrap
+//! voters elect a leader of `{1, 2, 3}` in the term in which the real
+//! voters `{1, 3, 4}` elect theirs. Known core bug 8 (a vote
+//! granted while a newer membership is being written) is kept as the
+//! ignored test `model_check_membership_no_vote_against_a_membership_being_written`,
+//! and known core bug 1 (a leader builds on an inherited membership that
+//! only holders of a newer membership of another branch "store") as
+//! `model_check_membership_leader_moves_on_only_from_a_stored_membership`;
+//! the exhaustive searches check the lineage property, the default random
+//! walks do not (until bug 1 is fixed).
+//!
+//! # Not modelled
+//!
+//! Clock drift (every clock reads real time; `tests/model_check.rs` and
+//! `tests/lease_sim.rs` cover drift), log positions (all `()`: every
+//! acknowledging node is caught up), leadership transfer and promotion
+//! other than the handover of a removed leader, addresses, more than one
+//! spare node, and disagreeing bootstrap configurations (conflict
+//! reports). Random walks are samples, not proofs.
+//!
+//! # Cost
+//!
+//! Release build, one core per test. The exhaustive searches to depth 5
+//! (`TENURE_MEMBERSHIP_DEPTH`, default 5) visit 220k states (`GrowShrink`,
+//! 68 initial states) and 163k (`Replace`, 39) in 7-17 s each; the random
+//! walks (`TENURE_MEMBERSHIP_WALKS`, default 500k states each, walks of up
+//! to 400 steps; `TENURE_MEMBERSHIP_SEED=<n>` picks other seeds) 10-25 s
+//! each. The whole file: 25-45 s on two shared cores, 0.8 GB peak.
+//! Deeper, one test at a time:
+//! `TENURE_MEMBERSHIP_DEPTH=6 cargo test --release --all-features --test model_check_membership -- --test-threads 1 --exact model_check_membership_grow_shrink model_check_membership_replace`
+//! visits 1.54M + 1.14M states in about 100 s, 5.9 GB peak;
+//! `TENURE_MEMBERSHIP_WALKS=3000000 ... random_walks` about 110-150 s per
+//! walk test, 70 MB (seeds 7, 11, 12, 21 and 22 found nothing).
+
+#![cfg(feature = "sim")]
+#![forbid(unsafe_code)]
+
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::time::Instant as WallClock;
+
+use stateright::{Checker, Expectation, Model, Property};
+use tenure::sim::{Checker as SimChecker, NodeChecker};
+use tenure::{
+    Action, Config, Event, Fencing, HardState, Input, Instant, Membership, MembershipChange,
+    MembershipId, Message, MessageKind, Node, NodeId, Role,
+};
+
+/// An `Always` property over the ghost `broken` (a macro: properties
+/// are function pointers, which capture nothing).
+macro_rules! ghost_property {
+    ($name:literal) => {
+        Property::always($name, |_, cluster: &Cluster| {
+            cluster.broken.as_ref().is_none_or(|(p, _)| *p != $name)
+        })
+    };
+}
+
+const NODES: usize = 4;
+const BOOTSTRAP: [NodeId; 3] = [1, 2, 3];
+/// The spare node: joins with `Config::join`.
+const SPARE: NodeId = 4;
+
+/// The changes an operator asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Scenario {
+    /// 3 → 4 → 3: add the spare as a voter, then remove `remove` (`None`:
+    /// the leader that is asked, which then hands over).
+    GrowShrink { remove: Option<NodeId> },
+    /// The spare replaces voter `old`.
+    Replace { old: NodeId },
+}
+
+impl Scenario {
+    /// The change an operator asks leader `leader`, with membership `m`,
+    /// for next.
+    fn next_change(self, leader: NodeId, m: &Membership) -> Option<MembershipChange> {
+        if m.is_joint() {
+            return None;
+        }
+        let address = || String::from("n4");
+        let spare_observer = m.observers.contains(&SPARE);
+        match self {
+            Scenario::GrowShrink { remove } => {
+                let remove = remove.unwrap_or(leader);
+                if !m.is_member(SPARE) {
+                    Some(MembershipChange::AddVoter {
+                        id: SPARE,
+                        address: address(),
+                    })
+                } else if spare_observer {
+                    Some(MembershipChange::Promote { id: SPARE })
+                } else if m.voters.len() == 4 && m.voters.contains(&remove) {
+                    Some(MembershipChange::Remove { id: remove })
+                } else {
+                    None
+                }
+            }
+            Scenario::Replace { old } => {
+                if !m.voters.contains(&old) {
+                    None
+                } else if !m.is_member(SPARE) {
+                    Some(MembershipChange::Replace {
+                        old,
+                        new: SPARE,
+                        address: address(),
+                    })
+                } else if spare_observer {
+                    // A replacement that failed left the spare an
+                    // observer: drop it, then replace again.
+                    Some(MembershipChange::Remove { id: SPARE })
+                } else {
+                    None
+                }
+            }
+        }
+    }
+
+    /// Whether `m` is a membership the scenario ends with: three voters,
+    /// the spare among them, not joint.
+    fn is_final(self, m: &Membership) -> bool {
+        let gone = match self {
+            Scenario::GrowShrink { remove } => remove,
+            Scenario::Replace { old } => Some(old),
+        };
+        !m.is_joint()
+            && m.voters.len() == 3
+            && m.voters.contains(&SPARE)
+            && gone.is_none_or(|g| !m.voters.contains(&g))
+    }
+}
+
+/// What the model lets go wrong, and how the nodes are driven.
+#[derive(Clone, Copy, Debug)]
+struct Variant {
+    scenario: Scenario,
+    max_crashes: u8,
+    max_duplicates: u8,
+    max_proposals: u8,
+    /// The operator may also ask for any other change that makes sense
+    /// for the leader's membership (remove any member, add or promote any
+    /// other node, replace any voter), so leaders of different terms
+    /// build different memberships.
+    free_operator: bool,
+    /// Terms beyond this end a run (`Model::within_boundary`).
+    max_term: u64,
+    /// Explicit `Drop` steps (the random walks: a long run would
+    /// otherwise carry every undelivered heartbeat along).
+    drops: bool,
+    /// `Config::membership_change_timeout` in milliseconds (`None`: the
+    /// default, ten election timeouts).
+    change_timeout_ms: Option<u64>,
+    /// Completeness as the module docs word it: a membership counts as
+    /// stored at the highest *durable* term of the majority holding it
+    /// (see `Cluster::update_committed`).
+    durable_terms: bool,
+    /// Completeness as the module docs word it, in time rather than by
+    /// term: once a membership is stored, every leader elected from then
+    /// on uses it or a newer one.
+    time_ordered_completeness: bool,
+    /// A voter refuses a candidate whose membership is older than the
+    /// one it is writing, too (the property of known core bug 8).
+    strict_votes: bool,
+    /// Check that a leader builds a membership only on one that a
+    /// majority of each voter set holds, itself or a membership built on
+    /// it (not merely a newer one).
+    check_moving_on: bool,
+    /// A broken driver (only to show the checker can fail): it
+    /// acknowledges a membership write at once, before storage holds it.
+    ack_membership_early: bool,
+    /// A broken driver (only to show the checker can fail): it stamps a
+    /// delivered message with the *receiver's* membership, not the one
+    /// the sender stamped it with.
+    stamp_with_receivers_membership: bool,
+    /// A broken driver (only to show the checker can fail): it restarts a
+    /// node from its configuration, forgetting the stored membership.
+    forget_membership_on_restart: bool,
+}
+
+const GROW_SHRINK: Variant = Variant {
+    scenario: Scenario::GrowShrink { remove: None },
+    max_crashes: 1,
+    max_duplicates: 1,
+    max_proposals: 2,
+    free_operator: false,
+    max_term: 4,
+    drops: false,
+    change_timeout_ms: None,
+    durable_terms: false,
+    time_ordered_completeness: false,
+    strict_votes: false,
+    check_moving_on: true,
+    ack_membership_early: false,
+    stamp_with_receivers_membership: false,
+    forget_membership_on_restart: false,
+};
+
+const REPLACE: Variant = Variant {
+    scenario: Scenario::Replace { old: 3 },
+    ..GROW_SHRINK
+};
+
+/// A message in flight, stamped with the sender's membership when sent.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct Envelope {
+    src: NodeId,
+    dst: NodeId,
+    /// `MembershipId` as `(epoch, term, fingerprint)` (sortable).
+    stamp: (u64, u64, u64),
+    msg: Message,
+}
+
+impl Envelope {
+    fn stamp(&self) -> MembershipId {
+        MembershipId {
+            epoch: self.stamp.0,
+            term: self.stamp.1,
+            fingerprint: self.stamp.2,
+        }
+    }
+}
+
+/// A node that is up: the engine and the writes it asked for, not yet
+/// fsynced.
+#[derive(Clone, Debug)]
+struct Running {
+    node: Node,
+    pending: Option<HardState>,
+    pending_membership: Option<Membership>,
+}
+
+/// `(term, epoch)`: how memberships are ordered.
+type Version = (u64, u64);
+
+fn version(m: &Membership) -> Version {
+    (m.term, m.epoch)
+}
+
+fn id_version(m: MembershipId) -> Version {
+    (m.term, m.epoch)
+}
+
+#[derive(Clone, Debug)]
+struct Cluster {
+    /// Real time; every node's clock reads it.
+    now: Instant,
+    /// `None`: crashed.
+    nodes: Vec<Option<Arc<Running>>>,
+    /// What each node's storage holds: term and vote, and the membership
+    /// (`None`: never stored one).
+    disks: Vec<HardState>,
+    stored_memberships: Vec<Option<Arc<Membership>>>,
+    /// Messages in flight, sorted (a multiset: order means nothing).
+    network: Vec<Envelope>,
+    crashes: u8,
+    duplicates: u8,
+    proposals: u8,
+    /// Ghost: the highest term any node became leader in.
+    highest_elected: u64,
+    /// Ghost: the newest membership version each node acted on, in any
+    /// life.
+    acted: [Version; NODES],
+    /// Ghost: the memberships stored so far, each with the term it was
+    /// stored at: a majority of each of its voter sets held it (or a newer
+    /// one) durably while at that term or below (see
+    /// `Cluster::update_committed`). Only the pairs no other pair beats
+    /// (a newer version stored at the same term or an earlier one).
+    committed: Vec<(Version, u64)>,
+    /// Ghost: changes completed.
+    completed: u8,
+    /// Ghost: which membership each leader-made membership was built on,
+    /// `(child, parent)`, so that "holds `M` or a membership built on it"
+    /// can be told from "holds a newer membership" (of another branch).
+    lineage: Vec<(Version, Version)>,
+    /// Ghost: the first property a step broke, and how.
+    broken: Option<(&'static str, String)>,
+}
+
+/// What identifies a state: `now` itself is left out, the nodes are
+/// fingerprinted relative to it (see `tests/model_check.rs`).
+type Identity<'a> = (
+    Vec<Option<(u64, Option<HardState>, Option<Version>)>>,
+    &'a [HardState],
+    Vec<Option<Version>>,
+    &'a [Envelope],
+    (u8, u8, u8, u8),
+    (u64, [Version; NODES], &'a [(Version, u64)]),
+    &'a [(Version, Version)],
+    Option<&'static str>,
+);
+
+impl Cluster {
+    fn identity(&self) -> Identity<'_> {
+        let nodes = self
+            .nodes
+            .iter()
+            .map(|slot| {
+                slot.as_ref().map(|r| {
+                    (
+                        r.node.protocol_fingerprint(self.now),
+                        r.pending,
+                        r.pending_membership.as_ref().map(version),
+                    )
+                })
+            })
+            .collect();
+        // A stored membership is named by its version: each version has
+        // one membership (the leader of its term made it).
+        let stored = self
+            .stored_memberships
+            .iter()
+            .map(|m| m.as_deref().map(version))
+            .collect();
+        (
+            nodes,
+            &self.disks,
+            stored,
+            &self.network,
+            (
+                self.crashes,
+                self.duplicates,
+                self.proposals,
+                self.completed,
+            ),
+            (self.highest_elected, self.acted, &self.committed),
+            &self.lineage,
+            self.broken.as_ref().map(|(p, _)| *p),
+        )
+    }
+
+    fn break_property(&mut self, property: &'static str, detail: String) {
+        self.broken.get_or_insert((property, detail));
+    }
+
+    fn running(&self) -> impl Iterator<Item = (NodeId, &Node)> {
+        ids().filter_map(|id| self.nodes[index(id)].as_ref().map(|r| (id, &r.node)))
+    }
+
+    fn leader(&self) -> Option<(NodeId, &Node)> {
+        self.running()
+            .filter(|(_, n)| n.status().role == Role::Leader)
+            .max_by_key(|(_, n)| n.status().term)
+    }
+
+    /// The stored version of node `id`'s membership: what storage holds,
+    /// or the bootstrap membership (epoch 0) it starts from.
+    fn stored_version(&self, id: NodeId) -> Version {
+        self.stored_memberships[index(id)]
+            .as_deref()
+            .map_or((0, 0), version)
+    }
+
+    /// Whether `v` is `ancestor` or was built on it (through the ghost
+    /// `lineage`).
+    fn descends(&self, mut v: Version, ancestor: Version) -> bool {
+        loop {
+            if v == ancestor {
+                return true;
+            }
+            if v.1 <= ancestor.1 {
+                return false;
+            }
+            match self.lineage.iter().find(|&&(c, _)| c == v) {
+                Some(&(_, parent)) => v = parent,
+                None => return false,
+            }
+        }
+    }
+
+    /// Whether a majority of each voter set of `m` holds `m`, or a
+    /// membership built on it, durably.
+    fn stored_with_lineage(&self, m: &Membership) -> bool {
+        let v = version(m);
+        [&m.voters, &m.outgoing]
+            .into_iter()
+            .filter(|set| !set.is_empty())
+            .all(|set| {
+                let holding = set
+                    .iter()
+                    .filter(|&&id| self.descends(self.stored_version(id), v))
+                    .count();
+                2 * holding > set.len()
+            })
+    }
+
+    /// Recomputes the ghost `committed` (after every step: storage and
+    /// terms change). Membership `M` is *stored at term `T`* once a
+    /// majority of each of its voter sets holds `M` or a newer one
+    /// durably and is at term `T` or below: none of them can yet have
+    /// voted in a term after `T` without knowing `M` (Raft's commitment:
+    /// an entry is committed in the term of the leader whose majority
+    /// stored it). Completeness then says: every leader of a term after
+    /// `T` uses `M` or a newer membership.
+    ///
+    /// A node's term is its current term, the highest of what storage
+    /// holds, what it is writing and what it acts on (a vote it decided
+    /// but has not yet stored may have been decided before it knew `M`);
+    /// with `durable_terms`, only what storage holds (the module docs'
+    /// wording: "holds it durably").
+    fn update_committed(&mut self, durable_terms: bool) {
+        let terms: Vec<u64> = ids()
+            .map(|id| {
+                let disk = self.disks[index(id)].term;
+                match &self.nodes[index(id)] {
+                    Some(r) if !durable_terms => disk
+                        .max(r.node.status().term)
+                        .max(r.pending.map_or(0, |p| p.term)),
+                    _ => disk,
+                }
+            })
+            .collect();
+        let mut found = Vec::new();
+        for m in self.stored_memberships.iter().flatten() {
+            let v = version(m);
+            let mut at = 0;
+            let stored = [&m.voters, &m.outgoing]
+                .into_iter()
+                .filter(|set| !set.is_empty())
+                .all(|set| {
+                    let mut holding: Vec<u64> = set
+                        .iter()
+                        .filter(|&&id| self.stored_version(id) >= v)
+                        .map(|&id| terms[index(id)])
+                        .collect();
+                    let majority = set.len() / 2 + 1;
+                    if holding.len() < majority {
+                        return false;
+                    }
+                    holding.sort_unstable();
+                    at = at.max(holding[majority - 1]);
+                    true
+                });
+            if stored {
+                found.push((v, at));
+            }
+        }
+        for (v, at) in found {
+            if self.committed.iter().any(|&(w, t)| w >= v && t <= at) {
+                continue;
+            }
+            self.committed.retain(|&(w, t)| !(w <= v && t >= at));
+            self.committed.push((v, at));
+            self.committed.sort_unstable();
+        }
+    }
+}
+
+impl Hash for Cluster {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.identity().hash(state);
+    }
+}
+
+impl PartialEq for Cluster {
+    fn eq(&self, other: &Self) -> bool {
+        self.identity() == other.identity()
+    }
+}
+
+impl Eq for Cluster {}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Step {
+    Deliver(Envelope),
+    /// Delivers a copy; the message stays in flight.
+    Duplicate(Envelope),
+    /// The message is lost.
+    Drop(Envelope),
+    /// Real time jumps to the node's next deadline (unless due) and it ticks.
+    Tick(NodeId),
+    /// The node's pending term-and-vote write becomes durable and is
+    /// acknowledged.
+    Fsync(NodeId),
+    /// The node's pending membership write becomes durable and is
+    /// acknowledged.
+    FsyncMembership(NodeId),
+    Crash(NodeId),
+    Restart(NodeId),
+    /// The operator asks the node (a leader) for a change: the scenario's
+    /// next one, or (`Variant::free_operator`) any that makes sense.
+    Propose(NodeId, MembershipChange),
+}
+
+fn index(id: NodeId) -> usize {
+    id as usize - 1
+}
+
+fn ids() -> impl Iterator<Item = NodeId> {
+    1..=NODES as NodeId
+}
+
+struct MembershipModel {
+    variant: Variant,
+    /// The initial states (computed once: the random walks ask for them
+    /// at every trace).
+    init: Vec<Cluster>,
+}
+
+impl MembershipModel {
+    /// The model with its initial states: the fresh cluster and every
+    /// phase of the scenario's happy path.
+    fn new(variant: Variant) -> MembershipModel {
+        let mut model = MembershipModel {
+            variant,
+            init: Vec::new(),
+        };
+        let path = model.happy_path();
+        let failovers = model.failovers(&path);
+        let mut init = vec![path[0].clone()];
+        let phase = |c: &Cluster| -> Vec<(Option<Version>, Option<Version>)> {
+            ids()
+                .map(|id| {
+                    let pending = c.nodes[index(id)]
+                        .as_ref()
+                        .and_then(|r| r.pending_membership.as_ref().map(version));
+                    let stored = c.stored_memberships[index(id)].as_deref().map(version);
+                    (pending, stored)
+                })
+                .collect()
+        };
+        for run in std::iter::once(&path).chain(&failovers) {
+            init.push(run[0].clone());
+            for pair in run.windows(2) {
+                if phase(&pair[0]) != phase(&pair[1]) {
+                    init.push(pair[1].clone());
+                }
+            }
+        }
+        init.dedup();
+        model.init = init;
+        model
+    }
+
+    fn config(&self, id: NodeId, stored: Option<&Membership>) -> Config {
+        let mut config = Config::new(id, BOOTSTRAP)
+            .fencing(Fencing::Strict)
+            .rng_seed(1);
+        if let Some(ms) = self.variant.change_timeout_ms {
+            config = config.membership_change_timeout(std::time::Duration::from_millis(ms));
+        }
+        match stored {
+            Some(m) => config.membership(m.clone()),
+            None if id == SPARE => config.join(),
+            None => config,
+        }
+    }
+
+    fn start(
+        &self,
+        id: NodeId,
+        disk: HardState,
+        stored: Option<&Membership>,
+        now: Instant,
+    ) -> Arc<Running> {
+        let node = Node::new(self.config(id, stored), disk, now).expect("valid config");
+        Arc::new(Running {
+            node,
+            pending: None,
+            pending_membership: None,
+        })
+    }
+
+    fn fresh(&self) -> Cluster {
+        Cluster {
+            now: Instant::ZERO,
+            nodes: ids()
+                .map(|id| Some(self.start(id, HardState::default(), None, Instant::ZERO)))
+                .collect(),
+            disks: vec![HardState::default(); NODES],
+            stored_memberships: vec![None; NODES],
+            network: Vec::new(),
+            crashes: 0,
+            duplicates: 0,
+            proposals: 0,
+            highest_elected: 0,
+            acted: [(0, 0); NODES],
+            committed: Vec::new(),
+            completed: 0,
+            lineage: Vec::new(),
+            broken: None,
+        }
+    }
+
+    /// Steps node `id` at the real time and applies what it asks for,
+    /// through a `NodeChecker` resumed from the node's current state, and
+    /// checks the membership properties of the step.
+    fn run(&self, cluster: &mut Cluster, id: NodeId, input: Input) {
+        let now = cluster.now;
+        let disk = cluster.disks[index(id)];
+        // The membership a vote request's sender really uses (a driver
+        // may stamp wrongly): its durable one, whether it is up or not.
+        let sender = |from: NodeId| -> Version {
+            match &cluster.nodes[index(from)] {
+                Some(r) => id_version(r.node.membership_id()),
+                None => cluster.stored_version(from),
+            }
+        };
+        let actual = match &input {
+            Input::ReceiveStamped { from, .. } => sender(*from),
+            _ => (0, 0),
+        };
+        let slot = &mut cluster.nodes[index(id)];
+        let running = Arc::make_mut(slot.as_mut().expect("running node"));
+        let mut checker = NodeChecker::resume(&running.node, now, disk, running.pending);
+        if let Input::Persisted(acked) = &input {
+            // The write in flight is acknowledged by this very step.
+            running.pending = running.pending.filter(|p| p != acked);
+        }
+        // A vote request, for the vote property.
+        let request = match &input {
+            Input::ReceiveStamped {
+                from,
+                stamp,
+                message:
+                    Message {
+                        kind: MessageKind::VoteRequest { .. },
+                        ..
+                    },
+            } => Some((*from, *stamp)),
+            _ => None,
+        };
+        let before = running.node.status();
+        let mine = running.node.membership_id();
+        let writing = running.pending_membership.as_ref().map(Membership::id);
+        let known_before = [
+            running.pending_membership.clone(),
+            Some(running.node.membership().clone()),
+        ];
+        let mut actions = Vec::new();
+        let result = checker.step(&mut running.node, now, input, &mut actions);
+        let after = running.node.status();
+        let stamp = running.node.membership_id();
+        let membership = running.node.membership().clone();
+        let mut early_acks = Vec::new();
+        let mut made = Vec::new();
+        let mut sends = Vec::new();
+        let mut broken = Vec::new();
+        if let Err(v) = result {
+            broken.push(("every step passes its NodeChecker", v.to_string()));
+        }
+        if let Some((candidate, their)) = request
+            && after.vote == Some(candidate)
+            && before.vote != Some(candidate)
+            && (mine.is_newer_than(&their) || id_version(mine) > actual)
+        {
+            broken.push((
+                "no vote for a candidate with an older membership",
+                format!(
+                    "node {id} (membership {mine}) voted for node {candidate} (membership {actual:?} (term, epoch)) in term {} on a request stamped {their}",
+                    after.term
+                ),
+            ));
+        }
+        if let Some((candidate, their)) = request
+            && self.variant.strict_votes
+            && after.vote == Some(candidate)
+            && before.vote != Some(candidate)
+            && let Some(writing) =
+                writing.filter(|w| w.is_newer_than(&their) && id_version(*w) > actual)
+        {
+            broken.push((
+                "no vote for a candidate older than the membership being written",
+                format!(
+                    "node {id} (membership {mine}, writing {writing}) voted for node {candidate} in term {} on a request stamped {their}",
+                    after.term
+                ),
+            ));
+        }
+        for action in actions {
+            match action {
+                Action::Persist(hs) => running.pending = Some(hs),
+                Action::Send { to, message } => sends.push(Envelope {
+                    src: id,
+                    dst: to,
+                    stamp: (stamp.epoch, stamp.term, stamp.fingerprint),
+                    msg: message,
+                }),
+                Action::Event(Event::BecameLeader { term, .. }) => {
+                    cluster.highest_elected = cluster.highest_elected.max(term);
+                    let missed = cluster.committed.iter().find(|&&(v, at)| {
+                        (at < term || self.variant.time_ordered_completeness)
+                            && version(&membership) < v
+                    });
+                    if let Some((v, at)) = missed {
+                        broken.push((
+                            "completeness: a new leader's membership is at least every stored one",
+                            format!(
+                                "node {id} leads term {term} with membership {:?} (term, epoch), but {v:?} was stored at term {at}",
+                                version(&membership),
+                            ),
+                        ));
+                    }
+                }
+                Action::Event(Event::PersistMembership(m)) => {
+                    if m.term == after.term && after.role == Role::Leader {
+                        // Made here: built on the membership one epoch
+                        // older that this leader knew.
+                        let parent = known_before
+                            .iter()
+                            .flatten()
+                            .chain([&membership])
+                            .find(|p| p.epoch + 1 == m.epoch)
+                            .cloned();
+                        if let Some(parent) = parent {
+                            made.push((m.clone(), parent));
+                        }
+                    }
+                    if self.variant.ack_membership_early {
+                        early_acks.push(m.id());
+                    }
+                    running.pending_membership = Some(m);
+                }
+                Action::Event(Event::MembershipChangeCompleted { .. }) => {
+                    cluster.completed = cluster.completed.saturating_add(1).min(3);
+                }
+                Action::Event(_) => {}
+            }
+        }
+        for (m, parent) in made {
+            let rollback = parent.is_joint() && m.voters == parent.outgoing;
+            if !rollback
+                && parent.epoch > 0
+                && self.variant.check_moving_on
+                && !cluster.stored_with_lineage(&parent)
+            {
+                broken.push((
+                    "a leader moves on only from a stored membership",
+                    format!(
+                        "node {id} (term {}) writes {:?} built on {:?}, which no majority of each voter set holds (itself or a membership built on it)",
+                        after.term,
+                        version(&m),
+                        version(&parent)
+                    ),
+                ));
+            }
+            if !cluster.lineage.iter().any(|&(c, _)| c == version(&m)) {
+                cluster.lineage.push((version(&m), version(&parent)));
+                cluster.lineage.sort_unstable();
+            }
+        }
+        for envelope in sends {
+            let at = cluster.network.partition_point(|e| *e <= envelope);
+            cluster.network.insert(at, envelope);
+        }
+        self.note_acted(cluster, id, version(&membership), &mut broken);
+        for (property, detail) in broken {
+            cluster.break_property(property, detail);
+        }
+        for acked in early_acks {
+            self.run(cluster, id, Input::PersistedMembership(acked));
+        }
+    }
+
+    /// Ghost `acted`: node `id` acts on membership `v` now.
+    fn note_acted(
+        &self,
+        cluster: &mut Cluster,
+        id: NodeId,
+        v: Version,
+        broken: &mut Vec<(&'static str, String)>,
+    ) {
+        let acted = &mut cluster.acted[index(id)];
+        if v < *acted {
+            broken.push((
+                "membership never goes back",
+                format!("node {id} acts on membership {v:?} (term, epoch) after {acted:?}"),
+            ));
+        }
+        *acted = (*acted).max(v);
+    }
+
+    /// The pending write of node `id` becomes durable and is acknowledged.
+    fn fsync(&self, cluster: &mut Cluster, id: NodeId) -> Option<()> {
+        let running = Arc::make_mut(cluster.nodes[index(id)].as_mut()?);
+        let hs = running.pending?;
+        let old = cluster.disks[index(id)];
+        if hs.term == old.term && old.vote.is_some() && hs.vote != old.vote {
+            cluster.break_property(
+                "durable vote never changes within a term",
+                format!("node {id}: {old:?} -> {hs:?}"),
+            );
+        }
+        cluster.disks[index(id)] = hs;
+        self.run(cluster, id, Input::Persisted(hs));
+        Some(())
+    }
+
+    /// The pending membership write of node `id` becomes durable and (for
+    /// a correct driver) is acknowledged.
+    fn fsync_membership(&self, cluster: &mut Cluster, id: NodeId) -> Option<()> {
+        let running = Arc::make_mut(cluster.nodes[index(id)].as_mut()?);
+        let m = running.pending_membership.take()?;
+        if let Some(old) = cluster.stored_memberships[index(id)].as_deref()
+            && version(&m) < version(old)
+        {
+            cluster.break_property(
+                "membership never goes back",
+                format!(
+                    "node {id}: storage replaces {:?} by {:?} (term, epoch)",
+                    version(old),
+                    version(&m)
+                ),
+            );
+        }
+        let acked = m.id();
+        cluster.stored_memberships[index(id)] = Some(Arc::new(m));
+        if !self.variant.ack_membership_early {
+            self.run(cluster, id, Input::PersistedMembership(acked));
+        }
+        Some(())
+    }
+
+    fn restart(&self, cluster: &mut Cluster, id: NodeId) -> Option<()> {
+        if cluster.nodes[index(id)].is_some() {
+            return None;
+        }
+        let stored = if self.variant.forget_membership_on_restart {
+            None
+        } else {
+            cluster.stored_memberships[index(id)].clone()
+        };
+        let running = self.start(id, cluster.disks[index(id)], stored.as_deref(), cluster.now);
+        let v = id_version(running.node.membership_id());
+        cluster.nodes[index(id)] = Some(running);
+        let mut broken = Vec::new();
+        self.note_acted(cluster, id, v, &mut broken);
+        for (property, detail) in broken {
+            cluster.break_property(property, detail);
+        }
+        Some(())
+    }
+
+    /// The cluster invariants `tenure::sim::Checker` finds in this state
+    /// (as in `tests/model_check.rs`).
+    fn cluster_violations(&self, cluster: &Cluster) -> Vec<&'static str> {
+        let mut checker = SimChecker::default();
+        if cluster.highest_elected > 0 {
+            let leader = cluster
+                .running()
+                .find(|(_, n)| {
+                    let st = n.status();
+                    st.role == Role::Leader && st.term == cluster.highest_elected
+                })
+                .map_or(0, |(id, _)| id);
+            checker.leader_elected(leader, cluster.highest_elected, cluster.now);
+        }
+        let nodes = cluster.running().map(|(_, node)| (node, cluster.now));
+        checker
+            .check_nodes(0, cluster.now, nodes)
+            .into_iter()
+            .map(|v| v.invariant)
+            .collect()
+    }
+
+    /// The change the operator would ask node `id` for now, if it leads.
+    fn proposals(&self, cluster: &Cluster, id: NodeId) -> Vec<MembershipChange> {
+        let Some(running) = cluster.nodes[index(id)].as_ref() else {
+            return Vec::new();
+        };
+        let node = &running.node;
+        if node.status().role != Role::Leader || cluster.proposals >= self.variant.max_proposals {
+            return Vec::new();
+        }
+        let m = node.membership();
+        let mut changes: Vec<MembershipChange> = self
+            .variant
+            .scenario
+            .next_change(id, m)
+            .into_iter()
+            .collect();
+        if self.variant.free_operator {
+            let address = |x: NodeId| format!("n{x}");
+            for x in ids() {
+                if m.voters.contains(&x) && m.voters.len() > 1 {
+                    changes.push(MembershipChange::Remove { id: x });
+                }
+                if m.observers.contains(&x) {
+                    changes.push(MembershipChange::Promote { id: x });
+                    changes.push(MembershipChange::Remove { id: x });
+                }
+                if !m.is_member(x) {
+                    changes.push(MembershipChange::AddVoter {
+                        id: x,
+                        address: address(x),
+                    });
+                    for &old in &m.voters {
+                        changes.push(MembershipChange::Replace {
+                            old,
+                            new: x,
+                            address: address(x),
+                        });
+                    }
+                }
+            }
+            let first = changes.first().cloned();
+            let mut seen = Vec::new();
+            changes.retain(|c| {
+                let fresh = !seen.contains(c);
+                seen.push(c.clone());
+                fresh
+            });
+            debug_assert_eq!(changes.first().cloned(), first);
+        }
+        changes
+    }
+
+    /// The scenario's happy path from the fresh cluster (see
+    /// `MembershipModel::drive`), until the final membership is durable on
+    /// every final voter and the network is quiet. Every state on the way.
+    fn happy_path(&self) -> Vec<Cluster> {
+        let scenario = self.variant.scenario;
+        let done = |cluster: &Cluster| {
+            cluster.network.is_empty()
+                && cluster.running().all(|(id, n)| {
+                    !n.membership().is_voter(id)
+                        || cluster.stored_memberships[index(id)]
+                            .as_deref()
+                            .is_some_and(|m| scenario.is_final(m))
+                })
+                && cluster
+                    .leader()
+                    .is_some_and(|(_, n)| scenario.is_final(n.membership()))
+        };
+        let path = self.drive(self.fresh(), done);
+        let last = path.last().expect("a path");
+        assert!(
+            done(last),
+            "the happy path of {scenario:?} did not end in its final membership:\n{}",
+            describe_state(last)
+        );
+        assert!(last.broken.is_none(), "{:?}", last.broken);
+        path
+    }
+
+    /// States after a failover in the middle of the change: from every
+    /// state of `path` in which the leader uses a joint membership or
+    /// writes a membership, the leader crashes, and the cluster is driven
+    /// on until a new leader leaves the joint membership it inherited (or
+    /// 400 steps). Every state on the way.
+    fn failovers(&self, path: &[Cluster]) -> Vec<Vec<Cluster>> {
+        let mut runs = Vec::new();
+        let mut last_phase = None;
+        for state in path {
+            let Some((leader, node)) = state.leader() else {
+                continue;
+            };
+            let writing = state.nodes[index(leader)]
+                .as_ref()
+                .and_then(|r| r.pending_membership.as_ref().map(version));
+            let mid_change = node.membership().is_joint() || writing.is_some();
+            let phase = (version(node.membership()), writing);
+            if !mid_change || last_phase == Some(phase) {
+                continue;
+            }
+            last_phase = Some(phase);
+            let mut crashed = state.clone();
+            crashed.nodes[index(leader)] = None;
+            let elected = crashed.highest_elected;
+            let settled = move |c: &Cluster| {
+                c.highest_elected > elected
+                    && c.leader().is_some_and(|(_, n)| !n.membership().is_joint())
+                    && c.nodes
+                        .iter()
+                        .flatten()
+                        .all(|r| r.pending_membership.is_none())
+            };
+            let mut run = vec![crashed.clone()];
+            let mut driven = self.drive(crashed, settled);
+            driven.truncate(400);
+            run.extend(driven);
+            runs.push(run);
+        }
+        runs
+    }
+
+    /// Drives `cluster` along a fixed policy until `done`: complete writes,
+    /// deliver messages, propose the scenario's next change once none is
+    /// running, else tick the node with the earliest deadline (up to 3000
+    /// steps). Every state on the way, `cluster` first.
+    fn drive(&self, mut cluster: Cluster, done: impl Fn(&Cluster) -> bool) -> Vec<Cluster> {
+        let unbounded = MembershipModel {
+            variant: Variant {
+                max_proposals: u8::MAX,
+                free_operator: false,
+                ..self.variant
+            },
+            init: Vec::new(),
+        };
+        let mut path = vec![cluster.clone()];
+        let mut idle_since_proposal = true;
+        for _ in 0..3_000 {
+            if done(&cluster) {
+                break;
+            }
+            let step = ids()
+                .find(|&id| {
+                    cluster.nodes[index(id)]
+                        .as_ref()
+                        .is_some_and(|r| r.pending.is_some())
+                })
+                .map(Step::Fsync)
+                .or_else(|| {
+                    ids()
+                        .find(|&id| {
+                            cluster.nodes[index(id)]
+                                .as_ref()
+                                .is_some_and(|r| r.pending_membership.is_some())
+                        })
+                        .map(Step::FsyncMembership)
+                })
+                .or_else(|| {
+                    let live = |e: &&Envelope| cluster.nodes[index(e.dst)].is_some();
+                    cluster
+                        .network
+                        .iter()
+                        .find(live)
+                        .cloned()
+                        .map(Step::Deliver)
+                })
+                .or_else(|| {
+                    let (leader, _) = cluster.leader()?;
+                    let leading = cluster.nodes[index(leader)].as_ref()?;
+                    // Propose only with the change before it finished
+                    // everywhere: no membership write anywhere.
+                    let quiet = cluster
+                        .nodes
+                        .iter()
+                        .flatten()
+                        .all(|r| r.pending_membership.is_none());
+                    (idle_since_proposal && quiet && !leading.node.membership().is_joint())
+                        .then(|| unbounded.proposals(&cluster, leader).into_iter().next())
+                        .flatten()
+                        .map(|change| Step::Propose(leader, change))
+                })
+                .or_else(|| {
+                    cluster
+                        .running()
+                        .filter_map(|(id, n)| n.next_deadline().map(|d| (d, id)))
+                        .min()
+                        .map(|(_, id)| Step::Tick(id))
+                });
+            let Some(step) = step else { break };
+            let completed = cluster.completed;
+            if matches!(step, Step::Propose(..)) {
+                idle_since_proposal = false;
+            }
+            cluster = unbounded
+                .next_state(&cluster, step.clone())
+                .unwrap_or_else(|| panic!("policy step {step:?} not enabled"));
+            if cluster.completed != completed || matches!(step, Step::Tick(_)) {
+                // A change completed, or time passed (a refused or failed
+                // proposal is retried at the next tick).
+                idle_since_proposal = true;
+            }
+            // Seeded states count no proposals and no crashes: the
+            // searches from them get the whole budget.
+            cluster.proposals = 0;
+            cluster.crashes = 0;
+            path.push(cluster.clone());
+        }
+        path
+    }
+}
+
+impl Model for MembershipModel {
+    type State = Cluster;
+    type Action = Step;
+
+    fn init_states(&self) -> Vec<Cluster> {
+        self.init.clone()
+    }
+
+    fn actions(&self, cluster: &Cluster, actions: &mut Vec<Step>) {
+        let mut previous = None;
+        for envelope in &cluster.network {
+            if previous == Some(envelope) {
+                continue; // The same message twice: one choice.
+            }
+            previous = Some(envelope);
+            if cluster.nodes[index(envelope.dst)].is_some() {
+                actions.push(Step::Deliver(envelope.clone()));
+                if cluster.duplicates < self.variant.max_duplicates {
+                    actions.push(Step::Duplicate(envelope.clone()));
+                }
+            }
+            if self.variant.drops {
+                actions.push(Step::Drop(envelope.clone()));
+            }
+        }
+        for id in ids() {
+            match &cluster.nodes[index(id)] {
+                Some(r) => {
+                    if r.node.next_deadline().is_some() {
+                        actions.push(Step::Tick(id));
+                    }
+                    if r.pending.is_some() {
+                        actions.push(Step::Fsync(id));
+                    }
+                    if r.pending_membership.is_some() {
+                        actions.push(Step::FsyncMembership(id));
+                    }
+                    if cluster.crashes < self.variant.max_crashes {
+                        actions.push(Step::Crash(id));
+                    }
+                    for change in self.proposals(cluster, id) {
+                        actions.push(Step::Propose(id, change));
+                    }
+                }
+                None => actions.push(Step::Restart(id)),
+            }
+        }
+    }
+
+    fn next_state(&self, last: &Cluster, step: Step) -> Option<Cluster> {
+        let mut cluster = last.clone();
+        match step {
+            Step::Deliver(envelope) | Step::Duplicate(envelope) | Step::Drop(envelope)
+                if !cluster.network.contains(&envelope) =>
+            {
+                return None;
+            }
+            Step::Deliver(ref envelope) | Step::Duplicate(ref envelope) => {
+                let envelope = envelope.clone();
+                cluster.nodes[index(envelope.dst)].as_ref()?;
+                if matches!(step, Step::Deliver(_)) {
+                    let at = cluster.network.iter().position(|e| *e == envelope)?;
+                    cluster.network.remove(at);
+                } else {
+                    cluster.duplicates += 1;
+                }
+                let receiver = cluster.nodes[index(envelope.dst)].as_ref()?;
+                let stamp = if self.variant.stamp_with_receivers_membership {
+                    receiver.node.membership_id()
+                } else {
+                    envelope.stamp()
+                };
+                let input = Input::ReceiveStamped {
+                    from: envelope.src,
+                    stamp,
+                    message: envelope.msg,
+                };
+                self.run(&mut cluster, envelope.dst, input);
+            }
+            Step::Drop(envelope) => {
+                let at = cluster.network.iter().position(|e| *e == envelope)?;
+                cluster.network.remove(at);
+            }
+            Step::Tick(id) => {
+                let deadline = cluster.nodes[index(id)].as_ref()?.node.next_deadline()?;
+                cluster.now = cluster.now.max(deadline);
+                self.run(&mut cluster, id, Input::Tick);
+            }
+            Step::Fsync(id) => self.fsync(&mut cluster, id)?,
+            Step::FsyncMembership(id) => self.fsync_membership(&mut cluster, id)?,
+            Step::Crash(id) => {
+                cluster.nodes[index(id)].take()?;
+                cluster.crashes += 1;
+            }
+            Step::Restart(id) => self.restart(&mut cluster, id)?,
+            Step::Propose(id, change) => {
+                if !self.proposals(&cluster, id).contains(&change) {
+                    return None;
+                }
+                cluster.proposals += 1;
+                self.run(&mut cluster, id, Input::ChangeMembership(change));
+            }
+        }
+        cluster.update_committed(self.variant.durable_terms);
+        Some(cluster)
+    }
+
+    fn within_boundary(&self, cluster: &Cluster) -> bool {
+        cluster
+            .running()
+            .all(|(_, node)| node.status().term <= self.variant.max_term)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        vec![
+            Property::always("one leader per term", |model, cluster| {
+                !model
+                    .cluster_violations(cluster)
+                    .contains(&"one_leader_per_term")
+            }),
+            Property::always("strict leases never overlap", |model, cluster| {
+                !model
+                    .cluster_violations(cluster)
+                    .contains(&"lease_exclusive")
+            }),
+            Property::always(
+                "no lease once a higher term elected a leader",
+                |model, cluster| {
+                    !model
+                        .cluster_violations(cluster)
+                        .contains(&"lease_outlives_newer_leader")
+                },
+            ),
+            ghost_property!("every step passes its NodeChecker"),
+            ghost_property!("durable vote never changes within a term"),
+            ghost_property!("membership never goes back"),
+            ghost_property!("completeness: a new leader's membership is at least every stored one"),
+            ghost_property!("no vote for a candidate with an older membership"),
+            ghost_property!("a leader moves on only from a stored membership"),
+            ghost_property!("no vote for a candidate older than the membership being written"),
+            Property::sometimes(
+                "a leader uses a joint membership",
+                |_, cluster: &Cluster| {
+                    cluster
+                        .leader()
+                        .is_some_and(|(_, n)| n.membership().is_joint())
+                },
+            ),
+            Property::sometimes(
+                "a lease is held under a joint membership",
+                |_, cluster: &Cluster| {
+                    cluster.leader().is_some_and(|(_, n)| {
+                        n.membership().is_joint() && n.lease(cluster.now).is_some()
+                    })
+                },
+            ),
+            Property::sometimes("a change completes", |_, cluster: &Cluster| {
+                cluster.completed > 0
+            }),
+            Property::sometimes(
+                "a leader is elected with the final membership",
+                |model: &MembershipModel, cluster: &Cluster| {
+                    let scenario = model.variant.scenario;
+                    cluster.highest_elected > 1
+                        && cluster.leader().is_some_and(|(_, n)| {
+                            n.status().term == cluster.highest_elected
+                                && scenario.is_final(n.membership())
+                        })
+                },
+            ),
+            Property::sometimes("a node crashes", |_, cluster: &Cluster| cluster.crashes > 0),
+            Property::sometimes(
+                "a leader inherited a joint membership",
+                |_, cluster: &Cluster| {
+                    cluster.leader().is_some_and(|(_, n)| {
+                        n.membership().is_joint() && n.membership().term < n.status().term
+                    })
+                },
+            ),
+            Property::sometimes(
+                "a leader leads outside its own voter sets",
+                |_, cluster: &Cluster| {
+                    cluster
+                        .leader()
+                        .is_some_and(|(id, n)| !n.membership().is_voter(id))
+                },
+            ),
+        ]
+    }
+}
+
+/// One line per node: role, term, vote, stored and used membership.
+fn describe_state(cluster: &Cluster) -> String {
+    let show = |m: &Membership| {
+        if m.is_joint() {
+            format!("e{}t{}{:?}<-{:?}", m.epoch, m.term, m.voters, m.outgoing)
+        } else {
+            format!("e{}t{}{:?}+{:?}", m.epoch, m.term, m.voters, m.observers)
+        }
+    };
+    let nodes: Vec<String> = ids()
+        .map(|id| {
+            let disk = cluster.disks[index(id)];
+            let stored = cluster.stored_memberships[index(id)]
+                .as_deref()
+                .map_or_else(|| String::from("-"), show);
+            let storage = format!("disk t{} v{:?} m {stored}", disk.term, disk.vote);
+            match &cluster.nodes[index(id)] {
+                None => format!("n{id}: down [{storage}]"),
+                Some(r) => {
+                    let st = r.node.status();
+                    let lease = match r.node.lease(cluster.now) {
+                        Some(l) => format!(" lease<{}", l.valid_until),
+                        None => String::new(),
+                    };
+                    let writing = r
+                        .pending_membership
+                        .as_ref()
+                        .map_or_else(String::new, |m| format!(" writing {}", show(m)));
+                    format!(
+                        "n{id}: {:?} t{} uses {}{writing}{lease} [{storage}]",
+                        st.role,
+                        st.term,
+                        show(r.node.membership())
+                    )
+                }
+            }
+        })
+        .collect();
+    format!(
+        "  at {} (in flight: {}, stored (version, at term): {:?}):\n    {}\n",
+        cluster.now,
+        cluster.network.len(),
+        cluster.committed,
+        nodes.join("\n    ")
+    )
+}
+
+/// A counterexample, state by state.
+fn describe(path: stateright::Path<Cluster, Step>) -> String {
+    let mut text = String::new();
+    for (cluster, step) in path.into_vec() {
+        text += &describe_state(&cluster);
+        if let Some(step) = step {
+            let step = match &step {
+                Step::Deliver(e) | Step::Duplicate(e) | Step::Drop(e) => {
+                    let what = match step {
+                        Step::Deliver(_) => "Deliver",
+                        Step::Duplicate(_) => "Duplicate",
+                        _ => "Drop",
+                    };
+                    format!(
+                        "{what} {} -> {} (stamp e{} t{}): term {} {:?}",
+                        e.src, e.dst, e.stamp.0, e.stamp.1, e.msg.term, e.msg.kind
+                    )
+                }
+                other => format!("{other:?}"),
+            };
+            text += &format!("  => {step}\n");
+        }
+    }
+    text
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|d| d.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Checks every `Always` property of `model`'s exhaustive search to
+/// `depth` from every initial state, and that each of `reached` is
+/// reached.
+fn explore(name: &str, variant: Variant, depth: usize, reached: &[&'static str]) {
+    #[allow(clippy::disallowed_methods)]
+    let started = WallClock::now();
+    let model = MembershipModel::new(variant);
+    let seeds = model.init.len();
+    let checker = model.checker().target_max_depth(depth).spawn_bfs().join();
+    eprintln!(
+        "{name}: {seeds} initial states, {} unique states to depth {depth} in {:.1?}",
+        checker.unique_state_count(),
+        started.elapsed()
+    );
+    report(&checker, reached);
+}
+
+fn report(checker: &impl Checker<MembershipModel>, reached: &[&'static str]) {
+    let mut failures = Vec::new();
+    for property in checker.model().properties() {
+        if property.expectation == Expectation::Always
+            && let Some(path) = checker.discovery(property.name)
+        {
+            let last = path.last_state().clone();
+            failures.push(format!(
+                "{}: counterexample\n{}{}",
+                property.name,
+                describe(path),
+                last.broken
+                    .map(|(p, d)| format!("  ({p}: {d})\n"))
+                    .unwrap_or_default()
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let missing: Vec<&str> = reached
+        .iter()
+        .copied()
+        .filter(|name| checker.discovery(name).is_none())
+        .collect();
+    assert!(missing.is_empty(), "never reached: {missing:?}");
+}
+
+/// The happy paths reach their final memberships (the searches start
+/// from their phases).
+#[test]
+fn membership_model_happy_paths() {
+    for variant in [GROW_SHRINK, REPLACE] {
+        let model = MembershipModel::new(variant);
+        eprintln!(
+            "{:?}: {} initial states",
+            variant.scenario,
+            model.init.len()
+        );
+        for property in model.properties() {
+            if property.expectation == Expectation::Sometimes {
+                let n = model
+                    .init
+                    .iter()
+                    .filter(|c| (property.condition)(&model, c))
+                    .count();
+                eprintln!("  {}: {n} initial states", property.name);
+            }
+        }
+        if std::env::var_os("TENURE_MEMBERSHIP_SHOW_PHASES").is_some() {
+            for state in &model.init {
+                eprint!("{}", describe_state(state));
+            }
+        }
+    }
+}
+
+fn depth() -> usize {
+    env_usize("TENURE_MEMBERSHIP_DEPTH", 5)
+}
+
+/// 3 → 4 → 3 (add node 4 as a voter, remove node 1), exhaustively to
+/// `TENURE_MEMBERSHIP_DEPTH` steps from every phase of the change.
+#[test]
+fn model_check_membership_grow_shrink() {
+    explore(
+        "GROW_SHRINK",
+        GROW_SHRINK,
+        depth(),
+        &[
+            "a leader uses a joint membership",
+            "a lease is held under a joint membership",
+            "a change completes",
+            "a node crashes",
+        ],
+    );
+}
+
+/// Node 4 replaces node 3, exhaustively to `TENURE_MEMBERSHIP_DEPTH`
+/// steps from every phase of the change.
+#[test]
+fn model_check_membership_replace() {
+    explore(
+        "REPLACE",
+        REPLACE,
+        depth(),
+        &[
+            "a leader uses a joint membership",
+            "a lease is held under a joint membership",
+            "a change completes",
+            "a node crashes",
+        ],
+    );
+}
+
+/// Random walks: a biased choice (deliveries and writes more often than
+/// crashes), reproducible from the checker's seed.
+#[derive(Clone)]
+struct Biased;
+
+impl stateright::Chooser<MembershipModel> for Biased {
+    type State = u64;
+
+    fn new_state(&self, seed: u64) -> u64 {
+        seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1
+    }
+
+    fn choose_initial_state(&self, state: &mut u64, initial_states: &[Cluster]) -> usize {
+        (next_random(state) % initial_states.len() as u64) as usize
+    }
+
+    fn choose_action(&self, state: &mut u64, _current: &Cluster, actions: &[Step]) -> usize {
+        let weight = |step: &Step| -> u64 {
+            match step {
+                Step::Deliver(_) => 20,
+                Step::Fsync(_) | Step::FsyncMembership(_) => 12,
+                Step::Propose(..) => 4,
+                Step::Restart(_) => 6,
+                Step::Tick(_) => 5,
+                Step::Drop(_) => 2,
+                Step::Duplicate(_) | Step::Crash(_) => 1,
+            }
+        };
+        let total: u64 = actions.iter().map(weight).sum();
+        let mut pick = next_random(state) % total;
+        for (i, step) in actions.iter().enumerate() {
+            let w = weight(step);
+            if pick < w {
+                return i;
+            }
+            pick -= w;
+        }
+        actions.len() - 1
+    }
+}
+
+/// xorshift64*.
+fn next_random(state: &mut u64) -> u64 {
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+}
+
+/// What the random walks let go wrong: more crashes, duplicates and
+/// proposals than the exhaustive searches, any change at all (not only
+/// the scenario's), explicit drops, a change
+/// timeout short enough that changes fail and roll back.
+fn walking(variant: Variant) -> Variant {
+    Variant {
+        max_crashes: 4,
+        max_duplicates: 4,
+        max_proposals: 8,
+        free_operator: true,
+        // Known core bug 1 breaks it in long walks (see
+        // `model_check_membership_leader_moves_on_only_from_a_stored_membership`).
+        check_moving_on: false,
+        max_term: 8,
+        drops: true,
+        change_timeout_ms: Some(1_500),
+        ..variant
+    }
+}
+
+/// Seeded random walks of up to `WALK_LENGTH` steps from the fresh
+/// cluster and every phase, until `states` states were visited.
+fn walk(name: &str, variant: Variant, seed: u64, states: usize, reached: &[&'static str]) {
+    #[allow(clippy::disallowed_methods)]
+    let started = WallClock::now();
+    let seed = seed + 1_000 * env_usize("TENURE_MEMBERSHIP_SEED", 0) as u64;
+    let model = MembershipModel::new(variant);
+    let checker = model
+        .checker()
+        .target_max_depth(WALK_LENGTH)
+        .target_state_count(states)
+        .spawn_simulation(seed, Biased)
+        .join();
+    eprintln!(
+        "{name}: random walks (seed {seed}) visited {} states (deepest {}) in {:.1?}",
+        checker.state_count(),
+        checker.max_depth(),
+        started.elapsed()
+    );
+    report(&checker, reached);
+}
+
+const WALK_LENGTH: usize = 400;
+
+fn walk_states() -> usize {
+    env_usize("TENURE_MEMBERSHIP_WALKS", 500_000)
+}
+
+/// 3 -> 4 -> 3, random walks with crashes, restarts, drops, duplicates,
+/// failed and retried changes.
+#[test]
+fn model_check_membership_grow_shrink_random_walks() {
+    walk(
+        "GROW_SHRINK walks",
+        walking(GROW_SHRINK),
+        1,
+        walk_states(),
+        &[
+            "a change completes",
+            "a leader is elected with the final membership",
+            "a leader inherited a joint membership",
+            "a leader leads outside its own voter sets",
+            "a lease is held under a joint membership",
+        ],
+    );
+}
+
+/// A replacement, random walks with crashes, restarts, drops,
+/// duplicates, failed and retried changes.
+#[test]
+fn model_check_membership_replace_random_walks() {
+    walk(
+        "REPLACE walks",
+        walking(REPLACE),
+        2,
+        walk_states(),
+        &[
+            "a change completes",
+            "a leader is elected with the final membership",
+            "a leader inherited a joint membership",
+            "a leader leads outside its own voter sets",
+            "a lease is held under a joint membership",
+        ],
+    );
+}
+
+/// The per-node membership check can fail: a driver that restarts a node
+/// from its configuration, forgetting the stored membership, makes it act
+/// on the bootstrap membership after a newer one.
+#[test]
+fn model_check_membership_finds_a_driver_that_forgets_the_membership() {
+    let model = MembershipModel::new(Variant {
+        forget_membership_on_restart: true,
+        max_duplicates: 0,
+        max_proposals: 0,
+        ..GROW_SHRINK
+    });
+    let checker = model.checker().target_max_depth(4).spawn_bfs().join();
+    let property = "membership never goes back";
+    let path = checker.discovery(property).expect("a counterexample");
+    let broken = path.last_state().broken.clone();
+    eprintln!(
+        "{property}: counterexample\n{}  ({broken:?})",
+        describe(path)
+    );
+}
+
+/// The checks can fail with a driver that acknowledges a membership
+/// write before storage holds it: the node acts on (counts, votes and
+/// stamps with) a membership that a crash then takes back.
+#[test]
+fn model_check_membership_finds_a_driver_that_acknowledges_early() {
+    let model = MembershipModel::new(Variant {
+        ack_membership_early: true,
+        max_duplicates: 0,
+        max_proposals: 0,
+        ..REPLACE
+    });
+    let checker = model.checker().target_max_depth(4).spawn_bfs().join();
+    let property = "membership never goes back";
+    let path = checker.discovery(property).expect("a counterexample");
+    let broken = path.last_state().broken.clone();
+    eprintln!(
+        "{property}: counterexample\n{}  ({broken:?})",
+        describe(path)
+    );
+}
+
+/// Known core bug 8: a voter grants a vote to a candidate whose
+/// membership is older than the one it is writing (it compares only with
+/// its durable membership). An exhaustive search from the failover phases
+/// of the replacement, without further crashes, duplicates or operator
+/// steps, finds the shortest such run (6 steps: the old leader crashed
+/// with node 1 writing the joint membership; node 3, still at the
+/// observer membership, times out, and node 1 grants it a pre-vote and a
+/// vote); with the bug fixed, this passes.
+#[test]
+#[ignore = "core bug: (8) vote refusal ignores a membership being written"]
+fn model_check_membership_no_vote_against_a_membership_being_written() {
+    let mut model = MembershipModel::new(Variant {
+        strict_votes: true,
+        max_crashes: 0,
+        max_duplicates: 0,
+        max_proposals: 0,
+        ..REPLACE
+    });
+    // The failover phases before a new leader is elected (the crashed
+    // leader stays down).
+    model
+        .init
+        .retain(|c| c.nodes.iter().any(Option::is_none) && c.leader().is_none());
+    let depth = env_usize("TENURE_MEMBERSHIP_DEPTH", 8);
+    let checker = model
+        .checker()
+        .target_max_depth(depth)
+        .finish_when(stateright::HasDiscoveries::AnyFailures)
+        .spawn_bfs()
+        .join();
+    eprintln!(
+        "strict votes: {} unique states to depth {depth}",
+        checker.unique_state_count()
+    );
+    report(&checker, &[]);
+}
+
+/// The module docs word completeness in time ("once M is stored, every
+/// later leader's membership is at least M", stored = held durably by
+/// majorities). Taken literally this fails: a leader of an *earlier term*
+/// can be elected after M was stored (its votes were given before the
+/// voters stored M, or, with bug 8, while they were writing it). The
+/// property that holds, and that the other tests check, is Raft's: M
+/// stored by majorities at terms <= T binds every leader of a term > T.
+#[test]
+#[ignore = "documents imprecise wording in src/membership.rs (completeness in time, not by term); see the report"]
+fn model_check_membership_completeness_as_worded_in_the_docs() {
+    walk(
+        "REPLACE walks, completeness in time",
+        Variant {
+            time_ordered_completeness: true,
+            durable_terms: true,
+            ..walking(REPLACE)
+        },
+        2,
+        walk_states(),
+        &[],
+    );
+}
+
+/// The vote check can fail: a driver that stamps each delivered message
+/// with the receiver's membership instead of the sender's makes every
+/// candidate look up to date, and a voter with a newer membership votes
+/// for a candidate with an older one.
+#[test]
+fn model_check_membership_finds_a_driver_that_misstamps() {
+    let model = MembershipModel::new(Variant {
+        stamp_with_receivers_membership: true,
+        ..walking(REPLACE)
+    });
+    let checker = model
+        .checker()
+        .target_max_depth(WALK_LENGTH)
+        .target_state_count(2_000_000)
+        .finish_when(stateright::HasDiscoveries::AnyFailures)
+        .spawn_simulation(3, Biased)
+        .join();
+    let property = "no vote for a candidate with an older membership";
+    let path = checker.discovery(property).expect("a counterexample");
+    let broken = path.last_state().broken.clone();
+    let steps = path.into_actions().len();
+    eprintln!("{property}: counterexample of {steps} steps, ends\n  ({broken:?})");
+}
+
+/// A driver that forgets the stored membership on restart breaks the
+/// cluster's safety too, not only its own node's: restarted at the
+/// bootstrap voters, nodes that were removed or moved on elect a leader of
+/// an old voter set beside the real one.
+#[test]
+fn model_check_membership_forgetful_driver_breaks_cluster_safety() {
+    let mut model = MembershipModel::new(Variant {
+        forget_membership_on_restart: true,
+        max_proposals: 0,
+        ..walking(GROW_SHRINK)
+    });
+    // From the end of the change: node 1 (the old leader) was removed.
+    let scenario = model.variant.scenario;
+    model.init.retain(|c| {
+        c.nodes.iter().all(Option::is_some)
+            && c.leader()
+                .is_some_and(|(_, n)| scenario.is_final(n.membership()))
+    });
+    let cluster_properties = [
+        "one leader per term",
+        "strict leases never overlap",
+        "no lease once a higher term elected a leader",
+        "completeness: a new leader's membership is at least every stored one",
+    ];
+    let checker = model
+        .checker()
+        .target_max_depth(WALK_LENGTH)
+        .target_state_count(env_usize("TENURE_MEMBERSHIP_WALKS", 500_000) * 4)
+        .finish_when(stateright::HasDiscoveries::AnyOf(
+            cluster_properties.into_iter().collect(),
+        ))
+        .spawn_simulation(4, Biased)
+        .join();
+    eprintln!("forgetful driver: {} states", checker.state_count());
+    let found: Vec<&str> = cluster_properties
+        .into_iter()
+        .filter(|p| checker.discovery(p).is_some())
+        .collect();
+    assert!(!found.is_empty(), "no cluster property broken");
+    for property in found {
+        let path = checker.discovery(property).expect("found");
+        eprintln!("{property}: counterexample\n{}", describe(path));
+    }
+}
+
+/// With a driver that acknowledges membership writes early, followers
+/// stamp their acknowledgements with memberships storage does not hold
+/// yet, and the leader moves on from a joint membership no majority
+/// holds: the lineage check catches it.
+#[test]
+fn model_check_membership_early_acks_let_a_leader_move_on_too_soon() {
+    let model = MembershipModel::new(Variant {
+        ack_membership_early: true,
+        check_moving_on: true,
+        ..walking(GROW_SHRINK)
+    });
+    let property = "a leader moves on only from a stored membership";
+    let checker = model
+        .checker()
+        .target_max_depth(WALK_LENGTH)
+        .target_state_count(2_000_000)
+        .finish_when(stateright::HasDiscoveries::AnyOf([property].into()))
+        .spawn_simulation(5, Biased)
+        .join();
+    let path = checker.discovery(property).expect("a counterexample");
+    let broken = path.last_state().broken.clone();
+    let steps = path.into_actions().len();
+    eprintln!("{property}: counterexample of {steps} steps, ends\n  ({broken:?})");
+}
+
+/// Known core bug 1, generalised: a leader whose membership was made in an
+/// earlier term counts a peer holding any *newer* membership as holding
+/// its own, so it starts a change (or leaves a joint membership) on a
+/// membership no majority holds, when the newer one is of another branch.
+/// Random walks find it (seed 32001: node 4 leads term 5 with `e5t2`
+/// {1, 3, 4}; node 1 acknowledges with `e5t3` of another branch, node 3
+/// is still writing `e5t2`; node 4 counts node 1 and itself as a quorum
+/// holding `e5t2` and writes `e6t5` on it). With the bug fixed (a new
+/// leader re-writes an inherited membership in its own term first), this
+/// passes.
+#[test]
+#[ignore = "core bug: (1) a new leader builds on an inherited membership without re-writing it in its own term (counts holders of a newer membership of another branch)"]
+fn model_check_membership_leader_moves_on_only_from_a_stored_membership() {
+    let variant = Variant {
+        check_moving_on: true,
+        ..walking(GROW_SHRINK)
+    };
+    let model = MembershipModel::new(variant);
+    let property = "a leader moves on only from a stored membership";
+    let checker = model
+        .checker()
+        .target_max_depth(WALK_LENGTH)
+        .target_state_count(env_usize("TENURE_MEMBERSHIP_WALKS", 3_000_000))
+        .finish_when(stateright::HasDiscoveries::AnyOf([property].into()))
+        .spawn_simulation(32_001, Biased)
+        .join();
+    eprintln!("lineage check: {} states", checker.state_count());
+    report(&checker, &[]);
+}
