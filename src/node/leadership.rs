@@ -123,7 +123,11 @@ impl<P: LogPosition> Node<P> {
         self.record_ack(now, index, sent, ack.promise, position);
         self.recompute_anchors();
         self.maybe_send_timeout_now(from, out);
-        if self.change.is_some() || self.membership.is_joint() || self.self_index.is_none() {
+        if self.change.is_some()
+            || self.membership.is_joint()
+            || self.self_index.is_none()
+            || self.inherited_membership()
+        {
             self.advance_change(now, out);
         }
     }
@@ -218,7 +222,11 @@ impl<P: LogPosition> Node<P> {
         if self.membership.epoch > 0 {
             self.resend_membership(out);
         }
-        if self.change.is_some() || self.membership.is_joint() || self.self_index.is_none() {
+        if self.change.is_some()
+            || self.membership.is_joint()
+            || self.self_index.is_none()
+            || self.inherited_membership()
+        {
             self.advance_change(now, out);
         }
     }

@@ -461,7 +461,7 @@ impl<P: LogPosition> Node<P> {
         } else if self.membership.epoch > MAX_EPOCH - 3 {
             // A change takes up to three epochs (observer, joint, final).
             Some((Rule::OneChangeAtATime, MembershipFailure::Invalid))
-        } else if !self.stored(self.membership_id) {
+        } else if self.inherited_membership() || !self.stored(self.membership_id) {
             Some((
                 Rule::ChangeAfterOwnMembershipStored,
                 MembershipFailure::NotEstablished,
@@ -657,8 +657,8 @@ impl<P: LogPosition> Node<P> {
             self.check_change_deadline(now, out);
             return;
         }
-        if self.membership.is_joint() && self.membership.term < self.term {
-            self.rewrite_inherited_joint(out);
+        if self.inherited_membership() {
+            self.rewrite_inherited_membership(out);
             return;
         }
         if self.membership.is_joint() {
@@ -719,15 +719,26 @@ impl<P: LogPosition> Node<P> {
         }
     }
 
-    /// Rule `joint_left_when_stored`: a joint membership made by the
+    /// Whether this leader acts on a membership a leader of an earlier term
+    /// made (the bootstrap membership, known to all, excepted): it must be
+    /// written again in this term before anything is built on it.
+    pub(super) fn inherited_membership(&self) -> bool {
+        self.membership.epoch > 0 && self.membership.term < self.term
+    }
+
+    /// Rules `joint_left_when_stored` and
+    /// `change_after_own_membership_stored`: a membership made by the
     /// leader of an earlier term is first written again, unchanged, in this
-    /// leader's term, and left only once that copy is stored. Counting
-    /// copies of an earlier term's membership proves nothing (Raft §5.4.2,
-    /// Figure 8): a sibling made in a later term than it, holding other
-    /// voters, could still win a vote from the nodes that count as storing
-    /// it, and both sides would lead. A copy in this term outranks every
-    /// membership a past leader made.
-    fn rewrite_inherited_joint(&mut self, out: &mut Vec<Action<P>>) {
+    /// leader's term; a joint one is left, and a change started, only once
+    /// that copy is stored. Counting copies of an earlier term's membership
+    /// proves nothing (Raft §5.4.2, Figure 8): a sibling made in a later
+    /// term than it, holding other voters, could still win a vote from the
+    /// nodes that count as storing it, and both sides would lead. A copy in
+    /// this term outranks every membership a past leader made, and a peer
+    /// acknowledging this term holds no membership of a later term, so
+    /// every newer stamp it shows descends from the copy. Raft's new leader
+    /// commits an entry of its own term the same way.
+    fn rewrite_inherited_membership(&mut self, out: &mut Vec<Action<P>>) {
         let current = &self.membership;
         let next = current.successor(
             self.term,
@@ -735,7 +746,7 @@ impl<P: LogPosition> Node<P> {
             current.outgoing.clone(),
             current.observers.clone(),
         );
-        slog::info!(self.log, "joint membership of an earlier term: write it in this term first";
+        slog::info!(self.log, "membership of an earlier term: write it in this term first";
             "rule" => Rule::JointLeftWhenStored, "term" => self.term,
             "epoch" => next.epoch, "membership_term" => current.term);
         self.stage_membership(next, out);
