@@ -777,3 +777,53 @@ fn strict_removed_leader_keeps_leading_while_a_new_voter_disk_stalls() {
         sim.node(leader).membership()
     );
 }
+
+/// Finding 5b (same family as finding 5, without pre-vote): voters
+/// {1,2,3}, where only node 1 campaigns (2 and 3 are mode `Voter`); node 1
+/// replaces itself by node 4. Nodes 2 and 4 store the joint membership
+/// {1,2,3} -> {2,3,4}; node 3's disk stalls, so it does not, and node 1
+/// crashes for good. Node 4 (a voter only in the joint membership) is the
+/// only node that campaigns; it needs node 3's vote (old majority {2,3}).
+/// Node 3 holds the observer step, in which node 4 is no voter, so it
+/// drops node 4's vote requests, which come at a higher term
+/// (`answer_newer_candidate` answers a vote request only at its own
+/// term), and node 4 never learns that node 3 is behind. Every needed
+/// node is up and connected; nobody leads, ever.
+#[test]
+#[ignore = "finding 5b: without pre-vote a lagging voter drops a new voter's higher-term vote requests and is never taught; no leader ever"]
+fn without_pre_vote_a_lagging_voter_never_hears_of_the_new_candidate() {
+    let mut sim: Sim = Sim::with_configs(4, |id| {
+        let config = timing(id, vec![1, 2, 3]).pre_vote(false).rng_seed(id);
+        match id {
+            1 => config,
+            4 => config.join(),
+            _ => config.mode(tenure::Mode::Voter),
+        }
+    });
+    assert_eq!(sim.run_until_leader(ms(3_000)), Some(1));
+    sim.run_for(ms(300));
+    sim.input(
+        1,
+        Input::ChangeMembership(MembershipChange::Replace {
+            old: 1,
+            new: 4,
+            address: "n4".into(),
+        }),
+    );
+    assert!(sim.run_until_true(ms(2_000), |s| s.node(3).membership().epoch >= 1));
+    sim.stall_disk(3);
+    assert!(sim.run_until_true(ms(2_000), |s| s.node(1).membership().is_joint()));
+    sim.run_for(ms(5));
+    sim.crash(1);
+    sim.crash(3);
+    sim.restart(3);
+    assert!(sim.node(2).membership().is_joint());
+    assert!(sim.node(4).membership().is_joint());
+    assert!(!sim.node(3).membership().is_joint());
+    sim.run_for(ms(10_000));
+    assert!(
+        !sim.leaders().is_empty(),
+        "no leader 10 s later: terms {:?}",
+        sim.terms()
+    );
+}
