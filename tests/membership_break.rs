@@ -720,7 +720,10 @@ fn new_voter_behind_in_term_never_learns_the_joint_membership() {
             address: "n3".into(),
         }),
     );
-    assert!(sim.run_until_true(ms(2_000), |s| s.node(3).membership().epoch >= 1));
+    assert!(sim.run_until_true(ms(2_000), |s| {
+        let n = s.node(3);
+        n.membership().epoch >= 1 && n.status().persisted.term >= 1
+    }));
     sim.stall_disk(3);
     assert!(sim.run_until_true(ms(2_000), |s| s.node(leader).membership().is_joint()));
     sim.input(leader, Input::TransferLeadership { to: other });
