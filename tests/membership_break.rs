@@ -1,0 +1,1129 @@
+//! Adversarial attacks on membership changes (issue 13): crashes,
+//! restarts, message loss, partitions and disk stalls around membership
+//! changes. Every failing attack is kept as an `#[ignore = "finding N: ..."]`
+//! test; the sweeps are `#[ignore]` too (they run long).
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Sim, ms, timing};
+#[allow(unused_imports)]
+use tenure::sim::{Cluster, Fault, Scenario, SimConfig};
+#[allow(unused_imports)]
+use tenure::{
+    Event, Fencing, Input, Membership, MembershipChange, MembershipFailure, NodeId, Role,
+};
+
+/// A random schedule with membership changes: `Scenario::random`'s
+/// faults for voters 1..=3 plus spares 4 and 5, and every 0.5–2.5 s a
+/// membership change (add 4 or 5, remove, replace, observers).
+fn membership_scenario(seed: u64, duration: Duration) -> Scenario {
+    let mut s = Scenario::random(seed, 5, duration);
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut pick = |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    let quiet = duration.mul_f64(0.8);
+    let mut at = Duration::from_millis(300);
+    while at < quiet {
+        let id = 1 + pick(5);
+        let other = 1 + pick(5);
+        let change = match pick(6) {
+            0 | 1 => MembershipChange::AddVoter {
+                id,
+                address: format!("n{id}"),
+            },
+            2 => MembershipChange::Remove { id },
+            3 => MembershipChange::Replace {
+                old: id,
+                new: other,
+                address: format!("n{other}"),
+            },
+            4 => MembershipChange::AddObserver {
+                id,
+                address: format!("n{id}"),
+            },
+            _ => MembershipChange::Promote { id },
+        };
+        s = s.with(at, Fault::ChangeMembership(change));
+        at += Duration::from_millis(500 + pick(2000));
+    }
+    s
+}
+
+fn sweep_config(seed: u64, fencing: Fencing) -> SimConfig {
+    let mut cfg = SimConfig::new(3, seed);
+    cfg.spares = 2;
+    cfg.duplicate = 0.02;
+    cfg.long_tail = 0.01;
+    cfg.node_config = std::rc::Rc::new(move |id, voters| {
+        timing(id, voters.to_vec())
+            .fencing(fencing)
+            .membership_change_timeout(ms(3_000))
+    });
+    cfg
+}
+
+/// Randomized sweep: `TENURE_BREAK_SEEDS=a..b` (default 0..200),
+/// `TENURE_BREAK_FENCING=off|soft|strict` (default strict).
+/// `cargo test --release --all-features --test membership_break sweep -- --ignored --nocapture`
+/// Replay one seed with `TENURE_BREAK_SEEDS=s..s+1`.
+#[test]
+#[ignore = "long randomized sweep"]
+fn sweep_membership_changes_under_faults() {
+    let range = std::env::var("TENURE_BREAK_SEEDS").unwrap_or_else(|_| "0..200".into());
+    let (a, b) = range.split_once("..").unwrap();
+    let (a, b): (u64, u64) = (a.parse().unwrap(), b.parse().unwrap());
+    let fencing = match std::env::var("TENURE_BREAK_FENCING").as_deref() {
+        Ok("off") => Fencing::Off,
+        Ok("soft") => Fencing::Soft,
+        _ => Fencing::Strict,
+    };
+    let trace = std::env::var("TENURE_BREAK_TRACE").is_ok();
+    let mut bad = Vec::new();
+    for seed in a..b {
+        let scenario = membership_scenario(seed, Duration::from_secs(30));
+        let mut cluster = Cluster::new(sweep_config(seed, fencing));
+        if trace {
+            cluster.enable_trace();
+            let (report, _, log) = cluster.run_traced(&scenario);
+            if let Some(v) = report.violation {
+                eprintln!("seed {seed}: {v}");
+                common::print_trace_from(log.as_deref().unwrap_or(""), 0.0);
+                bad.push(format!("seed {seed}: {v}"));
+            }
+            continue;
+        }
+        let report = cluster.run(&scenario);
+        if std::env::var("TENURE_BREAK_STATS").is_ok() {
+            eprintln!(
+                "seed {seed}: elections {} changes {} failed {} max_term {} ended {:?} lease_events {}",
+                report.elections,
+                report.membership_changes.len(),
+                report.membership_failures,
+                report.max_term,
+                report.ended_at,
+                report.lease_events
+            );
+        }
+        if let Some(v) = report.violation {
+            eprintln!("seed {seed}: {v}");
+            bad.push(format!("seed {seed}: {v}"));
+        }
+    }
+    common::assert_sweep_clean((b - a) as usize, &bad, 20);
+}
+
+/// xorshift for the adaptive sweep.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self, n: u64) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x % n
+    }
+}
+
+/// A valid change for `m` (voters and observers of the leader's
+/// membership), among nodes 1..=`all`.
+fn valid_change(rng: &mut Rng, m: &Membership, all: u64) -> MembershipChange {
+    let outsiders: Vec<NodeId> = (1..=all).filter(|&i| !m.is_member(i)).collect();
+    let voters = m.voters.clone();
+    let pick = |rng: &mut Rng, v: &[NodeId]| v[rng.next(v.len() as u64) as usize];
+    loop {
+        match rng.next(6) {
+            0 | 1 if !outsiders.is_empty() => {
+                let id = pick(rng, &outsiders);
+                return MembershipChange::AddVoter {
+                    id,
+                    address: format!("n{id}"),
+                };
+            }
+            2 if voters.len() > 2 => {
+                return MembershipChange::Remove {
+                    id: pick(rng, &voters),
+                };
+            }
+            3 if !outsiders.is_empty() => {
+                let new = pick(rng, &outsiders);
+                return MembershipChange::Replace {
+                    old: pick(rng, &voters),
+                    new,
+                    address: format!("n{new}"),
+                };
+            }
+            4 if !m.observers.is_empty() => {
+                return MembershipChange::Promote {
+                    id: pick(rng, &m.observers),
+                };
+            }
+            5 if !outsiders.is_empty() => {
+                let id = pick(rng, &outsiders);
+                return MembershipChange::AddObserver {
+                    id,
+                    address: format!("n{id}"),
+                };
+            }
+            _ => {}
+        }
+    }
+}
+
+/// One run of the adaptive sweep: changes proposed to whoever leads,
+/// with faults aimed at the moment right after.
+fn adaptive_run(seed: u64, fencing: Fencing, trace: bool) -> Result<(), String> {
+    let voters: u64 = std::env::var("TENURE_BREAK_VOTERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    let mut cfg = SimConfig::new(voters, seed);
+    cfg.spares = 3;
+    let knob = |name: &str, default: f64| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    cfg.duplicate = knob("TENURE_BREAK_DUP", 0.03);
+    cfg.long_tail = knob("TENURE_BREAK_LONG_TAIL", 0.02);
+    cfg.loss = knob("TENURE_BREAK_LOSS", 0.0);
+    cfg.latency = (ms(1), ms(knob("TENURE_BREAK_LATENCY_MS", 5.0) as u64));
+    cfg.node_config = std::rc::Rc::new(move |id, voters| {
+        timing(id, voters.to_vec())
+            .fencing(fencing)
+            .membership_change_timeout(ms(2_000))
+    });
+    let all = voters + 3;
+    let mut c = Cluster::new(cfg);
+    c.enable_history();
+    if trace {
+        c.enable_trace();
+    }
+    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    CRASHES.with(|cr| cr.borrow_mut().clear());
+    let mut down: Vec<NodeId> = Vec::new();
+    let mut proposals: Vec<(tenure::Instant, NodeId, MembershipChange)> = Vec::new();
+    let mut stalled: Vec<NodeId> = Vec::new();
+    let step = |c: &mut Cluster, d: Duration| -> Result<(), String> {
+        let until = c.now() + d;
+        c.run_until(until).map_err(|v| v.to_string())
+    };
+    step(&mut c, ms(1_500))?;
+    for _ in 0..40 {
+        let leader = c.leaders().first().copied();
+        match rng.next(14) {
+            0..=4 => {
+                if let Some(l) = leader {
+                    let m = c.node(l).unwrap().membership().clone();
+                    let change = valid_change(&mut rng, &m, all);
+                    proposals.push((c.now(), l, change.clone()));
+                    c.input(l, Input::ChangeMembership(change));
+                }
+            }
+            5 => {
+                if let Some(l) = leader {
+                    CRASHES.with(|cr| cr.borrow_mut().push((l, c.now())));
+                    c.apply(Fault::Crash(l));
+                    down.push(l);
+                }
+            }
+            6 => {
+                let id = 1 + rng.next(all);
+                CRASHES.with(|cr| cr.borrow_mut().push((id, c.now())));
+                c.apply(Fault::Crash(id));
+                down.push(id);
+            }
+            7 => {
+                if let Some(id) = down.pop() {
+                    c.apply(Fault::UnstallDisk(id));
+                    c.apply(Fault::Restart(id));
+                }
+            }
+            8 => {
+                let id = 1 + rng.next(all);
+                c.apply(Fault::Isolate(id));
+            }
+            9 => {
+                let (a, b) = (1 + rng.next(all), 1 + rng.next(all));
+                c.apply(Fault::Cut { from: a, to: b });
+            }
+            10 => c.apply(Fault::Heal),
+            11 => {
+                let id = leader.unwrap_or(1 + rng.next(all));
+                c.apply(Fault::StallDisk(id));
+                stalled.push(id);
+            }
+            12 => {
+                if let Some(id) = stalled.pop() {
+                    c.apply(Fault::UnstallDisk(id));
+                }
+            }
+            _ => {
+                let id = 1 + rng.next(all);
+                if rng.next(2) == 0 {
+                    c.apply(Fault::Deaf(id));
+                } else {
+                    c.apply(Fault::Mute(id));
+                }
+            }
+        }
+        c.check().map_err(|v| v.to_string())?;
+        let wait = match rng.next(4) {
+            0 => ms(1 + rng.next(5)),
+            1 => ms(5 + rng.next(50)),
+            2 => ms(50 + rng.next(400)),
+            _ => ms(400 + rng.next(1500)),
+        };
+        step(&mut c, wait)?;
+    }
+    // Everything heals: a leader known to a quorum must appear.
+    c.apply(Fault::Heal);
+    c.apply(Fault::SetLoss(0.0));
+    c.apply(Fault::SetLongTail(0.0));
+    for id in 1..=all {
+        c.apply(Fault::UnstallDisk(id));
+    }
+    c.apply(Fault::RestartAll);
+    step(&mut c, ms(8_000))?;
+    if std::env::var("TENURE_BREAK_STATS").is_ok() {
+        let done = c
+            .events()
+            .iter()
+            .filter(|(_, _, e)| matches!(e, Event::MembershipChangeCompleted { .. }))
+            .count();
+        let failed: Vec<_> = c
+            .events()
+            .iter()
+            .filter_map(|(_, _, e)| match e {
+                Event::MembershipChangeFailed { reason } => Some(*reason),
+                _ => None,
+            })
+            .collect();
+        let l = c.leaders().first().copied();
+        eprintln!(
+            "seed {seed}: completed {done} failed {failed:?} membership {:?}",
+            l.map(|l| c.node(l).unwrap().membership().clone())
+        );
+    }
+    if trace && c.leader_known_to_quorum().is_none() {
+        let from = std::env::var("TENURE_BREAK_TRACE_FROM")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0);
+        common::print_trace_from(c.trace().unwrap_or(""), from);
+        for id in 1..=all {
+            if let Some(n) = c.node(id) {
+                eprintln!("node {id}: {:?} {:?}", n.status().role, n.status().term);
+                eprintln!(
+                    "   leader {:?} membership {:?}",
+                    n.status().leader,
+                    n.membership()
+                );
+            } else {
+                eprintln!("node {id}: down");
+            }
+        }
+    }
+    let Some((leader, _)) = c.leader_known_to_quorum() else {
+        return Err(format!(
+            "seed {seed}: no leader known to a quorum 8 s after healing: leaders {:?}",
+            c.leaders()
+        ));
+    };
+    // Every accepted change reports one outcome within its timeout plus a
+    // heartbeat interval (50 ms of slack), or its leader crashed first.
+    for (at, l, change) in &proposals {
+        let bound = *at + ms(2_000 + 100 + 50);
+        let evs: Vec<_> = c
+            .events()
+            .iter()
+            .filter(|(t, n, _)| n == l && t >= at)
+            .collect();
+        let outcome = evs.iter().find(|(_, _, e)| {
+            matches!(
+                e,
+                Event::MembershipChangeCompleted { .. } | Event::MembershipChangeFailed { .. }
+            )
+        });
+        match outcome {
+            Some((t, _, _)) if *t <= bound => {}
+            _ => {
+                // A crash before the bound excuses it (the node restarts
+                // as a follower without the change).
+                let crashed = crashed_between(&c, *l, *at, bound);
+                if !crashed && c.now() > bound {
+                    return Err(format!(
+                        "seed {seed}: change {change:?} at {at:?} on node {l}: outcome {outcome:?}, bound {bound:?}"
+                    ));
+                }
+            }
+        }
+    }
+    let m = c.node(leader).unwrap().membership().clone();
+    if !m.is_voter(leader) {
+        return Err(format!(
+            "seed {seed}: leader {leader} is not a voter of its membership {m:?}"
+        ));
+    }
+    // The healed cluster can still change its membership.
+    step(&mut c, ms(1_000))?;
+    let Some((leader, _)) = c.leader_known_to_quorum() else {
+        return Err(format!("seed {seed}: leader lost after healing"));
+    };
+    let m = c.node(leader).unwrap().membership().clone();
+    let probe = match (1..=all).find(|&i| !m.is_member(i)) {
+        Some(id) => MembershipChange::AddObserver {
+            id,
+            address: format!("n{id}"),
+        },
+        None => match m.observers.first() {
+            Some(&id) => MembershipChange::Remove { id },
+            None => return Ok(()),
+        },
+    };
+    let at = c.now();
+    c.input(leader, Input::ChangeMembership(probe.clone()));
+    step(&mut c, ms(3_000))?;
+    let ok = c.events().iter().any(|(t, n, e)| {
+        *t >= at && *n == leader && matches!(e, Event::MembershipChangeCompleted { .. })
+    });
+    if !ok {
+        let evs: Vec<_> = c
+            .events()
+            .iter()
+            .filter(|(t, n, e)| {
+                *t >= at && *n == leader && matches!(e, Event::MembershipChangeFailed { .. })
+            })
+            .collect();
+        return Err(format!(
+            "seed {seed}: healed cluster cannot change membership: {probe:?} on {leader} with {m:?}: {evs:?}"
+        ));
+    }
+    Ok(())
+}
+
+/// Whether node `id` went down between `from` and `to` (a `Crashed`-like
+/// gap: it has no node state in the recorded events; approximated by the
+/// node's incarnation change, seen as a `start` in the history).
+fn crashed_between(c: &Cluster, id: NodeId, from: tenure::Instant, to: tenure::Instant) -> bool {
+    CRASHES
+        .with(|cr| {
+            cr.borrow()
+                .iter()
+                .any(|(n, t)| *n == id && *t >= from && *t <= to)
+        })
+        .then_some(())
+        .is_some()
+        || c.node(id).is_none()
+}
+
+thread_local! {
+    static CRASHES: std::cell::RefCell<Vec<(NodeId, tenure::Instant)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Adaptive randomized sweep: `TENURE_BREAK_SEEDS=a..b` (default 0..200),
+/// `TENURE_BREAK_FENCING=off|soft|strict`, `TENURE_BREAK_TRACE=1` prints
+/// the trace of failing runs.
+/// `cargo test --release --all-features --test membership_break adaptive -- --ignored --nocapture`
+#[test]
+#[ignore = "long randomized sweep"]
+fn sweep_adaptive_changes_at_awkward_moments() {
+    let range = std::env::var("TENURE_BREAK_SEEDS").unwrap_or_else(|_| "0..200".into());
+    let (a, b) = range.split_once("..").unwrap();
+    let (a, b): (u64, u64) = (a.parse().unwrap(), b.parse().unwrap());
+    let fencing = match std::env::var("TENURE_BREAK_FENCING").as_deref() {
+        Ok("off") => Fencing::Off,
+        Ok("soft") => Fencing::Soft,
+        _ => Fencing::Strict,
+    };
+    let mut bad = Vec::new();
+    let trace = std::env::var("TENURE_BREAK_TRACE").is_ok();
+    for seed in a..b {
+        if let Err(e) = adaptive_run(seed, fencing, trace) {
+            eprintln!("seed {seed}: {e}");
+            bad.push(format!("seed {seed}: {e}"));
+        }
+    }
+    common::assert_sweep_clean((b - a) as usize, &bad, 20);
+}
+
+fn change_events(sim: &Sim, id: NodeId) -> Vec<Event> {
+    sim.events_of(id)
+        .into_iter()
+        .filter(|e| {
+            matches!(
+                e,
+                Event::MembershipChangeCompleted { .. } | Event::MembershipChangeFailed { .. }
+            )
+        })
+        .collect()
+}
+
+/// Finding 1: a cluster configured with an explicit majority
+/// quorum (`quorum = 2` for three voters, as a TOML file may say) grows
+/// to four voters; a node restarted from the stored membership then sees
+/// the configured 2 as a non-majority "custom quorum" of the stored four
+/// voters and, once it leads, refuses every change with `CustomQuorum`.
+#[test]
+#[ignore = "finding 1: an explicit majority quorum becomes a custom quorum after growth and a restart; changes refused forever"]
+fn explicit_majority_quorum_blocks_changes_after_restart() {
+    let mut sim: Sim = Sim::with_configs(4, |id| {
+        let config = timing(id, vec![1, 2, 3]).quorum(2).rng_seed(id);
+        if id == 4 { config.join() } else { config }
+    });
+    let leader = sim.run_until_leader(ms(3_000)).expect("a leader");
+    sim.run_for(ms(300));
+    sim.input(
+        leader,
+        Input::ChangeMembership(MembershipChange::AddVoter {
+            id: 4,
+            address: "n4".into(),
+        }),
+    );
+    sim.run_for(ms(1_500));
+    assert!(matches!(
+        change_events(&sim, leader).last(),
+        Some(Event::MembershipChangeCompleted { .. })
+    ));
+    // Every node restarts (a rolling upgrade); the config still says
+    // quorum = 2 of the bootstrap voters.
+    for id in 1..=4 {
+        sim.crash(id);
+        sim.restart(id);
+    }
+    let leader = sim.run_until_leader(ms(5_000)).expect("a leader");
+    sim.run_for(ms(500));
+    sim.input(
+        leader,
+        Input::ChangeMembership(MembershipChange::Remove { id: 4 }),
+    );
+    sim.run_for(ms(2_000));
+    let events = change_events(&sim, leader);
+    assert!(
+        matches!(events.last(), Some(Event::MembershipChangeCompleted { .. })),
+        "leader {leader}: {events:?}"
+    );
+}
+
+/// A lone voter adds a voter that never answers: the change must report
+/// an outcome within its timeout (+ a heartbeat interval).
+#[test]
+fn lone_voter_adding_a_dead_voter_reports_an_outcome() {
+    let mut sim: Sim = Sim::with_configs(2, |id| {
+        let config = timing(id, vec![1])
+            .membership_change_timeout(ms(1_000))
+            .rng_seed(id);
+        if id == 2 { config.join() } else { config }
+    });
+    let leader = sim.run_until_leader(ms(3_000)).expect("a leader");
+    assert_eq!(leader, 1);
+    sim.crash(2);
+    sim.input(
+        1,
+        Input::ChangeMembership(MembershipChange::AddVoter {
+            id: 2,
+            address: "n2".into(),
+        }),
+    );
+    sim.run_for(ms(1_200));
+    assert_eq!(
+        change_events(&sim, 1),
+        vec![Event::MembershipChangeFailed {
+            reason: MembershipFailure::NotCaughtUp
+        }]
+    );
+}
+
+/// Node 2 is added to a lone voter and caught up; once the joint
+/// membership {1} -> {1,2} is written, node 2 dies. With fencing off the
+/// leader stays and must roll back within the deadline.
+#[test]
+fn lone_voter_joint_with_dead_new_voter_rolls_back() {
+    let mut sim: Sim = Sim::with_configs(2, |id| {
+        let config = timing(id, vec![1])
+            .fencing(Fencing::Off)
+            .membership_change_timeout(ms(1_000))
+            .rng_seed(id);
+        if id == 2 { config.join() } else { config }
+    });
+    sim.run_until_leader(ms(3_000)).expect("a leader");
+    sim.input(
+        1,
+        Input::ChangeMembership(MembershipChange::AddVoter {
+            id: 2,
+            address: "n2".into(),
+        }),
+    );
+    assert!(sim.run_until_true(ms(1_000), |s| s.node(1).membership().is_joint()));
+    sim.crash(2);
+    sim.run_for(ms(1_500));
+    assert_eq!(
+        change_events(&sim, 1),
+        vec![Event::MembershipChangeFailed {
+            reason: MembershipFailure::NoQuorum
+        }]
+    );
+    assert_eq!(sim.node(1).membership().voters, vec![1]);
+    assert_eq!(sim.node(1).status().role, Role::Leader);
+}
+
+/// Finding 2 (fencing off): the leader removes itself; the
+/// joint membership is stored, the final one ({2,3}) is installed on the
+/// leader, and then node 3's messages stop reaching the leader (one-way
+/// cut). The leader never sees the final membership stored, so it never
+/// hands over; with fencing off it never steps down either, and it keeps
+/// heartbeating 2 and 3, who (sticky to it, and hearing it through the
+/// removed-leader exception) never elect anyone. Nodes 2 and 3 are the
+/// whole new voter set, up and connected to each other.
+#[test]
+#[ignore = "finding 2: with fencing off a removed leader that never sees its final membership stored leads forever and never hands over"]
+fn removed_leader_without_fencing_holds_the_new_voters_captive() {
+    let mut sim: Sim = Sim::with_configs(3, |id| {
+        timing(id, vec![1, 2, 3])
+            .fencing(Fencing::Off)
+            .membership_change_timeout(ms(2_000))
+            .rng_seed(id)
+    });
+    let leader = sim.run_until_leader(ms(3_000)).expect("a leader");
+    sim.run_for(ms(300));
+    let others: Vec<NodeId> = (1..=3).filter(|&i| i != leader).collect();
+    sim.input(
+        leader,
+        Input::ChangeMembership(MembershipChange::Remove { id: leader }),
+    );
+    assert!(sim.run_until_true(ms(2_000), |s| {
+        let m = s.node(leader).membership();
+        !m.is_joint() && m.epoch >= 2
+    }));
+    sim.cut(others[1], leader);
+    sim.run_for(ms(10_000));
+    let leaders = sim.leaders();
+    let new_leader = leaders.iter().find(|&&l| l != leader);
+    assert!(
+        new_leader.is_some(),
+        "no member leads 10 s later: leaders {leaders:?}, terms {:?}, membership of {}: {:?}",
+        sim.terms(),
+        others[0],
+        sim.node(others[0]).membership()
+    );
+}
+
+/// Finding 3: nodes 2 and 3 are voters that never campaign (mode `Voter`); node 1,
+/// the only node that may lead, removes itself. The change is accepted
+/// and completes, node 1 hands over to nobody, and the cluster never has
+/// a leader again although every node is up.
+#[test]
+#[ignore = "finding 3: removing the only voter that may lead is accepted; no leader ever again"]
+fn removing_the_only_node_that_may_lead_leaves_no_leader() {
+    let mut sim: Sim = Sim::with_configs(3, |id| {
+        let config = timing(id, vec![1, 2, 3]).rng_seed(id);
+        if id == 1 {
+            config
+        } else {
+            config.mode(tenure::Mode::Voter)
+        }
+    });
+    assert_eq!(sim.run_until_leader(ms(3_000)), Some(1));
+    sim.run_for(ms(300));
+    sim.input(
+        1,
+        Input::ChangeMembership(MembershipChange::Remove { id: 1 }),
+    );
+    sim.run_for(ms(5_000));
+    let events = change_events(&sim, 1);
+    assert!(
+        sim.agreed_leader().is_some()
+            || matches!(events.first(), Some(Event::MembershipChangeFailed { .. })),
+        "change {events:?}, leaders {:?}",
+        sim.leaders()
+    );
+}
+
+/// Finding 4: the leader's disk stalls as it writes the observer
+/// membership of an `AddObserver`; the change times out and is reported
+/// failed (`NoQuorum`), but once the disk answers the membership it
+/// wrote is installed and sent to everyone: the "failed" change took
+/// effect. (The same happens to `AddVoter`'s first step and to removing
+/// an observer.)
+#[test]
+#[ignore = "finding 4: a change reported failed (NoQuorum) at its observer step takes effect once the leader's disk answers"]
+fn a_change_reported_failed_takes_effect_later() {
+    let mut sim: Sim = Sim::with_configs(4, |id| {
+        let config = timing(id, vec![1, 2, 3])
+            .membership_change_timeout(ms(1_000))
+            .rng_seed(id);
+        if id == 4 { config.join() } else { config }
+    });
+    let leader = sim.run_until_leader(ms(3_000)).expect("a leader");
+    sim.run_for(ms(300));
+    sim.stall_disk(leader);
+    sim.input(
+        leader,
+        Input::ChangeMembership(MembershipChange::AddObserver {
+            id: 4,
+            address: "n4".into(),
+        }),
+    );
+    sim.run_for(ms(1_300));
+    assert_eq!(
+        change_events(&sim, leader),
+        vec![Event::MembershipChangeFailed {
+            reason: MembershipFailure::NoQuorum
+        }]
+    );
+    assert_eq!(sim.node(leader).status().role, Role::Leader);
+    sim.unstall_disk(leader);
+    sim.run_for(ms(500));
+    let m = sim.node(leader).membership().clone();
+    assert!(
+        !m.is_member(4),
+        "reported failed, yet node 4 was added: {m:?} (events {:?})",
+        change_events(&sim, leader)
+    );
+}
+
+/// Finding 5: a new voter that missed the joint phase is never taught it
+/// when its term is behind the candidates'. Voters {1,2}; the leader L
+/// replaces the other voter by node 3. Node 3 stores the observer step
+/// and catches up, but its disk stalls, so the joint membership
+/// {1,2} -> {L,3} never becomes durable there. A leadership transfer
+/// raises nodes 1 and 2 to term 2 (the transfer campaign fails without
+/// node 3's vote); node 3's term write is stuck too, and node 3 crashes
+/// and restarts at term 1 with the observer membership. From then on
+/// every pre-vote needs node 3, which refuses (an observer in its
+/// membership) at term 1; the candidates, at term 2, see a stale refusal
+/// and never send it the joint membership (`teach_refuser` requires the
+/// refusal's term to equal the candidate's), and node 3 has nothing newer
+/// to share. Everyone is up and connected; nobody leads, ever.
+#[test]
+#[ignore = "finding 5: a new voter behind in term is never taught the joint membership; no leader ever"]
+fn new_voter_behind_in_term_never_learns_the_joint_membership() {
+    let mut sim: Sim = Sim::with_configs(3, |id| {
+        let config = timing(id, vec![1, 2]).rng_seed(id);
+        if id == 3 { config.join() } else { config }
+    });
+    let leader = sim.run_until_leader(ms(3_000)).expect("a leader");
+    let other = if leader == 1 { 2 } else { 1 };
+    sim.run_for(ms(300));
+    sim.input(
+        leader,
+        Input::ChangeMembership(MembershipChange::Replace {
+            old: other,
+            new: 3,
+            address: "n3".into(),
+        }),
+    );
+    assert!(sim.run_until_true(ms(2_000), |s| {
+        let n = s.node(3);
+        n.membership().epoch >= 1 && n.status().persisted.term >= 1
+    }));
+    sim.stall_disk(3);
+    assert!(sim.run_until_true(ms(2_000), |s| s.node(leader).membership().is_joint()));
+    sim.input(leader, Input::TransferLeadership { to: other });
+    sim.run_for(ms(1_000));
+    assert_eq!(sim.node(other).status().term, 2);
+    sim.crash(3);
+    sim.restart(3);
+    assert_eq!(sim.node(3).status().term, 1);
+    assert!(!sim.node(3).membership().is_joint());
+    sim.run_for(ms(10_000));
+    assert!(
+        sim.agreed_leader().is_some(),
+        "no leader 10 s later: terms {:?}, memberships {:?}",
+        sim.terms(),
+        (1..=3)
+            .map(|i| sim.node(i).membership().clone())
+            .collect::<Vec<_>>()
+    );
+}
+
+/// Finding 2b (strict fencing, same root cause as finding 2): the leader removes itself; the final membership {2,3}
+/// is written, and node 3's disk stalls before it stores it. Node 3
+/// still acknowledges every round (stamped with the joint membership),
+/// so the removed leader keeps its lease and leads; the final membership
+/// is never stored from its view, the change times out (`NoQuorum`,
+/// which the docs say needs fencing off), and the removed leader never
+/// hands over while the disk is stalled.
+#[test]
+#[ignore = "finding 2b: strict fencing, a removed leader keeps leading (and its lease) while a new voter's disk is stalled; NoQuorum reported"]
+fn strict_removed_leader_keeps_leading_while_a_new_voter_disk_stalls() {
+    let mut sim: Sim = Sim::with_configs(3, |id| {
+        timing(id, vec![1, 2, 3])
+            .fencing(Fencing::Strict)
+            .membership_change_timeout(ms(2_000))
+            .rng_seed(id)
+    });
+    let leader = sim.run_until_leader(ms(3_000)).expect("a leader");
+    sim.run_for(ms(300));
+    let others: Vec<NodeId> = (1..=3).filter(|&i| i != leader).collect();
+    sim.input(
+        leader,
+        Input::ChangeMembership(MembershipChange::Remove { id: leader }),
+    );
+    assert!(sim.run_until_true(ms(2_000), |s| {
+        let m = s.node(leader).membership();
+        !m.is_joint() && m.epoch >= 2
+    }));
+    sim.stall_disk(others[1]);
+    sim.run_for(ms(5_000));
+    let events = change_events(&sim, leader);
+    assert!(
+        sim.leaders() != vec![leader],
+        "the removed leader {leader} still leads 5 s later with {:?}; change {events:?}",
+        sim.node(leader).membership()
+    );
+}
+
+/// Finding 5b (same family as finding 5, without pre-vote): voters
+/// {1,2,3}, where only node 1 campaigns (2 and 3 are mode `Voter`); node 1
+/// replaces itself by node 4. Nodes 2 and 4 store the joint membership
+/// {1,2,3} -> {2,3,4}; node 3's disk stalls, so it does not, and node 1
+/// crashes for good. Node 4 (a voter only in the joint membership) is the
+/// only node that campaigns; it needs node 3's vote (old majority {2,3}).
+/// Node 3 holds the observer step, in which node 4 is no voter, so it
+/// drops node 4's vote requests, which come at a higher term
+/// (`answer_newer_candidate` answers a vote request only at its own
+/// term), and node 4 never learns that node 3 is behind. Every needed
+/// node is up and connected; nobody leads, ever.
+#[test]
+#[ignore = "finding 5b: without pre-vote a lagging voter drops a new voter's higher-term vote requests and is never taught; no leader ever"]
+fn without_pre_vote_a_lagging_voter_never_hears_of_the_new_candidate() {
+    let mut sim: Sim = Sim::with_configs(4, |id| {
+        let config = timing(id, vec![1, 2, 3]).pre_vote(false).rng_seed(id);
+        match id {
+            1 => config,
+            4 => config.join(),
+            _ => config.mode(tenure::Mode::Voter),
+        }
+    });
+    assert_eq!(sim.run_until_leader(ms(3_000)), Some(1));
+    sim.run_for(ms(300));
+    sim.input(
+        1,
+        Input::ChangeMembership(MembershipChange::Replace {
+            old: 1,
+            new: 4,
+            address: "n4".into(),
+        }),
+    );
+    assert!(sim.run_until_true(ms(2_000), |s| s.node(3).membership().epoch >= 1));
+    sim.stall_disk(3);
+    assert!(sim.run_until_true(ms(2_000), |s| s.node(1).membership().is_joint()));
+    sim.run_for(ms(5));
+    sim.crash(1);
+    sim.crash(3);
+    sim.restart(3);
+    assert!(sim.node(2).membership().is_joint());
+    assert!(sim.node(4).membership().is_joint());
+    assert!(!sim.node(3).membership().is_joint());
+    sim.run_for(ms(10_000));
+    assert!(
+        !sim.leaders().is_empty(),
+        "no leader 10 s later: terms {:?}",
+        sim.terms()
+    );
+}
+
+/// One fault at every millisecond of a change: `change` goes to the
+/// leader of voters 1..=3 (spares 4 and 5), then, `offset` ms later,
+/// `fault` (a function of the leader) hits; after `heal_after` everything
+/// heals and restarts. Safety is checked throughout; a leader known to a
+/// quorum must exist 8 s after the heal, and a follow-up change must
+/// complete.
+fn fault_at_offset(
+    seed: u64,
+    fencing: Fencing,
+    change: &dyn Fn(NodeId) -> MembershipChange,
+    fault: &dyn Fn(&mut Cluster, NodeId),
+    offset: u64,
+) -> Result<(), String> {
+    let mut cfg = SimConfig::new(3, seed);
+    cfg.spares = 2;
+    cfg.node_config = std::rc::Rc::new(move |id, voters| {
+        timing(id, voters.to_vec())
+            .fencing(fencing)
+            .membership_change_timeout(ms(2_000))
+    });
+    let mut c = Cluster::new(cfg);
+    c.enable_history();
+    let step = |c: &mut Cluster, d: Duration| -> Result<(), String> {
+        let until = c.now() + d;
+        c.run_until(until).map_err(|v| v.to_string())
+    };
+    step(&mut c, ms(1_500))?;
+    let Some((leader, _)) = c.leader_known_to_quorum() else {
+        return Ok(());
+    };
+    c.input(leader, Input::ChangeMembership(change(leader)));
+    step(&mut c, ms(offset))?;
+    fault(&mut c, leader);
+    c.check().map_err(|v| v.to_string())?;
+    step(&mut c, ms(1_500))?;
+    c.apply(Fault::Heal);
+    for id in 1..=5 {
+        c.apply(Fault::UnstallDisk(id));
+    }
+    c.apply(Fault::RestartAll);
+    step(&mut c, ms(8_000))?;
+    let Some((leader, _)) = c.leader_known_to_quorum() else {
+        return Err(format!("no leader known to a quorum: {:?}", c.leaders()));
+    };
+    let m = c.node(leader).unwrap().membership().clone();
+    if !m.is_voter(leader) {
+        return Err(format!("leader {leader} not a voter of {m:?}"));
+    }
+    let probe = match (1..=5).find(|&i| !m.is_member(i)) {
+        Some(id) => MembershipChange::AddObserver {
+            id,
+            address: format!("n{id}"),
+        },
+        None => MembershipChange::Remove { id: 5 },
+    };
+    let at = c.now();
+    c.input(leader, Input::ChangeMembership(probe.clone()));
+    step(&mut c, ms(3_000))?;
+    let ok = c.events().iter().any(|(t, n, e)| {
+        *t >= at && *n == leader && matches!(e, Event::MembershipChangeCompleted { .. })
+    });
+    if !ok {
+        return Err(format!(
+            "follow-up {probe:?} did not complete on {leader} ({m:?})"
+        ));
+    }
+    Ok(())
+}
+
+/// Every (change, fault, offset 0..300 ms) combination, a few seeds:
+/// `cargo test --release --all-features --test membership_break every_millisecond -- --ignored --nocapture`
+#[test]
+#[ignore = "long systematic sweep"]
+fn sweep_every_millisecond_of_a_change() {
+    let other = |l: NodeId, k: u64| (1..=3).filter(|&i| i != l).nth(k as usize).unwrap();
+    let changes: Vec<(&str, Box<dyn Fn(NodeId) -> MembershipChange>)> = vec![
+        (
+            "remove leader",
+            Box::new(|l| MembershipChange::Remove { id: l }),
+        ),
+        (
+            "remove follower",
+            Box::new(move |l| MembershipChange::Remove { id: other(l, 0) }),
+        ),
+        (
+            "replace leader",
+            Box::new(|l| MembershipChange::Replace {
+                old: l,
+                new: 4,
+                address: "n4".into(),
+            }),
+        ),
+        (
+            "replace follower",
+            Box::new(move |l| MembershipChange::Replace {
+                old: other(l, 1),
+                new: 4,
+                address: "n4".into(),
+            }),
+        ),
+        (
+            "add voter",
+            Box::new(|_| MembershipChange::AddVoter {
+                id: 4,
+                address: "n4".into(),
+            }),
+        ),
+    ];
+    let faults: Vec<(&str, Box<dyn Fn(&mut Cluster, NodeId)>)> = vec![
+        ("crash leader", Box::new(|c, l| c.apply(Fault::Crash(l)))),
+        (
+            "crash-restart leader",
+            Box::new(|c, l| c.apply(Fault::CrashRestart(l, ms(5)))),
+        ),
+        (
+            "isolate leader",
+            Box::new(|c, l| c.apply(Fault::Isolate(l))),
+        ),
+        ("deafen leader", Box::new(|c, l| c.apply(Fault::Deaf(l)))),
+        ("mute leader", Box::new(|c, l| c.apply(Fault::Mute(l)))),
+        (
+            "stall leader disk",
+            Box::new(|c, l| c.apply(Fault::StallDisk(l))),
+        ),
+        (
+            "crash follower",
+            Box::new(move |c, l| c.apply(Fault::Crash(other(l, 0)))),
+        ),
+        (
+            "stall follower disk",
+            Box::new(move |c, l| c.apply(Fault::StallDisk(other(l, 1)))),
+        ),
+        (
+            "stall new disk",
+            Box::new(|c, _| c.apply(Fault::StallDisk(4))),
+        ),
+        ("crash new", Box::new(|c, _| c.apply(Fault::Crash(4)))),
+        (
+            "cut follower inbound",
+            Box::new(move |c, _| {
+                for from in 1..=5 {
+                    c.apply(Fault::Cut { from, to: 4 });
+                }
+            }),
+        ),
+        (
+            "crash-restart all",
+            Box::new(|c, _| {
+                for id in 1..=5 {
+                    c.apply(Fault::CrashRestart(id, ms(3)));
+                }
+            }),
+        ),
+    ];
+    let fencing = match std::env::var("TENURE_BREAK_FENCING").as_deref() {
+        Ok("off") => Fencing::Off,
+        Ok("soft") => Fencing::Soft,
+        _ => Fencing::Strict,
+    };
+    let seeds: u64 = std::env::var("TENURE_BREAK_SEEDS_PER")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2);
+    let mut bad = Vec::new();
+    let mut runs = 0;
+    for (cn, change) in &changes {
+        for (fname, fault) in &faults {
+            for offset in (0..300).step_by(3) {
+                for seed in 0..seeds {
+                    runs += 1;
+                    if let Err(e) =
+                        fault_at_offset(seed, fencing, change.as_ref(), fault.as_ref(), offset)
+                    {
+                        let line = format!("{cn} / {fname} @ {offset} ms seed {seed}: {e}");
+                        eprintln!("{line}");
+                        bad.push(line);
+                    }
+                }
+            }
+        }
+    }
+    common::assert_sweep_clean(runs, &bad, 30);
+}
+
+fn mship(
+    epoch: u64,
+    term: u64,
+    voters: &[NodeId],
+    outgoing: &[NodeId],
+    obs: &[NodeId],
+) -> Membership {
+    Membership {
+        epoch,
+        term,
+        voters: voters.to_vec(),
+        outgoing: outgoing.to_vec(),
+        observers: obs.to_vec(),
+        ..Membership::default()
+    }
+}
+
+/// Figure-8 shapes: every node starts from a membership of one honest
+/// history of a replacement {1,2,3} -> {1,2,4} that a crashed leader left
+/// half done (bootstrap A, joint J, then either its rollback R or, if J
+/// was stored, its final F), with random modes, then random faults under
+/// strict fencing. `cargo test --release --all-features --test membership_break figure8 -- --ignored --nocapture`
+#[test]
+#[ignore = "long randomized sweep"]
+fn sweep_figure8_starting_states() {
+    let range = std::env::var("TENURE_BREAK_SEEDS").unwrap_or_else(|_| "0..500".into());
+    let (a, b) = range.split_once("..").unwrap();
+    let (a, b): (u64, u64) = (a.parse().unwrap(), b.parse().unwrap());
+    let mut bad = Vec::new();
+    for seed in a..b {
+        let mut rng = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1);
+        let boot = mship(0, 0, &[1, 2, 3], &[], &[4]);
+        let joint = mship(1, 0, &[1, 2, 4], &[1, 2, 3], &[]);
+        let third = if rng.next(2) == 0 {
+            mship(2, 0, &[1, 2, 3], &[], &[4])
+        } else {
+            mship(2, 0, &[1, 2, 4], &[], &[])
+        };
+        let finished = third.voters == vec![1, 2, 4];
+        let mut pick: Vec<Membership>;
+        loop {
+            pick = (1..=4)
+                .map(|_| match rng.next(3) {
+                    0 => boot.clone(),
+                    1 => joint.clone(),
+                    _ => third.clone(),
+                })
+                .collect();
+            // Node 4 never holds the bootstrap (it was added as an
+            // observer of it, fine either way); F needs J stored.
+            let holds = |set: &[NodeId]| {
+                set.iter()
+                    .filter(|&&i| pick[(i - 1) as usize].epoch >= 1)
+                    .count()
+                    * 2
+                    > set.len()
+            };
+            if !finished || (holds(&[1, 2, 3]) && holds(&[1, 2, 4])) {
+                break;
+            }
+        }
+        let modes: Vec<u64> = (0..4).map(|_| rng.next(3)).collect();
+        let pick2 = pick.clone();
+        let mut cfg = SimConfig::new(4, seed);
+        cfg.duplicate = 0.05;
+        cfg.long_tail = 0.02;
+        cfg.node_config = std::rc::Rc::new(move |id, _| {
+            let c = timing(id, vec![1, 2, 3])
+                .fencing(Fencing::Strict)
+                .membership(pick2[(id - 1) as usize].clone());
+            match modes[(id - 1) as usize] {
+                0 => c.mode(tenure::Mode::Voter),
+                _ => c,
+            }
+        });
+        let mut c = Cluster::new(cfg);
+        let mut run = || -> Result<(), String> {
+            for _ in 0..30 {
+                match rng.next(10) {
+                    0 => c.apply(Fault::Isolate(1 + rng.next(4))),
+                    1 => c.apply(Fault::Heal),
+                    2 => c.apply(Fault::Cut {
+                        from: 1 + rng.next(4),
+                        to: 1 + rng.next(4),
+                    }),
+                    3 => c.apply(Fault::StallDisk(1 + rng.next(4))),
+                    4 => c.apply(Fault::UnstallDisk(1 + rng.next(4))),
+                    5 => c.apply(Fault::CrashRestart(1 + rng.next(4), ms(rng.next(50)))),
+                    6 => c.apply(Fault::Deaf(1 + rng.next(4))),
+                    7 => {
+                        if let Some(&l) = c.leaders().first() {
+                            c.apply(Fault::Crash(l));
+                            c.apply(Fault::Restart(l));
+                        }
+                    }
+                    _ => {}
+                }
+                c.check().map_err(|v| v.to_string())?;
+                let d = ms(1 + rng.next(600));
+                let until = c.now() + d;
+                c.run_until(until).map_err(|v| v.to_string())?;
+            }
+            Ok(())
+        };
+        if let Err(e) = run() {
+            let line = format!("seed {seed}: start {pick:?}: {e}");
+            eprintln!("{line}");
+            bad.push(line);
+        }
+    }
+    common::assert_sweep_clean((b - a) as usize, &bad, 10);
+}
