@@ -27,12 +27,18 @@
 //!
 //! # Safety argument
 //!
-//! Call a membership *stored* once a majority of each of its voter sets
-//! holds it (or a newer one) durably. The leader moves on only from a
-//! stored membership, one change at a time.
+//! Call a membership `M` *stored at term T* once a majority of each of its
+//! voter sets holds `M`, or a membership built on it, durably while at
+//! term `T` or below (none of those voters has yet decided a vote in a
+//! later term). The leader moves on only from a membership stored in its
+//! own term (it writes an inherited one again first), one change at a
+//! time.
 //!
-//! 1. **Completeness.** Once `M` is stored, every later leader's
-//!    membership is at least `M`. This is Raft's leader completeness
+//! 1. **Completeness.** If `M` is stored at term `T`, every leader of a
+//!    term after `T` uses `M` or a newer membership. (Stated by term, as
+//!    Raft's: a leader of an earlier term can still be elected *after*
+//!    `M` was stored, with votes given before; the model checker finds
+//!    such runs.) This is Raft's leader completeness
 //!    (§5.4.3) for a log whose only entries are memberships, with Raft's
 //!    commit rule for configuration entries (§6: an entry counts once
 //!    majorities of each of its own voter sets hold it). Along the chain
@@ -66,8 +72,9 @@
 //! 4. **Durability.** A node acts only on its durable membership: it
 //!    counts, votes, stamps and reports the membership storage confirmed.
 //!
-//! The same argument is checked by the model checker (`tests/model_check.rs`)
-//! and by the simulator's membership scenarios.
+//! The same argument is checked by the model checker
+//! (`tests/model_check_membership.rs`) and by the simulator's membership
+//! scenarios (`tests/membership_sim.rs`).
 //!
 //! # Liveness: how a membership reaches every node
 //!
@@ -249,6 +256,10 @@ pub enum MembershipFailure {
     SteppedDown,
     /// The configured quorum is not a majority; changes need majorities.
     CustomQuorum,
+    /// After the change no voter could lead: every voter it keeps or adds
+    /// is known (from its acknowledgements) to be in mode voter or off, so
+    /// the cluster would never elect a leader again.
+    NoLeaderLeft,
 }
 
 impl Membership {

@@ -99,15 +99,16 @@ impl<P: LogPosition> Node<P> {
                 self.on_current_term(now, from, sender, message.term, message.kind, out);
             }
         }
-        if refused && msg_term == self.term {
+        if refused && msg_term <= self.term {
             self.teach_refuser(from, sender, out);
         }
     }
 
     /// Rule `membership_adopt_newer`, the candidate's side: a voter that
-    /// refused (at this node's term, so the update moves no term) with an
-    /// older membership than this node's learns this one; a new voter that
-    /// missed the joint phase would otherwise refuse everyone.
+    /// refused (at this node's term or an earlier one: a membership update
+    /// moves no term) with an older membership than this node's learns
+    /// this one; a new voter that missed the joint phase would otherwise
+    /// refuse everyone.
     fn teach_refuser(&mut self, from: NodeId, sender: MembershipId, out: &mut Vec<Action<P>>) {
         if self.membership_id.is_newer_than(&sender) {
             slog::info!(self.log, "a voter refused with an older membership: send it ours";
@@ -149,7 +150,7 @@ impl<P: LogPosition> Node<P> {
             MessageKind::PreVoteRequest { .. } => {
                 self.reply(from, MessageKind::PreVoteResponse { granted: false }, out);
             }
-            MessageKind::VoteRequest { .. } if message.term == self.term => {
+            MessageKind::VoteRequest { .. } if message.term >= self.term => {
                 self.reply(from, MessageKind::VoteResponse { granted: false }, out);
             }
             _ => {}
@@ -217,6 +218,13 @@ impl<P: LogPosition> Node<P> {
             }
             MessageKind::PreVoteResponse { granted: true } => {
                 self.on_pre_vote_response(now, from, message.term, true, out);
+            }
+            // Rule `membership_adopt_newer`: a membership is ordered by its
+            // own version; learning one moves no term (the leader's
+            // heartbeats do that), so a candidate may teach a voter of an
+            // earlier term without disturbing it.
+            MessageKind::MembershipUpdate { membership } => {
+                self.on_membership_update(from, message.term, *membership, out);
             }
             // Rule `leader_stickiness` (thesis §4.2.3): while a live leader
             // was heard within the death timeout (or since restart), a vote

@@ -244,8 +244,9 @@ impl<P: LogPosition + Hash> Node<P> {
                 step,
                 awaiting,
                 deadline,
+                observers_before,
             } = c;
-            (request, voters, observers, step, awaiting).hash(&mut h);
+            (request, voters, observers, step, awaiting, observers_before).hash(&mut h);
             rel.expiry(*deadline).hash(&mut h);
         }
         transfer.is_some().hash(&mut h);

@@ -47,6 +47,9 @@ pub(super) struct Change {
     /// When it fails unless it reached the final membership (rule
     /// `membership_change_bounded`).
     pub(super) deadline: Instant,
+    /// The observers before the change: a first step that did not finish
+    /// in time is undone to them.
+    pub(super) observers_before: Vec<NodeId>,
 }
 
 /// The steps of a change.
@@ -456,7 +459,9 @@ impl<P: LogPosition> Node<P> {
             || self.newest_membership_id() != self.membership_id
         {
             Some((Rule::OneChangeAtATime, MembershipFailure::ChangeInProgress))
-        } else if self.custom_quorum.is_some() {
+        } else if self.custom_quorum.is_some() && self.membership.epoch == 0 {
+            // The custom quorum applies to the bootstrap membership only
+            // (see `voter_set`), which such a cluster never leaves.
             Some((Rule::OneChangeAtATime, MembershipFailure::CustomQuorum))
         } else if self.membership.epoch > MAX_EPOCH - 3 {
             // A change takes up to three epochs (observer, joint, final).
@@ -482,6 +487,22 @@ impl<P: LogPosition> Node<P> {
             self.emit(Event::MembershipChangeFailed { reason }, out);
             return;
         };
+        let may_lead = |v: &NodeId| {
+            *v == self.id
+                || self
+                    .peers
+                    .iter()
+                    .find(|p| p.id == *v)
+                    .is_none_or(|p| p.can_lead != Some(false))
+        };
+        if !voters.iter().any(may_lead) {
+            slog::info!(self.log, "membership change refused"; "rule" => Rule::OneChangeAtATime,
+                "term" => self.term, "change" => ?request, "voters" => ?voters,
+                "reason" => "no voter of the new set may lead");
+            let reason = MembershipFailure::NoLeaderLeft;
+            self.emit(Event::MembershipChangeFailed { reason }, out);
+            return;
+        }
         if step == Step::Joint && !self.live_majority(now, &voters) {
             slog::info!(self.log, "membership change refused"; "rule" => Rule::JointQuorums,
                 "term" => self.term, "change" => ?request, "voters" => ?voters,
@@ -499,6 +520,7 @@ impl<P: LogPosition> Node<P> {
             step,
             awaiting: None,
             deadline: now + self.timing.change,
+            observers_before: self.membership.observers.clone(),
         });
         match step {
             Step::Observers { then_catch_up } => {
@@ -683,9 +705,15 @@ impl<P: LogPosition> Node<P> {
             return;
         }
         let Some(change) = &self.change else {
-            if self.self_index.is_none() && self.stored(self.membership_id) {
-                // An inherited change removed this leader (rule
-                // `removed_leader_hands_over`).
+            // An inherited change removed this leader (rule
+            // `removed_leader_hands_over`): it hands over once the
+            // membership is stored, or a change timeout into its
+            // leadership at the latest.
+            let overdue = self
+                .phase
+                .leadership()
+                .is_some_and(|l| now >= l.since + self.timing.change);
+            if self.self_index.is_none() && (overdue || self.stored(self.membership_id)) {
                 self.hand_over_if_removed(out);
             }
             return;
@@ -809,9 +837,11 @@ impl<P: LogPosition> Node<P> {
     /// (leaving a joint membership for either of its sides is safe: both
     /// need a majority of the set kept); a new voter that did not catch up
     /// stays an observer; a final membership that a majority of its voters
-    /// has not stored (possible only with fencing off: a fenced leader
-    /// steps down first) stays in use, since it is decided, and is stored
-    /// whenever its voters answer.
+    /// has not stored stays in use, since it is decided, and is stored
+    /// whenever its voters answer (a leader the change removed hands over
+    /// at once). A step whose write had not finished may still take effect
+    /// afterwards: the outcome reports that the change did not complete in
+    /// time, not that nothing changed.
     fn check_change_deadline(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
         let Some(change) = &self.change else {
             return;
@@ -825,6 +855,7 @@ impl<P: LogPosition> Node<P> {
         };
         let step = change.step;
         let request = change.request.clone();
+        let observers_before = change.observers_before.clone();
         self.change = None;
         slog::warn!(self.log, "membership change timed out"; "rule" => Rule::MembershipChangeBounded,
             "term" => self.term, "change" => ?request, "reason" => ?reason);
@@ -832,17 +863,20 @@ impl<P: LogPosition> Node<P> {
         if step == Step::Joint && self.phase.is_leader() {
             self.roll_back_joint(out);
         }
+        if matches!(step, Step::Observers { .. }) && self.phase.is_leader() {
+            self.roll_back_observers(observers_before, out);
+        }
+        // A leader outside its own voters whose final membership was not
+        // stored in time hands over anyway (rule
+        // `removed_leader_hands_over`): it must not lead on a membership
+        // that does not list it.
+        self.hand_over_if_removed(out);
     }
 
     /// Rule `membership_change_bounded`: leaves the joint membership
     /// (durable or being written) for its old voters; the new ones that were not voters before become observers.
     fn roll_back_joint(&mut self, out: &mut Vec<Action<P>>) {
-        let newest = self
-            .membership_writes
-            .waiting
-            .clone()
-            .or_else(|| self.membership_writes.in_flight.clone())
-            .unwrap_or_else(|| self.membership.clone());
+        let newest = self.newest_membership();
         if !newest.is_joint() {
             return;
         }
@@ -857,6 +891,37 @@ impl<P: LogPosition> Node<P> {
             "rule" => Rule::MembershipChangeBounded, "term" => self.term,
             "epoch" => next.epoch, "voters" => ?next.voters);
         self.stage_membership(next, out);
+    }
+
+    /// Rule `membership_change_bounded`: a first step (observers only) not
+    /// stored in time is undone: the observers go back to what they were,
+    /// so a change reported failed does not take effect once a slow write
+    /// finishes. The voters are the same on both sides, so this is as safe
+    /// as any observer change.
+    fn roll_back_observers(&mut self, observers: Vec<NodeId>, out: &mut Vec<Action<P>>) {
+        let newest = self.newest_membership();
+        if newest.observers == observers {
+            return;
+        }
+        let next = newest.successor(
+            self.term,
+            newest.voters.clone(),
+            newest.outgoing.clone(),
+            observers,
+        );
+        slog::warn!(self.log, "observer step not stored in time: undo it";
+            "rule" => Rule::MembershipChangeBounded, "term" => self.term,
+            "epoch" => next.epoch, "observers" => ?next.observers);
+        self.stage_membership(next, out);
+    }
+
+    /// The newest membership known here: waiting, in flight, or durable.
+    fn newest_membership(&self) -> Membership {
+        self.membership_writes
+            .waiting
+            .clone()
+            .or_else(|| self.membership_writes.in_flight.clone())
+            .unwrap_or_else(|| self.membership.clone())
     }
 
     /// Rule `one_change_at_a_time`: a running change fails because this

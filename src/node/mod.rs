@@ -362,9 +362,12 @@ impl<P: LogPosition> Node<P> {
         config.validate()?;
         let id = config.id();
         let membership = config.effective_membership();
-        // A quorum set explicitly (and not a majority) applies to the
-        // bootstrap membership only; membership changes need majorities.
-        let majority = membership.voters.len() / 2 + 1;
+        // A quorum set explicitly (and not a majority of the configured
+        // voters) applies to the bootstrap membership only; membership
+        // changes need majorities. Compared with the configured voters, not
+        // the stored membership's: a majority quorum of the bootstrap
+        // voters stays "no custom quorum" after the membership grew.
+        let majority = config.voters().len() / 2 + 1;
         let custom_quorum = config.explicit_quorum().filter(|&q| q != majority);
         let voters = membership::voter_set(&membership, custom_quorum);
         let timing = Timing::new(&config);
