@@ -445,7 +445,7 @@ fn new_voter_catches_up_or_stays_an_observer() {
     }
     let add = MembershipChange::AddVoter {
         id: 4,
-        address: "n4".into(),
+        address: "n4-typo".into(),
     };
     sim.input(leader, Input::ChangeMembership(add));
     sim.run_for(ms(5_000));
@@ -472,6 +472,11 @@ fn new_voter_catches_up_or_stays_an_observer() {
         Some(Event::MembershipChangeCompleted { .. })
     ));
     let m = sim.node(leader).membership().clone();
+    assert_eq!(
+        m.address(4),
+        Some("n4"),
+        "the corrected address is recorded"
+    );
     assert_eq!((m.voters, m.observers), (vec![1, 2, 3, 4], vec![]));
 }
 

@@ -45,7 +45,9 @@ enum Command {
     /// per event.
     Node(node::NodeArgs),
     /// Ask a running node (through its admin socket) for its status, or
-    /// make it promote, demote or transfer leadership, or follow its events.
+    /// make it promote, demote or transfer leadership, change the
+    /// membership (add-voter, add-observer, remove, replace), or follow
+    /// its events.
     #[cfg(unix)]
     Ctl(ctl::CtlArgs),
     /// Run one node, and a command only while it leads (under strict

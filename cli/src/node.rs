@@ -124,6 +124,13 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if file.peers.is_empty() && args.join {
+        eprintln!(
+            "error: node {} refuses to start: --join needs [[peers]] in the node file: the cluster's current members (at least its leader), so that it can hear the leader",
+            file.id
+        );
+        return ExitCode::from(2);
+    }
     // Opens the data directory: locks it and proves it writable.
     let mut setup = match NodeSetup::from_file(&file) {
         Ok(s) => s,
@@ -195,12 +202,6 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if file.peers.is_empty() && args.join {
-        eprintln!(
-            "error: node {id} refuses to start: --join needs [[peers]] in the node file: the cluster's current members (at least its leader), so that it can hear the leader"
-        );
-        return ExitCode::from(2);
-    }
     if file.peers.is_empty() {
         eprintln!("warning: node {id} has no [[peers]]: it is a cluster of one and elects itself");
     }
@@ -291,9 +292,11 @@ fn warn_if_bootstrap_differs(id: NodeId, file: &NodeFile, stored: &tenure::Membe
     };
     let boot = config.effective_membership();
     if boot.voters != stored.voters || boot.observers != stored.observers {
+        // Expected for a node that joined (its file lists contacts only)
+        // and after any change: a note, not a warning.
         eprintln!(
-            "warning: node {id}: the node file lists voters {:?} and observers {:?}, but the stored membership (epoch {}) has voters {:?} and observers {:?}: the stored one is used (the node file's peers are the bootstrap membership only)",
-            boot.voters, boot.observers, stored.epoch, stored.voters, stored.observers
+            "note: node {id}: uses its stored membership (epoch {}: voters {:?}, observers {:?}); the node file's [[peers]] (voters {:?}, observers {:?}) are only the bootstrap membership and contact addresses",
+            stored.epoch, stored.voters, stored.observers, boot.voters, boot.observers
         );
     }
 }
@@ -493,8 +496,15 @@ impl Running {
         match &event {
             // The event names the voters; the line adds the joint phase's
             // outgoing voters, which it does not carry.
-            Event::MembershipChanged { .. } => {
-                value["outgoing"] = json!(self.handle.status().membership.outgoing);
+            Event::MembershipChanged { epoch, .. } => {
+                let m = self.handle.status().membership;
+                value["outgoing"] = json!(m.outgoing);
+                if !m.is_member(self.id) {
+                    eprintln!(
+                        "warning: node {}: no longer a member (membership epoch {epoch}: voters {:?}, observers {:?}); once it has handed over (if it leads) it takes no part: stop it, or add it again with `tenure ctl add-voter`",
+                        self.id, m.voters, m.observers
+                    );
+                }
             }
             Event::MembershipConflict { peer, mine, theirs } => {
                 let m = self.handle.status().membership;

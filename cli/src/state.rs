@@ -107,7 +107,7 @@ fn show_membership(file: &NodeFile) -> ExitCode {
     match std::fs::read(&path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             println!(
-                "{}: none stored: the node file's peers are the membership",
+                "{}: none stored: the node file's peers are the bootstrap membership (a node started with --join has none until the leader's arrives)",
                 path.display()
             );
             ExitCode::SUCCESS

@@ -148,9 +148,33 @@ fn grow_lose_two_replace_and_shrink_with_ctl_only() {
     assert_ne!(code, 0);
     assert_eq!(answers[0]["why"], "node 9 is not a member", "{answers:?}");
 
+    // A mistyped address leaves the new node an observer the leader cannot
+    // reach; the same command with the right address fixes it (every
+    // member then uses the corrected address).
+    procs[3] = Some(join(4, &live));
+    let typo = format!("127.0.0.1:{}", port());
+    let (_, leader_config) = leader(&configs, &live).unwrap();
+    let out = std::process::Command::new(common::BIN)
+        .args(["ctl", "--json", "--wait-ms", "8000", "--config"])
+        .arg(&leader_config)
+        .args(["add-voter", "4", &typo])
+        .output()
+        .unwrap();
+    let answers: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(!out.status.success(), "{answers:?}");
+    assert_eq!(
+        answers[0]["outcome"]["membership_change_failed"]["reason"], "not_caught_up",
+        "{answers:?}"
+    );
+
     // Grow to 5: the new nodes start empty and learn the membership.
     for id in [4u64, 5] {
-        procs[id as usize - 1] = Some(join(id, &live));
+        if procs[id as usize - 1].is_none() {
+            procs[id as usize - 1] = Some(join(id, &live));
+        }
         let took = change(&configs, &live, &["add-voter", &id.to_string(), &addr(id)]);
         eprintln!("add-voter {id}: {took:?}");
         live.push(id);

@@ -485,8 +485,9 @@ pub(crate) fn starting_config(
 }
 
 /// Keeps `framing` in step with the node's durable membership: its stamp
-/// on every message, and the addresses of members a change added (an
-/// address that is not `ip:port` is looked up once). `known` is the
+/// on every message, and the addresses the membership carries (an
+/// address that is not `ip:port` is looked up once per membership; it
+/// replaces the address known for that peer, e.g. from the node file). `known` is the
 /// membership last followed. Messages a step sends carry the membership of
 /// that step's start at the latest, never a newer one than they were
 /// decided on; an older stamp only makes peers more cautious.
@@ -507,8 +508,12 @@ pub(crate) fn follow_membership<P: LogPosition>(
                 .ok()?
                 .next()
         });
-        if let Some(addr) = resolved {
-            framing.add_peer(*peer, addr);
+        // The membership's address wins over a known one: a node re-added
+        // at a new address, or an address corrected by the operator.
+        if let Some(addr) = resolved
+            && !framing.add_peer(*peer, addr)
+        {
+            framing.set_peer_addr(*peer, addr);
         }
     }
 }

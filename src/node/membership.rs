@@ -583,26 +583,34 @@ impl<P: LogPosition> Node<P> {
                 },
                 Some((*id, address.clone())),
             )),
+            MembershipChange::Promote { id } if m.observers.contains(id) => Some((
+                with(&m.voters, *id),
+                without(&m.observers, *id),
+                Step::CatchUp { id: *id },
+                None,
+            )),
             // Adding (or replacing by) a node that is an observer already,
-            // e.g. left one by a change that failed at catch-up, promotes it.
-            MembershipChange::Promote { id } | MembershipChange::AddVoter { id, .. }
-                if m.observers.contains(id) =>
-            {
-                Some((
-                    with(&m.voters, *id),
-                    without(&m.observers, *id),
-                    Step::CatchUp { id: *id },
-                    None,
-                ))
-            }
-            MembershipChange::Replace { old, new, .. }
+            // e.g. left one by a change that failed at catch-up, promotes
+            // it; its observer step is written again with the address
+            // given, which may correct the one recorded before.
+            MembershipChange::AddVoter { id, address } if m.observers.contains(id) => Some((
+                with(&m.voters, *id),
+                without(&m.observers, *id),
+                Step::Observers {
+                    then_catch_up: Some(*id),
+                },
+                Some((*id, address.clone())),
+            )),
+            MembershipChange::Replace { old, new, address }
                 if m.voters.contains(old) && m.observers.contains(new) =>
             {
                 Some((
                     with(&without(&m.voters, *old), *new),
                     without(&m.observers, *new),
-                    Step::CatchUp { id: *new },
-                    None,
+                    Step::Observers {
+                        then_catch_up: Some(*new),
+                    },
+                    Some((*new, address.clone())),
                 ))
             }
             MembershipChange::Remove { id } if m.observers.contains(id) => Some((
