@@ -861,3 +861,54 @@ fn replacing_the_only_leader_capable_node_by_a_voter_only_node() {
         sim.node(2).membership()
     );
 }
+
+/// Finding 3 (the converse of finding 2, a false refusal): an observer
+/// acknowledges with `can_lead: false` because it is no voter
+/// (`may_lead_if_asked` needs `self_index`), whatever its mode, so the
+/// `NoLeaderLeft` check takes every observer for a node that may not
+/// lead. Voters {1,2,3}, nodes 2 and 3 in mode `Voter`; node 4 (mode
+/// `Candidate`) is added as an observer, then `Replace { old: 1, new: 4 }`
+/// (the documented way to promote an observer into a voter's place) is
+/// refused with `NoLeaderLeft`, although node 4 would lead.
+#[test]
+#[ignore = "finding 3: an observer that may lead is taken for one that may not (NoLeaderLeft refuses a valid replace)"]
+fn replacing_by_a_leader_capable_observer_is_refused() {
+    let mut sim: Sim = Sim::with_configs(4, |id| {
+        let config = timing(id, vec![1, 2, 3]).rng_seed(id);
+        match id {
+            1 => config,
+            4 => config.join(),
+            _ => config.mode(tenure::Mode::Voter),
+        }
+    });
+    assert_eq!(sim.run_until_leader(ms(3_000)), Some(1));
+    sim.run_for(ms(300));
+    sim.input(
+        1,
+        Input::ChangeMembership(MembershipChange::AddObserver {
+            id: 4,
+            address: "n4".into(),
+        }),
+    );
+    sim.run_for(ms(1_000));
+    assert_eq!(
+        change_events(&sim, 1),
+        vec![Event::MembershipChangeCompleted { epoch: 1 }]
+    );
+    sim.input(
+        1,
+        Input::ChangeMembership(MembershipChange::Replace {
+            old: 1,
+            new: 4,
+            address: "n4".into(),
+        }),
+    );
+    sim.run_for(ms(5_000));
+    let events = change_events(&sim, 1);
+    assert!(
+        matches!(events.get(1), Some(Event::MembershipChangeCompleted { .. })),
+        "change {events:?}, leaders {:?}",
+        sim.leaders()
+    );
+    assert_eq!(sim.agreed_leader(), Some(4));
+}
