@@ -947,3 +947,70 @@ fn adaptive_seed_2922_two_leaders_in_a_term() {
 fn adaptive_seed_2974_two_leaders_in_a_term() {
     adaptive_run(2974, Fencing::Strict, false).unwrap();
 }
+
+/// Finding 4, by hand (see `adaptive_seed_2922_two_leaders_in_a_term`).
+/// Voters {1,2,3}, node 4 joining. Node 2 crashes; a leadership transfer
+/// moves the others to a term node 2 never saw (node 4, joining, has no
+/// vote in it). The leader L replaces the other survivor by node 4: the
+/// final membership {L,2,4} is made in L's term T. L crashes (and the
+/// removed node, which would answer node 2 at term T, is down). Node 2
+/// restarts at an older term; node 4 teaches it the membership without
+/// the term, node 2 campaigns for T itself, and node 4 (no vote in T)
+/// elects it: two leaders in term T.
+#[test]
+#[ignore = "finding 4: a membership adopted without its term lets a node campaign in the term that made it: two leaders in one term"]
+fn membership_taught_without_its_term_elects_a_second_leader_of_that_term() {
+    let mut sim: Sim = Sim::with_configs(4, |id| {
+        let config = timing(id, vec![1, 2, 3])
+            .fencing(Fencing::Strict)
+            .rng_seed(id);
+        // Node 4 campaigns slowly, so node 2's round comes first.
+        if id == 4 {
+            config.join().election_timeout(ms(2_000))
+        } else {
+            config
+        }
+    });
+    let first = sim.run_until_leader(ms(3_000)).expect("a leader");
+    sim.run_for(ms(300));
+    if first == 2 {
+        sim.input(2, Input::TransferLeadership { to: 1 });
+        assert!(sim.run_until_true(ms(2_000), |s| s.leaders() == vec![1]));
+        sim.run_for(ms(300));
+    }
+    let term_before = sim.node(2).status().term;
+    sim.crash(2);
+    let leader = sim.leaders()[0];
+    let other = if leader == 1 { 3 } else { 1 };
+    // A new term that node 2 never sees.
+    sim.input(leader, Input::TransferLeadership { to: other });
+    assert!(sim.run_until_true(ms(2_000), |s| s.leaders() == vec![other]));
+    let leader = other;
+    let other = if leader == 1 { 3 } else { 1 };
+    let term = sim.node(leader).status().term;
+    assert!(term > term_before);
+    sim.run_for(ms(300));
+    sim.input(
+        leader,
+        Input::ChangeMembership(MembershipChange::Replace {
+            old: other,
+            new: 4,
+            address: "n4".into(),
+        }),
+    );
+    assert!(sim.run_until_true(ms(3_000), |s| {
+        let m = s.node(4).membership();
+        m.epoch >= 3 && !m.is_joint()
+    }));
+    assert_eq!(sim.node(4).membership().term, term);
+    assert_eq!(sim.node(4).status().term, term);
+    sim.crash(leader);
+    // The removed node, still at term T, would tell node 2 the term.
+    sim.crash(other);
+    sim.restart(2);
+    assert!(sim.node(2).status().term < term);
+    // The simulator panics on two leaders in one term.
+    sim.run_for(ms(5_000));
+    let leaders = sim.leaders();
+    assert!(!leaders.is_empty(), "no leader: terms {:?}", sim.terms());
+}
