@@ -105,8 +105,10 @@ pub enum MessageKind<P = ()> {
         /// every message small and cheap to match on the hot path (a
         /// `Duration` here cost a follower's heartbeat about 10 ns).
         promise_nanos: u64,
-        /// Whether the responder would campaign if handed leadership (a
-        /// voter in mode `Candidate` or `Manual`).
+        /// Whether the responder's mode lets it lead (`Candidate` or
+        /// `Manual`): a voter would campaign if handed leadership, an
+        /// observer once a change made it a voter (the leader checks voter
+        /// status itself).
         can_lead: bool,
     },
 }

@@ -210,7 +210,11 @@ fn membership_adopt_newer_ignores_older_and_learns_from_a_non_member_leader() {
     );
     assert_eq!(out.membership_writes, vec![newer.clone()]);
     assert_eq!(n.membership_id(), newer.id());
-    assert_eq!(n.status().term, 0, "learning a membership moves no term");
+    assert_eq!(
+        n.status().term,
+        3,
+        "a membership of a later term brings its term (not the message's)"
+    );
     // A malformed one is ignored.
     let bad = membership(9, 9, &[3, 2], &[]);
     let out = step(&mut n, now, stamped(9, bad.id(), 3, update(&bad)), false);
@@ -255,7 +259,7 @@ fn members_only_ignores_a_removed_node() {
     );
     let out = step(&mut n, now, request, false);
     assert!(out.sends.is_empty());
-    assert_eq!(n.status().term, 0);
+    assert_eq!(n.status().term, 1, "its own membership's term, not 40");
 }
 
 #[test]
@@ -934,11 +938,11 @@ fn members_only_hears_a_removed_leader_until_it_hands_over() {
     let out = step(
         &mut n,
         now,
-        stamped(1, older.id(), 3, MessageKind::Heartbeat { seq: 7 }),
+        stamped(1, older.id(), 4, MessageKind::Heartbeat { seq: 7 }),
         false,
     );
     assert!(out.sends.is_empty());
-    assert_eq!(n.status().term, 0);
+    assert_eq!(n.status().term, 3, "its own membership's term, not 4");
 }
 
 #[test]

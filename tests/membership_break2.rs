@@ -788,7 +788,7 @@ fn sweep_figure8_starting_states() {
 /// leader of the old term forever, fully connected; before the change a
 /// higher-term membership update deposed it.
 #[test]
-#[ignore = "finding 1: a removed stale leader never learns the higher term (fencing off)"]
+
 fn removed_stale_leader_never_learns_the_higher_term() {
     let mut sim: Sim = Sim::with_configs(3, |id| {
         timing(id, vec![1, 2, 3])
@@ -840,7 +840,7 @@ fn removed_stale_leader_never_learns_the_higher_term() {
 /// never has a leader again, every node up and connected (finding 3 of
 /// the first round, by replacement instead of removal).
 #[test]
-#[ignore = "finding 2: Replace by a new node that may not lead leaves no leader (NoLeaderLeft not rechecked)"]
+
 fn replacing_the_only_leader_capable_node_by_a_voter_only_node() {
     let mut sim: Sim = Sim::with_configs(4, |id| {
         let config = timing(id, vec![1, 2, 3]).rng_seed(id);
@@ -880,7 +880,7 @@ fn replacing_the_only_leader_capable_node_by_a_voter_only_node() {
 /// (the documented way to promote an observer into a voter's place) is
 /// refused with `NoLeaderLeft`, although node 4 would lead.
 #[test]
-#[ignore = "finding 3: an observer that may lead is taken for one that may not (NoLeaderLeft refuses a valid replace)"]
+
 fn replacing_by_a_leader_capable_observer_is_refused() {
     let mut sim: Sim = Sim::with_configs(4, |id| {
         let config = timing(id, vec![1, 2, 3]).rng_seed(id);
@@ -937,13 +937,13 @@ fn replacing_by_a_leader_capable_observer_is_refused() {
 /// held, has no vote in term 2 and grants. {2,4} is a majority of
 /// {1,2,4}: node 2 leads term 2, which node 1 led.
 #[test]
-#[ignore = "finding 4: a membership adopted without its term lets a node campaign in the term that made it: two leaders in term 2"]
+
 fn adaptive_seed_2922_two_leaders_in_a_term() {
     adaptive_run(2922, Fencing::Strict, false).unwrap();
 }
 
 #[test]
-#[ignore = "finding 4 (second seed)"]
+
 fn adaptive_seed_2974_two_leaders_in_a_term() {
     adaptive_run(2974, Fencing::Strict, false).unwrap();
 }
@@ -958,7 +958,7 @@ fn adaptive_seed_2974_two_leaders_in_a_term() {
 /// the term, node 2 campaigns for T itself, and node 4 (no vote in T)
 /// elects it: two leaders in term T.
 #[test]
-#[ignore = "finding 4: a membership adopted without its term lets a node campaign in the term that made it: two leaders in one term"]
+
 fn membership_taught_without_its_term_elects_a_second_leader_of_that_term() {
     let mut sim: Sim = Sim::with_configs(4, |id| {
         let config = timing(id, vec![1, 2, 3])

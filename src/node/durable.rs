@@ -187,7 +187,7 @@ impl<P: LogPosition> Node<P> {
             seq,
             position: self.position.clone(),
             promise_nanos: self.timing.promise_nanos,
-            can_lead: self.may_lead_if_asked(),
+            can_lead: self.mode_may_lead(),
         };
         self.reply(to, kind, out);
     }

@@ -93,7 +93,7 @@ impl<P: LogPosition> Node<P> {
         );
         let msg_term = message.term;
         match message.term.cmp(&self.term) {
-            Ordering::Less => self.on_stale_message(from, message, out),
+            Ordering::Less => self.on_stale_message(now, from, message, out),
             Ordering::Greater => self.on_higher_term(now, from, sender, message, out),
             Ordering::Equal => {
                 self.on_current_term(now, from, sender, message.term, message.kind, out);
@@ -164,7 +164,13 @@ impl<P: LogPosition> Node<P> {
     /// `HeartbeatResponse { seq: 0 }`, which names no round: the answer
     /// must never count as acknowledging a round of a later leadership of
     /// the same sender (rule `acks_name_their_round`).
-    fn on_stale_message(&mut self, from: NodeId, message: Message<P>, out: &mut Vec<Action<P>>) {
+    fn on_stale_message(
+        &mut self,
+        now: Instant,
+        from: NodeId,
+        message: Message<P>,
+        out: &mut Vec<Action<P>>,
+    ) {
         slog::debug!(self.log, "stale message ignored";
             "rule" => Rule::StaleTermAnswered, "term" => self.term,
             "from" => from, "message_term" => message.term);
@@ -187,7 +193,7 @@ impl<P: LogPosition> Node<P> {
             // message's term: a newer one is learned from any sender
             // (rule `membership_adopt_newer`), and moves no term.
             MessageKind::MembershipUpdate { membership } => {
-                self.on_membership_update(from, message.term, *membership, out);
+                self.on_membership_update(now, from, message.term, *membership, out);
             }
             _ => {}
         }
@@ -224,7 +230,7 @@ impl<P: LogPosition> Node<P> {
             // heartbeats do that), so a candidate may teach a voter of an
             // earlier term without disturbing it.
             MessageKind::MembershipUpdate { membership } => {
-                self.on_membership_update(from, message.term, *membership, out);
+                self.on_membership_update(now, from, message.term, *membership, out);
             }
             // Rule `leader_stickiness` (thesis §4.2.3): while a live leader
             // was heard within the death timeout (or since restart), a vote
@@ -292,7 +298,7 @@ impl<P: LogPosition> Node<P> {
             MessageKind::Resign => self.on_resign(now, from, out),
             MessageKind::TimeoutNow => self.on_timeout_now(now, from, out),
             MessageKind::MembershipUpdate { membership } => {
-                self.on_membership_update(from, msg_term, *membership, out);
+                self.on_membership_update(now, from, msg_term, *membership, out);
             }
         }
     }
@@ -501,11 +507,20 @@ impl<P: LogPosition> Node<P> {
     fn refusal(
         &self,
         now: Instant,
+        term: u64,
         candidate: MembershipId,
         position: &P,
         bypass_promise: bool,
     ) -> Option<Refusal> {
-        if self.mode == Mode::Off || self.self_index.is_none() {
+        if candidate.term >= term {
+            // An honest candidate's term is above its membership's (it
+            // adopts a membership's term with it): this one would be a
+            // second candidate of the term that made its membership.
+            Some((
+                Rule::MembershipUpToDate,
+                "the candidate's membership was made in the term it asks for, or later",
+            ))
+        } else if self.mode == Mode::Off || self.self_index.is_none() {
             Some((
                 Rule::VotersOnly,
                 "this node does not vote (mode off or observer)",
@@ -634,13 +649,14 @@ impl<P: LogPosition> Node<P> {
         proposed: u64,
         position: &P,
     ) -> Option<Refusal> {
-        self.refusal(now, candidate, position, false).or_else(|| {
-            let committed = self.leader.is_some() || self.vote.is_some_and(|v| v != from);
-            (proposed == self.term && committed).then_some((
-                Rule::OneVotePerTerm,
-                "already voted or following a leader in that term",
-            ))
-        })
+        self.refusal(now, proposed, candidate, position, false)
+            .or_else(|| {
+                let committed = self.leader.is_some() || self.vote.is_some_and(|v| v != from);
+                (proposed == self.term && committed).then_some((
+                    Rule::OneVotePerTerm,
+                    "already voted or following a leader in that term",
+                ))
+            })
     }
 
     fn refuse_pre_vote(&mut self, from: NodeId, (rule, reason): Refusal, out: &mut Vec<Action<P>>) {
@@ -732,7 +748,7 @@ impl<P: LogPosition> Node<P> {
         } else if self.leader.is_some() || self.phase.is_leader() {
             Some((Rule::OneVotePerTerm, "the leader of this term is known"))
         } else {
-            self.refusal(now, candidate, position, transfer)
+            self.refusal(now, term, candidate, position, transfer)
         };
         if let Some((rule, reason)) = reason {
             slog::info!(self.log, "vote refused"; "rule" => rule,

@@ -75,7 +75,14 @@ impl<P: LogPosition> Node<P> {
     /// Whether this node campaigns when asked to (Promote, TimeoutNow): a
     /// voter in mode `Candidate` or `Manual`.
     pub(super) fn may_lead_if_asked(&self) -> bool {
-        self.self_index.is_some() && matches!(self.mode, Mode::Candidate | Mode::Manual)
+        self.self_index.is_some() && self.mode_may_lead()
+    }
+
+    /// Whether this node's mode lets it lead, voter or not (what its
+    /// acknowledgements tell the leader: an observer about to be promoted
+    /// counts as a possible leader).
+    pub(super) fn mode_may_lead(&self) -> bool {
+        matches!(self.mode, Mode::Candidate | Mode::Manual)
     }
 
     /// Rule `promote_one_campaign`: ends a promotion, reporting `failure`

@@ -279,17 +279,21 @@ impl<P: LogPosition> Node<P> {
     /// Rule `membership_adopt_newer`: a leader's membership newer than any
     /// known here is written, then used. Older or equal ones change
     /// nothing; a malformed one is logged and ignored; a joining node takes
-    /// only one that names it.
+    /// only one that names it. A membership made in a later term than this
+    /// node's brings that term along (with no vote), as Raft keeps
+    /// currentTerm at least the last log entry's term: otherwise this node
+    /// could campaign for a term whose leader made that membership, and
+    /// the voters that membership added (who had no vote in that term)
+    /// could elect a second leader of it. A leader steps down for such a
+    /// membership; it ignores any other.
     pub(super) fn on_membership_update(
         &mut self,
+        now: Instant,
         from: NodeId,
         msg_term: u64,
         membership: Membership,
         out: &mut Vec<Action<P>>,
     ) {
-        if self.phase.is_leader() {
-            return;
-        }
         let id = membership.id();
         let reason = if !membership.is_well_formed() {
             Some("malformed membership")
@@ -304,6 +308,15 @@ impl<P: LogPosition> Node<P> {
         } else if self.joining && !membership.is_member(self.id) {
             Some("a joining node waits for a membership that names it")
         } else {
+            if membership.term > self.term {
+                slog::info!(self.log, "membership of a later term: adopt its term";
+                    "rule" => Rule::MembershipAdoptNewer, "term" => self.term, "from" => from,
+                    "membership_term" => membership.term);
+                self.adopt_term(now, membership.term, out);
+            }
+            if self.phase.is_leader() {
+                return;
+            }
             slog::info!(self.log, "newer membership from the leader: store it";
                 "rule" => Rule::MembershipAdoptNewer, "term" => self.term, "from" => from,
                 "epoch" => id.epoch, "membership_term" => id.term);
@@ -413,6 +426,19 @@ impl<P: LogPosition> Node<P> {
         recent && current && position
     }
 
+    /// Whether one of `voters` may lead: this leader, a node not heard
+    /// from yet, or one whose acknowledgements say its mode allows it.
+    fn some_voter_may_lead(&self, voters: &[NodeId]) -> bool {
+        voters.iter().any(|v| {
+            *v == self.id
+                || self
+                    .peers
+                    .iter()
+                    .find(|p| p.id == *v)
+                    .is_none_or(|p| p.can_lead != Some(false))
+        })
+    }
+
     /// Whether a majority of `voters` is alive: this node if it is one, and
     /// peers that acknowledged a round within the last death timeout. A
     /// joint membership whose new set has no live majority could never be
@@ -487,15 +513,7 @@ impl<P: LogPosition> Node<P> {
             self.emit(Event::MembershipChangeFailed { reason }, out);
             return;
         };
-        let may_lead = |v: &NodeId| {
-            *v == self.id
-                || self
-                    .peers
-                    .iter()
-                    .find(|p| p.id == *v)
-                    .is_none_or(|p| p.can_lead != Some(false))
-        };
-        if !voters.iter().any(may_lead) {
+        if !self.some_voter_may_lead(&voters) {
             slog::info!(self.log, "membership change refused"; "rule" => Rule::OneChangeAtATime,
                 "term" => self.term, "change" => ?request, "voters" => ?voters,
                 "reason" => "no voter of the new set may lead");
@@ -677,10 +695,12 @@ impl<P: LogPosition> Node<P> {
     }
 
     /// Drives the running change (a new voter votes only once caught up:
-    /// rule `new_voter_catches_up`), and leaves a joint membership (this
-    /// leader's or inherited) once it is stored (rule
-    /// `joint_left_when_stored`). Runs after every acknowledgement, every
-    /// heartbeat round and every membership this leader starts using.
+    /// rule `new_voter_catches_up`; a change whose new voters turn out
+    /// unable to lead fails: rule `one_change_at_a_time`), and leaves a
+    /// joint membership (this leader's or inherited) once it is stored
+    /// (rule `joint_left_when_stored`). Runs after every acknowledgement,
+    /// every heartbeat round and every membership this leader starts
+    /// using.
     pub(super) fn advance_change(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
         if !self.phase.is_leader() || self.newest_membership_id() != self.membership_id {
             // Not leading, or a proposal of ours is still being written.
@@ -739,7 +759,16 @@ impl<P: LogPosition> Node<P> {
             }
             Step::CatchUp { id } => {
                 let voters = change.voters.clone();
-                if self.caught_up(now, id) && self.live_majority(now, &voters) {
+                if self.caught_up(now, id) && !self.some_voter_may_lead(&voters) {
+                    // Heard now: the new voter's mode does not allow leading
+                    // either (rule `one_change_at_a_time`); it stays an
+                    // observer.
+                    slog::info!(self.log, "membership change failed"; "rule" => Rule::OneChangeAtATime,
+                        "term" => self.term, "reason" => "no voter of the new set may lead");
+                    self.change = None;
+                    let reason = MembershipFailure::NoLeaderLeft;
+                    self.emit(Event::MembershipChangeFailed { reason }, out);
+                } else if self.caught_up(now, id) && self.live_majority(now, &voters) {
                     slog::info!(self.log, "new voter caught up"; "rule" => Rule::NewVoterCatchesUp,
                         "term" => self.term, "to" => id);
                     self.propose_joint(out);

@@ -399,8 +399,17 @@ impl<P: LogPosition> Node<P> {
             jitter,
             now,
             durable: Durability::new(state),
-            term: state.term,
-            vote: state.vote,
+            // The membership and the term are separate writes: a crash may
+            // keep a membership of a later term than the stored term. The
+            // node then stands at that term (no vote), written at its first
+            // step, as if it had adopted it with the membership (rule
+            // `membership_adopt_newer`).
+            term: state.term.max(membership.term),
+            vote: if membership.term > state.term {
+                None
+            } else {
+                state.vote
+            },
             leader: None,
             phase: Phase::Follower,
             gates: CampaignGates::new(now, timing.death, embargo, death_jitter),
