@@ -81,8 +81,15 @@
 //! Safety never depends on who tells a node of a membership: any genuine
 //! membership newer than a node's own descends from every stored one, so
 //! a node adopts a newer one from any message that carries it, even one of
-//! a past term (rule `membership_adopt_newer`; adopting it moves no term).
-//! What keeps elections from stalling is that it is told:
+//! a past term (rule `membership_adopt_newer`). The message's term is not
+//! adopted with it, but the membership's own term is when it is later
+//! than the node's (with no vote): as in Raft, where currentTerm is never
+//! below the last entry's term, a node never campaigns for a term at or
+//! below its membership's, since the voters that membership added had no
+//! vote in the term that made it and could elect a second leader of it.
+//! A candidate whose membership was made in the term it asks for, or a
+//! later one, is refused for the same reason. What keeps elections from
+//! stalling is that every node is told:
 //! - the leader sends its membership to every peer whose messages show an
 //!   older one, each round, and to a node it removed;
 //! - a voter that refuses a candidate whose membership is older sends it
