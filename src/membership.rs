@@ -99,6 +99,11 @@
 //!   sends it its own (a new voter that missed the joint phase would
 //!   otherwise refuse everyone), and a node outside a candidate's older
 //!   membership answers its request so the candidate learns that;
+//! - a node that cannot campaign (mode voter or off, or an observer)
+//!   sends its membership to every member once per election round while
+//!   no leader is known (a new voter that missed the final membership
+//!   would otherwise never learn that it votes when every node holding it
+//!   is in mode voter);
 //! - a follower hears a leader that removed itself (its heartbeats and
 //!   `TimeoutNow`, stamped with the follower's membership or a newer one)
 //!   until it has handed over, also after the follower restarted; a leader
@@ -323,6 +328,18 @@ impl Membership {
     #[must_use]
     pub fn all_voters(&self) -> Vec<NodeId> {
         sorted(self.voters.iter().chain(&self.outgoing).copied())
+    }
+
+    /// Every member (voters of either set and observers), sorted.
+    #[must_use]
+    pub fn members(&self) -> Vec<NodeId> {
+        sorted(
+            self.voters
+                .iter()
+                .chain(&self.outgoing)
+                .chain(&self.observers)
+                .copied(),
+        )
     }
 
     /// The address recorded for `id`.

@@ -1794,14 +1794,14 @@ fn model_check_membership_finds_a_driver_that_misstamps() {
         stamp_with_receivers_membership: true,
         ..walking(REPLACE)
     });
+    let property = "no vote for a candidate with an older membership";
     let checker = model
         .checker()
         .target_max_depth(WALK_LENGTH)
         .target_state_count(2_000_000)
-        .finish_when(stateright::HasDiscoveries::AnyFailures)
+        .finish_when(stateright::HasDiscoveries::AnyOf([property].into()))
         .spawn_simulation(3, Biased)
         .join();
-    let property = "no vote for a candidate with an older membership";
     let path = checker.discovery(property).expect("a counterexample");
     let broken = path.last_state().broken.clone();
     let steps = path.into_actions().len();

@@ -603,18 +603,10 @@ impl Running {
         // the bootstrap membership only), at the address the membership
         // carries, else the node file's.
         let m = &st.membership;
-        let mut ids: Vec<NodeId> = m
-            .voters
-            .iter()
-            .chain(&m.outgoing)
-            .chain(&m.observers)
-            .copied()
-            .filter(|&p| p != self.id)
-            .collect();
-        ids.sort_unstable();
-        ids.dedup();
-        let peers: Vec<Value> = ids
+        let peers: Vec<Value> = m
+            .members()
             .into_iter()
+            .filter(|&p| p != self.id)
             .map(|p| {
                 let addr = m.address(p).map(str::to_string).or_else(|| {
                     let entry = self.file.peers.iter().find(|e| e.id == p);

@@ -235,6 +235,36 @@ impl<P: LogPosition> Node<P> {
         }
     }
 
+    /// Whether this node, unable to campaign itself (mode voter or off, or
+    /// not a voter), tells the members its membership while no leader is
+    /// known (see [`Node::share_membership_when_leaderless`]): only once
+    /// the membership changed (epoch > 0) and the node is no joiner.
+    pub(super) fn shares_membership_when_leaderless(&self) -> bool {
+        self.membership.epoch > 0 && !self.joining
+    }
+
+    /// Rule `membership_adopt_newer`, from a node that cannot campaign:
+    /// with no leader heard for a death timeout (the campaign timer's
+    /// gates), it sends its membership to every other member, once per
+    /// election round. Otherwise, when every node holding the newest
+    /// membership is in mode voter, a new voter that missed it would never
+    /// learn that it votes, and no one would ever campaign. Receivers adopt
+    /// only a newer membership, so this is as safe as every other path.
+    pub(super) fn share_membership_when_leaderless(
+        &mut self,
+        now: Instant,
+        out: &mut Vec<Action<P>>,
+    ) {
+        let to = self.membership.members();
+        slog::debug!(self.log, "no leader and no campaign of my own: share the membership";
+            "rule" => Rule::MembershipAdoptNewer, "term" => self.term,
+            "epoch" => self.membership.epoch);
+        for id in to {
+            self.send_membership(id, out);
+        }
+        self.gates.campaign_at = now + self.round_length();
+    }
+
     /// Rule `membership_adopt_newer`, the refuser's side: a candidate
     /// refused here whose membership is older than this node's durable one
     /// is sent it, so it stops asking with the old one (a leader that

@@ -114,7 +114,7 @@ impl<P: LogPosition> Node<P> {
             Timer::Campaign => (!frozen
                 && self.phase.is_follower()
                 && self.leader.is_none()
-                && self.may_ever_campaign())
+                && (self.may_ever_campaign() || self.shares_membership_when_leaderless()))
             .then(|| self.gates.earliest_campaign()),
             Timer::Heartbeat => self.phase.leadership().map(|l| l.next_heartbeat),
         }
@@ -206,7 +206,8 @@ impl<P: LogPosition> Node<P> {
             Timer::Transfer => self.transfer_timed_out(now, out),
             Timer::Promotion => self.promotion_timed_out(now, out),
             Timer::ElectionRound => self.round_timed_out(now, out),
-            Timer::Campaign => self.start_pre_vote(now, out),
+            Timer::Campaign if self.may_ever_campaign() => self.start_pre_vote(now, out),
+            Timer::Campaign => self.share_membership_when_leaderless(now, out),
             Timer::Heartbeat => self.broadcast_heartbeat(now, out),
         }
     }
