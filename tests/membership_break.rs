@@ -480,7 +480,6 @@ fn change_events(sim: &Sim, id: NodeId) -> Vec<Event> {
 /// the configured 2 as a non-majority "custom quorum" of the stored four
 /// voters and, once it leads, refuses every change with `CustomQuorum`.
 #[test]
-
 fn explicit_majority_quorum_blocks_changes_after_restart() {
     let mut sim: Sim = Sim::with_configs(4, |id| {
         let config = timing(id, vec![1, 2, 3]).quorum(2).rng_seed(id);
@@ -591,7 +590,6 @@ fn lone_voter_joint_with_dead_new_voter_rolls_back() {
 /// removed-leader exception) never elect anyone. Nodes 2 and 3 are the
 /// whole new voter set, up and connected to each other.
 #[test]
-
 fn removed_leader_without_fencing_holds_the_new_voters_captive() {
     let mut sim: Sim = Sim::with_configs(3, |id| {
         timing(id, vec![1, 2, 3])
@@ -628,7 +626,6 @@ fn removed_leader_without_fencing_holds_the_new_voters_captive() {
 /// and completes, node 1 hands over to nobody, and the cluster never has
 /// a leader again although every node is up.
 #[test]
-
 fn removing_the_only_node_that_may_lead_leaves_no_leader() {
     let mut sim: Sim = Sim::with_configs(3, |id| {
         let config = timing(id, vec![1, 2, 3]).rng_seed(id);
@@ -710,7 +707,6 @@ fn a_change_reported_failed_takes_effect_later() {
 /// refusal's term to equal the candidate's), and node 3 has nothing newer
 /// to share. Everyone is up and connected; nobody leads, ever.
 #[test]
-
 fn new_voter_behind_in_term_never_learns_the_joint_membership() {
     let mut sim: Sim = Sim::with_configs(3, |id| {
         let config = timing(id, vec![1, 2]).rng_seed(id);
@@ -759,7 +755,6 @@ fn new_voter_behind_in_term_never_learns_the_joint_membership() {
 /// which the docs say needs fencing off), and the removed leader never
 /// hands over while the disk is stalled.
 #[test]
-
 fn strict_removed_leader_keeps_leading_while_a_new_voter_disk_stalls() {
     let mut sim: Sim = Sim::with_configs(3, |id| {
         timing(id, vec![1, 2, 3])
@@ -800,7 +795,6 @@ fn strict_removed_leader_keeps_leading_while_a_new_voter_disk_stalls() {
 /// term), and node 4 never learns that node 3 is behind. Every needed
 /// node is up and connected; nobody leads, ever.
 #[test]
-
 fn without_pre_vote_a_lagging_voter_never_hears_of_the_new_candidate() {
     let mut sim: Sim = Sim::with_configs(4, |id| {
         let config = timing(id, vec![1, 2, 3]).pre_vote(false).rng_seed(id);
@@ -1041,6 +1035,41 @@ fn mship(
     }
 }
 
+/// One random step of the figure-8 sweeps on nodes 1..=4: a fault (or,
+/// with `changes`, a valid membership change proposed to the leader), a
+/// check, then up to 600 ms of running.
+fn figure8_step(c: &mut Cluster, rng: &mut Rng, changes: bool) -> Result<(), String> {
+    match rng.next(if changes { 12 } else { 10 }) {
+        0 => c.apply(Fault::Isolate(1 + rng.next(4))),
+        1 => c.apply(Fault::Heal),
+        2 => c.apply(Fault::Cut {
+            from: 1 + rng.next(4),
+            to: 1 + rng.next(4),
+        }),
+        3 => c.apply(Fault::StallDisk(1 + rng.next(4))),
+        4 => c.apply(Fault::UnstallDisk(1 + rng.next(4))),
+        5 => c.apply(Fault::CrashRestart(1 + rng.next(4), ms(rng.next(50)))),
+        6 => c.apply(Fault::Deaf(1 + rng.next(4))),
+        7 => {
+            if let Some(&l) = c.leaders().first() {
+                c.apply(Fault::Crash(l));
+                c.apply(Fault::Restart(l));
+            }
+        }
+        8 | 9 => {
+            if let Some(&l) = c.leaders().first() {
+                let m = c.node(l).unwrap().membership().clone();
+                let change = valid_change(rng, &m, 5);
+                c.input(l, Input::ChangeMembership(change));
+            }
+        }
+        _ => {}
+    }
+    c.check().map_err(|v| v.to_string())?;
+    let until = c.now() + ms(1 + rng.next(600));
+    c.run_until(until).map_err(|v| v.to_string())
+}
+
 /// Figure-8 shapes: every node starts from a membership of one honest
 /// history of a replacement {1,2,3} -> {1,2,4} that a crashed leader left
 /// half done (bootstrap A, joint J, then either its rollback R or, if J
@@ -1102,29 +1131,7 @@ fn sweep_figure8_starting_states() {
         let mut c = Cluster::new(cfg);
         let mut run = || -> Result<(), String> {
             for _ in 0..30 {
-                match rng.next(10) {
-                    0 => c.apply(Fault::Isolate(1 + rng.next(4))),
-                    1 => c.apply(Fault::Heal),
-                    2 => c.apply(Fault::Cut {
-                        from: 1 + rng.next(4),
-                        to: 1 + rng.next(4),
-                    }),
-                    3 => c.apply(Fault::StallDisk(1 + rng.next(4))),
-                    4 => c.apply(Fault::UnstallDisk(1 + rng.next(4))),
-                    5 => c.apply(Fault::CrashRestart(1 + rng.next(4), ms(rng.next(50)))),
-                    6 => c.apply(Fault::Deaf(1 + rng.next(4))),
-                    7 => {
-                        if let Some(&l) = c.leaders().first() {
-                            c.apply(Fault::Crash(l));
-                            c.apply(Fault::Restart(l));
-                        }
-                    }
-                    _ => {}
-                }
-                c.check().map_err(|v| v.to_string())?;
-                let d = ms(1 + rng.next(600));
-                let until = c.now() + d;
-                c.run_until(until).map_err(|v| v.to_string())?;
+                figure8_step(&mut c, &mut rng, false)?;
             }
             Ok(())
         };
@@ -1152,7 +1159,6 @@ fn sweep_figure8_starting_states() {
 /// leader of the old term forever, fully connected; before the change a
 /// higher-term membership update deposed it.
 #[test]
-
 fn removed_stale_leader_never_learns_the_higher_term() {
     let mut sim: Sim = Sim::with_configs(3, |id| {
         timing(id, vec![1, 2, 3])
@@ -1204,7 +1210,6 @@ fn removed_stale_leader_never_learns_the_higher_term() {
 /// never has a leader again, every node up and connected (finding 3 of
 /// the first round, by replacement instead of removal).
 #[test]
-
 fn replacing_the_only_leader_capable_node_by_a_voter_only_node() {
     let mut sim: Sim = Sim::with_configs(4, |id| {
         let config = timing(id, vec![1, 2, 3]).rng_seed(id);
@@ -1244,7 +1249,6 @@ fn replacing_the_only_leader_capable_node_by_a_voter_only_node() {
 /// (the documented way to promote an observer into a voter's place) is
 /// refused with `NoLeaderLeft`, although node 4 would lead.
 #[test]
-
 fn replacing_by_a_leader_capable_observer_is_refused() {
     let mut sim: Sim = Sim::with_configs(4, |id| {
         let config = timing(id, vec![1, 2, 3]).rng_seed(id);
@@ -1301,13 +1305,11 @@ fn replacing_by_a_leader_capable_observer_is_refused() {
 /// held, has no vote in term 2 and grants. {2,4} is a majority of
 /// {1,2,4}: node 2 leads term 2, which node 1 led.
 #[test]
-
 fn adaptive_seed_2922_two_leaders_in_a_term() {
     adaptive_run(2922, Fencing::Strict, false).unwrap();
 }
 
 #[test]
-
 fn adaptive_seed_2974_two_leaders_in_a_term() {
     adaptive_run(2974, Fencing::Strict, false).unwrap();
 }
@@ -1322,7 +1324,6 @@ fn adaptive_seed_2974_two_leaders_in_a_term() {
 /// the term, node 2 campaigns for T itself, and node 4 (no vote in T)
 /// elects it: two leaders in term T.
 #[test]
-
 fn membership_taught_without_its_term_elects_a_second_leader_of_that_term() {
     let mut sim: Sim = Sim::with_configs(4, |id| {
         let config = timing(id, vec![1, 2, 3])
@@ -1467,36 +1468,7 @@ fn sweep_figure8_terms_starting_states() {
         let mut c = Cluster::new(cfg);
         let mut run = || -> Result<(), String> {
             for _ in 0..30 {
-                match rng.next(12) {
-                    0 => c.apply(Fault::Isolate(1 + rng.next(4))),
-                    1 => c.apply(Fault::Heal),
-                    2 => c.apply(Fault::Cut {
-                        from: 1 + rng.next(4),
-                        to: 1 + rng.next(4),
-                    }),
-                    3 => c.apply(Fault::StallDisk(1 + rng.next(4))),
-                    4 => c.apply(Fault::UnstallDisk(1 + rng.next(4))),
-                    5 => c.apply(Fault::CrashRestart(1 + rng.next(4), ms(rng.next(50)))),
-                    6 => c.apply(Fault::Deaf(1 + rng.next(4))),
-                    7 => {
-                        if let Some(&l) = c.leaders().first() {
-                            c.apply(Fault::Crash(l));
-                            c.apply(Fault::Restart(l));
-                        }
-                    }
-                    8 | 9 => {
-                        if let Some(&l) = c.leaders().first() {
-                            let m = c.node(l).unwrap().membership().clone();
-                            let change = valid_change(&mut rng, &m, 5);
-                            c.input(l, Input::ChangeMembership(change));
-                        }
-                    }
-                    _ => {}
-                }
-                c.check().map_err(|v| v.to_string())?;
-                let d = ms(1 + rng.next(600));
-                let until = c.now() + d;
-                c.run_until(until).map_err(|v| v.to_string())?;
+                figure8_step(&mut c, &mut rng, true)?;
             }
             c.apply(Fault::Heal);
             for id in 1..=5 {
@@ -1550,7 +1522,6 @@ fn sweep_figure8_terms_starting_states() {
 /// as node 1 is down, whereas `NoLeaderLeft` let the change through
 /// because node 4 may lead.
 #[test]
-
 fn new_voter_never_told_it_votes_when_its_leader_is_down() {
     new_voter_missed_final(tenure::Mode::Voter);
 }
