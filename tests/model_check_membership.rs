@@ -1764,24 +1764,30 @@ fn model_check_membership_no_vote_against_a_membership_being_written() {
 /// Raft's: M stored at terms <= T binds every leader of a term > T.
 #[test]
 fn model_check_membership_completeness_holds_by_term_not_in_time() {
-    let property = "completeness: a new leader's membership is at least every stored one";
-    let model = MembershipModel::new(Variant {
+    let variant = Variant {
         time_ordered_completeness: true,
         durable_terms: true,
         ..walking(REPLACE)
-    });
-    let checker = model
+    };
+    let property = "completeness: a new leader's membership is at least every stored one";
+    walk_until_broken(variant, property, 2, walk_states());
+}
+
+/// Random walks of `variant` from `seed` (up to `states` states) until
+/// `property` breaks; panics if it never does. A broken variant must be
+/// caught, so the check can fail.
+fn walk_until_broken(variant: Variant, property: &'static str, seed: u64, states: usize) {
+    let checker = MembershipModel::new(variant)
         .checker()
         .target_max_depth(WALK_LENGTH)
-        .target_state_count(walk_states())
+        .target_state_count(states)
         .finish_when(stateright::HasDiscoveries::AnyOf([property].into()))
-        .spawn_simulation(2, Biased)
+        .spawn_simulation(seed, Biased)
         .join();
-    let path = checker
-        .discovery(property)
-        .expect("a leader of an earlier term elected after M was stored");
+    let path = checker.discovery(property).expect("a counterexample");
+    let broken = path.last_state().broken.clone();
     let steps = path.into_actions().len();
-    eprintln!("{property} (in time): counterexample of {steps} steps");
+    eprintln!("{property}: counterexample of {steps} steps, ends\n  ({broken:?})");
 }
 
 /// The vote check can fail: a driver that stamps each delivered message
@@ -1790,22 +1796,12 @@ fn model_check_membership_completeness_holds_by_term_not_in_time() {
 /// for a candidate with an older one.
 #[test]
 fn model_check_membership_finds_a_driver_that_misstamps() {
-    let model = MembershipModel::new(Variant {
+    let variant = Variant {
         stamp_with_receivers_membership: true,
         ..walking(REPLACE)
-    });
+    };
     let property = "no vote for a candidate with an older membership";
-    let checker = model
-        .checker()
-        .target_max_depth(WALK_LENGTH)
-        .target_state_count(2_000_000)
-        .finish_when(stateright::HasDiscoveries::AnyOf([property].into()))
-        .spawn_simulation(3, Biased)
-        .join();
-    let path = checker.discovery(property).expect("a counterexample");
-    let broken = path.last_state().broken.clone();
-    let steps = path.into_actions().len();
-    eprintln!("{property}: counterexample of {steps} steps, ends\n  ({broken:?})");
+    walk_until_broken(variant, property, 3, 2_000_000);
 }
 
 /// A driver that forgets the stored membership on restart breaks the
@@ -1859,23 +1855,13 @@ fn model_check_membership_forgetful_driver_breaks_cluster_safety() {
 /// holds: the lineage check catches it.
 #[test]
 fn model_check_membership_early_acks_let_a_leader_move_on_too_soon() {
-    let model = MembershipModel::new(Variant {
+    let variant = Variant {
         ack_membership_early: true,
         check_moving_on: true,
         ..walking(GROW_SHRINK)
-    });
+    };
     let property = "a leader moves on only from a stored membership";
-    let checker = model
-        .checker()
-        .target_max_depth(WALK_LENGTH)
-        .target_state_count(2_000_000)
-        .finish_when(stateright::HasDiscoveries::AnyOf([property].into()))
-        .spawn_simulation(5, Biased)
-        .join();
-    let path = checker.discovery(property).expect("a counterexample");
-    let broken = path.last_state().broken.clone();
-    let steps = path.into_actions().len();
-    eprintln!("{property}: counterexample of {steps} steps, ends\n  ({broken:?})");
+    walk_until_broken(variant, property, 5, 2_000_000);
 }
 
 /// Known core bug 1, generalised: a leader whose membership was made in an
