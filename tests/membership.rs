@@ -333,18 +333,6 @@ fn three_and_a_spare() -> Sim {
     })
 }
 
-fn change_events(sim: &Sim, id: NodeId) -> Vec<Event> {
-    sim.events_of(id)
-        .into_iter()
-        .filter(|e| {
-            matches!(
-                e,
-                Event::MembershipChangeCompleted { .. } | Event::MembershipChangeFailed { .. }
-            )
-        })
-        .collect()
-}
-
 #[test]
 fn one_change_at_a_time_refuses_a_second_change_and_a_follower() {
     let mut sim = three_and_a_spare();
@@ -356,7 +344,7 @@ fn one_change_at_a_time_refuses_a_second_change_and_a_follower() {
         Input::ChangeMembership(MembershipChange::Remove { id: 3 }),
     );
     assert_eq!(
-        change_events(&sim, follower),
+        sim.change_events(follower),
         vec![Event::MembershipChangeFailed {
             reason: MembershipFailure::NotLeader {
                 leader: Some(leader)
@@ -370,14 +358,14 @@ fn one_change_at_a_time_refuses_a_second_change_and_a_follower() {
     sim.input(leader, Input::ChangeMembership(add.clone()));
     sim.input(leader, Input::ChangeMembership(add));
     assert_eq!(
-        change_events(&sim, leader),
+        sim.change_events(leader),
         vec![Event::MembershipChangeFailed {
             reason: MembershipFailure::ChangeInProgress
         }]
     );
     sim.run_for(ms(1_000));
     assert!(matches!(
-        change_events(&sim, leader).last(),
+        sim.change_events(leader).last(),
         Some(Event::MembershipChangeCompleted { epoch: 3 })
     ));
     for id in 1..=4 {
@@ -454,7 +442,7 @@ fn new_voter_catches_up_or_stays_an_observer() {
     sim.input(leader, Input::ChangeMembership(add));
     sim.run_for(ms(5_000));
     assert_eq!(
-        change_events(&sim, leader),
+        sim.change_events(leader),
         vec![Event::MembershipChangeFailed {
             reason: MembershipFailure::NotCaughtUp
         }]
@@ -472,7 +460,7 @@ fn new_voter_catches_up_or_stays_an_observer() {
     sim.input(leader, Input::ChangeMembership(add));
     sim.run_for(ms(2_000));
     assert!(matches!(
-        change_events(&sim, leader).last(),
+        sim.change_events(leader).last(),
         Some(Event::MembershipChangeCompleted { .. })
     ));
     let m = sim.node(leader).membership().clone();
@@ -487,7 +475,7 @@ fn new_voter_catches_up_or_stays_an_observer() {
 #[test]
 fn membership_change_bounded_goes_back_to_the_old_voters() {
     // Fencing off, so the leader outlives its stuck joint membership.
-    let mut sim = Sim::with_configs(3, |id| {
+    let mut sim: Sim = Sim::with_configs(3, |id| {
         timing(id, vec![1, 2, 3])
             .fencing(tenure::Fencing::Off)
             .membership_change_timeout(ms(2_000))
@@ -507,7 +495,7 @@ fn membership_change_bounded_goes_back_to_the_old_voters() {
     sim.crash(kept);
     sim.run_for(ms(3_000));
     assert_eq!(
-        change_events(&sim, leader),
+        sim.change_events(leader),
         vec![Event::MembershipChangeFailed {
             reason: MembershipFailure::NoQuorum
         }]
@@ -537,7 +525,7 @@ fn joint_quorums_are_not_entered_without_a_live_new_majority() {
         Input::ChangeMembership(MembershipChange::Remove { id: removed }),
     );
     assert_eq!(
-        change_events(&sim, leader),
+        sim.change_events(leader),
         vec![Event::MembershipChangeFailed {
             reason: MembershipFailure::NoQuorum
         }]
@@ -626,11 +614,11 @@ fn one_change_at_a_time_counts_no_stale_quorum_after_a_restart() {
     sim.run_for(ms(1_000));
     assert!(
         matches!(
-            change_events(&sim, leader).last(),
+            sim.change_events(leader).last(),
             Some(Event::MembershipChangeCompleted { .. })
         ),
         "{:?}",
-        change_events(&sim, leader)
+        sim.change_events(leader)
     );
 }
 
@@ -638,7 +626,7 @@ fn one_change_at_a_time_counts_no_stale_quorum_after_a_restart() {
 fn membership_change_bounded_reports_a_final_membership_never_stored() {
     // Fencing off: the leader outlives a final membership whose new voter
     // set never stores it.
-    let mut sim = Sim::with_configs(3, |id| {
+    let mut sim: Sim = Sim::with_configs(3, |id| {
         timing(id, vec![1, 2, 3])
             .fencing(tenure::Fencing::Off)
             .membership_change_timeout(ms(2_000))
@@ -661,7 +649,7 @@ fn membership_change_bounded_reports_a_final_membership_never_stored() {
     sim.stall_disk(kept);
     sim.run_for(ms(3_000));
     assert_eq!(
-        change_events(&sim, leader),
+        sim.change_events(leader),
         vec![Event::MembershipChangeFailed {
             reason: MembershipFailure::NoQuorum
         }]

@@ -462,18 +462,6 @@ fn sweep_adaptive_changes_at_awkward_moments() {
     common::assert_sweep_clean((b - a) as usize, &bad, 20);
 }
 
-fn change_events(sim: &Sim, id: NodeId) -> Vec<Event> {
-    sim.events_of(id)
-        .into_iter()
-        .filter(|e| {
-            matches!(
-                e,
-                Event::MembershipChangeCompleted { .. } | Event::MembershipChangeFailed { .. }
-            )
-        })
-        .collect()
-}
-
 /// Finding 1: a cluster configured with an explicit majority
 /// quorum (`quorum = 2` for three voters, as a TOML file may say) grows
 /// to four voters; a node restarted from the stored membership then sees
@@ -496,7 +484,7 @@ fn explicit_majority_quorum_blocks_changes_after_restart() {
     );
     sim.run_for(ms(1_500));
     assert!(matches!(
-        change_events(&sim, leader).last(),
+        sim.change_events(leader).last(),
         Some(Event::MembershipChangeCompleted { .. })
     ));
     // Every node restarts (a rolling upgrade); the config still says
@@ -512,7 +500,7 @@ fn explicit_majority_quorum_blocks_changes_after_restart() {
         Input::ChangeMembership(MembershipChange::Remove { id: 4 }),
     );
     sim.run_for(ms(2_000));
-    let events = change_events(&sim, leader);
+    let events = sim.change_events(leader);
     assert!(
         matches!(events.last(), Some(Event::MembershipChangeCompleted { .. })),
         "leader {leader}: {events:?}"
@@ -541,7 +529,7 @@ fn lone_voter_adding_a_dead_voter_reports_an_outcome() {
     );
     sim.run_for(ms(1_200));
     assert_eq!(
-        change_events(&sim, 1),
+        sim.change_events(1),
         vec![Event::MembershipChangeFailed {
             reason: MembershipFailure::NotCaughtUp
         }]
@@ -572,7 +560,7 @@ fn lone_voter_joint_with_dead_new_voter_rolls_back() {
     sim.crash(2);
     sim.run_for(ms(1_500));
     assert_eq!(
-        change_events(&sim, 1),
+        sim.change_events(1),
         vec![Event::MembershipChangeFailed {
             reason: MembershipFailure::NoQuorum
         }]
@@ -642,7 +630,7 @@ fn removing_the_only_node_that_may_lead_leaves_no_leader() {
         Input::ChangeMembership(MembershipChange::Remove { id: 1 }),
     );
     sim.run_for(ms(5_000));
-    let events = change_events(&sim, 1);
+    let events = sim.change_events(1);
     assert!(
         sim.agreed_leader().is_some()
             || matches!(events.first(), Some(Event::MembershipChangeFailed { .. })),
@@ -677,7 +665,7 @@ fn a_change_reported_failed_takes_effect_later() {
     );
     sim.run_for(ms(1_300));
     assert_eq!(
-        change_events(&sim, leader),
+        sim.change_events(leader),
         vec![Event::MembershipChangeFailed {
             reason: MembershipFailure::NoQuorum
         }]
@@ -689,7 +677,7 @@ fn a_change_reported_failed_takes_effect_later() {
     assert!(
         !m.is_member(4),
         "reported failed, yet node 4 was added: {m:?} (events {:?})",
-        change_events(&sim, leader)
+        sim.change_events(leader)
     );
 }
 
@@ -775,7 +763,7 @@ fn strict_removed_leader_keeps_leading_while_a_new_voter_disk_stalls() {
     }));
     sim.stall_disk(others[1]);
     sim.run_for(ms(5_000));
-    let events = change_events(&sim, leader);
+    let events = sim.change_events(leader);
     assert!(
         sim.leaders() != vec![leader],
         "the removed leader {leader} still leads 5 s later with {:?}; change {events:?}",
@@ -1179,11 +1167,11 @@ fn removed_stale_leader_never_learns_the_higher_term() {
     sim.run_for(ms(2_000));
     assert!(
         matches!(
-            change_events(&sim, new).last(),
+            sim.change_events(new).last(),
             Some(Event::MembershipChangeCompleted { .. })
         ),
         "{:?}",
-        change_events(&sim, new)
+        sim.change_events(new)
     );
     assert!(!sim.node(new).membership().is_member(old));
     sim.heal();
@@ -1230,7 +1218,7 @@ fn replacing_the_only_leader_capable_node_by_a_voter_only_node() {
         }),
     );
     sim.run_for(ms(5_000));
-    let events = change_events(&sim, 1);
+    let events = sim.change_events(1);
     assert!(
         sim.agreed_leader().is_some()
             || matches!(events.first(), Some(Event::MembershipChangeFailed { .. })),
@@ -1269,7 +1257,7 @@ fn replacing_by_a_leader_capable_observer_is_refused() {
     );
     sim.run_for(ms(1_000));
     assert_eq!(
-        change_events(&sim, 1),
+        sim.change_events(1),
         vec![Event::MembershipChangeCompleted { epoch: 1 }]
     );
     sim.input(
@@ -1281,7 +1269,7 @@ fn replacing_by_a_leader_capable_observer_is_refused() {
         }),
     );
     sim.run_for(ms(5_000));
-    let events = change_events(&sim, 1);
+    let events = sim.change_events(1);
     assert!(
         matches!(events.get(1), Some(Event::MembershipChangeCompleted { .. })),
         "change {events:?}, leaders {:?}",

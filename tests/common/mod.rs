@@ -253,6 +253,20 @@ impl<P: LogPosition> Sim<P> {
         self.apply(Fault::UnstallDisk(id));
     }
 
+    /// Node `id`'s membership change outcomes (completed or failed), in
+    /// order.
+    pub fn change_events(&self, id: NodeId) -> Vec<Event> {
+        self.events_of(id)
+            .into_iter()
+            .filter(|e| {
+                matches!(
+                    e,
+                    Event::MembershipChangeCompleted { .. } | Event::MembershipChangeFailed { .. }
+                )
+            })
+            .collect()
+    }
+
     pub fn events_of(&self, id: NodeId) -> Vec<Event> {
         self.events()
             .iter()
