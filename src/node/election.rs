@@ -100,20 +100,9 @@ impl<P: LogPosition> Node<P> {
             }
         }
         if refused && msg_term <= self.term {
-            self.teach_refuser(from, sender, out);
-        }
-    }
-
-    /// Rule `membership_adopt_newer`, the candidate's side: a voter that
-    /// refused (at this node's term or an earlier one: a membership update
-    /// moves no term) with an older membership than this node's learns
-    /// this one; a new voter that missed the joint phase would otherwise
-    /// refuse everyone.
-    fn teach_refuser(&mut self, from: NodeId, sender: MembershipId, out: &mut Vec<Action<P>>) {
-        if self.membership_id.is_newer_than(&sender) {
-            slog::info!(self.log, "a voter refused with an older membership: send it ours";
-                "rule" => Rule::MembershipAdoptNewer, "term" => self.term, "to" => from);
-            self.send_membership(from, out);
+            // A voter that refused with an older membership (a new voter
+            // that missed the joint phase refuses everyone) learns ours.
+            self.share_newer_membership(from, sender, out);
         }
     }
 
@@ -133,9 +122,9 @@ impl<P: LogPosition> Node<P> {
 
     /// Rules `members_only` and `voters_only`, answered: a (pre-)vote
     /// request from a node that is a voter only in a newer membership than
-    /// this node's is refused
-    /// out loud, so the candidate sees this node's older stamp and sends
-    /// it the newer membership (rule `membership_adopt_newer`).
+    /// this node's is refused out loud, so the candidate sees this node's
+    /// older stamp and sends it the newer membership (rule
+    /// `membership_adopt_newer`).
     fn answer_newer_candidate(
         &mut self,
         from: NodeId,
@@ -191,7 +180,8 @@ impl<P: LogPosition> Node<P> {
             }
             // A membership is ordered by its own version, not by the
             // message's term: a newer one is learned from any sender
-            // (rule `membership_adopt_newer`), and moves no term.
+            // (rule `membership_adopt_newer`); its term is below this
+            // node's, so nothing moves the term.
             MessageKind::MembershipUpdate { membership } => {
                 self.on_membership_update(now, from, message.term, *membership, out);
             }
@@ -226,9 +216,10 @@ impl<P: LogPosition> Node<P> {
                 self.on_pre_vote_response(now, from, message.term, true, out);
             }
             // Rule `membership_adopt_newer`: a membership is ordered by its
-            // own version; learning one moves no term (the leader's
+            // own version; learning one moves the term at most to the
+            // membership's own, never to the message's (the leader's
             // heartbeats do that), so a candidate may teach a voter of an
-            // earlier term without disturbing it.
+            // earlier term without pulling it into the candidate's term.
             MessageKind::MembershipUpdate { membership } => {
                 self.on_membership_update(now, from, message.term, *membership, out);
             }

@@ -265,19 +265,23 @@ impl<P: LogPosition> Node<P> {
         self.gates.campaign_at = now + self.round_length();
     }
 
-    /// Rule `membership_adopt_newer`, the refuser's side: a candidate
-    /// refused here whose membership is older than this node's durable one
-    /// is sent it, so it stops asking with the old one (a leader that
-    /// removed itself may be the only node holding the final membership
-    /// the survivors need to elect anyone).
+    /// Rule `membership_adopt_newer`, between a candidate and a voter that
+    /// refuses it, either way round: whichever of the two holds the newer
+    /// durable membership sends it to the other (`theirs` is the other's
+    /// stamp). A refused candidate stops asking with an old membership (a
+    /// leader that removed itself may be the only node holding the final
+    /// membership the others need); a refusing voter behind (a new voter
+    /// that missed the joint phase refuses everyone) learns that it votes.
+    /// From a candidate to a voter of an earlier term, the update moves the
+    /// voter at most to the membership's own term.
     pub(super) fn share_newer_membership(
         &mut self,
         to: NodeId,
-        candidate: MembershipId,
+        theirs: MembershipId,
         out: &mut Vec<Action<P>>,
     ) {
-        if self.membership_id.is_newer_than(&candidate) {
-            slog::info!(self.log, "refused a candidate with an older membership: send it ours";
+        if self.membership_id.is_newer_than(&theirs) {
+            slog::info!(self.log, "refusal with an older membership on the other side: send ours";
                 "rule" => Rule::MembershipAdoptNewer, "term" => self.term, "to" => to);
             self.send_membership(to, out);
         }
