@@ -14,6 +14,23 @@ use tenure::{
     Event, Fencing, Input, Membership, MembershipChange, MembershipFailure, NodeId, Role,
 };
 
+/// The sweep's seeds: `TENURE_BREAK_SEEDS=a..b`, else `default`.
+fn break_seeds(default: &str) -> (u64, u64) {
+    let range = std::env::var("TENURE_BREAK_SEEDS").unwrap_or_else(|_| default.into());
+    let (a, b) = range.split_once("..").expect("TENURE_BREAK_SEEDS is a..b");
+    (a.parse().unwrap(), b.parse().unwrap())
+}
+
+/// The sweep's fencing: `TENURE_BREAK_FENCING=off|soft|strict` (default
+/// strict).
+fn break_fencing() -> Fencing {
+    match std::env::var("TENURE_BREAK_FENCING").as_deref() {
+        Ok("off") => Fencing::Off,
+        Ok("soft") => Fencing::Soft,
+        _ => Fencing::Strict,
+    }
+}
+
 /// A random schedule with membership changes: `Scenario::random`'s
 /// faults for voters 1..=3 plus spares 4 and 5, and every 0.5–2.5 s a
 /// membership change (add 4 or 5, remove, replace, observers).
@@ -74,14 +91,8 @@ fn sweep_config(seed: u64, fencing: Fencing) -> SimConfig {
 #[test]
 #[ignore = "long randomized sweep"]
 fn sweep_membership_changes_under_faults() {
-    let range = std::env::var("TENURE_BREAK_SEEDS").unwrap_or_else(|_| "0..200".into());
-    let (a, b) = range.split_once("..").unwrap();
-    let (a, b): (u64, u64) = (a.parse().unwrap(), b.parse().unwrap());
-    let fencing = match std::env::var("TENURE_BREAK_FENCING").as_deref() {
-        Ok("off") => Fencing::Off,
-        Ok("soft") => Fencing::Soft,
-        _ => Fencing::Strict,
-    };
+    let (a, b) = break_seeds("0..200");
+    let fencing = break_fencing();
     let trace = std::env::var("TENURE_BREAK_TRACE").is_ok();
     let mut bad = Vec::new();
     for seed in a..b {
@@ -443,14 +454,8 @@ thread_local! {
 #[test]
 #[ignore = "long randomized sweep"]
 fn sweep_adaptive_changes_at_awkward_moments() {
-    let range = std::env::var("TENURE_BREAK_SEEDS").unwrap_or_else(|_| "0..200".into());
-    let (a, b) = range.split_once("..").unwrap();
-    let (a, b): (u64, u64) = (a.parse().unwrap(), b.parse().unwrap());
-    let fencing = match std::env::var("TENURE_BREAK_FENCING").as_deref() {
-        Ok("off") => Fencing::Off,
-        Ok("soft") => Fencing::Soft,
-        _ => Fencing::Strict,
-    };
+    let (a, b) = break_seeds("0..200");
+    let fencing = break_fencing();
     let mut bad = Vec::new();
     let trace = std::env::var("TENURE_BREAK_TRACE").is_ok();
     for seed in a..b {
@@ -976,11 +981,7 @@ fn sweep_every_millisecond_of_a_change() {
             }),
         ),
     ];
-    let fencing = match std::env::var("TENURE_BREAK_FENCING").as_deref() {
-        Ok("off") => Fencing::Off,
-        Ok("soft") => Fencing::Soft,
-        _ => Fencing::Strict,
-    };
+    let fencing = break_fencing();
     let seeds: u64 = std::env::var("TENURE_BREAK_SEEDS_PER")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -1066,9 +1067,7 @@ fn figure8_step(c: &mut Cluster, rng: &mut Rng, changes: bool) -> Result<(), Str
 #[test]
 #[ignore = "long randomized sweep"]
 fn sweep_figure8_starting_states() {
-    let range = std::env::var("TENURE_BREAK_SEEDS").unwrap_or_else(|_| "0..500".into());
-    let (a, b) = range.split_once("..").unwrap();
-    let (a, b): (u64, u64) = (a.parse().unwrap(), b.parse().unwrap());
+    let (a, b) = break_seeds("0..500");
     let mut bad = Vec::new();
     for seed in a..b {
         let mut rng = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1);
@@ -1381,14 +1380,8 @@ fn membership_taught_without_its_term_elects_a_second_leader_of_that_term() {
 #[test]
 #[ignore = "long randomized sweep"]
 fn sweep_figure8_terms_starting_states() {
-    let range = std::env::var("TENURE_BREAK_SEEDS").unwrap_or_else(|_| "0..500".into());
-    let (a, b) = range.split_once("..").unwrap();
-    let (a, b): (u64, u64) = (a.parse().unwrap(), b.parse().unwrap());
-    let fencing = match std::env::var("TENURE_BREAK_FENCING").as_deref() {
-        Ok("off") => Fencing::Off,
-        Ok("soft") => Fencing::Soft,
-        _ => Fencing::Strict,
-    };
+    let (a, b) = break_seeds("0..500");
+    let fencing = break_fencing();
     let mut bad = Vec::new();
     for seed in a..b {
         let mut rng = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1);
