@@ -22,6 +22,7 @@ use core::time::Duration;
 
 use crate::NodeId;
 use crate::membership::Membership;
+use crate::rank::RankPolicy;
 
 /// The most heartbeat intervals a death timeout may span (see
 /// [`ConfigError::HeartbeatTooFrequent`]).
@@ -184,6 +185,40 @@ pub enum ConfigError {
         /// The smallest safe quorum.
         majority: usize,
     },
+    /// Under [`RankPolicy::Priority`] every voter has priority 0: no
+    /// node could ever lead.
+    #[error("every voter has priority 0 under the priority rank policy: no node could ever lead")]
+    NoVoterMayLead,
+    /// A priority is set for a node that is neither a voter nor an observer.
+    #[error("priority set for node {id}, which is neither a voter nor an observer")]
+    PriorityForNonMember {
+        /// The id.
+        id: NodeId,
+    },
+    /// The rank step does not exceed the election jitter: two nodes a rank
+    /// apart could then campaign in either order, and ranks would not
+    /// decide who tries first.
+    #[error(
+        "rank step {rank_step:?} does not exceed the election jitter {jitter:?}: ranks would not order campaigns"
+    )]
+    RankStepTooShort {
+        /// The configured rank step.
+        rank_step: Duration,
+        /// The election jitter.
+        jitter: Duration,
+    },
+    /// One rank step plus the jitter does not fit in the election timeout:
+    /// a better-ranked node whose round failed would retry before the next
+    /// one had its turn, and rank delays would outlast a round.
+    #[error(
+        "rank step {rank_step:?} plus jitter reaches the election timeout {election_timeout:?}"
+    )]
+    RankStepTooLong {
+        /// The configured rank step.
+        rank_step: Duration,
+        /// The election timeout.
+        election_timeout: Duration,
+    },
 }
 
 /// A setting of a [`Config`] that [`Config::validate`] can refuse, by the
@@ -210,6 +245,10 @@ pub enum Setting {
     Quorum,
     /// [`Config::clock_drift_ppm`].
     ClockDriftPpm,
+    /// [`Config::priorities`].
+    Priorities,
+    /// [`Config::rank_step`].
+    RankStep,
 }
 
 impl Setting {
@@ -227,6 +266,8 @@ impl Setting {
             Setting::ElectionJitter => "election_jitter",
             Setting::Quorum => "quorum",
             Setting::ClockDriftPpm => "clock_drift_ppm",
+            Setting::Priorities => "priorities",
+            Setting::RankStep => "rank_step",
         }
     }
 }
@@ -265,6 +306,13 @@ impl ConfigError {
             ConfigError::HeartbeatTooFrequent { .. } => Setting::HeartbeatInterval,
             ConfigError::JitterTooLarge { .. } => Setting::ElectionJitter,
             ConfigError::DriftBoundTooLarge { .. } => Setting::ClockDriftPpm,
+            ConfigError::NoVoterMayLead | ConfigError::PriorityForNonMember { .. } => {
+                Setting::Priorities
+            }
+            ConfigError::RankStepTooShort { .. } | ConfigError::RankStepTooLong { .. } => {
+                Setting::RankStep
+            }
+
             ConfigError::ZeroQuorum
             | ConfigError::QuorumUnreachable { .. }
             | ConfigError::UnsafeQuorum { .. } => Setting::Quorum,
@@ -297,6 +345,11 @@ pub struct Config {
     membership: Option<Membership>,
     joining: bool,
     membership_change_timeout: Option<Duration>,
+    rank_policy: RankPolicy,
+    priorities: Vec<(NodeId, u32)>,
+    rank_step: Option<Duration>,
+    hand_back: bool,
+    hand_back_after: Option<Duration>,
 }
 
 impl Config {
@@ -327,6 +380,11 @@ impl Config {
             membership: None,
             joining: false,
             membership_change_timeout: None,
+            rank_policy: RankPolicy::Unranked,
+            priorities: Vec::new(),
+            rank_step: None,
+            hand_back: true,
+            hand_back_after: None,
         }
     }
 
@@ -366,6 +424,58 @@ impl Config {
     /// [`Input::ChangeMembership`](crate::Input::ChangeMembership).
     pub fn membership_change_timeout(mut self, timeout: Duration) -> Config {
         self.membership_change_timeout = Some(timeout);
+        self
+    }
+
+    /// How members rank for leadership in the bootstrap membership (default
+    /// [`RankPolicy::Unranked`]). Every member must be configured alike
+    /// (a difference is reported as a membership conflict); once the
+    /// membership changed, the stored one's policy applies, and
+    /// [`MembershipChange::SetRankPolicy`](crate::MembershipChange::SetRankPolicy)
+    /// changes it. See the [`rank`](crate::rank) module.
+    pub fn rank_policy(mut self, policy: RankPolicy) -> Config {
+        self.rank_policy = policy;
+        self
+    }
+
+    /// Priorities of members in the bootstrap membership
+    /// ([`RankPolicy::Priority`]: higher leads, 0 never leads; a member not
+    /// listed has [`DEFAULT_PRIORITY`](crate::rank::DEFAULT_PRIORITY)). Later
+    /// entries for the same id win.
+    pub fn priorities(mut self, priorities: impl IntoIterator<Item = (NodeId, u32)>) -> Config {
+        for (id, priority) in priorities {
+            self.priorities.retain(|(i, _)| *i != id);
+            self.priorities.push((id, priority));
+        }
+        self.priorities.sort_unstable();
+        self
+    }
+
+    /// How much later each rank place campaigns after a leader's death
+    /// (default: the election jitter plus a quarter heartbeat, which covers
+    /// the jitter and a message's trip to the next node). Must exceed the
+    /// election jitter, and a step plus the jitter must fit in the
+    /// election timeout (places beyond that share the last slot).
+    pub fn rank_step(mut self, step: Duration) -> Config {
+        self.rank_step = Some(step);
+        self
+    }
+
+    /// Whether a leader hands leadership back to a better-ranked voter
+    /// that has been alive and caught up for [`Config::hand_back_after`]
+    /// (default on; rule `rank_hand_back`).
+    pub fn hand_back(mut self, enabled: bool) -> Config {
+        self.hand_back = enabled;
+        self
+    }
+
+    /// How long a better-ranked voter must have been alive and caught up,
+    /// and how long since this node's leadership began or its last
+    /// hand-back attempt, before it hands back (default: ten death
+    /// timeouts). The hysteresis that keeps a flapping node from bouncing
+    /// leadership.
+    pub fn hand_back_after(mut self, period: Duration) -> Config {
+        self.hand_back_after = Some(period);
         self
     }
 
@@ -654,7 +764,15 @@ impl Config {
             Some(m) => m.clone(),
             None if self.joining => Membership::default(),
             None => {
-                Membership::bootstrap(self.voters.iter().copied(), self.observers.iter().copied())
+                let mut m = Membership::bootstrap(
+                    self.voters.iter().copied(),
+                    self.observers.iter().copied(),
+                );
+                m.rank = self.rank_policy;
+                for &(id, priority) in &self.priorities {
+                    m = m.with_priority(id, priority);
+                }
+                m
             }
         }
     }
@@ -671,6 +789,41 @@ impl Config {
     pub fn effective_membership_change_timeout(&self) -> Duration {
         self.membership_change_timeout
             .unwrap_or_else(|| self.effective_election_timeout().saturating_mul(10))
+    }
+
+    /// The rank policy of the bootstrap membership (setter
+    /// [`Config::rank_policy`]).
+    #[must_use]
+    pub fn effective_rank_policy(&self) -> RankPolicy {
+        self.rank_policy
+    }
+
+    /// The bootstrap priorities, sorted by id (setter [`Config::priorities`]).
+    #[must_use]
+    pub fn effective_priorities(&self) -> &[(NodeId, u32)] {
+        &self.priorities
+    }
+
+    /// The rank step (setter [`Config::rank_step`]; default the election
+    /// jitter plus a quarter heartbeat interval).
+    #[must_use]
+    pub fn effective_rank_step(&self) -> Duration {
+        self.rank_step
+            .unwrap_or_else(|| self.effective_election_jitter() + self.heartbeat_interval / 4)
+    }
+
+    /// Whether hand-back is on (setter [`Config::hand_back`]).
+    #[must_use]
+    pub fn effective_hand_back(&self) -> bool {
+        self.hand_back
+    }
+
+    /// The hand-back period (setter [`Config::hand_back_after`]; default ten
+    /// death timeouts).
+    #[must_use]
+    pub fn effective_hand_back_after(&self) -> Duration {
+        self.hand_back_after
+            .unwrap_or_else(|| self.effective_death_timeout().saturating_mul(10))
     }
 
     /// The quorum set with [`Config::quorum`], if one was.
@@ -752,6 +905,7 @@ impl Config {
                 heartbeat_interval,
             });
         }
+        self.validate_rank()?;
         if self.voters.is_empty() {
             // A joining node, or one restored from a stored membership.
             return Ok(());
@@ -770,6 +924,42 @@ impl Config {
                 quorum,
                 voters,
                 majority,
+            });
+        }
+        Ok(())
+    }
+
+    /// The rank settings' part of [`Config::validate`].
+    fn validate_rank(&self) -> Result<(), ConfigError> {
+        let bootstrap = self.membership.is_none() && !self.joining;
+        if bootstrap {
+            if let Some(&(id, _)) = self
+                .priorities
+                .iter()
+                .find(|(id, _)| !self.voters.contains(id) && !self.observers.contains(id))
+            {
+                return Err(ConfigError::PriorityForNonMember { id });
+            }
+            let m = self.effective_membership();
+            if !m.voters.is_empty() && !m.voters.iter().any(|&v| m.rank_allows_leading(v)) {
+                return Err(ConfigError::NoVoterMayLead);
+            }
+        }
+        let ranked = self.rank_policy.is_ranked()
+            || self.membership.as_ref().is_some_and(|m| m.rank.is_ranked());
+        if !ranked {
+            return Ok(());
+        }
+        let rank_step = self.effective_rank_step();
+        let jitter = self.effective_election_jitter();
+        let election_timeout = self.effective_election_timeout();
+        if rank_step <= jitter {
+            return Err(ConfigError::RankStepTooShort { rank_step, jitter });
+        }
+        if rank_step.saturating_add(jitter) >= election_timeout {
+            return Err(ConfigError::RankStepTooLong {
+                rank_step,
+                election_timeout,
             });
         }
         Ok(())

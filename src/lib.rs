@@ -171,6 +171,7 @@ mod message;
 mod node;
 mod position;
 mod quorum;
+pub mod rank;
 mod rng;
 mod rule;
 #[cfg(feature = "sim")]
@@ -186,6 +187,7 @@ pub use membership::{Membership, MembershipChange, MembershipFailure, Membership
 pub use message::{MAX_TERM_JUMP, Message, MessageKind};
 pub use node::{Action, Input, Node};
 pub use position::{LogPosition, VClock};
+pub use rank::{Rank, RankPolicy};
 pub use rule::Rule;
 pub use status::{Event, PromoteFailure, Role, Status, StepDownReason, TransferFailure};
 pub use time::Instant;

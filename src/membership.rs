@@ -115,6 +115,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use crate::NodeId;
+use crate::rank::{DEFAULT_PRIORITY, Rank, RankPolicy};
 
 /// The largest epoch a node accepts (from a leader, or from storage): a
 /// change takes at most three, so honest clusters never come near it
@@ -144,6 +145,14 @@ pub struct Membership {
     /// Contact addresses of members, opaque to the core (the adapters use
     /// them so that a new node's address reaches everyone). Sorted by id.
     pub addresses: Vec<(NodeId, String)>,
+    /// How members rank for leadership (see [`RankPolicy`]).
+    pub rank: RankPolicy,
+    /// Explicit priorities ([`RankPolicy::Priority`]), sorted by id; a
+    /// member not listed has [`DEFAULT_PRIORITY`](crate::rank::DEFAULT_PRIORITY).
+    pub priorities: Vec<(NodeId, u32)>,
+    /// The epoch at which each member joined ([`RankPolicy::Oldest`]),
+    /// sorted by id; a member not listed joined at epoch 0 (bootstrap).
+    pub joined: Vec<(NodeId, u64)>,
 }
 
 /// Names one membership exactly: its version and a fingerprint of its
@@ -236,6 +245,23 @@ pub enum MembershipChange {
         /// The new voter's contact address.
         address: String,
     },
+    /// Rank members by `policy` from now on (one membership step; the
+    /// voters do not change). Refused as [`MembershipFailure::NoLeaderLeft`]
+    /// if it leaves no voter allowed to lead.
+    SetRankPolicy {
+        /// The new policy.
+        policy: RankPolicy,
+    },
+    /// Set member `id`'s priority ([`RankPolicy::Priority`]; `0` never
+    /// leads). One membership step; refused as
+    /// [`MembershipFailure::NoLeaderLeft`] if it leaves no voter allowed to
+    /// lead under the policy.
+    SetPriority {
+        /// The member.
+        id: NodeId,
+        /// Its new priority.
+        priority: u32,
+    },
 }
 
 /// Why a membership change did not happen, or did not finish.
@@ -297,6 +323,16 @@ impl Membership {
             h = fnv(h, &(group.len() as u64).to_le_bytes());
             for id in group {
                 h = fnv(h, &id.to_le_bytes());
+            }
+        }
+        // Ranks are covered only when set, so that an unranked membership
+        // keeps the fingerprint it had before ranks existed, and members
+        // configured with different ranks are reported as a conflict.
+        if self.rank.is_ranked() || !self.priorities.is_empty() {
+            h = fnv(h, &[self.rank as u8]);
+            for (id, priority) in &self.priorities {
+                h = fnv(h, &id.to_le_bytes());
+                h = fnv(h, &priority.to_le_bytes());
             }
         }
         MembershipId {
@@ -364,9 +400,54 @@ impl Membership {
             && strictly_sorted(&self.outgoing)
             && strictly_sorted(&self.observers)
             && self.addresses.windows(2).all(|w| w[0].0 < w[1].0)
+            && self.priorities.windows(2).all(|w| w[0].0 < w[1].0)
+            && self.joined.windows(2).all(|w| w[0].0 < w[1].0)
             && !self.voters.is_empty()
             && !self.is_member(0)
             && !self.observers.iter().any(|&o| self.is_voter(o))
+    }
+
+    /// The priority of `id` ([`RankPolicy::Priority`]).
+    #[must_use]
+    pub fn priority(&self, id: NodeId) -> u32 {
+        self.priorities
+            .binary_search_by_key(&id, |(i, _)| *i)
+            .map_or(DEFAULT_PRIORITY, |i| self.priorities[i].1)
+    }
+
+    /// The epoch at which `id` joined (0 for a bootstrap member).
+    #[must_use]
+    pub fn joined(&self, id: NodeId) -> u64 {
+        self.joined
+            .binary_search_by_key(&id, |(i, _)| *i)
+            .map_or(0, |i| self.joined[i].1)
+    }
+
+    /// The rank of `id` under this membership's policy (greater is better).
+    #[must_use]
+    pub fn rank_of(&self, id: NodeId) -> Rank {
+        Rank::of(self.rank, id, self.priority(id), self.joined(id))
+    }
+
+    /// Whether the rank policy lets `id` lead: only priority 0 under
+    /// [`RankPolicy::Priority`] forbids it.
+    #[must_use]
+    pub fn rank_allows_leading(&self, id: NodeId) -> bool {
+        self.rank != RankPolicy::Priority || self.priority(id) > 0
+    }
+
+    /// `self` with `priority` recorded for `id` (a default priority is not
+    /// listed).
+    pub(crate) fn with_priority(mut self, id: NodeId, priority: u32) -> Membership {
+        match self.priorities.binary_search_by_key(&id, |(i, _)| *i) {
+            Ok(i) if priority == DEFAULT_PRIORITY => {
+                self.priorities.remove(i);
+            }
+            Ok(i) => self.priorities[i].1 = priority,
+            Err(_) if priority == DEFAULT_PRIORITY => {}
+            Err(i) => self.priorities.insert(i, (id, priority)),
+        }
+        self
     }
 
     /// `self` with `address` recorded for `id`.
@@ -392,15 +473,32 @@ impl Membership {
             voters: sorted(voters),
             outgoing: sorted(outgoing),
             observers: sorted(observers),
-            addresses: Vec::new(),
+            rank: self.rank,
+            ..Membership::default()
         };
-        // Keep the addresses of members only.
+        // Keep the addresses and ranks of members only; a new member joins
+        // at this epoch.
         next.addresses = self
             .addresses
             .iter()
             .filter(|(id, _)| next.is_member(*id))
             .cloned()
             .collect();
+        next.priorities = self
+            .priorities
+            .iter()
+            .filter(|(id, _)| next.is_member(*id))
+            .copied()
+            .collect();
+        let joined = next
+            .members()
+            .into_iter()
+            .filter_map(|id| match self.is_member(id) {
+                true => self.joined.iter().find(|(i, _)| *i == id).copied(),
+                false => Some((id, next.epoch)),
+            })
+            .collect();
+        next.joined = joined;
         next
     }
 }

@@ -476,6 +476,8 @@ fn config_key(e: &ConfigError) -> &'static str {
         Setting::Quorum => "quorum",
         Setting::ClockDriftPpm => "clock_drift_ppm",
         Setting::Voters | Setting::Observers => "peers",
+        Setting::Priorities => "priority",
+        Setting::RankStep => "rank_step_ms",
     }
 }
 

@@ -12,8 +12,12 @@
 //! lives beside it in `tenure.membership`, written the same way:
 //!
 //! ```text
-//! "TNRM" | 1 | postcard(StateOwner) | postcard(Membership) | CRC-32 (LE)
+//! format 1: "TNRM" | 1 | postcard(StateOwner) | postcard(Membership without ranks) | CRC-32 (LE)
+//! format 2: "TNRM" | 2 | postcard(StateOwner) | postcard(Membership) | CRC-32 (LE)
 //! ```
+//!
+//! Format 1 (before rank policies) is still read, as an unranked
+//! membership; saves write format 2.
 //!
 //! A missing membership file means the node never changed membership: it
 //! starts from its bootstrap membership (the node file's peers).
@@ -79,10 +83,38 @@ const TEMP_FILE: &str = "tenure.state.tmp";
 pub const MEMBERSHIP_FILE: &str = "tenure.membership";
 const MEMBERSHIP_TEMP_FILE: &str = "tenure.membership.tmp";
 const MEMBERSHIP_MAGIC: [u8; 4] = *b"TNRM";
-const MEMBERSHIP_FORMAT: u8 = 1;
+const MEMBERSHIP_FORMAT: u8 = 2;
+/// The membership record format before rank policies: read, never written.
+const MEMBERSHIP_FORMAT_UNRANKED: u8 = 1;
+
+/// A membership as format 1 stored it: [`Membership`]'s fields before rank
+/// policies, in the same order.
+#[derive(Deserialize)]
+struct UnrankedMembership {
+    epoch: u64,
+    term: u64,
+    voters: Vec<NodeId>,
+    outgoing: Vec<NodeId>,
+    observers: Vec<NodeId>,
+    addresses: Vec<(NodeId, String)>,
+}
+
+impl From<UnrankedMembership> for Membership {
+    fn from(m: UnrankedMembership) -> Membership {
+        Membership {
+            epoch: m.epoch,
+            term: m.term,
+            voters: m.voters,
+            outgoing: m.outgoing,
+            observers: m.observers,
+            addresses: m.addresses,
+            ..Membership::default()
+        }
+    }
+}
 
 /// Encodes a membership record of `owner`:
-/// `"TNRM" | 1 | postcard(StateOwner) | postcard(Membership) | CRC-32 (LE)`.
+/// `"TNRM" | 2 | postcard(StateOwner) | postcard(Membership) | CRC-32 (LE)`.
 pub fn encode_membership_record(owner: StateOwner, membership: &Membership) -> Vec<u8> {
     let mut out = Vec::with_capacity(96);
     out.extend_from_slice(&MEMBERSHIP_MAGIC);
@@ -104,10 +136,16 @@ pub fn encode_membership_record(owner: StateOwner, membership: &Membership) -> V
 pub fn decode_membership_record(
     bytes: &[u8],
 ) -> Result<(StateOwner, Membership), StorageErrorKind> {
-    let (_, body) = checked_body(bytes, MEMBERSHIP_MAGIC, &[MEMBERSHIP_FORMAT])?;
+    let formats = [MEMBERSHIP_FORMAT_UNRANKED, MEMBERSHIP_FORMAT];
+    let (format, body) = checked_body(bytes, MEMBERSHIP_MAGIC, &formats)?;
     let undecodable = |e: postcard::Error| StorageErrorKind::Undecodable(e.to_string());
     let (owner, rest) = postcard::take_from_bytes::<StateOwner>(&body[5..]).map_err(undecodable)?;
-    match postcard::take_from_bytes::<Membership>(rest) {
+    let decoded = if format == MEMBERSHIP_FORMAT_UNRANKED {
+        postcard::take_from_bytes::<UnrankedMembership>(rest).map(|(m, rest)| (m.into(), rest))
+    } else {
+        postcard::take_from_bytes::<Membership>(rest)
+    };
+    match decoded {
         Ok((membership, [])) if membership.is_well_formed() => Ok((owner, membership)),
         Ok((_, [])) => Err(StorageErrorKind::Undecodable(
             "the membership is not well formed (unsorted, overlapping, id 0 or no voters)".into(),
