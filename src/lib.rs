@@ -189,7 +189,9 @@ pub use node::{Action, Input, Node};
 pub use position::{LogPosition, VClock};
 pub use rank::{Rank, RankPolicy};
 pub use rule::Rule;
-pub use status::{Event, PromoteFailure, Role, Status, StepDownReason, TransferFailure};
+pub use status::{
+    Event, HandBackReason, PromoteFailure, Role, Status, StepDownReason, TransferFailure,
+};
 pub use time::Instant;
 
 /// Identifies a node. `0` is never a valid id.

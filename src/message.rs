@@ -111,6 +111,16 @@ pub enum MessageKind<P = ()> {
         /// status itself).
         can_lead: bool,
     },
+    /// The leader's standings (rule `rank_standings`, sent only under a
+    /// rank policy): the voters that would take over if it died, best
+    /// first: those that acknowledged its last rounds, may lead, and are
+    /// not behind another. A follower campaigns one rank step later per
+    /// voter listed before it (rule `rank_orders_campaigns`). It decides
+    /// no vote: a lost, stale or forged one only changes who tries first.
+    Standings {
+        /// Voter ids, best rank first.
+        successors: alloc::vec::Vec<crate::NodeId>,
+    },
 }
 
 /// The most a message may raise a node's term: a message whose term is

@@ -155,6 +155,14 @@ rules! {
     NewVoterCatchesUp => "new_voter_catches_up" in "src/node/membership.rs",
     /// A leader that is no longer a voter hands leadership over.
     RemovedLeaderHandsOver => "removed_leader_hands_over" in "src/node/membership.rs",
+    /// Under a rank policy, a node's own campaign waits one rank step per
+    /// voter expected to campaign before it (never a vote or a quorum).
+    RankOrdersCampaigns => "rank_orders_campaigns" in "src/node/rank.rs",
+    /// The leader tells its voters who would take over, best rank first.
+    RankStandings => "rank_standings" in "src/node/rank.rs",
+    /// A leader hands leadership to a better-ranked voter that has been
+    /// alive and caught up for a stable period, through a transfer.
+    RankHandBack => "rank_hand_back" in "src/node/rank.rs",
     /// A change that has not reached its final membership in time fails
     /// (a joint membership goes back to the old voters).
     MembershipChangeBounded => "membership_change_bounded" in "src/node/membership.rs",

@@ -94,6 +94,21 @@ pub enum TransferFailure {
     TargetCannotLead,
 }
 
+/// Why a leader hands leadership back ([`Event::HandingBack`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[non_exhaustive]
+pub enum HandBackReason {
+    /// The target ranks strictly higher under `policy`.
+    BetterRank {
+        /// The membership's rank policy.
+        policy: crate::rank::RankPolicy,
+    },
+    /// This leader's priority is 0: it may not lead at all.
+    MayNotLead,
+}
+
 /// Something the application may want to react to.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
@@ -172,6 +187,15 @@ pub enum Event {
     TransferCompleted {
         /// The new leader.
         to: NodeId,
+    },
+    /// Rule `rank_hand_back`: this leader starts a transfer to `to`, a
+    /// better-ranked voter that has been alive and caught up for the
+    /// hand-back period. `TransferCompleted` or `TransferFailed` follows.
+    HandingBack {
+        /// The voter leadership goes to.
+        to: NodeId,
+        /// Why.
+        reason: HandBackReason,
     },
     /// [`Input::TransferLeadership`](crate::Input::TransferLeadership) did not
     /// complete.

@@ -157,7 +157,7 @@ fn membership_op(g: &mut Gen) -> Op {
                 voters: ids(g),
                 outgoing: ids(g),
                 observers: ids(g),
-                addresses: Vec::new(),
+                ..tenure::Membership::default()
             };
             Op::ReceiveStamped {
                 from: id(g),

@@ -287,6 +287,7 @@ impl<P: LogPosition> Node<P> {
             }
             MessageKind::HeartbeatResponse { .. } => {}
             MessageKind::Resign => self.on_resign(now, from, out),
+            MessageKind::Standings { successors } => self.on_standings(from, successors),
             MessageKind::TimeoutNow => self.on_timeout_now(now, from, out),
             MessageKind::MembershipUpdate { membership } => {
                 self.on_membership_update(now, from, msg_term, *membership, out);
@@ -345,6 +346,7 @@ impl<P: LogPosition> Node<P> {
     /// (a promotion counts).
     pub(super) fn may_ever_campaign(&self) -> bool {
         self.self_index.is_some()
+            && self.membership.rank_allows_leading(self.id)
             && (self.mode == Mode::Candidate
                 || (self.mode == Mode::Manual && self.promotion.is_some()))
     }
@@ -659,8 +661,9 @@ impl<P: LogPosition> Node<P> {
     /// Rule `pre_vote_duel_ranked`: between two pre-candidates for the same
     /// term, the one with the newer membership ranks higher (the other
     /// could never collect its vote: rule `membership_up_to_date`), then
-    /// the one with the newer log position; on equal positions the lower
-    /// node id does. Both sides evaluate the same order, so exactly one
+    /// the one with the newer log position; on equal positions the better
+    /// rank under the membership's policy (unranked: the lower node id;
+    /// rule `rank_orders_campaigns`). Both sides evaluate the same order, so exactly one
     /// yields and the other can win without a split vote.
     fn outranks(&self, other: NodeId, other_membership: MembershipId, other_position: &P) -> bool {
         if other_membership.is_newer_than(&self.membership_id) {
@@ -674,8 +677,9 @@ impl<P: LogPosition> Node<P> {
         match (mine_newer, theirs_newer) {
             (true, false) => true,
             (false, true) => false,
-            // Equal (or incomparable, which the log check already refused).
-            _ => self.id < other,
+            // Equal (or incomparable, which the log check already refused):
+            // the better rank (unranked: the lower id).
+            _ => self.membership.rank_of(self.id) > self.membership.rank_of(other),
         }
     }
 

@@ -210,6 +210,8 @@ impl<P: LogPosition + Hash> Node<P> {
             change,
             membership_conflicts: _,
             conflicts_reported,
+            hand_back,
+            rank,
         } = self;
         let at = at.max(*now);
         let rel = Relative {
@@ -235,6 +237,19 @@ impl<P: LogPosition + Hash> Node<P> {
             .hash(&mut h);
         (membership, membership_id, membership_writes, custom_quorum).hash(&mut h);
         (joining, conflicts_reported).hash(&mut h);
+        let super::rank::RankState {
+            successors,
+            delay,
+            sent,
+            rounds_since_sent,
+            watch,
+            last_hand_back,
+        } = rank;
+        // The hand-back timers, as the instants they open.
+        let opens = |t: Instant| rel.expiry(t + timing.hand_back_after);
+        (hand_back, successors, delay, sent, rounds_since_sent).hash(&mut h);
+        watch.map(|(id, since)| (id, opens(since))).hash(&mut h);
+        last_hand_back.map(opens).hash(&mut h);
         change.is_some().hash(&mut h);
         if let Some(c) = change {
             let Change {
@@ -245,8 +260,10 @@ impl<P: LogPosition + Hash> Node<P> {
                 awaiting,
                 deadline,
                 observers_before,
+                rank_before,
             } = c;
             (request, voters, observers, step, awaiting, observers_before).hash(&mut h);
+            rank_before.hash(&mut h);
             rel.expiry(*deadline).hash(&mut h);
         }
         transfer.is_some().hash(&mut h);

@@ -83,6 +83,7 @@ impl<P: LogPosition> Node<P> {
     /// counts as a possible leader).
     pub(super) fn mode_may_lead(&self) -> bool {
         matches!(self.mode, Mode::Candidate | Mode::Manual)
+            && self.membership.rank_allows_leading(self.id)
     }
 
     /// Rule `promote_one_campaign`: ends a promotion, reporting `failure`
@@ -160,10 +161,11 @@ impl<P: LogPosition> Node<P> {
             Some(TransferFailure::TargetIsSelf)
         } else if !self.voters.contains(to) {
             Some(TransferFailure::NotAVoter)
-        } else if self
-            .peers
-            .iter()
-            .any(|p| p.id == to && p.can_lead == Some(false))
+        } else if !self.membership.rank_allows_leading(to)
+            || self
+                .peers
+                .iter()
+                .any(|p| p.id == to && p.can_lead == Some(false))
         {
             // Its last acknowledgement said it never campaigns (mode Voter
             // or Off): TimeoutNow would be ignored and the lease lost.

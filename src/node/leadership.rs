@@ -44,7 +44,7 @@ impl<P: LogPosition> Node<P> {
         }
         self.set_leader(Some(from), out);
         self.gates.leader_contact = Some(now);
-        self.gates.campaign_at = now + self.timing.death + self.death_jitter;
+        self.gates.campaign_at = now + self.timing.death + self.death_jitter + self.rank.delay;
         self.ack_heartbeat(from, seq, out);
     }
 
@@ -229,6 +229,10 @@ impl<P: LogPosition> Node<P> {
         {
             self.advance_change(now, out);
         }
+        if self.membership.rank.is_ranked() {
+            self.publish_standings(now, out);
+            self.maybe_hand_back(now, out);
+        }
     }
 
     /// Rule `step_down`: leaves leadership in the same term (no term bump),
@@ -274,6 +278,6 @@ impl<P: LogPosition> Node<P> {
             "term" => self.term, "leader" => from);
         self.set_leader(None, out);
         self.gates.leader_contact = None;
-        self.gates.campaign_at = now + self.jitter.up_to(self.timing.jitter);
+        self.gates.campaign_at = now + self.jitter.up_to(self.timing.jitter) + self.rank.delay;
     }
 }

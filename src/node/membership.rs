@@ -19,6 +19,7 @@ use crate::membership::{MAX_EPOCH, Membership, MembershipChange, MembershipFailu
 use crate::message::MessageKind;
 use crate::position::LogPosition;
 use crate::quorum::{Tally, VoterSet};
+use crate::rank::RankPolicy;
 use crate::rule::Rule;
 use crate::status::{Event, PromoteFailure, StepDownReason};
 use crate::time::Instant;
@@ -50,6 +51,9 @@ pub(super) struct Change {
     /// The observers before the change: a first step that did not finish
     /// in time is undone to them.
     pub(super) observers_before: Vec<NodeId>,
+    /// The rank policy and priorities before the change, undone to the
+    /// same way.
+    pub(super) rank_before: (RankPolicy, Vec<(NodeId, u32)>),
 }
 
 /// The steps of a change.
@@ -461,15 +465,18 @@ impl<P: LogPosition> Node<P> {
     }
 
     /// Whether one of `voters` may lead: this leader, a node not heard
-    /// from yet, or one whose acknowledgements say its mode allows it.
-    fn some_voter_may_lead(&self, voters: &[NodeId]) -> bool {
+    /// from yet, or one whose acknowledgements say its mode allows it; and
+    /// in every case, one the rank policy lets lead (priority above 0).
+    /// `ranks` is the membership whose rank policy judges them.
+    fn some_voter_may_lead(&self, ranks: &Membership, voters: &[NodeId]) -> bool {
         voters.iter().any(|v| {
-            *v == self.id
-                || self
-                    .peers
-                    .iter()
-                    .find(|p| p.id == *v)
-                    .is_none_or(|p| p.can_lead != Some(false))
+            ranks.rank_allows_leading(*v)
+                && (*v == self.id
+                    || self
+                        .peers
+                        .iter()
+                        .find(|p| p.id == *v)
+                        .is_none_or(|p| p.can_lead != Some(false)))
         })
     }
 
@@ -540,6 +547,10 @@ impl<P: LogPosition> Node<P> {
             self.emit(Event::MembershipChangeFailed { reason }, out);
             return;
         }
+        if let Some(next) = self.plan_rank_change(&request) {
+            self.start_rank_change(now, request, next, out);
+            return;
+        }
         let Some((voters, observers, step, address)) = self.plan(&request) else {
             slog::info!(self.log, "membership change refused"; "rule" => Rule::OneChangeAtATime,
                 "term" => self.term, "change" => ?request, "reason" => "invalid for this membership");
@@ -547,7 +558,7 @@ impl<P: LogPosition> Node<P> {
             self.emit(Event::MembershipChangeFailed { reason }, out);
             return;
         };
-        if !self.some_voter_may_lead(&voters) {
+        if !self.some_voter_may_lead(&self.membership, &voters) {
             slog::info!(self.log, "membership change refused"; "rule" => Rule::OneChangeAtATime,
                 "term" => self.term, "change" => ?request, "voters" => ?voters,
                 "reason" => "no voter of the new set may lead");
@@ -573,6 +584,7 @@ impl<P: LogPosition> Node<P> {
             awaiting: None,
             deadline: now + self.timing.change,
             observers_before: self.membership.observers.clone(),
+            rank_before: self.rank_before(),
         });
         match step {
             Step::Observers { then_catch_up } => {
@@ -596,6 +608,72 @@ impl<P: LogPosition> Node<P> {
             Step::CatchUp { .. } => self.advance_change(now, out),
             Step::Joint | Step::Final => self.propose_joint(out),
         }
+    }
+
+    /// The membership's rank settings, as a change records them to undo.
+    fn rank_before(&self) -> (RankPolicy, Vec<(NodeId, u32)>) {
+        (self.membership.rank, self.membership.priorities.clone())
+    }
+
+    /// The membership a rank change (`SetRankPolicy`, `SetPriority` of a
+    /// member) makes: voters and observers unchanged, epoch + 1. `None`
+    /// for any other request, and for a priority of a non-member (which
+    /// `plan` then refuses as invalid).
+    fn plan_rank_change(&self, request: &MembershipChange) -> Option<Membership> {
+        let m = &self.membership;
+        let same = || m.successor(self.term, m.voters.clone(), Vec::new(), m.observers.clone());
+        match request {
+            MembershipChange::SetRankPolicy { policy } => Some(Membership {
+                rank: *policy,
+                ..same()
+            }),
+            MembershipChange::SetPriority { id, priority } if m.is_member(*id) => {
+                Some(same().with_priority(*id, *priority))
+            }
+            _ => None,
+        }
+    }
+
+    /// Starts a rank change: one membership step, like an observer change
+    /// (no voter set changes, so no joint phase and no quorum moves).
+    /// Refused when no voter could lead under the new ranks (rule
+    /// `one_change_at_a_time`).
+    fn start_rank_change(
+        &mut self,
+        now: Instant,
+        request: MembershipChange,
+        next: Membership,
+        out: &mut Vec<Action<P>>,
+    ) {
+        let may_lead: Vec<NodeId> = next
+            .voters
+            .iter()
+            .copied()
+            .filter(|&v| next.rank_allows_leading(v))
+            .collect();
+        if !self.some_voter_may_lead(&next, &may_lead) {
+            slog::info!(self.log, "membership change refused"; "rule" => Rule::OneChangeAtATime,
+                "term" => self.term, "change" => ?request,
+                "reason" => "no voter may lead under the new ranks");
+            let reason = MembershipFailure::NoLeaderLeft;
+            self.emit(Event::MembershipChangeFailed { reason }, out);
+            return;
+        }
+        slog::info!(self.log, "membership change started"; "rule" => Rule::OneChangeAtATime,
+            "term" => self.term, "change" => ?request, "epoch" => self.membership.epoch);
+        self.change = Some(Change {
+            request,
+            voters: next.voters.clone(),
+            observers: next.observers.clone(),
+            step: Step::Observers {
+                then_catch_up: None,
+            },
+            awaiting: None,
+            deadline: now + self.timing.change,
+            observers_before: self.membership.observers.clone(),
+            rank_before: self.rank_before(),
+        });
+        self.propose(next, out);
     }
 
     /// The voters and observers `request` ends with, its first step, and
@@ -793,7 +871,7 @@ impl<P: LogPosition> Node<P> {
             }
             Step::CatchUp { id } => {
                 let voters = change.voters.clone();
-                if self.caught_up(now, id) && !self.some_voter_may_lead(&voters) {
+                if self.caught_up(now, id) && !self.some_voter_may_lead(&self.membership, &voters) {
                     // Heard now: the new voter's mode does not allow leading
                     // either (rule `one_change_at_a_time`); it stays an
                     // observer.
@@ -927,6 +1005,7 @@ impl<P: LogPosition> Node<P> {
         let step = change.step;
         let request = change.request.clone();
         let observers_before = change.observers_before.clone();
+        let rank_before = change.rank_before.clone();
         self.change = None;
         slog::warn!(self.log, "membership change timed out"; "rule" => Rule::MembershipChangeBounded,
             "term" => self.term, "change" => ?request, "reason" => ?reason);
@@ -935,7 +1014,7 @@ impl<P: LogPosition> Node<P> {
             self.roll_back_joint(out);
         }
         if matches!(step, Step::Observers { .. }) && self.phase.is_leader() {
-            self.roll_back_observers(observers_before, out);
+            self.roll_back_observers(observers_before, rank_before, out);
         }
         // A leader outside its own voters whose final membership was not
         // stored in time hands over anyway (rule
@@ -968,18 +1047,29 @@ impl<P: LogPosition> Node<P> {
     /// stored in time is undone: the observers go back to what they were,
     /// so a change reported failed does not take effect once a slow write
     /// finishes. The voters are the same on both sides, so this is as safe
-    /// as any observer change.
-    fn roll_back_observers(&mut self, observers: Vec<NodeId>, out: &mut Vec<Action<P>>) {
+    /// as any observer change. A rank change is undone the same way.
+    fn roll_back_observers(
+        &mut self,
+        observers: Vec<NodeId>,
+        (rank, priorities): (RankPolicy, Vec<(NodeId, u32)>),
+        out: &mut Vec<Action<P>>,
+    ) {
         let newest = self.newest_membership();
-        if newest.observers == observers {
+        if newest.observers == observers && (newest.rank, &newest.priorities) == (rank, &priorities)
+        {
             return;
         }
-        let next = newest.successor(
+        let mut next = newest.successor(
             self.term,
             newest.voters.clone(),
             newest.outgoing.clone(),
             observers,
         );
+        next.rank = rank;
+        next.priorities = priorities
+            .into_iter()
+            .filter(|(id, _)| next.is_member(*id))
+            .collect();
         slog::warn!(self.log, "observer step not stored in time: undo it";
             "rule" => Rule::MembershipChangeBounded, "term" => self.term,
             "epoch" => next.epoch, "observers" => ?next.observers);

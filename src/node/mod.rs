@@ -27,6 +27,7 @@ mod leadership;
 mod lease;
 mod membership;
 mod phase;
+mod rank;
 mod timers;
 
 use durable::Durability;
@@ -34,6 +35,7 @@ use gates::CampaignGates;
 use lease::min_heartbeat_period;
 use membership::{Change, MembershipWrites};
 use phase::Phase;
+use rank::RankState;
 
 use alloc::vec::Vec;
 use core::time::Duration;
@@ -208,6 +210,10 @@ struct Timing {
     lease: Duration,
     /// How long a membership change may take.
     change: Duration,
+    /// One rank place's campaign delay (rule `rank_orders_campaigns`).
+    rank_step: Duration,
+    /// Rule `rank_hand_back`: the stable period and rate limit.
+    hand_back_after: Duration,
     /// The death timeout in nanoseconds: the promise every acknowledgement
     /// states (computed once; it is on the follower's hot path).
     promise_nanos: u64,
@@ -238,6 +244,8 @@ impl Timing {
             lease_margin: config.effective_lease_margin(),
             lease: config.effective_lease_duration(),
             change: config.effective_membership_change_timeout(),
+            rank_step: config.effective_rank_step(),
+            hand_back_after: config.effective_hand_back_after(),
             promise_nanos: crate::time::duration_nanos(death),
             round_slots,
         }
@@ -342,6 +350,12 @@ pub struct Node<P = ()> {
     membership_conflicts: u64,
     /// The last conflicting stamp reported, per peer.
     conflicts_reported: Vec<(NodeId, MembershipId)>,
+
+    // Rank (rank.rs).
+    /// Whether this node hands leadership back (rule `rank_hand_back`).
+    hand_back: bool,
+    /// Standings, the rank delay and the hand-back watch.
+    rank: RankState,
 }
 
 impl<P: LogPosition> Node<P> {
@@ -385,7 +399,7 @@ impl<P: LogPosition> Node<P> {
         // promised a live leader not to help depose it for a death timeout.
         let fresh = state.term == 0;
         let embargo = if fresh { Duration::ZERO } else { timing.death };
-        let node = Node {
+        let mut node = Node {
             id,
             mode: config.effective_mode(),
             fencing: config.effective_fencing(),
@@ -429,7 +443,13 @@ impl<P: LogPosition> Node<P> {
             change: None,
             membership_conflicts: 0,
             conflicts_reported: Vec::new(),
+            hand_back: config.effective_hand_back(),
+            rank: RankState::default(),
         };
+        node.refresh_rank_delay();
+        // Rule `rank_orders_campaigns`: a cold start elects by rank too.
+        node.gates
+            .defer_campaign(node.gates.campaign_at + node.rank.delay);
         slog::info!(node.log, "start as follower";
             "rule" => if fresh { Rule::FreshNodeOwesNoPromise } else { Rule::RestartWaitsDeathTimeout },
             "term" => node.term, "vote" => ?node.vote,
@@ -630,6 +650,12 @@ impl<P: LogPosition> Node<P> {
             if leader.is_some() {
                 // Fresh tie-breaking delay for this leader's eventual death.
                 self.death_jitter = self.jitter.up_to(self.timing.jitter);
+            }
+            if self.membership.rank.is_ranked() {
+                // The standings were that leader's; the static order
+                // excludes the leader now known.
+                self.rank.successors.clear();
+                self.refresh_rank_delay();
             }
             self.emit(
                 Event::LeaderChanged {

@@ -1894,5 +1894,6 @@ fn lift_kind<P: LogPosition>(kind: MessageKind) -> MessageKind<P> {
         MessageKind::MembershipUpdate { membership } => {
             MessageKind::MembershipUpdate { membership }
         }
+        MessageKind::Standings { successors } => MessageKind::Standings { successors },
     }
 }

@@ -530,5 +530,6 @@ fn kind_name<P>(kind: &MessageKind<P>) -> &'static str {
         MessageKind::TimeoutNow => "TimeoutNow",
         MessageKind::HeartbeatAck { .. } => "HeartbeatAck",
         MessageKind::MembershipUpdate { .. } => "MembershipUpdate",
+        MessageKind::Standings { .. } => "Standings",
     }
 }
