@@ -130,6 +130,7 @@
 //! | `state`, `acked`, `in_flight`, `needs`, `message` | durable states and a held message |
 //! | `epoch`, `membership_term`, `voters`, `outgoing`, `observers` | a membership: its epoch, the term that made it, its voter sets |
 //! | `mine`, `theirs`, `change` | two conflicting membership ids; a membership change request |
+//! | `place`, `delay`, `successors` | a node's rank place and campaign delay; the leader's standings (best rank first) |
 //!
 //! ## Fencing
 //!

@@ -78,8 +78,8 @@ impl<P: LogPosition> Node<P> {
         u32::try_from((place as u128).min(slots)).unwrap_or(u32::MAX)
     }
 
-    /// Recomputes the cached rank delay (after the standings, the leader or
-    /// the membership changed).
+    /// Rule `rank_orders_campaigns`: recomputes the cached rank delay
+    /// (after the standings, the leader or the membership changed).
     pub(super) fn refresh_rank_delay(&mut self) {
         let place = self.rank_place();
         let delay = self.timing.rank_step.saturating_mul(place);
