@@ -528,6 +528,10 @@ pub struct Cluster<P: LogPosition = ()> {
     /// When the latest long-tail message arrives: a message still in flight
     /// is a fault still acting, so liveness is owed only after it.
     last_long_tail_arrival: Instant,
+    /// When a leader last started a hand-back (rule `rank_hand_back`): a
+    /// deliberate leadership move, which the liveness check waits out as
+    /// it waits out a fault.
+    last_hand_back: Instant,
     /// The replicated-log model, if [`Cluster::with_replication`] built
     /// this cluster.
     replication: Option<replication::Replication<P>>,
@@ -682,6 +686,7 @@ impl<P: LogPosition> Cluster<P> {
             report: Report::default(),
             stale_heartbeat: None,
             last_long_tail_arrival: Instant::ZERO,
+            last_hand_back: Instant::ZERO,
             replication: None,
             history: None,
             heal_at: None,
@@ -1065,6 +1070,9 @@ impl<P: LogPosition> Cluster<P> {
                         self.report.elected_on_joint += 1;
                     }
                     self.check_leader_completeness(id, term);
+                }
+                if matches!(event, Event::HandingBack { .. }) {
+                    self.last_hand_back = self.now;
                 }
                 if matches!(event, Event::CampaignStarted { .. })
                     && let Some((_, rounds)) = self.failover.as_mut()
@@ -1724,6 +1732,18 @@ impl<P: LogPosition> Cluster<P> {
                 let heal = Instant::ZERO + self.heal_at.unwrap_or_default();
                 let owed = self.last_long_tail_arrival + self.liveness_bound;
                 if self.last_long_tail_arrival > heal && owed > self.now {
+                    self.schedule(owed, Payload::LivenessDeadline);
+                    return Handled::Skip;
+                }
+                // A hand-back under way leaves no leader for a moment, as a
+                // transfer does: it is owed the bound too, but only when it
+                // found no leader (hand-backs are rate-limited, so this
+                // cannot postpone the check forever while none is elected).
+                let owed = self.last_hand_back + self.liveness_bound;
+                if self.last_hand_back > heal
+                    && owed > self.now
+                    && self.leader_known_to_quorum().is_none()
+                {
                     self.schedule(owed, Payload::LivenessDeadline);
                     return Handled::Skip;
                 }
