@@ -264,6 +264,17 @@ fn priorities_elect_fail_over_hand_back_and_move_with_ctl() {
         })
     });
     assert_eq!(leader(&configs, &all), Some(3));
+    // `tenure state` shows the stored ranks.
+    let out = std::process::Command::new(BIN)
+        .args(["state", "--config"])
+        .arg(&configs[2])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("rank highest_id, priorities [1=0, 2=0, 3=5]"),
+        "{text}"
+    );
     eprintln!("rank test took {:?}", started.elapsed());
     drop(procs);
     let _ = std::fs::remove_dir_all(&d);
