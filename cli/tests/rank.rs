@@ -151,7 +151,11 @@ fn priorities_elect_fail_over_hand_back_and_move_with_ctl() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&text.stdout);
-    assert!(text.contains("rank: priority"), "{text}");
+    // The default rank step: jitter (30 ms) + a quarter heartbeat.
+    assert!(
+        text.contains("rank: priority (rank_step_ms=42 hand_back=true hand_back_after_ms=1000)"),
+        "{text}"
+    );
     assert!(text.contains("order: 1 > 2 > 3"), "{text}");
     assert!(
         text.contains("  1 voter priority=3 may_lead=true"),
