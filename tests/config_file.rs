@@ -135,3 +135,172 @@ fn a_relative_data_dir_is_relative_to_the_file() {
     assert!(f.data_dir.is_absolute());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The rank keys (issue 14) are read by `RankSettings`, apart from
+/// `NodeFile` (whose public structs do not change): the node's file
+/// accepts them, `RankSettings` parses them and applies them to the
+/// configuration the file describes.
+#[test]
+fn rank_keys_are_rank_settings_applied_to_the_config() {
+    use std::time::Duration;
+    use tenure::RankPolicy;
+    use tenure::adapters::config::RankSettings;
+    let base = file("127.0.0.1:7001", "127.0.0.1:7002");
+    let text = ranked(
+        &base,
+        "rank = \"priority\"\npriority = 3\nrank_step_ms = 60\nhand_back = false\nhand_back_after_ms = 1500",
+        &[(2, "priority = 2"), (3, "priority = 0")],
+    );
+    let f = NodeFile::parse(&text).unwrap();
+    assert_eq!(f, NodeFile::parse(&base).unwrap(), "NodeFile ignores them");
+
+    let r = RankSettings::parse(&text).unwrap();
+    assert_eq!(r.policy, Some(RankPolicy::Priority));
+    assert_eq!(r.priority, Some(3));
+    assert_eq!(r.peer_priorities.get(&2), Some(&2));
+    assert_eq!(r.peer_priorities.get(&3), Some(&0));
+    assert_eq!(r.rank_step, Some(Duration::from_millis(60)));
+    assert_eq!(r.hand_back, Some(false));
+    assert_eq!(r.hand_back_after, Some(Duration::from_millis(1500)));
+
+    let c = r.apply(f.to_config().unwrap()).unwrap();
+    assert_eq!(c.effective_rank_policy(), RankPolicy::Priority);
+    assert_eq!(c.effective_priorities(), &[(1, 3), (2, 2), (3, 0)]);
+    assert_eq!(c.effective_rank_step(), Duration::from_millis(60));
+    assert!(!c.effective_hand_back());
+    assert_eq!(c.effective_hand_back_after(), Duration::from_millis(1500));
+    let m = c.effective_membership();
+    assert!(m.rank_of(1) > m.rank_of(2));
+    assert!(!m.rank_allows_leading(3));
+
+    // No rank keys: nothing changes.
+    let none = RankSettings::parse(&base).unwrap();
+    assert!(none.is_empty());
+    let c = none.apply(f.to_config().unwrap()).unwrap();
+    assert_eq!(c.effective_rank_policy(), RankPolicy::Unranked);
+    assert!(c.effective_priorities().is_empty());
+    assert!(c.effective_hand_back());
+}
+
+/// Every bad rank value is an error naming its key: from
+/// `RankSettings::parse`/`apply`, and from `NodeFile::load`, which checks
+/// the rank keys too (a typed error naming the file and the key).
+#[test]
+fn bad_rank_values_name_their_key() {
+    use tenure::adapters::config::RankSettings;
+    let base = file("127.0.0.1:7001", "127.0.0.1:7002");
+    let check = |top: &str, peers: &[(u64, &str)], key: &str, says: &str| {
+        let text = ranked(&base, top, peers);
+        let f = NodeFile::parse(&text).unwrap();
+        let (k, message) = RankSettings::parse(&text)
+            .and_then(|r| r.apply(f.to_config().unwrap()))
+            .unwrap_err();
+        assert_eq!(k, key, "{top} {peers:?}: {message}");
+        assert!(message.contains(says), "{top} {peers:?}: {message}");
+        let dir = std::env::temp_dir().join(format!("tenure-rank-file-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("node.toml");
+        std::fs::write(&path, &text).unwrap();
+        let err = NodeFile::load(&path).unwrap_err();
+        match &err {
+            ConfigFileError::Invalid {
+                key: k, path: p, ..
+            } => {
+                assert_eq!(*k, key);
+                assert_eq!(p, &path);
+            }
+            other => panic!("{other:?}"),
+        }
+        let shown = err.to_string();
+        assert!(
+            shown.contains("node.toml") && shown.contains(key),
+            "{shown}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    };
+    check(
+        "rank = \"bully\"",
+        &[],
+        "rank",
+        "unknown rank policy \"bully\"",
+    );
+    check("rank = \"bully\"", &[], "rank", "highest_id");
+    check("rank = 5", &[], "rank", "string");
+    check("priority = -1", &[], "priority", "-1");
+    check("priority = \"high\"", &[], "priority", "high");
+    check("rank_step_ms = 0", &[], "rank_step_ms", "at least 1 ms");
+    check(
+        "hand_back_after_ms = 0",
+        &[],
+        "hand_back_after_ms",
+        "at least 1 ms",
+    );
+    check("hand_back = \"yes\"", &[], "hand_back", "bool");
+    check(
+        "rank = \"priority\"\npriority = 0",
+        &[(2, "priority = 0")],
+        "priority",
+        "every voter has priority 0",
+    );
+    check(
+        "rank = \"priority\"",
+        &[(2, "priority = -3")],
+        "peers.priority",
+        "peer 2",
+    );
+    // Default timing: jitter 40 ms, election timeout 400 ms.
+    check(
+        "rank = \"priority\"\nrank_step_ms = 40",
+        &[],
+        "rank_step_ms",
+        "does not exceed the election jitter",
+    );
+    check(
+        "rank = \"oldest\"\nrank_step_ms = 360",
+        &[],
+        "rank_step_ms",
+        "reaches the election timeout",
+    );
+    // Only checked under a ranked policy: unranked ignores the step.
+    let text = ranked(&base, "rank_step_ms = 1000", &[]);
+    let f = NodeFile::parse(&text).unwrap();
+    RankSettings::parse(&text)
+        .unwrap()
+        .apply(f.to_config().unwrap())
+        .unwrap();
+    // A misspelt rank key is still an unknown key.
+    let typo = NodeFile::parse(&ranked(&base, "priorty = 2", &[])).unwrap_err();
+    assert!(typo.contains("unknown field `priorty`"), "{typo}");
+}
+
+/// A priority for a node that is not a member (applied to a configuration
+/// that does not list it) names the peer's key.
+#[test]
+fn a_priority_for_a_non_member_names_the_key() {
+    use tenure::Config;
+    use tenure::adapters::config::RankSettings;
+    let base = file("127.0.0.1:7001", "127.0.0.1:7002");
+    let text = ranked(&base, "rank = \"priority\"", &[(3, "priority = 2")]);
+    let r = RankSettings::parse(&text).unwrap();
+    let (key, message) = r.apply(Config::new(1, [1, 2])).unwrap_err();
+    assert_eq!(key, "peers.priority");
+    assert!(message.contains("node 3"), "{message}");
+    // This node's own, when it is not a member (a non-voter without a
+    // membership): named as `priority`.
+    let text = ranked(&base, "rank = \"priority\"\npriority = 4", &[]);
+    let r = RankSettings::parse(&text).unwrap();
+    let (key, message) = r.apply(Config::new(1, [2, 3])).unwrap_err();
+    assert_eq!(key, "priority");
+    assert!(message.contains("node 1"), "{message}");
+}
+
+/// `base` (from `file`) with `top` added to the top-level keys and each
+/// `(peer, line)` added to that peer's entry.
+fn ranked(base: &str, top: &str, peers: &[(u64, &str)]) -> String {
+    let (head, rest) = base.split_once("\n\n").unwrap();
+    let mut rest = rest.to_string();
+    for (id, line) in peers {
+        rest = rest.replace(&format!("id = {id}\n"), &format!("id = {id}\n{line}\n"));
+    }
+    format!("{head}\n{top}\n\n{rest}")
+}

@@ -16,11 +16,14 @@
 //! {"cmd":"add-observer","id":4,"address":".."}                      -> the change's outcome
 //! {"cmd":"remove","id":4}                                           -> the change's outcome
 //! {"cmd":"replace","old":3,"new":4,"address":".."}                  -> the change's outcome
+//! {"cmd":"set-priority","id":2,"priority":5}                        -> the change's outcome
+//! {"cmd":"set-rank","policy":"priority"}                            -> the change's outcome
 //! ```
 //!
-//! Membership changes are made by the leader: sent to another node they
-//! are refused, naming the leader. An address must be `host:port`; an
-//! `invalid` outcome carries `"why"`; without `wait_ms` a membership
+//! Membership changes (rank changes among them) are made by the leader:
+//! sent to another node they are refused, naming the leader. An address
+//! must be `host:port`; an `invalid` or `no_leader_left` outcome carries
+//! `"why"`; without `wait_ms` a membership
 //! change is awaited up to 5 s here (`tenure ctl` sends 60 s).
 //!
 //! The node's main loop owns its driver handle; each connection's thread
@@ -35,7 +38,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tenure::{Event, MembershipChange, NodeId};
+use tenure::{Event, MembershipChange, MembershipFailure, NodeId, RankPolicy};
 
 /// The socket's file name inside the data directory.
 pub const SOCKET: &str = "tenure.ctl";
@@ -222,20 +225,21 @@ fn connection(mut stream: UnixStream, requests: &mpsc::Sender<Request>) {
                 return;
             }
         },
-        Some(cmd @ ("add-voter" | "add-observer" | "remove" | "replace")) => {
-            match membership_change(cmd, &request) {
-                Ok(change) => Command::Membership(change),
-                Err(why) => {
-                    let _ = answer(&mut stream, &refusal(&why));
-                    return;
-                }
+        Some(
+            cmd @ ("add-voter" | "add-observer" | "remove" | "replace" | "set-priority"
+            | "set-rank"),
+        ) => match membership_change(cmd, &request) {
+            Ok(change) => Command::Membership(change),
+            Err(why) => {
+                let _ = answer(&mut stream, &refusal(&why));
+                return;
             }
-        }
+        },
         other => {
             let _ = answer(
                 &mut stream,
                 &refusal(&format!(
-                    "unknown cmd {other:?}: expected status, promote, demote, transfer, events, reload-keys, add-voter, add-observer, remove or replace"
+                    "unknown cmd {other:?}: expected status, promote, demote, transfer, events, reload-keys, add-voter, add-observer, remove, replace, set-priority or set-rank"
                 )),
             );
             return;
@@ -270,12 +274,38 @@ fn membership_change(cmd: &str, request: &Value) -> Result<MembershipChange, Str
             address: address()?,
         },
         "remove" => MembershipChange::Remove { id: id("id")? },
+        "set-priority" => MembershipChange::SetPriority {
+            id: id("id")?,
+            priority: request["priority"]
+                .as_u64()
+                .and_then(|p| u32::try_from(p).ok())
+                .ok_or_else(|| {
+                    format!("{cmd} needs \"priority\": a number from 0 to {}", u32::MAX)
+                })?,
+        },
+        "set-rank" => {
+            let name = request["policy"].as_str().unwrap_or_default();
+            let policy = RankPolicy::from_name(name).ok_or_else(|| {
+                format!(
+                    "{cmd} needs \"policy\": one of {} (got {:?})",
+                    policy_names(),
+                    request["policy"]
+                )
+            })?;
+            MembershipChange::SetRankPolicy { policy }
+        }
         _ => MembershipChange::Replace {
             old: id("old")?,
             new: id("new")?,
             address: address()?,
         },
     })
+}
+
+/// The rank policies' names, for messages.
+fn policy_names() -> String {
+    let names: Vec<&str> = RankPolicy::ALL.iter().map(|p| p.name()).collect();
+    names.join(", ")
 }
 
 /// Whether `address` is a `host:port` every member could use: an IP
@@ -335,7 +365,24 @@ fn why_invalid(change: &MembershipChange, membership: &Value) -> String {
             role(new)
         ),
         MembershipChange::Promote { id } => format!("node {id} is {}", role(id)),
+        MembershipChange::SetPriority { id, .. } => format!("node {id} is {}", role(id)),
         _ => "the change makes no sense for the current membership".to_string(),
+    }
+}
+
+/// Why the leader refused `change` as `no_leader_left`, in words.
+fn why_no_leader_left(change: &MembershipChange, membership: &Value) -> String {
+    match change {
+        MembershipChange::SetPriority { id, priority: 0 } => format!(
+            "with node {id} at priority 0, no voter could lead (under rank \"priority\", priority 0 never leads; current priorities: {})",
+            membership["priorities"]
+        ),
+        MembershipChange::SetRankPolicy { policy } => format!(
+            "under rank \"{}\" no voter could lead: every voter has priority 0 (priorities: {})",
+            policy.name(),
+            membership["priorities"]
+        ),
+        _ => "no voter of the membership it leaves could lead (rank or mode)".to_string(),
     }
 }
 
@@ -434,14 +481,19 @@ fn run_command(requests: &mpsc::Sender<Request>, command: Command, wait: Duratio
         };
         if let Some(ok) = settled {
             let mut answer = json!({"ok": ok, "outcome": event});
-            if let (
-                Command::Membership(change),
-                Event::MembershipChangeFailed {
-                    reason: tenure::MembershipFailure::Invalid,
-                },
-            ) = (&command, &event)
+            if let (Command::Membership(change), Event::MembershipChangeFailed { reason }) =
+                (&command, &event)
             {
-                answer["why"] = json!(why_invalid(change, &before["membership"]));
+                let membership = &before["membership"];
+                match reason {
+                    MembershipFailure::Invalid => {
+                        answer["why"] = json!(why_invalid(change, membership));
+                    }
+                    MembershipFailure::NoLeaderLeft => {
+                        answer["why"] = json!(why_no_leader_left(change, membership));
+                    }
+                    _ => {}
+                }
             }
             return answer;
         }
@@ -519,6 +571,21 @@ enum CtlCommand {
         /// The new voter's peer address (host:port).
         address: String,
     },
+    /// Set a member's priority (on the leader; used under `rank =
+    /// "priority"`: higher leads, 0 never leads). Refused if no voter could
+    /// lead afterwards.
+    SetPriority {
+        /// The member.
+        id: NodeId,
+        /// Its new priority.
+        priority: u32,
+    },
+    /// Rank members by another policy from now on (on the leader).
+    SetRank {
+        /// The policy.
+        #[arg(value_parser = ["unranked", "priority", "highest_id", "oldest"])]
+        policy: String,
+    },
 }
 
 /// The socket a node with this configuration file listens on.
@@ -546,6 +613,8 @@ pub fn run(args: CtlArgs) -> ExitCode {
             | CtlCommand::AddObserver { .. }
             | CtlCommand::Remove { .. }
             | CtlCommand::Replace { .. }
+            | CtlCommand::SetPriority { .. }
+            | CtlCommand::SetRank { .. }
     );
     let wait_ms = args
         .wait_ms
@@ -571,6 +640,12 @@ pub fn run(args: CtlArgs) -> ExitCode {
         CtlCommand::Replace { old, new, address } => json!({
             "cmd": "replace", "old": old, "new": new, "address": address, "wait_ms": wait_ms
         }),
+        CtlCommand::SetPriority { id, priority } => json!({
+            "cmd": "set-priority", "id": id, "priority": priority, "wait_ms": wait_ms
+        }),
+        CtlCommand::SetRank { policy } => {
+            json!({"cmd": "set-rank", "policy": policy, "wait_ms": wait_ms})
+        }
     };
     let mut stream = match UnixStream::connect(&path) {
         Ok(s) => s,
@@ -666,9 +741,45 @@ fn human(value: &Value) -> String {
                 }
                 continue;
             }
+            Value::Object(rank) if key == "rank" && rank.contains_key("members") => {
+                out.push_str(&human_rank(v));
+                continue;
+            }
             other => other.to_string(),
         };
         out.push_str(&format!("{key}: {shown}\n"));
+    }
+    out
+}
+
+/// The status's `rank` object as text: the policy and this node's
+/// hand-back settings, then one line per member with what the policy
+/// ranks it by.
+fn human_rank(rank: &Value) -> String {
+    let policy = rank["policy"].as_str().unwrap_or("?");
+    let mut out = format!(
+        "rank: {policy} (rank_step_ms={} hand_back={} hand_back_after_ms={})\n",
+        rank["rank_step_ms"], rank["hand_back"], rank["hand_back_after_ms"]
+    );
+    if let Some(order) = rank["order"].as_array() {
+        let order: Vec<String> = order.iter().map(Value::to_string).collect();
+        out.push_str(&format!("  order: {}\n", order.join(" > ")));
+    }
+    for m in rank["members"].as_array().into_iter().flatten() {
+        let by = match policy {
+            "priority" => format!(" priority={}", m["priority"]),
+            "oldest" => format!(" joined_epoch={}", m["joined"]),
+            _ => String::new(),
+        };
+        let what = if m["voter"] == true {
+            "voter"
+        } else {
+            "observer"
+        };
+        out.push_str(&format!(
+            "  {} {what}{by} may_lead={}\n",
+            m["id"], m["may_lead"]
+        ));
     }
     out
 }

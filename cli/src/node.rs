@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tenure::adapters::auth::{KeyRing, PeerAuth};
-use tenure::adapters::config::{NodeFile, OperatorSettings};
+use tenure::adapters::config::{ConfigFileError, NodeFile, OperatorSettings, RankSettings};
 use tenure::adapters::driver::{self, Handle, NodeSetup};
 use tenure::adapters::udp::DropCounts;
 use tenure::{Event, NodeId, Role};
@@ -139,6 +139,30 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // The rank keys (`rank`, `priority`, ...) are read apart from the node
+    // file's (NodeFile::load has checked them already).
+    let applied = RankSettings::load(&args.config).and_then(|rank| {
+        rank.apply(setup.config.clone())
+            .map_err(|(key, message)| ConfigFileError::Invalid {
+                path: args.config.clone(),
+                key,
+                message,
+            })
+    });
+    setup.config = match applied {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    // Before `join`: a joining node has no bootstrap membership.
+    let boot = setup.config.effective_membership();
+    let rank_local = json!({
+        "rank_step_ms": setup.config.effective_rank_step().as_millis() as u64,
+        "hand_back": setup.config.effective_hand_back(),
+        "hand_back_after_ms": setup.config.effective_hand_back_after().as_millis() as u64,
+    });
     if args.join {
         setup.config = setup.config.join();
     }
@@ -254,7 +278,7 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
             "membership": membership_json(&started.membership),
         },
     }));
-    warn_if_bootstrap_differs(id, &file, &started.membership, args.join);
+    warn_if_bootstrap_differs(id, &boot, &started.membership, args.join);
     let reresolver = Reresolver::new(
         operator.peer_names.clone(),
         file.peer_addrs(),
@@ -272,6 +296,7 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
         subscribers: Vec::new(),
         gate,
         pending: Pending::None,
+        rank_local,
     };
     let code = node.serve(&args, &signals, &ctl_rx, Stop { death, alone });
     drop(metrics);
@@ -279,18 +304,25 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
     code
 }
 
-/// The node file's peers are the bootstrap membership only: once a
-/// membership is stored, it is used, and a node file that lists other
-/// voters or observers is pointed out (edit it to match, or leave it: it
-/// is not read for membership again).
-fn warn_if_bootstrap_differs(id: NodeId, file: &NodeFile, stored: &tenure::Membership, join: bool) {
+/// The node file's peers (and rank keys) are the bootstrap membership
+/// only: once a membership is stored, it is used, and a node file that
+/// lists other voters or observers, or other ranks, is pointed out (edit
+/// it to match, or leave it: it is not read for membership again).
+fn warn_if_bootstrap_differs(
+    id: NodeId,
+    boot: &tenure::Membership,
+    stored: &tenure::Membership,
+    join: bool,
+) {
     if stored.epoch == 0 || join {
         return;
     }
-    let Ok(config) = file.to_config() else {
-        return;
-    };
-    let boot = config.effective_membership();
+    if boot.rank != stored.rank || boot.priorities != stored.priorities {
+        eprintln!(
+            "note: node {id}: uses its stored membership's ranks (epoch {}: rank {}, priorities {:?}); the node file's rank keys (rank {}, priorities {:?}) are only the bootstrap membership's: `tenure ctl set-rank` and `set-priority` change them",
+            stored.epoch, stored.rank, stored.priorities, boot.rank, boot.priorities
+        );
+    }
     if boot.voters != stored.voters || boot.observers != stored.observers {
         // Expected for a node that joined (its file lists contacts only)
         // and after any change: a note, not a warning.
@@ -319,6 +351,8 @@ struct Running {
     gate: Option<Gate>,
     /// A command that ends leadership, held until the gated command is gone.
     pending: Pending,
+    /// This node's own rank settings (rank step, hand-back), for the status.
+    rank_local: Value,
 }
 
 /// A leadership-ending command under `tenure run`.
@@ -642,6 +676,7 @@ impl Running {
             "drops": drops_json(drops),
             "auth": auth_json(self.keys.as_ref(), self.handle.incarnation()),
             "membership": membership_json(&st.membership),
+            "rank": rank_json(&st.membership, &self.rank_local),
             "member": member,
             "membership_conflicts": st.membership_conflicts,
         })
@@ -799,7 +834,6 @@ fn auth_json(keys: Option<&KeyRing>, incarnation: Option<u64>) -> Value {
     })
 }
 
-/// The drop counters as JSON, by reason.
 /// A membership as the status and `started` lines show it.
 pub fn membership_json(m: &tenure::Membership) -> Value {
     let addresses: serde_json::Map<String, Value> = m
@@ -807,12 +841,55 @@ pub fn membership_json(m: &tenure::Membership) -> Value {
         .iter()
         .map(|(id, a)| (id.to_string(), json!(a)))
         .collect();
+    let by_id = |pairs: Vec<(NodeId, Value)>| -> serde_json::Map<String, Value> {
+        pairs
+            .into_iter()
+            .map(|(id, v)| (id.to_string(), v))
+            .collect()
+    };
+    let priorities = by_id(m.priorities.iter().map(|(id, p)| (*id, json!(p))).collect());
+    let joined = by_id(m.joined.iter().map(|(id, e)| (*id, json!(e))).collect());
     json!({
         "epoch": m.epoch, "term": m.term, "voters": m.voters, "outgoing": m.outgoing,
         "observers": m.observers, "addresses": addresses,
+        "rank": m.rank.name(), "priorities": priorities, "joined": joined,
     })
 }
 
+/// The status's `rank` object: the membership's policy, this node's own
+/// rank settings (`local`), each member's standing (its priority, the
+/// epoch it joined at, whether it may lead: a voter the policy lets lead)
+/// and, under a ranked policy, the voters that may lead, best first.
+pub fn rank_json(m: &tenure::Membership, local: &Value) -> Value {
+    let members: Vec<Value> = m
+        .members()
+        .into_iter()
+        .map(|id| {
+            let voter = m.voters.contains(&id) || m.outgoing.contains(&id);
+            json!({
+                "id": id, "voter": voter, "priority": m.priority(id), "joined": m.joined(id),
+                "may_lead": voter && m.rank_allows_leading(id),
+            })
+        })
+        .collect();
+    let mut order: Vec<NodeId> = m
+        .all_voters()
+        .into_iter()
+        .filter(|&v| m.rank_allows_leading(v))
+        .collect();
+    order.sort_unstable_by_key(|&v| std::cmp::Reverse(m.rank_of(v)));
+    let mut rank = json!({
+        "policy": m.rank.name(),
+        "order": m.rank.is_ranked().then_some(order),
+        "members": members,
+    });
+    if let (Some(map), Some(local)) = (rank.as_object_mut(), local.as_object()) {
+        map.extend(local.clone());
+    }
+    rank
+}
+
+/// The drop counters as JSON, by reason.
 fn drops_json(d: DropCounts) -> Value {
     Value::Object(
         d.by_reason()

@@ -123,8 +123,19 @@ fn show_membership(file: &NodeFile) -> ExitCode {
                     .iter()
                     .map(|(id, a)| format!("{id}={a}"))
                     .collect();
+                // Ranks only when set, as the membership's fingerprint.
+                let rank = if m.rank.is_ranked() || !m.priorities.is_empty() {
+                    let priorities: Vec<String> = m
+                        .priorities
+                        .iter()
+                        .map(|(id, p)| format!("{id}={p}"))
+                        .collect();
+                    format!(", rank {}, priorities [{}]", m.rank, priorities.join(", "))
+                } else {
+                    String::new()
+                };
                 println!(
-                    "{}: epoch {} (term {}), voters {:?}, outgoing {:?}, observers {:?}, addresses [{}]",
+                    "{}: epoch {} (term {}), voters {:?}, outgoing {:?}, observers {:?}, addresses [{}]{rank}",
                     path.display(),
                     m.epoch,
                     m.term,

@@ -10,10 +10,13 @@
 //! heartbeat_ms = 100
 //! death_timeout_ms = 1000
 //! metrics_listen = "127.0.0.1:9464" # read by the `tenure` binary: OperatorSettings
+//! rank = "priority"           # read by RankSettings: unranked | priority | highest_id | oldest
+//! priority = 3                # this node's (rank = "priority"; 0 never leads)
 //!
 //! [[peers]]
 //! id = 2
 //! addr = "127.0.0.1:7002"
+//! priority = 2                # that peer's
 //!
 //! [[peers]]
 //! id = 3
@@ -42,7 +45,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::{Config, ConfigError, Fencing, Mode, NodeId, Setting};
+use crate::{Config, ConfigError, Fencing, Mode, NodeId, RankPolicy, Setting};
 
 fn yes() -> bool {
     true
@@ -85,6 +88,9 @@ struct PeerText {
     addr: String,
     #[serde(default = "yes")]
     voter: bool,
+    /// Read by [`RankSettings`].
+    #[serde(rename = "priority")]
+    _priority: Option<serde::de::IgnoredAny>,
 }
 
 impl TryFrom<PeerText> for PeerEntry {
@@ -156,8 +162,8 @@ pub struct NodeFile {
 }
 
 /// The file as written: [`NodeFile`]'s keys, and the [`OperatorSettings`]
-/// keys, which are read there and not by the node. Any other key is an
-/// error.
+/// and [`RankSettings`] keys, which are read there and not here. Any other
+/// key is an error.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct NodeFileText {
@@ -188,6 +194,16 @@ struct NodeFileText {
     _key_file: Option<PathBuf>,
     #[serde(rename = "next_key_file")]
     _next_key_file: Option<PathBuf>,
+    #[serde(rename = "rank")]
+    _rank: Option<serde::de::IgnoredAny>,
+    #[serde(rename = "priority")]
+    _priority: Option<serde::de::IgnoredAny>,
+    #[serde(rename = "rank_step_ms")]
+    _rank_step_ms: Option<serde::de::IgnoredAny>,
+    #[serde(rename = "hand_back")]
+    _hand_back: Option<serde::de::IgnoredAny>,
+    #[serde(rename = "hand_back_after_ms")]
+    _hand_back_after_ms: Option<serde::de::IgnoredAny>,
 }
 
 impl From<NodeFileText> for NodeFile {
@@ -331,6 +347,177 @@ impl OperatorSettings {
     }
 }
 
+/// The rank keys of a node file ([`RankPolicy`], see the
+/// [`rank`](crate::rank) module), read apart from [`NodeFile`] like
+/// [`OperatorSettings`], and applied to the configuration the file
+/// describes with [`RankSettings::apply`].
+///
+/// ```toml
+/// rank = "priority"            # unranked (default) | priority | highest_id | oldest
+/// priority = 3                 # this node's priority (default 1; 0 never leads)
+/// rank_step_ms = 120           # campaign delay per rank place (default: jitter + heartbeat/4)
+/// hand_back = true             # hand leadership back to a better-ranked voter (default true)
+/// hand_back_after_ms = 10000   # ... once it has been up that long (default 10 death timeouts)
+///
+/// [[peers]]
+/// id = 2
+/// addr = "127.0.0.1:7002"
+/// priority = 2                 # that peer's priority
+/// ```
+///
+/// `rank` and the priorities are the bootstrap membership's: every member's
+/// file must agree on them (a difference is reported as a membership
+/// conflict), and once a membership is stored they are not read again
+/// (`tenure ctl set-rank` and `set-priority` change them).
+/// `rank_step_ms`, `hand_back` and `hand_back_after_ms` are this node's own.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RankSettings {
+    /// `rank`: the bootstrap membership's rank policy.
+    pub policy: Option<RankPolicy>,
+    /// `priority`: this node's priority.
+    pub priority: Option<u32>,
+    /// Each `[[peers]]` entry's `priority`, by id.
+    pub peer_priorities: BTreeMap<NodeId, u32>,
+    /// `rank_step_ms`.
+    pub rank_step: Option<Duration>,
+    /// `hand_back`.
+    pub hand_back: Option<bool>,
+    /// `hand_back_after_ms`.
+    pub hand_back_after: Option<Duration>,
+}
+
+impl RankSettings {
+    /// Reads the rank settings of the node file at `path` (the file must
+    /// also pass [`NodeFile::load`], which checks them too).
+    ///
+    /// # Errors
+    /// [`ConfigFileError`] naming the file and the key.
+    pub fn load(path: &Path) -> Result<RankSettings, ConfigFileError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigFileError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        RankSettings::parse(&text).map_err(|(key, message)| ConfigFileError::Invalid {
+            path: path.to_path_buf(),
+            key,
+            message,
+        })
+    }
+
+    /// Parses the rank keys out of node file text (other keys are left to
+    /// [`NodeFile`] and [`OperatorSettings`]).
+    ///
+    /// # Errors
+    /// `(key, message)` for a value of the wrong type or out of range, or
+    /// an unknown policy name (`key` is `peers.priority` for a peer's).
+    pub fn parse(text: &str) -> Result<RankSettings, (&'static str, String)> {
+        let table: toml::Table = toml::from_str(text).map_err(|e| ("rank", e.to_string()))?;
+        let mut settings = RankSettings::default();
+        if let Some(name) = typed::<String>(&table, "rank")? {
+            let policy = RankPolicy::from_name(&name).ok_or_else(|| {
+                let names: Vec<&str> = RankPolicy::ALL.iter().map(|p| p.name()).collect();
+                (
+                    "rank",
+                    format!(
+                        "unknown rank policy {name:?}: expected one of {}",
+                        names.join(", ")
+                    ),
+                )
+            })?;
+            settings.policy = Some(policy);
+        }
+        settings.priority = typed::<u32>(&table, "priority")?;
+        let positive_ms = |key: &'static str| -> Result<Option<Duration>, (&'static str, String)> {
+            match typed::<u64>(&table, key)? {
+                Some(0) => Err((key, "must be at least 1 ms".to_string())),
+                v => Ok(v.map(Duration::from_millis)),
+            }
+        };
+        settings.rank_step = positive_ms("rank_step_ms")?;
+        settings.hand_back = typed::<bool>(&table, "hand_back")?;
+        settings.hand_back_after = positive_ms("hand_back_after_ms")?;
+        if let Some(peers) = table.get("peers").and_then(toml::Value::as_array) {
+            for peer in peers.iter().filter_map(toml::Value::as_table) {
+                let Some(id) = peer.get("id").and_then(toml::Value::as_integer) else {
+                    continue; // NodeFile reports it
+                };
+                let id = NodeId::try_from(id).map_err(|_| ("peers", format!("peer id {id}")))?;
+                let priority = typed::<u32>(peer, "priority")
+                    .map_err(|(_, m)| ("peers.priority", format!("peer {id}: {m}")))?;
+                if let Some(priority) = priority {
+                    settings.peer_priorities.insert(id, priority);
+                }
+            }
+        }
+        Ok(settings)
+    }
+
+    /// The priorities set, this node's (`id`) and its peers', by id.
+    #[must_use]
+    pub fn priorities(&self, id: NodeId) -> BTreeMap<NodeId, u32> {
+        let mut all = self.peer_priorities.clone();
+        if let Some(p) = self.priority {
+            all.insert(id, p);
+        }
+        all
+    }
+
+    /// Whether the file sets any rank key.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        *self == RankSettings::default()
+    }
+
+    /// `config` with these settings, checked ([`Config::validate`]).
+    ///
+    /// # Errors
+    /// `(key, message)`: `rank_step_ms` for a step that does not fit the
+    /// jitter and the election timeout, `priority` (`peers.priority`) for a
+    /// priority of a node that is not a member, or when every voter would
+    /// have priority 0 under `rank = "priority"`.
+    pub fn apply(&self, config: Config) -> Result<Config, (&'static str, String)> {
+        let id = config.id();
+        let mut c = config;
+        if let Some(p) = self.policy {
+            c = c.rank_policy(p);
+        }
+        c = c.priorities(self.priorities(id));
+        if let Some(step) = self.rank_step {
+            c = c.rank_step(step);
+        }
+        if let Some(on) = self.hand_back {
+            c = c.hand_back(on);
+        }
+        if let Some(after) = self.hand_back_after {
+            c = c.hand_back_after(after);
+        }
+        c.validate().map_err(|e| {
+            let key = match e {
+                ConfigError::PriorityForNonMember { id: other } if other != id => "peers.priority",
+                _ => config_key(&e),
+            };
+            (key, e.to_string())
+        })?;
+        Ok(c)
+    }
+}
+
+/// `table[key]` as a `T`, if set.
+fn typed<T: serde::de::DeserializeOwned>(
+    table: &toml::Table,
+    key: &'static str,
+) -> Result<Option<T>, (&'static str, String)> {
+    table
+        .get(key)
+        .map(|v| {
+            v.clone()
+                .try_into::<T>()
+                .map_err(|e| (key, e.to_string().trim_end().to_string()))
+        })
+        .transpose()
+}
+
 /// A configuration file that cannot be used.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -387,12 +574,15 @@ impl NodeFile {
             let joined = base.unwrap_or(Path::new(".")).join(&file.data_dir);
             file.data_dir = std::path::absolute(&joined).unwrap_or(joined);
         }
-        file.to_config()
-            .map_err(|(key, message)| ConfigFileError::Invalid {
-                path: path.to_path_buf(),
-                key,
-                message,
-            })?;
+        let invalid = |(key, message)| ConfigFileError::Invalid {
+            path: path.to_path_buf(),
+            key,
+            message,
+        };
+        let config = file.to_config().map_err(invalid)?;
+        RankSettings::parse(&text)
+            .and_then(|rank| rank.apply(config))
+            .map_err(invalid)?;
         Ok(file)
     }
 
@@ -412,7 +602,9 @@ impl NodeFile {
         self.peers.iter().map(|p| (p.id, p.addr)).collect()
     }
 
-    /// The engine configuration this file describes.
+    /// The engine configuration this file describes, without its rank
+    /// keys (apply [`RankSettings`] to it for those; [`NodeFile::load`]
+    /// checks them).
     ///
     /// # Errors
     /// `(key, message)` for the first invalid value.

@@ -85,7 +85,9 @@ pub struct NodeSetup<S> {
 
 impl NodeSetup<FileStorage> {
     /// The setup a configuration file describes, with file storage in its
-    /// data directory.
+    /// data directory. The file's rank keys are not in [`NodeFile`]: apply
+    /// [`RankSettings`](super::config::RankSettings) to `config` (as
+    /// `tenure node` does) to use them.
     ///
     /// # Errors
     /// The data directory cannot be created, or the configuration is invalid.
