@@ -249,6 +249,8 @@ pub enum Setting {
     Priorities,
     /// [`Config::rank_step`].
     RankStep,
+    /// [`Config::hand_back_after`].
+    HandBackAfter,
 }
 
 impl Setting {
@@ -268,6 +270,7 @@ impl Setting {
             Setting::ClockDriftPpm => "clock_drift_ppm",
             Setting::Priorities => "priorities",
             Setting::RankStep => "rank_step",
+            Setting::HandBackAfter => "hand_back_after",
         }
     }
 }
@@ -296,6 +299,7 @@ impl ConfigError {
                 Setting::HeartbeatInterval,
                 Setting::DeathTimeout,
                 Setting::ElectionTimeout,
+                Setting::HandBackAfter,
             ]
             .into_iter()
             .find(|s| s.name() == *name)
@@ -949,6 +953,11 @@ impl Config {
             || self.membership.as_ref().is_some_and(|m| m.rank.is_ranked());
         if !ranked {
             return Ok(());
+        }
+        if self.effective_hand_back_after().is_zero() {
+            // No stable period: leadership would follow a flapping node.
+            let name = Setting::HandBackAfter.name();
+            return Err(ConfigError::ZeroDuration { name });
         }
         let rank_step = self.effective_rank_step();
         let jitter = self.effective_election_jitter();

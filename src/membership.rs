@@ -148,7 +148,7 @@ pub struct Membership {
     /// How members rank for leadership (see [`RankPolicy`]).
     pub rank: RankPolicy,
     /// Explicit priorities ([`RankPolicy::Priority`]), sorted by id; a
-    /// member not listed has [`DEFAULT_PRIORITY`](crate::rank::DEFAULT_PRIORITY).
+    /// member not listed has [`DEFAULT_PRIORITY`].
     pub priorities: Vec<(NodeId, u32)>,
     /// The epoch at which each member joined ([`RankPolicy::Oldest`]),
     /// sorted by id; a member not listed joined at epoch 0 (bootstrap).

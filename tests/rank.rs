@@ -375,3 +375,23 @@ fn pre_vote_duel_ranked_by_rank_policy_then_id() {
         assert_eq!(granted, Some(yields), "{policy}");
     }
 }
+
+/// Rule `rank_hand_back`: a leader whose priority became 0 may not lead:
+/// it hands over within a couple of rounds, even with hand-back turned off
+/// and well before the hand-back period.
+#[test]
+fn rank_hand_back_leader_at_priority_zero_hands_over_at_once() {
+    let config = ranked(RankPolicy::Priority, 60_000);
+    let mut s: Sim = Sim::new(3, move |id, voters| config(id, voters).hand_back(false));
+    assert_eq!(s.run_until_leader(ms(3000)), Some(1));
+    s.run_for(ms(500));
+    s.input(
+        1,
+        Input::ChangeMembership(MembershipChange::SetPriority { id: 1, priority: 0 }),
+    );
+    assert!(s.run_until_true(ms(1000), |s| s.agreed_leader() == Some(2)));
+    assert!(s.events_of(1).contains(&Event::HandingBack {
+        to: 2,
+        reason: HandBackReason::MayNotLead
+    }));
+}

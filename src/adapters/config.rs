@@ -670,6 +670,7 @@ fn config_key(e: &ConfigError) -> &'static str {
         Setting::Voters | Setting::Observers => "peers",
         Setting::Priorities => "priority",
         Setting::RankStep => "rank_step_ms",
+        Setting::HandBackAfter => "hand_back_after_ms",
     }
 }
 

@@ -171,8 +171,14 @@ impl<P: LogPosition> Node<P> {
     /// that old. A voter that flaps restarts the wait at each break, so it
     /// cannot bounce leadership. The hand-back is an ordinary transfer
     /// (rule `transfer_leadership`): the lease is dropped first.
+    ///
+    /// A leader whose own priority is 0 (a `SetPriority` made it so) may
+    /// not lead at all: it hands over at the first round a voter qualifies,
+    /// without the stable period and even with hand-back turned off; only
+    /// the rate limit, one election timeout, applies.
     pub(super) fn maybe_hand_back(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
-        if !self.hand_back || self.transfer.is_some() || self.change.is_some() {
+        let may_lead = self.membership.rank_allows_leading(self.id);
+        if (may_lead && !self.hand_back) || self.transfer.is_some() || self.change.is_some() {
             self.rank.watch = None;
             return;
         }
@@ -201,18 +207,23 @@ impl<P: LogPosition> Node<P> {
             })
             .map(|(p, _)| p.id)
             .max_by_key(|&id| m.rank_of(id));
-        let after = self.timing.hand_back_after;
+        let after = if may_lead {
+            self.timing.hand_back_after
+        } else {
+            Duration::ZERO
+        };
+        let rest = after.max(self.timing.election);
         let since_leading = now.saturating_duration_since(l.since);
         match (best, self.rank.watch) {
             (None, _) => self.rank.watch = None,
-            (Some(id), Some((watched, stable_since))) if watched == id => {
+            (Some(id), Some((watched, stable_since))) if watched == id || !may_lead => {
                 let stable = now.saturating_duration_since(stable_since) >= after;
                 let rested = self
                     .rank
                     .last_hand_back
-                    .is_none_or(|t| now.saturating_duration_since(t) >= after);
+                    .is_none_or(|t| now.saturating_duration_since(t) >= rest);
                 if stable && rested && since_leading >= after {
-                    let reason = if m.rank_allows_leading(self.id) {
+                    let reason = if may_lead {
                         HandBackReason::BetterRank { policy: m.rank }
                     } else {
                         HandBackReason::MayNotLead
