@@ -106,9 +106,10 @@ pub enum MessageKind<P = ()> {
         /// `Duration` here cost a follower's heartbeat about 10 ns).
         promise_nanos: u64,
         /// Whether the responder's mode lets it lead (`Candidate` or
-        /// `Manual`): a voter would campaign if handed leadership, an
-        /// observer once a change made it a voter (the leader checks voter
-        /// status itself).
+        /// `Manual`) and its rank allows it (not priority 0 under
+        /// [`RankPolicy::Priority`](crate::RankPolicy::Priority)): a voter
+        /// would campaign if handed leadership, an observer once a change
+        /// made it a voter (the leader checks voter status itself).
         can_lead: bool,
     },
     /// The leader's standings (rule `rank_standings`, sent only under a
