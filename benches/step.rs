@@ -48,15 +48,18 @@ fn step_synced(node: &mut Node, now: Instant, input: Input, out: &mut Vec<Action
     }
 }
 
-/// Node 1 as strict leader of voters 1..=5, at the returned instant.
-fn strict_leader_of_five() -> (Node, Instant) {
+/// Node 1 as strict leader of voters 1..=5, at the returned instant;
+/// `ranked`: under the priority rank policy, node 1 ranked first (the
+/// leader then also computes and sends standings each round).
+fn strict_leader_of_five(ranked: bool) -> (Node, Instant) {
     let voters = [1, 2, 3, 4, 5];
-    let mut node: Node = Node::new(
-        Config::new(1, voters).fencing(Fencing::Strict).rng_seed(1),
-        HardState::default(),
-        Instant::ZERO,
-    )
-    .unwrap();
+    let mut config = Config::new(1, voters).fencing(Fencing::Strict).rng_seed(1);
+    if ranked {
+        config = config
+            .rank_policy(tenure::RankPolicy::Priority)
+            .priorities([(1, 9)]);
+    }
+    let mut node: Node = Node::new(config, HardState::default(), Instant::ZERO).unwrap();
     let now = node.next_deadline().unwrap();
     let mut out = Vec::new();
     step_synced(&mut node, now, Input::Tick, &mut out);
@@ -77,13 +80,18 @@ fn strict_leader_of_five() -> (Node, Instant) {
 }
 
 fn leader_ack(c: &mut Criterion) {
-    let (mut node, start) = strict_leader_of_five();
+    leader_ack_with(c, "step_into/strict_leader_of_five_ack", false);
+    leader_ack_with(c, "step_into/strict_leader_of_five_ack_ranked", true);
+}
+
+fn leader_ack_with(c: &mut Criterion, name: &str, ranked: bool) {
+    let (mut node, start) = strict_leader_of_five(ranked);
     let mut out: Vec<Action> = Vec::with_capacity(16);
     let mut now = start;
     let mut seq = 1u64;
     let mut from = 2u64;
     let mut ran = false;
-    c.bench_function("step_into/strict_leader_of_five_ack", |b| {
+    c.bench_function(name, |b| {
         ran = true;
         b.iter(|| {
             // Four acknowledgements per round; then the next round goes out.

@@ -553,6 +553,36 @@ mod tests {
     }
 
     #[test]
+    fn successors_record_when_members_joined_and_keep_ranks_of_members() {
+        let m = Membership::bootstrap([1, 2, 3], [])
+            .with_priority(3, 7)
+            .with_priority(2, 0);
+        let m = Membership {
+            rank: RankPolicy::Oldest,
+            ..m
+        };
+        // Node 4 joins as an observer at epoch 1, then votes at epoch 2.
+        let one = m.successor(1, alloc::vec![1, 2, 3], Vec::new(), alloc::vec![4]);
+        let two = one.successor(1, alloc::vec![1, 2, 3, 4], alloc::vec![1, 2, 3], Vec::new());
+        assert_eq!(two.joined(4), 1, "joined when it first became a member");
+        assert_eq!(two.joined(1), 0, "bootstrap members joined at 0");
+        assert!(two.rank_of(1) > two.rank_of(3) && two.rank_of(3) > two.rank_of(4));
+        assert_eq!(two.rank, RankPolicy::Oldest);
+        // Node 3 leaves: its priority goes with it; node 2 keeps its 0.
+        let three = two.successor(1, alloc::vec![1, 2, 4], Vec::new(), Vec::new());
+        assert_eq!(three.priorities, alloc::vec![(2, 0)]);
+        assert_eq!(three.priority(1), DEFAULT_PRIORITY);
+        assert!(three.is_well_formed());
+        // Setting the default priority removes the entry.
+        assert!(
+            three
+                .with_priority(2, DEFAULT_PRIORITY)
+                .priorities
+                .is_empty()
+        );
+    }
+
+    #[test]
     fn well_formed_refuses_overlap_zero_and_no_voters() {
         assert!(Membership::bootstrap([1, 2, 3], [4]).is_well_formed());
         assert!(!Membership::bootstrap([1, 2], [2]).is_well_formed());
