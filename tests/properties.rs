@@ -64,7 +64,7 @@ fn any_op(g: &mut Gen) -> Op {
             let from = *g.choose(&[0, 1, 2, 3, 3, 2, 4, 9]).unwrap();
             let term = small_term(g);
             let position = u64::arbitrary(g) % 4;
-            let kind = match u8::arbitrary(g) % 9 {
+            let kind = match u8::arbitrary(g) % 10 {
                 0 => MessageKind::PreVoteRequest { position },
                 1 => MessageKind::PreVoteResponse {
                     granted: bool::arbitrary(g),
@@ -90,6 +90,12 @@ fn any_op(g: &mut Gen) -> Op {
                     can_lead: bool::arbitrary(g),
                 },
                 7 => MessageKind::Resign,
+                // Standings (issue 14), honest-looking or not.
+                8 => MessageKind::Standings {
+                    successors: (0..u8::arbitrary(g) % 6)
+                        .map(|_| *g.choose(&[0, 1, 2, 3, 4, 9]).unwrap())
+                        .collect(),
+                },
                 _ => MessageKind::TimeoutNow,
             };
             Op::Receive {
@@ -170,7 +176,14 @@ fn membership_op(g: &mut Gen) -> Op {
                 },
             }
         }
-        2 => Op::ChangeMembership(match u8::arbitrary(g) % 4 {
+        2 => Op::ChangeMembership(match u8::arbitrary(g) % 6 {
+            4 => tenure::MembershipChange::SetPriority {
+                id: id(g),
+                priority: u32::from(u8::arbitrary(g) % 3),
+            },
+            5 => tenure::MembershipChange::SetRankPolicy {
+                policy: *g.choose(&tenure::RankPolicy::ALL).unwrap(),
+            },
             0 => tenure::MembershipChange::AddVoter {
                 id: id(g),
                 address: "a".into(),
@@ -273,7 +286,10 @@ fn config(case: &Case) -> Config {
         .fencing(case.fencing)
         .pre_vote(case.pre_vote)
         .heartbeat_interval(t.heartbeat)
-        .rng_seed(case.seed);
+        .rng_seed(case.seed)
+        // Ranks (issue 14) in some cases: node 1 ranked in the middle.
+        .rank_policy(tenure::RankPolicy::ALL[(case.seed % 4) as usize])
+        .priorities([(2, 3), (3, 0)]);
     if let Some(d) = t.death {
         config = config.death_timeout(d);
     }

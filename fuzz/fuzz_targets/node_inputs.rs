@@ -5,7 +5,8 @@
 //!
 //! The input format changed after part of the committed corpus was
 //! recorded (timing, `Leap`, `HeartbeatAck`; membership ops appended for
-//! issue 13): those files decode differently now, and must still pass.
+//! issue 13; standings, rank changes and rank policies for issue 14):
+//! those files decode differently now, and must still pass.
 
 #![no_main]
 
@@ -36,6 +37,9 @@ impl Kind {
                 promise_nanos: promise,
                 can_lead,
             },
+            Kind::Standings(ids) => MessageKind::Standings {
+                successors: ids.into_iter().map(|i| u64::from(i % 7)).collect(),
+            },
         }
     }
 }
@@ -51,6 +55,8 @@ enum Kind {
     Resign,
     TimeoutNow,
     HeartbeatAck { seq: u64, position: u64, promise: u64, can_lead: bool },
+    /// Issue 14: a leader's standings, well formed or not.
+    Standings(Vec<u8>),
 }
 
 /// The fuzzer's encoding of `tenure::sim::Op` (the shared op type, run by
@@ -111,7 +117,7 @@ impl RawMembership {
             voters: ids(self.voters),
             outgoing: ids(self.outgoing),
             observers: ids(self.observers),
-            addresses: Vec::new(),
+            ..Membership::default()
         }
     }
 }
@@ -123,6 +129,9 @@ enum RawChange {
     Promote(u8),
     Remove(u8),
     Replace(u8, u8),
+    /// Issue 14.
+    SetPriority(u8, u8),
+    SetRank(u8),
 }
 
 impl RawChange {
@@ -136,6 +145,12 @@ impl RawChange {
             RawChange::Replace(a, b) => {
                 MembershipChange::Replace { old: id(a), new: id(b), address: "a".into() }
             }
+            RawChange::SetPriority(i, p) => {
+                MembershipChange::SetPriority { id: id(i), priority: u32::from(p % 3) }
+            }
+            RawChange::SetRank(p) => MembershipChange::SetRankPolicy {
+                policy: tenure::RankPolicy::ALL[usize::from(p % 4)],
+            },
         }
     }
 }
@@ -177,7 +192,10 @@ fuzz_target!(|case: Case| {
             .mode(mode)
             .fencing(fencing)
             .pre_vote(case.pre_vote)
-            .rng_seed(case.seed);
+            .rng_seed(case.seed)
+            // Ranks (issue 14), from bits the corpus already has.
+            .rank_policy(tenure::RankPolicy::ALL[usize::from(case.mode / 12 % 4)])
+            .priorities([(2, 3), (3, 0)]);
         if let Some(t) = &case.timing {
             if let Some(d) = t.heartbeat {
                 config = config.heartbeat_interval(duration(d));
