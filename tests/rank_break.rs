@@ -10,7 +10,9 @@ mod common;
 use common::{Sim, ms, timing};
 use std::time::Duration;
 
-use tenure::{Config, Event, Input, Instant, MembershipChange, MessageKind, NodeId, RankPolicy};
+use tenure::{
+    Config, Event, Input, Instant, MembershipChange, MessageKind, Mode, NodeId, RankPolicy,
+};
 
 fn hand_backs(s: &Sim) -> Vec<(tenure::Instant, NodeId, NodeId)> {
     s.events()
@@ -173,6 +175,34 @@ fn rank_break_node_accepted_at_bootstrap_cannot_restart_after_set_rank_policy() 
     // The simulator restarts it the same way (and panics on the refusal).
     s.crash(follower);
     s.restart(follower);
+}
+
+/// A `Manual` node leads only when an operator promotes it (README:
+/// "the only way a `mode = \"manual\"` node leads"), but it reports
+/// `can_lead` like a candidate, so the leader lists it in its standings and
+/// hands leadership to it on its own once it ranks best: with no
+/// operator action at all, the manual node 3 ends up leading.
+#[test]
+fn rank_break_hand_back_makes_a_manual_node_lead_without_promote() {
+    let config = |id: NodeId, voters: Vec<NodeId>| {
+        let c = timing(id, voters)
+            .rng_seed(id * 7919)
+            .rank_policy(RankPolicy::HighestId)
+            .hand_back_after(ms(1000));
+        if id == 3 { c.mode(Mode::Manual) } else { c }
+    };
+    let mut s: Sim = Sim::new(3, config);
+    assert_eq!(s.run_until_leader(ms(3000)), Some(2));
+    s.run_for(ms(10_000));
+    let led = s
+        .events_of(3)
+        .iter()
+        .any(|e| matches!(e, Event::BecameLeader { .. }));
+    assert!(
+        !led,
+        "the manual node 3 became leader without a Promote: hand-backs {:?}",
+        hand_backs(&s)
+    );
 }
 
 // ---------------------------------------------------------------------
@@ -500,4 +530,23 @@ fn rank_break_trace_loop() {
             eprintln!("{at:?} n{n} {e:?}");
         }
     }
+}
+
+#[test]
+#[ignore]
+fn rank_break_probe_stalled_target() {
+    let mut s: Sim = Sim::new(3, prio(1000));
+    assert_eq!(s.run_until_leader(ms(3000)), Some(1));
+    s.crash(1);
+    assert_eq!(s.run_until_leader(ms(3000)), Some(2));
+    s.restart(1);
+    s.run_for(ms(300));
+    s.stall_disk(1);
+    s.run_for(ms(20_000));
+    for (at, n, e) in s.events() {
+        if at.saturating_duration_since(Instant::ZERO) > ms(1000) {
+            eprintln!("{at:?} n{n} {e:?}");
+        }
+    }
+    eprintln!("hand-backs {:?}", hand_backs(&s));
 }
