@@ -205,6 +205,41 @@ fn rank_break_hand_back_makes_a_manual_node_lead_without_promote() {
     );
 }
 
+/// A rank step longer than the election timeout is refused under a
+/// ranked policy ("rank delays would outlast a round"), but an unranked
+/// cluster accepts any step ("never used"). `SetRankPolicy` then puts it
+/// to use: every node but the first in the standings waits a whole step
+/// (one slot, the cap) before campaigning. With the two best nodes down,
+/// three of five voters are up and connected and no leader is elected
+/// for a minute.
+#[test]
+fn rank_break_unvalidated_rank_step_stalls_failover_after_set_rank_policy() {
+    let config = |id: NodeId, voters: Vec<NodeId>| {
+        timing(id, voters)
+            .rng_seed(id * 7919)
+            .rank_step(ms(60_000))
+            .hand_back_after(ms(1000))
+    };
+    config(1, vec![1, 2, 3, 4, 5]).validate().unwrap();
+    let mut s: Sim = Sim::new(5, config);
+    let first = s.run_until_leader(ms(3000)).expect("a leader");
+    s.run_for(ms(500));
+    s.input(first, set_policy(RankPolicy::HighestId));
+    assert!(s.run_until_true(ms(5000), |s| s.agreed_leader() == Some(5)));
+    s.run_for(ms(1000));
+    s.crash(5);
+    s.crash(4);
+    let at = s.now();
+    let next = s.run_until_leader(ms(5000));
+    if next.is_none() {
+        let eventually = s.run_until_leader(ms(120_000));
+        panic!(
+            "3 of 5 voters up and connected, no leader within 5 s of the crash; {eventually:?} leads {:?} after it",
+            s.now().saturating_duration_since(at)
+        );
+    }
+}
+
 // ---------------------------------------------------------------------
 // Sweep
 // ---------------------------------------------------------------------
