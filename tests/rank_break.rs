@@ -8,7 +8,11 @@
 mod common;
 
 use common::{Sim, ms, timing};
+use std::rc::Rc;
 use std::time::Duration;
+
+use tenure::Fencing;
+use tenure::sim::{Cluster, Fault, SimConfig};
 
 use tenure::{
     Config, Event, Input, Instant, MembershipChange, MessageKind, Mode, NodeId, RankPolicy,
@@ -240,14 +244,75 @@ fn rank_break_unvalidated_rank_step_stalls_failover_after_set_rank_policy() {
     }
 }
 
+/// Hand-back waits for a better-ranked voter "alive and caught up" for the
+/// stable period, where caught up means an acknowledged log position at
+/// least the leader's at *every* round. Under a steady write load (the
+/// simulator's replicated log: an entry every 20 ms, copies stored 1-30
+/// ms after they arrive) a follower's acknowledged position trails the
+/// leader's by the entries in flight at most rounds, so the watch breaks
+/// again and again and leadership never goes back to the preferred node,
+/// which is up, connected and replicating normally the whole time.
+#[test]
+fn rank_break_hand_back_never_happens_under_a_steady_write_load() {
+    let (stand_in, leader, hbs, standings) = under_load(20);
+    assert_eq!(
+        leader,
+        Some(1),
+        "the preferred node 1 has been up 30 s under load; {stand_in} still leads ({hbs} hand-backs; {standings} standings messages sent by the leaders in 36 s)"
+    );
+}
+
+/// With one entry every five seconds, the same run hands back (the control).
+#[test]
+#[ignore]
+fn rank_break_probe_hand_back_under_a_light_write_load() {
+    let (stand_in, leader, hbs, standings) = under_load(5000);
+    eprintln!("stand-in {stand_in}, leader {leader:?}, {hbs} hand-backs, {standings} standings");
+    assert_eq!(leader, Some(1));
+}
+
+fn under_load(append_ms: u64) -> (NodeId, Option<NodeId>, usize, usize) {
+    use tenure::sim::ReplicationModel;
+    let mut cfg = SimConfig::new(3, 7);
+    cfg.latency = (ms(1), ms(5));
+    cfg.node_config = Rc::new(|id, voters| {
+        let ms = Duration::from_millis;
+        Config::new(id, voters.iter().copied())
+            .heartbeat_interval(ms(100))
+            .death_timeout(ms(400))
+            .rank_policy(RankPolicy::Priority)
+            .priorities([(1, 3), (2, 2), (3, 1)])
+            .hand_back_after(ms(2000))
+    });
+    let model = ReplicationModel::new(ms(append_ms), (ms(1), ms(30)));
+    let mut c = Cluster::with_replication(cfg, model);
+    c.enable_history();
+    let leader = |c: &Cluster<(u64, u64)>| c.leader_known_to_quorum().map(|(l, _)| l);
+    c.run_until(Instant::ZERO + ms(3000)).unwrap();
+    assert_eq!(leader(&c), Some(1));
+    c.apply(Fault::Crash(1));
+    c.run_until(Instant::ZERO + ms(6000)).unwrap();
+    let stand_in = leader(&c).expect("a new leader");
+    assert_ne!(stand_in, 1);
+    c.apply(Fault::Restart(1));
+    // Thirty seconds: fifteen hand-back periods.
+    c.run_until(Instant::ZERO + ms(36_000)).unwrap();
+    let hbs = c
+        .events()
+        .iter()
+        .filter(|(_, _, e)| matches!(e, Event::HandingBack { .. }))
+        .count();
+    let standings = c
+        .sent()
+        .iter()
+        .filter(|(_, _, _, m)| matches!(m.kind, MessageKind::Standings { .. }))
+        .count();
+    (stand_in, leader(&c), hbs, standings)
+}
+
 // ---------------------------------------------------------------------
 // Sweep
 // ---------------------------------------------------------------------
-
-use std::rc::Rc;
-
-use tenure::Fencing;
-use tenure::sim::{Cluster, Fault, SimConfig};
 
 /// A small deterministic generator for the sweep.
 struct Rng(u64);
@@ -584,4 +649,25 @@ fn rank_break_probe_stalled_target() {
         }
     }
     eprintln!("hand-backs {:?}", hand_backs(&s));
+}
+
+#[test]
+#[ignore]
+fn rank_break_probe_conflicting_bootstrap_ranks() {
+    let mut stalls = Vec::new();
+    for seed in 0..200u64 {
+        let config = move |id: NodeId, voters: Vec<NodeId>| {
+            let c = timing(id, voters).rng_seed(seed * 1000 + id);
+            if id == 1 {
+                c.rank_policy(RankPolicy::Priority).priorities([(1, 5)])
+            } else {
+                c.rank_policy(RankPolicy::HighestId)
+            }
+        };
+        let mut s: Sim = Sim::with_latency(2, ms(1 + seed % 20), config);
+        if s.run_until_leader(ms(10_000)).is_none() {
+            stalls.push(seed);
+        }
+    }
+    eprintln!("2-node conflicting ranks: no leader in 10 s for seeds {stalls:?}");
 }
