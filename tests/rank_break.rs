@@ -671,3 +671,39 @@ fn rank_break_probe_conflicting_bootstrap_ranks() {
     }
     eprintln!("2-node conflicting ranks: no leader in 10 s for seeds {stalls:?}");
 }
+
+/// Failover under a steady write load: how often does the best-ranked
+/// survivor win? (Seeds printed.)
+#[test]
+#[ignore]
+fn rank_break_probe_failover_order_under_load() {
+    use tenure::sim::ReplicationModel;
+    let mut wrong = Vec::new();
+    let seeds = sweep_seeds(100);
+    for &seed in &seeds {
+        let mut cfg = SimConfig::new(5, seed);
+        cfg.latency = (Duration::from_millis(1), Duration::from_millis(5));
+        cfg.node_config = Rc::new(|id, voters| {
+            let ms = Duration::from_millis;
+            Config::new(id, voters.iter().copied())
+                .heartbeat_interval(ms(100))
+                .death_timeout(ms(400))
+                .rank_policy(RankPolicy::HighestId)
+                .hand_back_after(ms(2000))
+        });
+        let mut c = Cluster::with_replication(cfg, ReplicationModel::default());
+        c.run_until(Instant::ZERO + ms(3000)).unwrap();
+        assert_eq!(c.leader_known_to_quorum().map(|l| l.0), Some(5));
+        c.apply(Fault::Crash(5));
+        c.run_until(Instant::ZERO + ms(5000)).unwrap();
+        let l = c.leader_known_to_quorum().map(|l| l.0);
+        if l != Some(4) {
+            wrong.push((seed, l));
+        }
+    }
+    eprintln!(
+        "{} of {} failovers did not elect 4: {wrong:?}",
+        wrong.len(),
+        seeds.len()
+    );
+}
