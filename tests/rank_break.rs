@@ -375,20 +375,33 @@ struct NodeSetup {
 /// most `n - 1` hand-backs after the heal, and in the end the best-ranked
 /// voter leads (when the leader hands back).
 fn sweep_run(seed: u64) -> Option<String> {
+    sweep_run_with(seed, false)
+}
+
+fn sweep_run_with(seed: u64, changes: bool) -> Option<String> {
     let mut r = Rng(seed ^ 0x9e37_79b9_7f4a_7c15);
-    let n = [2u64, 3, 3, 5, 5, 7][r.below(6) as usize];
-    let policy = [
-        RankPolicy::Priority,
-        RankPolicy::HighestId,
-        RankPolicy::Oldest,
-    ][r.below(3) as usize];
+    let n = if changes {
+        3
+    } else {
+        [2u64, 3, 3, 5, 5, 7][r.below(6) as usize]
+    };
+    let spares = if changes { 2 } else { 0 };
+    let policy = if changes && r.below(2) == 0 {
+        RankPolicy::Oldest
+    } else {
+        [
+            RankPolicy::Priority,
+            RankPolicy::HighestId,
+            RankPolicy::Oldest,
+        ][r.below(3) as usize]
+    };
     let fencing = [Fencing::Off, Fencing::Soft, Fencing::Strict][r.below(3) as usize];
     let mut priorities: Vec<(NodeId, u32)> = (1..=n).map(|id| (id, r.below(4) as u32)).collect();
     if priorities.iter().all(|&(_, p)| p == 0) {
         priorities[0].1 = 2;
     }
     let mixed = r.below(3) == 0;
-    let setups: Vec<NodeSetup> = (1..=n)
+    let setups: Vec<NodeSetup> = (1..=n + spares)
         .map(|_| {
             let (heartbeat, death) = if mixed {
                 [(100, 400), (75, 250), (150, 700)][r.below(3) as usize]
@@ -410,9 +423,10 @@ fn sweep_run(seed: u64) -> Option<String> {
     let ms = Duration::from_millis;
     let mut cfg = SimConfig::new(n, seed);
     cfg.latency = (ms(1), ms(1 + r.below(20)));
+    cfg.spares = spares;
     cfg.clock_skew_ppm = 500;
     let s2 = setups.clone();
-    let p2 = priorities.clone();
+    let p2: Vec<(NodeId, u32)> = priorities.clone();
     cfg.node_config = Rc::new(move |id, voters| {
         let s = &s2[(id - 1) as usize];
         Config::new(id, voters.iter().copied())
@@ -476,6 +490,28 @@ fn sweep_run(seed: u64) -> Option<String> {
             ),
             _ => Fault::LeaderDeaf,
         };
+        let f = if changes && r.below(3) == 0 {
+            let a = 1 + r.below(n + spares);
+            let b = 1 + r.below(n + spares);
+            let address = format!("sim://{b}");
+            Fault::ChangeMembership(match r.below(6) {
+                0 => MembershipChange::AddVoter { id: b, address },
+                1 => MembershipChange::Remove { id: a },
+                2 => MembershipChange::Replace {
+                    old: a,
+                    new: b,
+                    address,
+                },
+                3 => MembershipChange::Promote { id: a },
+                4 => MembershipChange::AddObserver { id: b, address },
+                _ => MembershipChange::SetPriority {
+                    id: a,
+                    priority: r.below(4) as u32,
+                },
+            })
+        } else {
+            f
+        };
         faults.push((at, f));
         at = at + ms(r.below(1200));
     }
@@ -502,7 +538,7 @@ fn sweep_run(seed: u64) -> Option<String> {
     }
     // Partial mode: some links stay cut for good (both ways), never
     // isolating anyone completely; only bouncing is then checked.
-    let partial = r.below(3) == 0 && n >= 3;
+    let partial = r.below(3) == 0 && n >= 3 && !changes;
     let mut kept = Vec::new();
     if partial {
         for _ in 0..1 + r.below(n - 1) {
@@ -574,6 +610,12 @@ fn sweep_run(seed: u64) -> Option<String> {
             .iter()
             .filter(|(_, _, e)| matches!(e, Event::BecameLeader { .. }))
             .count();
+        let changes_done = c
+            .events()
+            .iter()
+            .filter(|(_, _, e)| matches!(e, Event::MembershipChangeCompleted { .. }))
+            .count();
+        eprintln!("changes completed {changes_done}");
         eprintln!(
             "seed {seed}: n={n} {policy} hand-backs {all_hb} (after heal {}), elections {elections}, leader {:?}, now {:?}",
             hbs.len(),
@@ -771,4 +813,22 @@ fn rank_break_probe_stale_priority_zero_view() {
     let l = s.run_until_leader(ms(5000));
     eprintln!("leader {l:?}; 1: {:?}", s.node(1).membership().priorities);
     assert_eq!(l, Some(1));
+}
+
+/// The sweep with membership changes (3 voters, 2 spares; `Oldest` half
+/// the time): adds, removals, replacements, promotions, priorities, under
+/// the same faults. Same environment variables as [`rank_break_sweep`].
+#[test]
+#[ignore]
+fn rank_break_sweep_membership() {
+    let seeds = sweep_seeds(200);
+    let mut bad = Vec::new();
+    for &seed in &seeds {
+        if let Some(v) = sweep_run_with(seed, true) {
+            eprintln!("FAIL {v}\n");
+            bad.push(seed);
+        }
+    }
+    eprintln!("{} runs, {} failed: {bad:?}", seeds.len(), bad.len());
+    assert!(bad.is_empty(), "failing seeds: {bad:?}");
 }
