@@ -832,3 +832,37 @@ fn rank_break_sweep_membership() {
     eprintln!("{} runs, {} failed: {bad:?}", seeds.len(), bad.len());
     assert!(bad.is_empty(), "failing seeds: {bad:?}");
 }
+
+/// The loop of `rank_break_hand_back_to_a_node_that_cannot_win_repeats_forever`
+/// with the default hand-back period: how much time without a leader.
+#[test]
+#[ignore]
+fn rank_break_probe_loop_cost_with_defaults() {
+    let config = |id: NodeId, voters: Vec<NodeId>| {
+        let priorities: Vec<(NodeId, u32)> = voters.iter().map(|&v| (v, 6 - v as u32)).collect();
+        timing(id, voters)
+            .rng_seed(id * 7919)
+            .rank_policy(RankPolicy::Priority)
+            .priorities(priorities)
+    };
+    let mut s: Sim = Sim::new(5, config);
+    assert_eq!(s.run_until_leader(ms(3000)), Some(1));
+    for other in 3..=5 {
+        s.cut(1, other);
+        s.cut(other, 1);
+    }
+    let (mut without, mut total) = (0u64, 0u64);
+    let term0 = s.max_term();
+    for _ in 0..12_000 {
+        s.run_for(ms(10));
+        total += 10;
+        if s.cluster().leader_known_to_quorum().is_none() {
+            without += 10;
+        }
+    }
+    eprintln!(
+        "{} hand-backs in {total} ms, {without} ms without a leader known to a quorum, terms {term0} -> {}",
+        hand_backs(&s).len(),
+        s.max_term()
+    );
+}
