@@ -866,3 +866,77 @@ fn rank_break_probe_loop_cost_with_defaults() {
         s.max_term()
     );
 }
+
+/// A transfer to 1 and, in the same instant, `SetPriority(1, 0)` on the
+/// leader: who ends up leading, and at what priority?
+#[test]
+#[ignore]
+fn rank_break_probe_timeout_now_then_priority_zero() {
+    for latency in [1u64, 3, 7] {
+        let mut s: Sim = Sim::with_latency(3, ms(latency), prio(60_000));
+        assert_eq!(s.run_until_leader(ms(3000)), Some(1));
+        s.input(1, Input::TransferLeadership { to: 2 });
+        assert!(s.run_until_true(ms(3000), |s| s.agreed_leader() == Some(2)));
+        s.run_for(ms(1000));
+        s.input(2, Input::TransferLeadership { to: 1 });
+        s.input(
+            2,
+            Input::ChangeMembership(MembershipChange::SetPriority { id: 1, priority: 0 }),
+        );
+        s.run_for(ms(3000));
+        let l = s.agreed_leader();
+        let m = l.map(|l| s.node(l).membership().clone());
+        eprintln!(
+            "latency {latency}: leader {l:?}, its priority {:?}, events of 2: {:?}",
+            m.map(|m| m.priority(l.unwrap())),
+            s.change_events(2)
+        );
+        eprintln!(
+            "  membership {:?}; hand-backs {:?}",
+            s.node(2).membership(),
+            hand_backs(&s)
+        );
+        assert_ne!(l, Some(1));
+    }
+}
+
+/// Members configured with different ranks: a membership conflict, which
+/// is reported (`MembershipConflict`), but the cluster goes on electing
+/// leaders across it (same version, so neither side refuses the other).
+/// Nodes 1 and 2 rank 3 best (highest id), node 3 ranks 1 best
+/// (priority): every leader sees a better-ranked peer under its own
+/// ranks, and leadership bounces 3 -> 1 -> 3 -> 1 for good, one transfer
+/// (and lost lease) per hand-back period. The hand-back accepts a target
+/// whose acknowledged membership is "not older" than the leader's, which
+/// a conflicting membership at the same version is.
+#[test]
+fn rank_break_conflicting_bootstrap_ranks_bounce_leadership_forever() {
+    let config = |id: NodeId, voters: Vec<NodeId>| {
+        let c = timing(id, voters)
+            .rng_seed(id * 7919)
+            .hand_back_after(ms(1000));
+        if id == 3 {
+            c.rank_policy(RankPolicy::Priority).priorities([(1, 5)])
+        } else {
+            c.rank_policy(RankPolicy::HighestId)
+        }
+    };
+    let mut s: Sim = Sim::new(3, config);
+    s.run_until_leader(ms(3000));
+    s.run_for(ms(20_000));
+    let conflicts = s
+        .events()
+        .iter()
+        .filter(|(_, _, e)| matches!(e, Event::MembershipConflict { .. }))
+        .count();
+    let hb = hand_backs(&s);
+    let bounced = hb
+        .iter()
+        .enumerate()
+        .any(|(i, a)| hb[i + 1..].iter().any(|b| b.1 == a.2 && b.2 == a.1));
+    assert!(
+        !bounced,
+        "{conflicts} conflict events; {} hand-backs bouncing in 20 s: {hb:?}",
+        hb.len()
+    );
+}
