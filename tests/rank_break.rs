@@ -940,3 +940,47 @@ fn rank_break_conflicting_bootstrap_ranks_bounce_leadership_forever() {
         hb.len()
     );
 }
+
+/// `Oldest` after replacing the oldest member (the leader) by a spare,
+/// then removing and re-adding the replaced one: the oldest remaining
+/// bootstrap member leads, the re-added node (now the youngest) does not
+/// get leadership back.
+#[test]
+#[ignore]
+fn rank_break_probe_oldest_after_replace_and_re_add() {
+    let mut cfg = SimConfig::new(3, 5);
+    cfg.spares = 1;
+    cfg.latency = (ms(1), ms(5));
+    cfg.node_config = Rc::new(|id, voters| {
+        let ms = Duration::from_millis;
+        Config::new(id, voters.iter().copied())
+            .heartbeat_interval(ms(100))
+            .death_timeout(ms(400))
+            .rank_policy(RankPolicy::Oldest)
+            .hand_back_after(ms(1000))
+    });
+    let mut c: Cluster = Cluster::new(cfg);
+    c.enable_history();
+    let leader = |c: &Cluster| c.leader_known_to_quorum().map(|(l, _)| l);
+    c.run_until(Instant::ZERO + ms(3000)).unwrap();
+    assert_eq!(leader(&c), Some(1));
+    c.apply(Fault::ChangeMembership(MembershipChange::Replace {
+        old: 1,
+        new: 4,
+        address: "sim://4".into(),
+    }));
+    c.run_until(Instant::ZERO + ms(8000)).unwrap();
+    let l = leader(&c);
+    let m = c.node(2).unwrap().membership().clone();
+    eprintln!("after replace: leader {l:?}, membership {m:?}");
+    assert_eq!(l, Some(2));
+    c.apply(Fault::ChangeMembership(MembershipChange::AddVoter {
+        id: 1,
+        address: "sim://1".into(),
+    }));
+    c.run_until(Instant::ZERO + ms(20_000)).unwrap();
+    let l = leader(&c);
+    let m = c.node(2).unwrap().membership().clone();
+    eprintln!("after re-add: leader {l:?}, membership {m:?}");
+    assert_eq!(l, Some(2));
+}
