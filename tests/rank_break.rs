@@ -1,7 +1,30 @@
 //! Adversarial review of rank/priority (issue 14). Every `rank_break_*`
-//! test asserts the correct behaviour and fails on the code it was
-//! written against; the `#[ignore]`d sweeps print their seeds and replay
-//! from `TENURE_RANK_BREAK_SEEDS`.
+//! test that is not `#[ignore]`d asserts the correct behaviour and fails on
+//! the code it was written against (402c451):
+//!
+//! - `..._hand_back_to_a_node_that_cannot_win_repeats_forever`: a better
+//!   ranked node that the leader hears but that cannot collect a quorum
+//!   gets leadership handed to it again and again (terms 1 -> 45 and 6.5 %
+//!   of the time leaderless in 120 s with default settings).
+//! - `..._conflicting_bootstrap_ranks_bounce_leadership_forever`: members
+//!   configured with different ranks bounce leadership between two nodes.
+//! - `..._hand_back_never_happens_under_a_steady_write_load`.
+//! - `..._hand_back_makes_a_manual_node_lead_without_promote`.
+//! - `..._hand_back_undoes_a_demote_within_its_embargo`.
+//! - `..._zero_hand_back_period_slips_in_through_set_rank_policy`,
+//!   `..._unvalidated_rank_step_stalls_failover_after_set_rank_policy`,
+//!   `..._node_accepted_at_bootstrap_cannot_restart_after_set_rank_policy`:
+//!   rank settings are validated only under a ranked bootstrap policy.
+//! - `..._resign_ignores_the_leaders_standings`.
+//!
+//! The `#[ignore]`d `rank_break_probe_*` tests are attacks that held (or
+//! measurements); `rank_break_sweep` and `rank_break_sweep_membership` are
+//! the sweeps. They print failing seeds; replay with
+//! `TENURE_RANK_BREAK_SEEDS=13892,15102,101449,102790 cargo test --release
+//! --all-features --test rank_break rank_break_sweep -- --exact --ignored
+//! --nocapture` (those four fail, all in the "kept cuts" mode: the
+//! hand-back loop above). `TENURE_RANK_BREAK_RUNS` and
+//! `TENURE_RANK_BREAK_BASE` choose a seed range.
 
 #![cfg(feature = "sim")]
 
