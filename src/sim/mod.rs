@@ -50,6 +50,7 @@ mod membership_check;
 mod node_check;
 mod operator;
 mod ops;
+mod rank;
 mod replication;
 mod scenario;
 mod standard;
@@ -72,6 +73,7 @@ pub use membership_check::{MembershipChecker, quorums_intersect};
 pub use node_check::{NodeChecker, NodeViolation};
 pub use operator::{Goal, Operation};
 pub use ops::{Op, OpRunner};
+pub use rank::{RANK_NODES, RANKED_POLICIES, RankKind, RankRow, RankScenario, rank_scenarios};
 pub use replication::ReplicationModel;
 pub use scenario::{Fault, Scenario};
 pub use standard::{
