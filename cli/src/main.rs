@@ -254,11 +254,13 @@ fn sim(args: SimArgs) -> ExitCode {
             );
         }
     }
-    println!(
-        "\nfailover: from a leader crash or isolation to a new leader known to a quorum (simulated time).\n\
+    if !summaries.is_empty() {
+        println!(
+            "\nfailover: from a leader crash or isolation to a new leader known to a quorum (simulated time).\n\
          changes: membership operators done (their change stored by a majority of each voter set); chg p50/p99/max: from the operator's start to that; chg fail: operators not done by the end of the run.\n\
          Timing unless the scenario says otherwise (`tenure sim --list`): heartbeat 100 ms, death timeout 400 ms, election timeout 400 ms + 0-40 ms jitter, network 1-10 ms, disk 1-5 ms."
-    );
+        );
+    }
     if !rows.is_empty() {
         println!(
             "\nrank: 5 voters, strict fencing, rank step 65 ms, hand-back after 4 s; idle log: no writes (preferred_behind: one every 3 s), busy log: an append every 20 ms.\n\
