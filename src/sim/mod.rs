@@ -50,6 +50,7 @@ mod membership_check;
 mod node_check;
 mod operator;
 mod ops;
+mod rank;
 mod replication;
 mod scenario;
 mod standard;
@@ -72,6 +73,7 @@ pub use membership_check::{MembershipChecker, quorums_intersect};
 pub use node_check::{NodeChecker, NodeViolation};
 pub use operator::{Goal, Operation};
 pub use ops::{Op, OpRunner};
+pub use rank::{RANK_NODES, RANKED_POLICIES, RankKind, RankRow, RankScenario, rank_scenarios};
 pub use replication::ReplicationModel;
 pub use scenario::{Fault, Scenario};
 pub use standard::{
@@ -225,6 +227,12 @@ pub struct SimConfig {
     /// clock reads real time, so [`Cluster::now`] can be compared with
     /// node deadlines and leases directly.
     pub clock_offsets: bool,
+    /// Rank clean failovers ([`Report::clean_failovers`]) by this policy
+    /// instead of the leader's membership's: a rank-unaware baseline
+    /// ([`RankPolicy::Unranked`](crate::RankPolicy::Unranked)) is then
+    /// measured against the order a ranked run would aim for (default
+    /// `None`).
+    pub rank_reference: Option<crate::RankPolicy>,
 }
 
 impl core::fmt::Debug for SimConfig {
@@ -248,6 +256,7 @@ impl core::fmt::Debug for SimConfig {
             .field("node_write_latency", &self.node_write_latency)
             .field("keep_node_seeds", &self.keep_node_seeds)
             .field("clock_offsets", &self.clock_offsets)
+            .field("rank_reference", &self.rank_reference)
             .finish_non_exhaustive()
     }
 }
@@ -278,6 +287,7 @@ impl SimConfig {
             node_config: Rc::new(|id, voters| Config::new(id, voters.iter().copied())),
             keep_node_seeds: false,
             clock_offsets: true,
+            rank_reference: None,
         }
     }
 }
@@ -440,8 +450,17 @@ pub struct Report {
     pub failovers: Vec<Duration>,
     /// Campaigns (`CampaignStarted`) during each failover.
     pub failover_rounds: Vec<u32>,
-    /// Changes of the quorum-known leader not caused by a leader fault.
+    /// Changes of the quorum-known leader not caused by a leader fault
+    /// or a hand-back.
     pub spurious_leader_changes: u64,
+    /// `HandingBack` events (rule `rank_hand_back`).
+    pub hand_backs: u64,
+    /// Changes of the quorum-known leader that followed a hand-back.
+    pub hand_back_changes: u64,
+    /// Clean failovers: the leader known to a quorum crashed while every
+    /// other voter ran, with no cut, loss, long tail, stalled disk,
+    /// transfer, joint membership or failover in progress.
+    pub clean_failovers: Vec<CleanFailover>,
     /// Whether the liveness deadline was checked (and met, if no violation).
     pub liveness_checked: bool,
     /// Time from [`Scenario::first_leader_from`] to the first leader known
@@ -481,6 +500,26 @@ pub struct Report {
     /// Elections won by a node acting on a joint membership (it inherits
     /// a change it must finish).
     pub elected_on_joint: u64,
+}
+
+/// One clean failover ([`Report::clean_failovers`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CleanFailover {
+    /// When the leader crashed (real time).
+    pub at: Instant,
+    /// The crashed leader.
+    pub crashed: NodeId,
+    /// The best live caught-up node at the crash: the highest
+    /// [`Membership::rank_of`] (under [`SimConfig::rank_reference`] if set)
+    /// among the running voters that may lead (mode and rank) whose log
+    /// position is at least every other running voter's (with
+    /// [`Cluster::with_replication`]: counting the crashed leader's copies
+    /// already on their way, which land long before any campaign).
+    pub best: NodeId,
+    /// The next leader known to a quorum.
+    pub winner: NodeId,
+    /// From the crash to that leader.
+    pub took: Duration,
 }
 
 /// A simulated cluster of `Node<P>`s. [`Cluster::new`] runs `Node<()>`;
@@ -554,6 +593,10 @@ pub struct Cluster<P: LogPosition = ()> {
     dead: BTreeSet<NodeId>,
     /// The node the latest [`Fault::CrashFollower`] crashed.
     crashed_follower: Option<NodeId>,
+    /// A clean leader crash being measured: (when, crashed, best node).
+    clean_crash: Option<(Instant, NodeId, NodeId)>,
+    /// A hand-back started and its leader change not yet seen.
+    hand_back_pending: bool,
 }
 
 /// Every `Send` action and every event, in order.
@@ -697,6 +740,8 @@ impl<P: LogPosition> Cluster<P> {
             operator_refused: false,
             dead: BTreeSet::new(),
             crashed_follower: None,
+            clean_crash: None,
+            hand_back_pending: false,
         };
         cluster.membership_disks_changed();
         cluster.report.seed = cluster.cfg.seed;
@@ -1071,8 +1116,14 @@ impl<P: LogPosition> Cluster<P> {
                     }
                     self.check_leader_completeness(id, term);
                 }
-                if matches!(event, Event::HandingBack { .. }) {
-                    self.last_hand_back = self.now;
+                match event {
+                    Event::HandingBack { .. } => {
+                        self.report.hand_backs += 1;
+                        self.hand_back_pending = true;
+                        self.last_hand_back = self.now;
+                    }
+                    Event::TransferFailed { .. } => self.hand_back_pending = false,
+                    _ => {}
                 }
                 if matches!(event, Event::CampaignStarted { .. })
                     && let Some((_, rounds)) = self.failover.as_mut()
@@ -1194,6 +1245,14 @@ impl<P: LogPosition> Cluster<P> {
             }
             _ => false,
         };
+        let crashed_leader = match &fault {
+            Fault::Crash(n) | Fault::CrashRestart(n, _) => Some(*n),
+            Fault::CrashLeader | Fault::CrashRestartLeader(_) => self.leaders().first().copied(),
+            _ => None,
+        };
+        if let Some(l) = crashed_leader.filter(|&l| Some(l) == leader) {
+            self.note_leader_crash(l);
+        }
         if targets_leader {
             self.start_failover();
         }
@@ -1282,6 +1341,8 @@ impl<P: LogPosition> Cluster<P> {
             Fault::Operate(op) => self.start_operator(op),
             Fault::CrashFollower { restart_after } => self.crash_follower(restart_after),
             Fault::IsolateLeaderWith(others) => self.isolate_leader_with(others),
+            Fault::StallReplication(id) => self.stall_replication(id, true),
+            Fault::ResumeReplication(id) => self.stall_replication(id, false),
             Fault::Input(id, input) => {
                 self.log(id, format_args!("input {input:?}"));
                 match lift_input(input) {
@@ -1490,10 +1551,66 @@ impl<P: LogPosition> Cluster<P> {
                     .failovers
                     .push(self.now.saturating_duration_since(start));
                 self.report.failover_rounds.push(rounds);
+                if let Some((at, crashed, best)) = self.clean_crash.take() {
+                    self.report.clean_failovers.push(CleanFailover {
+                        at,
+                        crashed,
+                        best,
+                        winner: now_leader.0,
+                        took: self.now.saturating_duration_since(at),
+                    });
+                }
+            }
+            None if previous.is_some() && self.hand_back_pending => {
+                self.hand_back_pending = false;
+                self.report.hand_back_changes += 1;
             }
             None if previous.is_some() => self.report.spurious_leader_changes += 1,
             None => {}
         }
+    }
+
+    /// The leader known to a quorum, `leader`, is about to crash: if the
+    /// crash is clean (see [`Report::clean_failovers`]), remember the best
+    /// live caught-up node to compare with the winner.
+    fn note_leader_crash(&mut self, leader: NodeId) {
+        self.clean_crash = None;
+        let calm = self.failover.is_none()
+            && self.cut.is_empty()
+            && self.loss == 0.0
+            && self.long_tail == 0.0
+            && !self.hand_back_pending;
+        let Some(node) = self.node(leader).filter(|_| calm) else {
+            return;
+        };
+        if node.status().transferring_to.is_some() || node.membership().is_joint() {
+            return;
+        }
+        let mut m = node.membership().clone();
+        if let Some(policy) = self.cfg.rank_reference {
+            m.rank = policy;
+        }
+        let mut live = Vec::new();
+        for v in m.all_voters().into_iter().filter(|&v| v != leader) {
+            let Some(s) = self.slot(v) else { return };
+            let Some(n) = s.node.as_ref().filter(|_| !s.stalled) else {
+                return;
+            };
+            let position = self
+                .settled_position(v)
+                .unwrap_or_else(|| n.position().clone());
+            live.push((v, n.status().mode, position));
+        }
+        let best = live
+            .iter()
+            .filter(|(v, mode, pos)| {
+                matches!(mode, Mode::Candidate)
+                    && m.rank_allows_leading(*v)
+                    && live.iter().all(|(_, _, o)| pos.is_at_least(o))
+            })
+            .map(|(v, _, _)| *v)
+            .max_by_key(|&v| m.rank_of(v));
+        self.clean_crash = best.map(|b| (self.now, leader, b));
     }
 
     fn isolate(&mut self, id: NodeId) {

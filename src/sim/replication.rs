@@ -66,6 +66,8 @@ pub(super) struct Replication<P> {
     logs: Vec<End>,
     /// By node index: the highest leadership term whose copy it accepted.
     fences: Vec<u64>,
+    /// By node index: whether it stores no copies ([`Fault::StallReplication`](super::Fault::StallReplication)).
+    stalled: Vec<bool>,
     /// The newest entry a quorum of voters holds.
     committed: End,
     to_position: fn(End) -> P,
@@ -85,6 +87,7 @@ impl Cluster<(u64, u64)> {
             model,
             logs: vec![(0, 0); n],
             fences: vec![0; n],
+            stalled: vec![false; n],
             committed: (0, 0),
             to_position: |end| end,
             pending: None,
@@ -154,6 +157,13 @@ impl<P: LogPosition> Cluster<P> {
         let Some(r) = self.replication.as_mut() else {
             return;
         };
+        if r.stalled[i] {
+            self.log(
+                to,
+                format_args!("drops log end {end:?} of n{from}: stalled"),
+            );
+            return;
+        }
         if end.0 < term.max(r.fences[i]) {
             self.log(
                 to,
@@ -169,6 +179,35 @@ impl<P: LogPosition> Cluster<P> {
             self.log(to, format_args!("holds {end:?} (from n{from})"));
             self.feed_log_end(i);
             self.recompute_committed();
+        }
+    }
+
+    /// Node `id`'s log position once the copies already on their way to it
+    /// have landed (they land within a latency and a lag, long before any
+    /// campaign), if the cluster replicates and `id` is up: what decides
+    /// whether it is caught up when a leader crashes.
+    pub(super) fn settled_position(&self, id: NodeId) -> Option<P> {
+        let i = self.idx(id)?;
+        let r = self.replication.as_ref()?;
+        let mut end = r.logs[i];
+        if !r.stalled[i] {
+            for core::cmp::Reverse(ev) in self.queue.iter() {
+                if let Payload::Replicated { to, end: e, .. } = &ev.payload
+                    && *to == id
+                    && e.0 >= r.fences[i]
+                {
+                    end = end.max(*e);
+                }
+            }
+        }
+        Some((r.to_position)(end))
+    }
+
+    /// Stops or resumes node `id`'s storing of copies.
+    pub(super) fn stall_replication(&mut self, id: NodeId, stalled: bool) {
+        let Some(i) = self.idx(id) else { return };
+        if let Some(r) = self.replication.as_mut() {
+            r.stalled[i] = stalled;
         }
     }
 

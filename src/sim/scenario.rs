@@ -86,6 +86,14 @@ pub enum Fault {
     /// (drawn from the seed) from everyone else, both ways. Retried every
     /// 50 ms while there is no such leader (until [`Scenario::heal_at`]).
     IsolateLeaderWith(u64),
+    /// With [`Cluster::with_replication`](super::Cluster::with_replication):
+    /// the node stops storing copies of the leader's log (its apply is
+    /// stuck) while its election messages flow, so its log position falls
+    /// behind.
+    StallReplication(NodeId),
+    /// The node stores copies again (it catches up at the leader's next
+    /// append).
+    ResumeReplication(NodeId),
 }
 
 impl Fault {
@@ -118,6 +126,8 @@ impl Fault {
             Fault::Operate(op) => (op.label(), None),
             Fault::CrashFollower { .. } => (String::from("crash follower"), None),
             Fault::IsolateLeaderWith(n) => (format!("isolate leader + {n}"), None),
+            Fault::StallReplication(n) => (String::from("log stall"), Some(*n)),
+            Fault::ResumeReplication(n) => (String::from("log ok"), Some(*n)),
         }
     }
 }

@@ -5,7 +5,7 @@ use std::string::String;
 use std::time::Duration;
 use std::vec::Vec;
 
-use super::{Report, Violation};
+use super::{CleanFailover, Report, Violation};
 
 /// Totals of one scenario over many seeds.
 #[derive(Clone, Debug, Default)]
@@ -34,6 +34,10 @@ pub struct Summary {
     pub change_times: Vec<Duration>,
     /// Operators that gave up or had not finished when their run ended.
     pub change_failures: u64,
+    /// Every clean failover ([`Report::clean_failovers`]) with its run's seed.
+    pub clean_failovers: Vec<(u64, CleanFailover)>,
+    /// Hand-backs started (`HandingBack` events).
+    pub hand_backs: u64,
 }
 
 impl Summary {
@@ -65,6 +69,25 @@ impl Summary {
         self.changes_completed += report.operations_completed;
         self.change_times.extend(&report.operation_times);
         self.change_failures += report.operations_unfinished;
+        self.clean_failovers
+            .extend(report.clean_failovers.iter().map(|c| (report.seed, *c)));
+        self.hand_backs += report.hand_backs;
+    }
+
+    /// Clean failovers won by the best live caught-up node, and how many
+    /// clean failovers there were.
+    pub fn best_wins(&self) -> (usize, usize) {
+        let won = self
+            .clean_failovers
+            .iter()
+            .filter(|(_, c)| c.winner == c.best)
+            .count();
+        (won, self.clean_failovers.len())
+    }
+
+    /// Hand-backs per simulated hour.
+    pub fn hand_backs_per_hour(&self) -> f64 {
+        per_hour(self.hand_backs, self.simulated)
     }
 
     /// The change-completion time at quantile `q` (0..=1), if any change
@@ -87,12 +110,7 @@ impl Summary {
 
     /// Leader changes not caused by faults, per simulated hour.
     pub fn spurious_per_hour(&self) -> f64 {
-        let hours = self.simulated.as_secs_f64() / 3600.0;
-        if hours == 0.0 {
-            0.0
-        } else {
-            self.spurious_leader_changes as f64 / hours
-        }
+        per_hour(self.spurious_leader_changes, self.simulated)
     }
 
     /// A fixed-width table of `summaries`.
@@ -146,6 +164,16 @@ impl Summary {
             );
         }
         t
+    }
+}
+
+/// `count` per hour of `simulated` time.
+fn per_hour(count: u64, simulated: Duration) -> f64 {
+    let hours = simulated.as_secs_f64() / 3600.0;
+    if hours == 0.0 {
+        0.0
+    } else {
+        count as f64 / hours
     }
 }
 
