@@ -207,6 +207,18 @@ pub enum ConfigError {
         /// The election jitter.
         jitter: Duration,
     },
+    /// The hand-back period is shorter than the death timeout: a voter
+    /// would count as stable before its own death could even be noticed,
+    /// and leadership would follow a flapping node.
+    #[error(
+        "hand_back_after {hand_back_after:?} is shorter than the death timeout {death_timeout:?}: leadership would follow a flapping node"
+    )]
+    HandBackTooSoon {
+        /// The configured period.
+        hand_back_after: Duration,
+        /// The death timeout.
+        death_timeout: Duration,
+    },
     /// One rank step plus the jitter does not fit in the election timeout:
     /// a better-ranked node whose round failed would retry before the next
     /// one had its turn, and rank delays would outlast a round.
@@ -316,6 +328,7 @@ impl ConfigError {
             ConfigError::RankStepTooShort { .. } | ConfigError::RankStepTooLong { .. } => {
                 Setting::RankStep
             }
+            ConfigError::HandBackTooSoon { .. } => Setting::HandBackAfter,
 
             ConfigError::ZeroQuorum
             | ConfigError::QuorumUnreachable { .. }
@@ -457,9 +470,10 @@ impl Config {
 
     /// How much later each rank place campaigns after a leader's death
     /// (default: the election jitter plus a quarter heartbeat, which covers
-    /// the jitter and a message's trip to the next node). Must exceed the
-    /// election jitter, and a step plus the jitter must fit in the
-    /// election timeout (places beyond that share the last slot).
+    /// the jitter and a message's trip to the next node). A step set here
+    /// must exceed the election jitter, and a step plus the jitter must fit
+    /// in the election timeout (places beyond that share the last slot),
+    /// whatever the policy.
     pub fn rank_step(mut self, step: Duration) -> Config {
         self.rank_step = Some(step);
         self
@@ -476,8 +490,8 @@ impl Config {
     /// How long a better-ranked voter must have been alive and caught up,
     /// and how long since this node's leadership began or its last
     /// hand-back attempt, before it hands back (default: ten death
-    /// timeouts). The hysteresis that keeps a flapping node from bouncing
-    /// leadership.
+    /// timeouts; at least one death timeout). The hysteresis that keeps a
+    /// flapping node from bouncing leadership.
     pub fn hand_back_after(mut self, period: Duration) -> Config {
         self.hand_back_after = Some(period);
         self
@@ -809,11 +823,24 @@ impl Config {
     }
 
     /// The rank step (setter [`Config::rank_step`]; default the election
-    /// jitter plus a quarter heartbeat interval).
+    /// jitter plus a quarter heartbeat interval, kept above the jitter and,
+    /// with the jitter, below the election timeout where the timing leaves
+    /// room: a derived value is never refused, since a policy may be turned
+    /// on online with `SetRankPolicy`).
     #[must_use]
     pub fn effective_rank_step(&self) -> Duration {
-        self.rank_step
-            .unwrap_or_else(|| self.effective_election_jitter() + self.heartbeat_interval / 4)
+        let jitter = self.effective_election_jitter();
+        self.rank_step.unwrap_or_else(|| {
+            let above_jitter = jitter.saturating_add(Duration::from_nanos(1));
+            let room = self
+                .effective_election_timeout()
+                .saturating_sub(jitter)
+                .saturating_sub(Duration::from_nanos(1));
+            jitter
+                .saturating_add(self.heartbeat_interval / 4)
+                .min(room)
+                .max(above_jitter)
+        })
     }
 
     /// Whether hand-back is on (setter [`Config::hand_back`]).
@@ -949,17 +976,25 @@ impl Config {
                 return Err(ConfigError::NoVoterMayLead);
             }
         }
-        let ranked = self.rank_policy.is_ranked()
-            || self.membership.as_ref().is_some_and(|m| m.rank.is_ranked());
-        if !ranked {
+        // Checked whatever the policy: `SetRankPolicy` may turn ranks on
+        // online, and a node must then still start with the same
+        // configuration. Derived values are kept in range instead.
+        if let Some(hand_back_after) = self.hand_back_after {
+            let death_timeout = self.effective_death_timeout();
+            if hand_back_after.is_zero() {
+                let name = Setting::HandBackAfter.name();
+                return Err(ConfigError::ZeroDuration { name });
+            }
+            if hand_back_after < death_timeout {
+                return Err(ConfigError::HandBackTooSoon {
+                    hand_back_after,
+                    death_timeout,
+                });
+            }
+        }
+        let Some(rank_step) = self.rank_step else {
             return Ok(());
-        }
-        if self.effective_hand_back_after().is_zero() {
-            // No stable period: leadership would follow a flapping node.
-            let name = Setting::HandBackAfter.name();
-            return Err(ConfigError::ZeroDuration { name });
-        }
-        let rank_step = self.effective_rank_step();
+        };
         let jitter = self.effective_election_jitter();
         let election_timeout = self.effective_election_timeout();
         if rank_step <= jitter {

@@ -130,7 +130,7 @@
 //! | `state`, `acked`, `in_flight`, `needs`, `message` | durable states and a held message |
 //! | `epoch`, `membership_term`, `voters`, `outgoing`, `observers` | a membership: its epoch, the term that made it, its voter sets |
 //! | `mine`, `theirs`, `change` | two conflicting membership ids; a membership change request |
-//! | `place`, `delay`, `successors` | a node's rank place and campaign delay; the leader's standings (best rank first) |
+//! | `place`, `delay`, `successors`, `ready`, `failures` | a node's rank place and campaign delay; the leader's standings (best rank first); a follower's hand-back readiness; failed hand-backs to one voter in a row |
 //!
 //! ## Fencing
 //!

@@ -122,6 +122,14 @@ pub enum MessageKind<P = ()> {
         /// Voter ids, best rank first.
         successors: alloc::vec::Vec<crate::NodeId>,
     },
+    /// A follower's answer to [`MessageKind::Standings`] (rule
+    /// `rank_hand_back`): whether it would take leadership handed back to
+    /// it now (mode `Candidate`, allowed to lead by its rank, not within a
+    /// demote's embargo). Also sent at once when a demote makes it unready.
+    HandBackReady {
+        /// Whether it would.
+        ready: bool,
+    },
 }
 
 /// The most a message may raise a node's term: a message whose term is

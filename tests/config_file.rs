@@ -261,13 +261,19 @@ fn bad_rank_values_name_their_key() {
         "rank_step_ms",
         "reaches the election timeout",
     );
-    // Only checked under a ranked policy: unranked ignores the step.
-    let text = ranked(&base, "rank_step_ms = 1000", &[]);
-    let f = NodeFile::parse(&text).unwrap();
-    RankSettings::parse(&text)
-        .unwrap()
-        .apply(f.to_config().unwrap())
-        .unwrap();
+    // Checked whatever the policy (one may be turned on online).
+    check(
+        "rank_step_ms = 1000",
+        &[],
+        "rank_step_ms",
+        "reaches the election timeout",
+    );
+    check(
+        "hand_back_after_ms = 100",
+        &[],
+        "hand_back_after_ms",
+        "shorter than the death timeout",
+    );
     // A misspelt rank key is still an unknown key.
     let typo = NodeFile::parse(&ranked(&base, "priorty = 2", &[])).unwrap_err();
     assert!(typo.contains("unknown field `priorty`"), "{typo}");

@@ -6,6 +6,7 @@
 mod common;
 
 use common::{Sim, ms, timing};
+use std::time::Duration;
 use tenure::{
     Config, ConfigError, Event, HandBackReason, Input, Membership, MembershipChange,
     MembershipFailure, NodeId, RankPolicy, Role, Setting,
@@ -311,13 +312,29 @@ fn rank_config_refuses_impossible_settings() {
     assert_eq!(err.setting(), Setting::RankStep);
     let err = base().rank_step(ms(360)).validate().unwrap_err();
     assert!(matches!(err, ConfigError::RankStepTooLong { .. }), "{err}");
-    // The same step is fine without a policy (it is never used).
-    timing(1, vec![1, 2, 3])
-        .rank_step(ms(40))
-        .validate()
-        .unwrap();
+    // A step set explicitly is checked without a policy too: one may be
+    // turned on online (`SetRankPolicy`), and the node must restart.
+    let err = timing(1, vec![1, 2, 3]).rank_step(ms(40)).validate();
+    assert!(
+        matches!(err, Err(ConfigError::RankStepTooShort { .. })),
+        "{err:?}"
+    );
+    let err = timing(1, vec![1, 2, 3]).hand_back_after(ms(0)).validate();
+    assert_eq!(err.map_err(|e| e.setting()), Err(Setting::HandBackAfter));
     base().validate().unwrap();
     assert_eq!(base().effective_rank_step(), ms(40 + 25));
+    // A derived step is kept in range, never refused: jitter 40 ms and an
+    // election timeout of 60 ms leave no room, so the step sits just
+    // above the jitter.
+    let tight = base().election_timeout(ms(60));
+    tight.validate().unwrap();
+    assert!(tight.effective_rank_step() > ms(40));
+    let roomy = base().election_timeout(ms(100));
+    roomy.validate().unwrap();
+    assert_eq!(
+        roomy.effective_rank_step(),
+        ms(60) - Duration::from_nanos(1)
+    );
 }
 
 /// Members configured with different ranks disagree about the bootstrap
@@ -394,4 +411,17 @@ fn rank_hand_back_leader_at_priority_zero_hands_over_at_once() {
         to: 2,
         reason: HandBackReason::MayNotLead
     }));
+}
+
+/// A derived rank step never overflows, however large the timing (the
+/// quickcheck properties found `jitter + 1 ns` overflowing at
+/// `Duration::MAX`).
+#[test]
+fn rank_config_derived_step_saturates_at_the_end_of_time() {
+    let config = Config::new(1, [1, 2, 3])
+        .heartbeat_interval(Duration::from_secs(41_377))
+        .election_timeout(Duration::MAX)
+        .election_jitter(Duration::MAX);
+    assert_eq!(config.effective_rank_step(), Duration::MAX);
+    let _ = config.validate();
 }

@@ -67,7 +67,10 @@ fn prio(hand_back_ms: u64) -> impl Fn(NodeId, Vec<NodeId>) -> Config {
 /// everyone. 1 can never win an election (2 of 5 votes), yet 2 sees it
 /// live and caught up and hands leadership to it; the failed hand-back
 /// makes 3 lead, 3 hands back to 2, 2 hands to 1 again, forever: every
-/// cycle is an outage of a death timeout or more.
+/// cycle is an outage of a death timeout or more. Fixed: each failed
+/// hand-back to a voter doubles how long the next one to it waits (the
+/// leader cannot tell that 1 cannot win; it still tries, ever more rarely,
+/// in case 1's links came back).
 #[test]
 fn rank_break_hand_back_to_a_node_that_cannot_win_repeats_forever() {
     let mut s: Sim = Sim::new(5, prio(2000));
@@ -82,11 +85,27 @@ fn rank_break_hand_back_to_a_node_that_cannot_win_repeats_forever() {
         eprintln!("{h:?}");
     }
     eprintln!("max term {}", s.max_term());
-    let to_one = hb.iter().filter(|(_, _, to)| *to == 1).count();
+    let to_one: Vec<Instant> = hb
+        .iter()
+        .filter(|(_, _, to)| *to == 1)
+        .map(|(at, _, _)| *at)
+        .collect();
+    // Before the fix: 17 times in 60 s, term 43.
     assert!(
-        to_one <= 1,
-        "leadership handed {to_one} times to node 1, which cannot win: {hb:?}"
+        to_one.len() <= 4,
+        "leadership handed {} times to node 1, which cannot win: {hb:?}",
+        to_one.len()
     );
+    // The waits grow geometrically (the back-off doubles; each wait also
+    // holds a stable period and the failed transfer's timeout).
+    for w in to_one.windows(3) {
+        let (a, b) = (
+            w[1].saturating_duration_since(w[0]),
+            w[2].saturating_duration_since(w[1]),
+        );
+        assert!(b >= a + a / 2, "waits {a:?} then {b:?}: {to_one:?}");
+    }
+    assert!(s.max_term() <= 15, "term {}", s.max_term());
 }
 
 fn set_policy(policy: RankPolicy) -> Input {
@@ -112,31 +131,24 @@ fn rank_break_zero_hand_back_period_slips_in_through_set_rank_policy() {
             c.hand_back_after(Duration::ZERO)
         }
     };
-    // The bootstrap configuration is accepted (unranked) ...
-    config(1, vec![1, 2, 3, 4, 5]).validate().unwrap();
-    let mut s: Sim = Sim::new(5, config);
-    let first = s.run_until_leader(ms(3000)).expect("a leader");
-    s.run_for(ms(500));
-    // ... and ranks are turned on online: the Bully order, 5 is best.
-    s.input(first, set_policy(RankPolicy::HighestId));
-    s.run_for(ms(3000));
-    assert_eq!(s.node(1).membership().rank, RankPolicy::HighestId);
-    assert_eq!(s.agreed_leader(), Some(5));
-    s.crash(5);
-    let l = s.run_until_leader(ms(3000)).expect("a new leader");
-    assert_eq!(l, 4);
-    let before = hand_backs(&s).len();
-    for _ in 0..6 {
-        s.restart(5);
-        s.run_for(ms(1200));
-        s.crash(5);
-        s.run_for(ms(600));
-    }
-    let hb = hand_backs(&s)[before..].to_vec();
+    // Fixed: a zero period is refused whatever the policy, so it cannot
+    // slip in through a later `SetRankPolicy`.
+    let refused = config(1, vec![1, 2, 3, 4, 5]).validate();
     assert!(
-        hb.is_empty(),
-        "leadership followed a flapping node ({} hand-backs to it): {hb:?}",
-        hb.len()
+        matches!(
+            refused,
+            Err(tenure::ConfigError::ZeroDuration {
+                name: "hand_back_after"
+            })
+        ),
+        "{refused:?}"
+    );
+    // A period shorter than a death timeout is refused too: a voter would
+    // count as stable before its death could be noticed.
+    let short = timing(1, vec![1, 2, 3]).hand_back_after(ms(50)).validate();
+    assert!(
+        matches!(short, Err(tenure::ConfigError::HandBackTooSoon { .. })),
+        "{short:?}"
     );
 }
 
@@ -178,11 +190,24 @@ fn rank_break_resign_ignores_the_leaders_standings() {
 /// restart against the stored membership; once `SetRankPolicy` turned
 /// ranks on online, the node refuses to start at all. After a rank
 /// change, any restart (and a full-cluster restart) loses every such
-/// node. The change should be refused, or the node should start.
+/// node. The change should be refused, or the node should start. Fixed
+/// both ways: a rank step set explicitly is checked whatever the policy
+/// (refused at bootstrap, as here), and a derived one is kept in range, so
+/// the configuration below (whose default step would not fit its election
+/// timeout) starts again after `SetRankPolicy`.
 #[test]
 fn rank_break_node_accepted_at_bootstrap_cannot_restart_after_set_rank_policy() {
-    let config =
-        |id: NodeId, voters: Vec<NodeId>| timing(id, voters).rng_seed(id * 7919).rank_step(ms(40));
+    let explicit = timing(1, vec![1, 2, 3]).rank_step(ms(40)).validate();
+    assert!(
+        matches!(explicit, Err(tenure::ConfigError::RankStepTooShort { .. })),
+        "{explicit:?}"
+    );
+    // Election timeout 60 ms, jitter 40 ms: no room for the default 65 ms.
+    let config = |id: NodeId, voters: Vec<NodeId>| {
+        timing(id, voters)
+            .rng_seed(id * 7919)
+            .election_timeout(ms(60))
+    };
     config(1, vec![1, 2, 3]).validate().unwrap();
     let mut s: Sim = Sim::new(3, config);
     let l = s.run_until_leader(ms(3000)).expect("a leader");
@@ -241,13 +266,20 @@ fn rank_break_hand_back_makes_a_manual_node_lead_without_promote() {
 /// for a minute.
 #[test]
 fn rank_break_unvalidated_rank_step_stalls_failover_after_set_rank_policy() {
+    // Fixed: the step is checked whatever the policy.
+    let long = timing(1, vec![1, 2, 3, 4, 5])
+        .rank_step(ms(60_000))
+        .validate();
+    assert!(
+        matches!(long, Err(tenure::ConfigError::RankStepTooLong { .. })),
+        "{long:?}"
+    );
+    // The rest of the attack with the default step: failover stays quick.
     let config = |id: NodeId, voters: Vec<NodeId>| {
         timing(id, voters)
             .rng_seed(id * 7919)
-            .rank_step(ms(60_000))
             .hand_back_after(ms(1000))
     };
-    config(1, vec![1, 2, 3, 4, 5]).validate().unwrap();
     let mut s: Sim = Sim::new(5, config);
     let first = s.run_until_leader(ms(3000)).expect("a leader");
     s.run_for(ms(500));
@@ -341,8 +373,10 @@ fn under_load(append_ms: u64) -> (NodeId, Option<NodeId>, usize, usize) {
 /// node's own setting; a short one is accepted.)
 #[test]
 fn rank_break_hand_back_undoes_a_demote_within_its_embargo() {
-    let mut s: Sim = Sim::new(5, prio(50));
-    prio(50)(1, vec![1, 2, 3, 4, 5]).validate().unwrap();
+    // The shortest period accepted: one death timeout (50 ms, the
+    // original attack, is refused now: `HandBackTooSoon`).
+    let mut s: Sim = Sim::new(5, prio(400));
+    prio(400)(1, vec![1, 2, 3, 4, 5]).validate().unwrap();
     assert_eq!(s.run_until_leader(ms(3000)), Some(1));
     s.run_for(ms(1000));
     let demoted_at = s.now();

@@ -111,9 +111,9 @@ impl Arbitrary for Schedule {
             priorities,
             rank_step_ms: 41 + u64::from(u16::arbitrary(g) % 300),
             hand_back: u8::arbitrary(g) % 4 != 0,
-            // Down to a tenth of the default: hand-backs as often as the
+            // Down to one death timeout, the shortest accepted: hand-backs as often as the
             // rate limit allows.
-            hand_back_after_ms: 300 + u64::from(u16::arbitrary(g) % 4000),
+            hand_back_after_ms: 400 + u64::from(u16::arbitrary(g) % 4000),
             steps: Vec::arbitrary(g),
         }
     }

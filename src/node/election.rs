@@ -287,7 +287,8 @@ impl<P: LogPosition> Node<P> {
             }
             MessageKind::HeartbeatResponse { .. } => {}
             MessageKind::Resign => self.on_resign(now, from, out),
-            MessageKind::Standings { successors } => self.on_standings(from, successors),
+            MessageKind::Standings { successors } => self.on_standings(from, successors, out),
+            MessageKind::HandBackReady { ready } => self.on_hand_back_ready(from, ready),
             MessageKind::TimeoutNow => self.on_timeout_now(now, from, out),
             MessageKind::MembershipUpdate { membership } => {
                 self.on_membership_update(now, from, msg_term, *membership, out);

@@ -244,12 +244,19 @@ impl<P: LogPosition + Hash> Node<P> {
             rounds_since_sent,
             watch,
             last_hand_back,
+            past_positions,
+            handing_to,
+            failed,
         } = rank;
         // The hand-back timers, as the instants they open.
         let opens = |t: Instant| rel.expiry(t + timing.hand_back_after);
         (hand_back, successors, delay, sent, rounds_since_sent).hash(&mut h);
         watch.map(|(id, since)| (id, opens(since))).hash(&mut h);
         last_hand_back.map(opens).hash(&mut h);
+        (past_positions, handing_to).hash(&mut h);
+        for (id, failures, not_before) in failed {
+            (id, failures, rel.expiry(*not_before)).hash(&mut h);
+        }
         change.is_some().hash(&mut h);
         if let Some(c) = change {
             let Change {

@@ -124,6 +124,11 @@ impl<P: LogPosition> Node<P> {
             Phase::Follower => {
                 slog::info!(self.log, "demote on a follower: no campaign for a death timeout";
                     "rule" => Rule::DemoteMovesLeadership, "term" => self.term);
+                if let Some(leader) = self.leader.filter(|_| self.membership.rank.is_ranked()) {
+                    // A ranked leader must not hand leadership back to it
+                    // within the embargo.
+                    self.send_hand_back_ready(leader, out);
+                }
             }
         }
         self.gates.defer_campaign(self.gates.no_campaign_before);
@@ -267,6 +272,7 @@ impl<P: LogPosition> Node<P> {
             slog::info!(self.log, "transfer failed"; "rule" => Rule::TransferLeadership,
                 "term" => self.term, "to" => t.to, "reason" => ?reason);
             self.emit(Event::TransferFailed { to: t.to, reason }, out);
+            self.note_hand_back_outcome(t.to, false);
         }
     }
 
@@ -280,6 +286,7 @@ impl<P: LogPosition> Node<P> {
                 slog::info!(self.log, "transfer completed"; "rule" => Rule::TransferLeadership,
                     "term" => self.term, "to" => leader);
                 self.emit(Event::TransferCompleted { to: leader }, out);
+                self.note_hand_back_outcome(leader, true);
             }
             Some(_) if !self.phase.is_leader() => {
                 self.fail_transfer(TransferFailure::TermChanged, out)

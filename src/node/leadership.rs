@@ -230,6 +230,7 @@ impl<P: LogPosition> Node<P> {
             self.advance_change(now, out);
         }
         if self.membership.rank.is_ranked() {
+            self.record_round_position();
             self.publish_standings(now, out);
             self.maybe_hand_back(now, out);
         }

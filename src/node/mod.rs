@@ -153,6 +153,9 @@ struct PeerFacts {
     can_lead: Option<bool>,
     /// The promise the peer said it keeps (its death timeout).
     promise: Option<Duration>,
+    /// Whether the peer said it would take leadership handed back to it
+    /// (rule `rank_hand_back`).
+    hand_back_ready: Option<bool>,
 }
 
 impl PeerFacts {
@@ -171,6 +174,7 @@ impl PeerFacts {
                 rtt: None,
                 can_lead: None,
                 promise: None,
+                hand_back_ready: None,
             })
             .collect()
     }
@@ -355,7 +359,7 @@ pub struct Node<P = ()> {
     /// Whether this node hands leadership back (rule `rank_hand_back`).
     hand_back: bool,
     /// Standings, the rank delay and the hand-back watch.
-    rank: RankState,
+    rank: RankState<P>,
 }
 
 impl<P: LogPosition> Node<P> {
@@ -651,9 +655,10 @@ impl<P: LogPosition> Node<P> {
                 // Fresh tie-breaking delay for this leader's eventual death.
                 self.death_jitter = self.jitter.up_to(self.timing.jitter);
             }
-            if self.membership.rank.is_ranked() {
-                // The standings were that leader's; the static order
-                // excludes the leader now known.
+            if self.membership.rank.is_ranked() && leader.is_some() {
+                // The standings were the last leader's; the static order
+                // excludes the leader now known. A leader that died or
+                // resigned leaves its standings in force.
                 self.rank.successors.clear();
                 self.refresh_rank_delay();
             }

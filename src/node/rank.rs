@@ -8,11 +8,13 @@
 //! exactly as to any other, so rank cannot produce two leaders in a term
 //! or overlapping leases.
 
+use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use core::time::Duration;
 
 use super::{Action, Node};
 use crate::NodeId;
+use crate::config::Mode;
 use crate::message::MessageKind;
 use crate::position::LogPosition;
 use crate::rule::Rule;
@@ -24,9 +26,20 @@ use crate::time::Instant;
 /// learns them.
 const STANDINGS_RESEND_ROUNDS: u32 = 10;
 
+/// How many rounds of the leader's own log position a peer's acknowledged
+/// position may trail and still count as caught up: one round in flight
+/// and one being stored. Under a steady write load a follower's
+/// acknowledged position always trails the leader's current one; the log
+/// check (and the transfer's own catch-up wait) still decide.
+const CAUGHT_UP_ROUNDS: usize = 2;
+
+/// The longest a failed hand-back to one voter defers the next one to it:
+/// this many hand-back periods.
+const MAX_HAND_BACK_BACKOFF: u32 = 64;
+
 /// What rank-aware elections keep between steps.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub(super) struct RankState {
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct RankState<P> {
     /// The standings last heard from this term's leader: the voters that
     /// would take over, best first (rule `rank_standings`).
     pub(super) successors: Vec<NodeId>,
@@ -41,6 +54,33 @@ pub(super) struct RankState {
     pub(super) watch: Option<(NodeId, Instant)>,
     /// Leader: when this node last started a hand-back.
     pub(super) last_hand_back: Option<Instant>,
+    /// Leader: its own log position at the start of the last rounds,
+    /// oldest first (at most `CAUGHT_UP_ROUNDS + 1`).
+    pub(super) past_positions: VecDeque<P>,
+    /// The voter a hand-back of this node is going to, until its transfer
+    /// ends.
+    pub(super) handing_to: Option<NodeId>,
+    /// Voters a hand-back to failed: how many times in a row, and when the
+    /// next may start (doubling hand-back periods, up to
+    /// `MAX_HAND_BACK_BACKOFF`). A voter the leader hears but that cannot
+    /// win (cut off from the rest) is tried ever more rarely, not forever.
+    pub(super) failed: Vec<(NodeId, u32, Instant)>,
+}
+
+impl<P> Default for RankState<P> {
+    fn default() -> Self {
+        RankState {
+            successors: Vec::new(),
+            delay: Duration::ZERO,
+            sent: Vec::new(),
+            rounds_since_sent: 0,
+            watch: None,
+            last_hand_back: None,
+            past_positions: VecDeque::new(),
+            handing_to: None,
+            failed: Vec::new(),
+        }
+    }
 }
 
 impl<P: LogPosition> Node<P> {
@@ -93,7 +133,12 @@ impl<P: LogPosition> Node<P> {
     /// Rule `rank_standings`: a follower keeps the standings of its leader
     /// of this term. A list longer than the voter set, or from anyone else,
     /// is ignored: it can only come from a faulty or hostile peer.
-    pub(super) fn on_standings(&mut self, from: NodeId, successors: Vec<NodeId>) {
+    pub(super) fn on_standings(
+        &mut self,
+        from: NodeId,
+        successors: Vec<NodeId>,
+        out: &mut Vec<Action<P>>,
+    ) {
         if self.leader != Some(from) || successors.len() > self.voters.len() {
             slog::debug!(self.log, "standings ignored"; "rule" => Rule::RankStandings,
                 "term" => self.term, "from" => from);
@@ -104,12 +149,83 @@ impl<P: LogPosition> Node<P> {
             .filter(|&id| self.membership.is_voter(id))
             .collect();
         self.rank.successors = successors;
+        let before = self.rank.delay;
         self.refresh_rank_delay();
+        // The campaign instant set by this round's heartbeat used the old
+        // delay: it follows the new one at once, not a round later.
+        let moved = self.rank.delay != before && self.phase.is_follower();
+        if let Some(contact) = self.gates.leader_contact.filter(|_| moved) {
+            self.gates.campaign_at =
+                contact + self.timing.death + self.death_jitter + self.rank.delay;
+        }
+        self.send_hand_back_ready(from, out);
+    }
+
+    /// Rule `rank_hand_back`, the follower's side: whether this node would
+    /// take leadership handed back to it now: a voter in mode `Candidate`
+    /// (a `Manual` node leads only when promoted), allowed to lead by its
+    /// rank, and not within a demote's embargo.
+    pub(super) fn ready_for_hand_back(&self, now: Instant) -> bool {
+        self.self_index.is_some()
+            && self.mode == Mode::Candidate
+            && self.membership.rank_allows_leading(self.id)
+            && now >= self.gates.no_campaign_before
+    }
+
+    /// Rule `rank_hand_back`: tells the leader whether this node would take
+    /// leadership handed back (in answer to its standings, and at once
+    /// when a demote makes it unready).
+    pub(super) fn send_hand_back_ready(&mut self, leader: NodeId, out: &mut Vec<Action<P>>) {
+        let ready = self.ready_for_hand_back(self.now);
+        slog::debug!(self.log, "hand-back readiness"; "rule" => Rule::RankHandBack,
+            "term" => self.term, "to" => leader, "ready" => ready);
+        self.reply(leader, MessageKind::HandBackReady { ready }, out);
+    }
+
+    /// Rule `rank_hand_back`: the leader records a follower's readiness.
+    pub(super) fn on_hand_back_ready(&mut self, from: NodeId, ready: bool) {
+        if !self.phase.is_leader() {
+            return;
+        }
+        if let Some(p) = self.peers.iter_mut().find(|p| p.id == from) {
+            p.hand_back_ready = Some(ready);
+        }
+    }
+
+    /// Rule `rank_hand_back`: a hand-back's transfer ended. A failure
+    /// doubles how long the next hand-back to that voter waits; a success
+    /// forgets its failures.
+    pub(super) fn note_hand_back_outcome(&mut self, to: NodeId, completed: bool) {
+        if self.rank.handing_to != Some(to) {
+            return;
+        }
+        self.rank.handing_to = None;
+        let failures = self
+            .rank
+            .failed
+            .iter()
+            .find(|(id, _, _)| *id == to)
+            .map_or(0, |f| f.1);
+        self.rank.failed.retain(|(id, _, _)| *id != to);
+        if completed {
+            return;
+        }
+        let failures = failures.saturating_add(1);
+        let periods = 1u32
+            .checked_shl(failures)
+            .unwrap_or(MAX_HAND_BACK_BACKOFF)
+            .min(MAX_HAND_BACK_BACKOFF);
+        let not_before = self.now + self.timing.hand_back_after.saturating_mul(periods);
+        slog::info!(self.log, "hand-back failed: back off"; "rule" => Rule::RankHandBack,
+            "term" => self.term, "to" => to, "failures" => failures,
+            "retry_at" => %not_before);
+        self.rank.failed.push((to, failures, not_before));
     }
 
     /// Rule `rank_standings`, the leader's side (each heartbeat round): the
     /// voters that acknowledged one of the last two rounds, may lead (mode
-    /// and rank), and are not behind any other such peer, best rank first.
+    /// and rank), and have acknowledged a log position at least the
+    /// leader's of two rounds ago, best rank first.
     /// Sent when they change, and every few rounds anyway.
     pub(super) fn publish_standings(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
         let standings = self.standings(now);
@@ -131,6 +247,21 @@ impl<P: LogPosition> Node<P> {
         );
     }
 
+    /// What a peer's acknowledged log position must reach to count as
+    /// caught up: the leader's own position `CAUGHT_UP_ROUNDS` rounds ago
+    /// (or its oldest recorded one).
+    fn caught_up_reference(&self) -> &P {
+        self.rank.past_positions.front().unwrap_or(&self.position)
+    }
+
+    /// Records the leader's own position at the start of a round.
+    pub(super) fn record_round_position(&mut self) {
+        self.rank.past_positions.push_back(self.position.clone());
+        while self.rank.past_positions.len() > CAUGHT_UP_ROUNDS + 1 {
+            self.rank.past_positions.pop_front();
+        }
+    }
+
     /// The standings: see [`Node::publish_standings`].
     fn standings(&self, now: Instant) -> Vec<NodeId> {
         let Some(l) = self.phase.leadership() else {
@@ -138,7 +269,9 @@ impl<P: LogPosition> Node<P> {
         };
         let m = &self.membership;
         let live = |heard: Option<Instant>| {
-            heard.is_some_and(|t| now.saturating_duration_since(t) <= self.timing.heartbeat * 2)
+            heard.is_some_and(|t| {
+                now.saturating_duration_since(t) <= self.timing.heartbeat.saturating_mul(2)
+            })
         };
         let candidates: Vec<(NodeId, &P)> = self
             .peers
@@ -154,9 +287,10 @@ impl<P: LogPosition> Node<P> {
                     .iter()
                     .any(|p| p.id == id && p.can_lead == Some(true))
         };
+        let reference = self.caught_up_reference();
         let mut standings: Vec<NodeId> = candidates
             .iter()
-            .filter(|(id, pos)| may_lead(*id) && candidates.iter().all(|(_, o)| pos.is_at_least(o)))
+            .filter(|(id, pos)| may_lead(*id) && pos.is_at_least(reference))
             .map(|(id, _)| *id)
             .collect();
         standings.sort_unstable_by_key(|&id| core::cmp::Reverse(m.rank_of(id)));
@@ -165,11 +299,15 @@ impl<P: LogPosition> Node<P> {
 
     /// Rule `rank_hand_back`: the leader hands leadership to the best voter
     /// that ranks strictly above it (a higher class: priority, id or age)
-    /// once that voter has acknowledged every round, able to lead and with
-    /// a log position at least the leader's, for `hand_back_after` without
-    /// a break, and this leadership and its last hand-back are at least
-    /// that old. A voter that flaps restarts the wait at each break, so it
-    /// cannot bounce leadership. The hand-back is an ordinary transfer
+    /// once that voter has acknowledged every round, able to lead, ready
+    /// (mode `Candidate`, no demote embargo), stamped with exactly the
+    /// leader's membership and with a log position at least the leader's
+    /// of two rounds before, for `hand_back_after` without a break, and
+    /// this leadership and its last hand-back are at least that old. A
+    /// voter that flaps restarts the wait at each break, so it cannot
+    /// bounce leadership; a voter a hand-back failed to (say, one the
+    /// leader hears but that is cut off from the rest) waits twice as
+    /// long each time. The hand-back is an ordinary transfer
     /// (rule `transfer_leadership`): the lease is dropped first.
     ///
     /// A leader whose own priority is 0 (a `SetPriority` made it so) may
@@ -188,6 +326,13 @@ impl<P: LogPosition> Node<P> {
         let m = &self.membership;
         let mine = m.rank_of(self.id);
         let heartbeat = self.timing.heartbeat;
+        let reference = self.caught_up_reference();
+        let backed_off = |id: NodeId| {
+            self.rank
+                .failed
+                .iter()
+                .any(|&(f, _, not_before)| f == id && now < not_before)
+        };
         let best = self
             .peers
             .iter()
@@ -195,15 +340,22 @@ impl<P: LogPosition> Node<P> {
             .filter(|(p, a)| {
                 p.is_voter
                     && p.can_lead == Some(true)
+                    && p.hand_back_ready == Some(true)
                     && m.rank_allows_leading(p.id)
                     && m.rank_of(p.id).class > mine.class
-                    && a.heard_at
-                        .is_some_and(|t| now.saturating_duration_since(t) <= heartbeat * 2)
+                    // Acknowledged the last round: a missed one breaks the
+                    // stable period (half a round of slack for late timers).
+                    && a.heard_at.is_some_and(|t| {
+                        now.saturating_duration_since(t) <= heartbeat.saturating_add(heartbeat / 2)
+                    })
                     && a.position
                         .as_ref()
-                        .is_some_and(|pos| pos.is_at_least(&self.position))
-                    && a.membership
-                        .is_some_and(|s| !self.membership_id.is_newer_than(&s))
+                        .is_some_and(|pos| pos.is_at_least(reference))
+                    // The very same membership: a conflicting one of the
+                    // same version ranks differently, and leadership would
+                    // bounce between the two views.
+                    && a.membership == Some(self.membership_id)
+                    && !backed_off(p.id)
             })
             .map(|(p, _)| p.id)
             .max_by_key(|&id| m.rank_of(id));
@@ -234,6 +386,9 @@ impl<P: LogPosition> Node<P> {
                     self.rank.last_hand_back = Some(now);
                     self.emit(Event::HandingBack { to: id, reason }, out);
                     self.on_transfer(now, id, out);
+                    if self.transfer.is_some_and(|t| t.to == id) {
+                        self.rank.handing_to = Some(id);
+                    }
                 }
             }
             (Some(id), _) => {

@@ -2032,5 +2032,6 @@ fn lift_kind<P: LogPosition>(kind: MessageKind) -> MessageKind<P> {
             MessageKind::MembershipUpdate { membership }
         }
         MessageKind::Standings { successors } => MessageKind::Standings { successors },
+        MessageKind::HandBackReady { ready } => MessageKind::HandBackReady { ready },
     }
 }

@@ -531,5 +531,6 @@ fn kind_name<P>(kind: &MessageKind<P>) -> &'static str {
         MessageKind::HeartbeatAck { .. } => "HeartbeatAck",
         MessageKind::MembershipUpdate { .. } => "MembershipUpdate",
         MessageKind::Standings { .. } => "Standings",
+        MessageKind::HandBackReady { .. } => "HandBackReady",
     }
 }

@@ -107,7 +107,10 @@ impl<P: LogPosition> Cluster<P> {
             let Some(status) = self.nodes[i].node.as_ref().map(|n| n.status()) else {
                 continue;
             };
-            if status.role != Role::Leader {
+            // A leader transferring leadership (or handing it back) takes
+            // no new writes, as Raft's leader does (thesis §3.10): the
+            // target can then catch up.
+            if status.role != Role::Leader || status.transferring_to.is_some() {
                 continue;
             }
             let Some(r) = self.replication.as_mut() else {
