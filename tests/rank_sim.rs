@@ -65,7 +65,6 @@ fn check(seeds: u64) -> Sweep {
         if s.is_baseline() || only.as_ref().is_some_and(|o| !s.name.contains(o.as_str())) {
             continue;
         }
-        let busy = s.name.starts_with("rank/busy/");
         let baseline = s.baseline();
         let mut row = RankRow {
             scenario: s
