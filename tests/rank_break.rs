@@ -1,6 +1,8 @@
 //! Adversarial review of rank/priority (issue 14). Every `rank_break_*`
-//! test that is not `#[ignore]`d asserts the correct behaviour and fails on
-//! the code it was written against (402c451):
+//! test that is not `#[ignore]`d asserts the correct behaviour and failed
+//! on the code it was written against (402c451); each passes since the
+//! fix named in its doc comment (a few assertions were restated for the
+//! fix chosen: refused settings, a back-off rather than no retry):
 //!
 //! - `..._hand_back_to_a_node_that_cannot_win_repeats_forever`: a better
 //!   ranked node that the leader hears but that cannot collect a quorum
