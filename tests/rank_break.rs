@@ -475,7 +475,8 @@ fn sweep_run_with(seed: u64, changes: bool) -> Option<String> {
                 death,
                 rank_step,
                 hand_back: r.below(5) != 0,
-                hand_back_after: 300 + r.below(2500),
+                // At least a death timeout, the shortest accepted.
+                hand_back_after: death + r.below(2500),
             }
         })
         .collect();

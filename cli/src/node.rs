@@ -543,8 +543,16 @@ impl Running {
             Event::MembershipConflict { peer, mine, theirs } => {
                 let m = self.handle.status().membership;
                 eprintln!(
-                    "error: node {}: peer {peer} acts on another membership at the same version (mine: {mine}, voters {:?}, observers {:?}; theirs: {theirs}); their node files' peer lists differ or a state directory was lost: compare `tenure ctl status` on both",
-                    self.id, m.voters, m.observers
+                    "error: node {}: peer {peer} acts on another membership at the same version (mine: {mine}, voters {:?}, observers {:?}, rank {}, priorities [{}] (others 1); theirs: {theirs}); their node files' peer lists, `rank` or priorities differ or a state directory was lost: compare the `membership` of `tenure ctl status` on both",
+                    self.id,
+                    m.voters,
+                    m.observers,
+                    m.rank.name(),
+                    m.priorities
+                        .iter()
+                        .map(|(id, p)| format!("{id}={p}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 );
             }
             _ => {}
