@@ -247,13 +247,17 @@ impl<P: LogPosition + Hash> Node<P> {
             past_positions,
             handing_to,
             failed,
+            handed_campaign,
+            lost_handed,
+            unready_until,
         } = rank;
         // The hand-back timers, as the instants they open.
         let opens = |t: Instant| rel.expiry(t + timing.hand_back_after);
         (hand_back, successors, delay, sent, rounds_since_sent).hash(&mut h);
         watch.map(|(id, since)| (id, opens(since))).hash(&mut h);
         last_hand_back.map(opens).hash(&mut h);
-        (past_positions, handing_to).hash(&mut h);
+        (past_positions, handing_to, handed_campaign, lost_handed).hash(&mut h);
+        rel.expiry(*unready_until).hash(&mut h);
         for (id, failures, not_before) in failed {
             (id, failures, rel.expiry(*not_before)).hash(&mut h);
         }

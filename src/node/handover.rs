@@ -145,6 +145,7 @@ impl<P: LogPosition> Node<P> {
         }
         slog::info!(self.log, "leadership handed over: campaign now"; "rule" => Rule::TimeoutNowCampaigns,
             "term" => self.term, "from" => from);
+        self.rank.handed_campaign = true;
         self.start_campaign(now, true, out);
     }
 

@@ -671,6 +671,7 @@ impl<P: LogPosition> Node<P> {
             );
             if let Some(leader) = leader {
                 self.transfer_saw_leader(leader, out);
+                self.note_handed_campaign_outcome(leader);
             }
         }
     }

@@ -65,6 +65,15 @@ pub(super) struct RankState<P> {
     /// `MAX_HAND_BACK_BACKOFF`). A voter the leader hears but that cannot
     /// win (cut off from the rest) is tried ever more rarely, not forever.
     pub(super) failed: Vec<(NodeId, u32, Instant)>,
+    /// Target: this node campaigns because leadership was handed to it
+    /// (`TimeoutNow`), and has not yet seen who won.
+    pub(super) handed_campaign: bool,
+    /// Target: handed campaigns lost in a row, and until when it answers
+    /// that it is not ready (doubling hand-back periods, up to
+    /// `MAX_HAND_BACK_BACKOFF`): every leader then holds off, not only the
+    /// one whose hand-back failed.
+    pub(super) lost_handed: u32,
+    pub(super) unready_until: Instant,
 }
 
 impl<P> Default for RankState<P> {
@@ -79,6 +88,9 @@ impl<P> Default for RankState<P> {
             past_positions: VecDeque::new(),
             handing_to: None,
             failed: Vec::new(),
+            handed_campaign: false,
+            lost_handed: 0,
+            unready_until: Instant::ZERO,
         }
     }
 }
@@ -170,6 +182,31 @@ impl<P: LogPosition> Node<P> {
             && self.mode == Mode::Candidate
             && self.membership.rank_allows_leading(self.id)
             && now >= self.gates.no_campaign_before
+            && now >= self.rank.unready_until
+    }
+
+    /// Rule `rank_hand_back`, the target's side: a campaign started because
+    /// leadership was handed over ended with a known leader. Lost (another
+    /// node leads: say this node is heard by the old leader but cut off
+    /// from the rest), it answers "not ready" for twice as long each time
+    /// in a row; won, it forgets its losses.
+    pub(super) fn note_handed_campaign_outcome(&mut self, leader: NodeId) {
+        if !core::mem::take(&mut self.rank.handed_campaign) {
+            return;
+        }
+        if leader == self.id {
+            self.rank.lost_handed = 0;
+            return;
+        }
+        self.rank.lost_handed = self.rank.lost_handed.saturating_add(1);
+        let periods = 1u32
+            .checked_shl(self.rank.lost_handed)
+            .unwrap_or(MAX_HAND_BACK_BACKOFF)
+            .min(MAX_HAND_BACK_BACKOFF);
+        self.rank.unready_until = self.now + self.timing.hand_back_after.saturating_mul(periods);
+        slog::info!(self.log, "handed leadership but another leads: not ready for a while";
+            "rule" => Rule::RankHandBack, "term" => self.term, "leader" => leader,
+            "failures" => self.rank.lost_handed, "retry_at" => %self.rank.unready_until);
     }
 
     /// Rule `rank_hand_back`: tells the leader whether this node would take
@@ -300,8 +337,9 @@ impl<P: LogPosition> Node<P> {
     /// Rule `rank_hand_back`: the leader hands leadership to the best voter
     /// that ranks strictly above it (a higher class: priority, id or age)
     /// once that voter has acknowledged every round, able to lead, ready
-    /// (mode `Candidate`, no demote embargo), stamped with exactly the
-    /// leader's membership and with a log position at least the leader's
+    /// (mode `Candidate`, no demote embargo), stamped with the leader's
+    /// membership or a newer one (not a conflicting one) and with a log
+    /// position at least the leader's
     /// of two rounds before, for `hand_back_after` without a break, and
     /// this leadership and its last hand-back are at least that old. A
     /// voter that flaps restarts the wait at each break, so it cannot
@@ -351,10 +389,15 @@ impl<P: LogPosition> Node<P> {
                     && a.position
                         .as_ref()
                         .is_some_and(|pos| pos.is_at_least(reference))
-                    // The very same membership: a conflicting one of the
-                    // same version ranks differently, and leadership would
-                    // bounce between the two views.
-                    && a.membership == Some(self.membership_id)
+                    // Not older than the leader's and not a conflicting one
+                    // of the same version, which ranks differently:
+                    // leadership would bounce between the two views. (A
+                    // newer one is possible: a follower may adopt a past
+                    // leader's membership from a late message.)
+                    && a.membership.is_some_and(|s| {
+                        !self.membership_id.is_newer_than(&s)
+                            && !s.conflicts_with(&self.membership_id)
+                    })
                     && !backed_off(p.id)
             })
             .map(|(p, _)| p.id)
