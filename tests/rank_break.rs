@@ -1057,3 +1057,17 @@ fn rank_break_probe_oldest_after_replace_and_re_add() {
     eprintln!("after re-add: leader {l:?}, membership {m:?}");
     assert_eq!(l, Some(2));
 }
+
+/// The sweep's seeds where a preferred node heard by several leaders but
+/// cut off from a majority kept getting leadership handed to it (each
+/// leader backed off on its own; seed 102790: 8 hand-backs in 25 s, six of
+/// them to node 1, from two leaders). Fixed by the target's own back-off:
+/// having lost a handed campaign, it answers "not ready" to every leader.
+#[test]
+fn rank_break_hand_back_loop_across_leaders_stays_bounded() {
+    for seed in [13892, 15102, 101449, 102790] {
+        if let Some(failure) = sweep_run(seed) {
+            panic!("seed {seed}: {failure}");
+        }
+    }
+}
