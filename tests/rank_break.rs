@@ -744,10 +744,15 @@ fn sweep_seeds(default_runs: u64) -> Vec<u64> {
 #[test]
 #[ignore]
 fn rank_break_sweep() {
+    sweep_all(sweep_run);
+}
+
+/// Runs `run` over the sweep's seeds; fails listing the failing ones.
+fn sweep_all(run: impl Fn(u64) -> Option<String>) {
     let seeds = sweep_seeds(200);
     let mut bad = Vec::new();
     for &seed in &seeds {
-        if let Some(v) = sweep_run(seed) {
+        if let Some(v) = run(seed) {
             eprintln!("FAIL {v}\n");
             bad.push(seed);
         }
@@ -894,16 +899,7 @@ fn rank_break_probe_stale_priority_zero_view() {
 #[test]
 #[ignore]
 fn rank_break_sweep_membership() {
-    let seeds = sweep_seeds(200);
-    let mut bad = Vec::new();
-    for &seed in &seeds {
-        if let Some(v) = sweep_run_with(seed, true) {
-            eprintln!("FAIL {v}\n");
-            bad.push(seed);
-        }
-    }
-    eprintln!("{} runs, {} failed: {bad:?}", seeds.len(), bad.len());
-    assert!(bad.is_empty(), "failing seeds: {bad:?}");
+    sweep_all(|seed| sweep_run_with(seed, true));
 }
 
 /// The loop of `rank_break_hand_back_to_a_node_that_cannot_win_repeats_forever`

@@ -11,7 +11,7 @@ mod common;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use common::{Proc, ctl, dir, port, write_config_peers};
+use common::{Proc, ctl, dir, port, status, until, write_config_peers};
 use serde_json::Value;
 
 /// Node `id`'s configuration, listening on its port and knowing the
@@ -32,24 +32,6 @@ fn config(
         .collect();
     let top = format!("key_file = \"{}\"\n", key.display());
     write_config_peers(d, id, 9, me, &peers, &top)
-}
-
-fn status(config: &std::path::Path) -> Option<Value> {
-    let (code, answers, _) = ctl(config, &["status"]);
-    (code == 0).then(|| answers.into_iter().next()).flatten()
-}
-
-/// Polls until `cond` holds (up to 10 s); returns how long it took.
-fn until(what: &str, cond: impl Fn() -> bool) -> Duration {
-    let start = Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "not within 10 s: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(25));
-    }
-    start.elapsed()
 }
 
 /// The leader that every node in `live` follows, with its configuration.

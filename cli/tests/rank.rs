@@ -14,7 +14,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::{BIN, Proc, ctl, dir, port};
+use common::{BIN, Proc, ctl, dir, port, status, until};
 use serde_json::Value;
 
 /// The hand-back period every node is configured with.
@@ -39,24 +39,6 @@ fn config(d: &Path, id: u64, ports: &[(u64, u16)], priorities: &[(u64, u32)]) ->
     let path = d.join(format!("node-{id}.toml"));
     std::fs::write(&path, text).unwrap();
     path
-}
-
-fn status(config: &Path) -> Option<Value> {
-    let (code, answers, _) = ctl(config, &["status"]);
-    (code == 0).then(|| answers.into_iter().next()).flatten()
-}
-
-/// Polls until `cond` holds (up to 10 s); returns how long it took.
-fn until(what: &str, cond: impl Fn() -> bool) -> Duration {
-    let start = Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "not within 10 s: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(25));
-    }
-    start.elapsed()
 }
 
 /// The leader every node in `live` follows, if they agree and it says so.

@@ -574,18 +574,7 @@ impl<P: LogPosition> Node<P> {
             self.emit(Event::MembershipChangeFailed { reason }, out);
             return;
         }
-        slog::info!(self.log, "membership change started"; "rule" => Rule::OneChangeAtATime,
-            "term" => self.term, "change" => ?request, "epoch" => self.membership.epoch);
-        self.change = Some(Change {
-            request,
-            voters,
-            observers,
-            step,
-            awaiting: None,
-            deadline: now + self.timing.change,
-            observers_before: self.membership.observers.clone(),
-            rank_before: self.rank_before(),
-        });
+        self.begin_change(now, request, voters, observers, step);
         match step {
             Step::Observers { then_catch_up } => {
                 // Add the new node as an observer (or drop one): no voter
@@ -659,21 +648,36 @@ impl<P: LogPosition> Node<P> {
             self.emit(Event::MembershipChangeFailed { reason }, out);
             return;
         }
+        let step = Step::Observers {
+            then_catch_up: None,
+        };
+        let (voters, observers) = (next.voters.clone(), next.observers.clone());
+        self.begin_change(now, request, voters, observers, step);
+        self.propose(next, out);
+    }
+
+    /// Rule `one_change_at_a_time`: records the change now running, with
+    /// what a first step not stored in time is undone to.
+    fn begin_change(
+        &mut self,
+        now: Instant,
+        request: MembershipChange,
+        voters: Vec<NodeId>,
+        observers: Vec<NodeId>,
+        step: Step,
+    ) {
         slog::info!(self.log, "membership change started"; "rule" => Rule::OneChangeAtATime,
             "term" => self.term, "change" => ?request, "epoch" => self.membership.epoch);
         self.change = Some(Change {
             request,
-            voters: next.voters.clone(),
-            observers: next.observers.clone(),
-            step: Step::Observers {
-                then_catch_up: None,
-            },
+            voters,
+            observers,
+            step,
             awaiting: None,
             deadline: now + self.timing.change,
             observers_before: self.membership.observers.clone(),
             rank_before: self.rank_before(),
         });
-        self.propose(next, out);
     }
 
     /// The voters and observers `request` ends with, its first step, and

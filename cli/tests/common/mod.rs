@@ -194,6 +194,25 @@ pub fn ctl(config: &Path, args: &[&str]) -> (i32, Vec<serde_json::Value>, String
 }
 
 /// Polls `cond` every 20 ms for up to 5 s.
+/// `tenure ctl status`'s answer, if the node answers.
+pub fn status(config: &Path) -> Option<serde_json::Value> {
+    let (code, answers, _) = ctl(config, &["status"]);
+    (code == 0).then(|| answers.into_iter().next()).flatten()
+}
+
+/// Polls until `cond` holds (up to 10 s); returns how long it took.
+pub fn until(what: &str, cond: impl Fn() -> bool) -> Duration {
+    let start = std::time::Instant::now();
+    while !cond() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "not within 10 s: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    start.elapsed()
+}
+
 pub fn within_5s(what: &str, cond: impl Fn() -> bool) {
     let end = std::time::Instant::now() + Duration::from_secs(5);
     while !cond() {
