@@ -64,7 +64,7 @@ fn any_op(g: &mut Gen) -> Op {
             let from = *g.choose(&[0, 1, 2, 3, 3, 2, 4, 9]).unwrap();
             let term = small_term(g);
             let position = u64::arbitrary(g) % 4;
-            let kind = match u8::arbitrary(g) % 10 {
+            let kind = match u8::arbitrary(g) % 11 {
                 0 => MessageKind::PreVoteRequest { position },
                 1 => MessageKind::PreVoteResponse {
                     granted: bool::arbitrary(g),
@@ -95,6 +95,9 @@ fn any_op(g: &mut Gen) -> Op {
                     successors: (0..u8::arbitrary(g) % 6)
                         .map(|_| *g.choose(&[0, 1, 2, 3, 4, 9]).unwrap())
                         .collect(),
+                },
+                9 => MessageKind::HandBackReady {
+                    ready: bool::arbitrary(g),
                 },
                 _ => MessageKind::TimeoutNow,
             };

@@ -40,6 +40,7 @@ impl Kind {
             Kind::Standings(ids) => MessageKind::Standings {
                 successors: ids.into_iter().map(|i| u64::from(i % 7)).collect(),
             },
+            Kind::HandBackReady(ready) => MessageKind::HandBackReady { ready },
         }
     }
 }
@@ -57,6 +58,7 @@ enum Kind {
     HeartbeatAck { seq: u64, position: u64, promise: u64, can_lead: bool },
     /// Issue 14: a leader's standings, well formed or not.
     Standings(Vec<u8>),
+    HandBackReady(bool),
 }
 
 /// The fuzzer's encoding of `tenure::sim::Op` (the shared op type, run by
