@@ -75,13 +75,7 @@ fn prio(hand_back_ms: u64) -> impl Fn(NodeId, Vec<NodeId>) -> Config {
 /// in case 1's links came back).
 #[test]
 fn rank_break_hand_back_to_a_node_that_cannot_win_repeats_forever() {
-    let mut s: Sim = Sim::new(5, prio(2000));
-    assert_eq!(s.run_until_leader(ms(3000)), Some(1));
-    for other in 3..=5 {
-        s.cut(1, other);
-        s.cut(other, 1);
-    }
-    s.run_for(ms(60_000));
+    let s = preferred_cut_off_from_most(ms(60_000));
     let hb = hand_backs(&s);
     for h in &hb {
         eprintln!("{h:?}");
@@ -109,6 +103,19 @@ fn rank_break_hand_back_to_a_node_that_cannot_win_repeats_forever() {
         assert!(b > a + a / 4, "waits {a:?} then {b:?}: {to_one:?}");
     }
     assert!(s.max_term() <= 15, "term {}", s.max_term());
+}
+
+/// Priorities 5..1 (hand-back after 2 s); once node 1 leads, it is cut
+/// off (both ways) from 3, 4 and 5 but still reaches 2; runs `for_`.
+fn preferred_cut_off_from_most(for_: Duration) -> Sim {
+    let mut s: Sim = Sim::new(5, prio(2000));
+    assert_eq!(s.run_until_leader(ms(3000)), Some(1));
+    for other in 3..=5 {
+        s.cut(1, other);
+        s.cut(other, 1);
+    }
+    s.run_for(for_);
+    s
 }
 
 fn set_policy(policy: RankPolicy) -> Input {
@@ -764,13 +771,7 @@ fn sweep_all(run: impl Fn(u64) -> Option<String>) {
 #[test]
 #[ignore]
 fn rank_break_trace_loop() {
-    let mut s: Sim = Sim::new(5, prio(2000));
-    assert_eq!(s.run_until_leader(ms(3000)), Some(1));
-    for other in 3..=5 {
-        s.cut(1, other);
-        s.cut(other, 1);
-    }
-    s.run_for(ms(12_000));
+    let s = preferred_cut_off_from_most(ms(12_000));
     for (at, n, e) in s.events() {
         if at.saturating_duration_since(Instant::ZERO) > ms(4000) {
             eprintln!("{at:?} n{n} {e:?}");
