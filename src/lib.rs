@@ -102,7 +102,9 @@
 //! acknowledgements, step-down), `lease.rs` (fencing math), `handover.rs`
 //! (promote, demote, transfer, `TimeoutNow`), `membership.rs` (the
 //! durable membership and the leader's changes to it; the design and its
-//! safety argument are in the [`membership`] module),
+//! safety argument are in the [`membership`] module), `rank.rs` (who
+//! campaigns first and hand-back under a rank policy; the policies and
+//! their trade-offs are in the [`rank`] module),
 //! `timers.rs` (the timer table), `mod.rs` (start-up and time).
 //!
 //! ## Log keys
