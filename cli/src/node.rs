@@ -229,6 +229,12 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
     if file.peers.is_empty() {
         eprintln!("warning: node {id} has no [[peers]]: it is a cluster of one and elects itself");
     }
+    if !boot.priorities.is_empty() && boot.rank != tenure::RankPolicy::Priority {
+        eprintln!(
+            "warning: node {id}: priorities are set but rank = \"{}\": they take effect only under rank = \"priority\" (or after `tenure ctl set-rank priority`)",
+            boot.rank
+        );
+    }
     let keys = match operator.key_ring() {
         Ok(keys) => keys,
         Err(e) => {

@@ -265,3 +265,35 @@ fn priorities_elect_fail_over_hand_back_and_move_with_ctl() {
     drop(procs);
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// Priorities without `rank = "priority"` do nothing until the policy is
+/// switched: `tenure node` says so at start (a forgotten `rank` key).
+/// One process, stopped within 10 s.
+#[test]
+fn priorities_without_the_priority_policy_are_warned_about() {
+    let d = dir("rank-warn");
+    let (me, other) = (port(), port());
+    let path = d.join("n1.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "id = 1\ncluster_id = 15\nlisten = \"127.0.0.1:{me}\"\ndata_dir = \"{}\"\npriority = 3\n\n[[peers]]\nid = 2\naddr = \"127.0.0.1:{other}\"\n",
+            d.join("data").display()
+        ),
+    )
+    .unwrap();
+    let node = Proc::start(&path);
+    let end = Instant::now() + Duration::from_secs(10);
+    let mut said = Vec::new();
+    while let Some(left) = end.checked_duration_since(Instant::now()) {
+        let Ok(line) = node.errors.recv_timeout(left) else {
+            break;
+        };
+        let found = line.contains("priorities are set but rank = \"unranked\"");
+        said.push(line);
+        if found {
+            return;
+        }
+    }
+    panic!("no warning about the unused priorities; stderr: {said:?}");
+}
