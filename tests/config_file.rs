@@ -182,6 +182,38 @@ fn rank_keys_are_rank_settings_applied_to_the_config() {
     assert!(c.effective_hand_back());
 }
 
+/// `NodeSetup::load` reads a node file with its rank keys, as `tenure
+/// node` does (`NodeSetup::from_file` takes a `NodeFile`, which has none).
+#[test]
+fn node_setup_load_applies_the_rank_keys() {
+    use tenure::RankPolicy;
+    use tenure::adapters::driver::NodeSetup;
+    let dir = std::env::temp_dir().join(format!("tenure-setup-load-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("node.toml");
+    let base = file("127.0.0.1:7001", "127.0.0.1:7002").replace(
+        "data_dir = \"/tmp/tenure-config-test\"",
+        "data_dir = \"state\"",
+    );
+    let text = ranked(&base, "rank = \"oldest\"", &[(2, "priority = 4")]);
+    std::fs::write(&path, &text).unwrap();
+    let setup = NodeSetup::load(&path).unwrap();
+    assert_eq!(setup.config.effective_rank_policy(), RankPolicy::Oldest);
+    assert_eq!(setup.config.effective_priorities(), &[(2, 4)]);
+    drop(setup); // it holds the data directory's lock
+    let from_file = NodeSetup::from_file(&NodeFile::load(&path).unwrap()).unwrap();
+    assert_eq!(
+        from_file.config.effective_rank_policy(),
+        RankPolicy::Unranked
+    );
+    drop(from_file);
+    // A bad rank value names the file and the key.
+    std::fs::write(&path, ranked(&base, "rank = \"bully\"", &[])).unwrap();
+    let err = NodeSetup::load(&path).unwrap_err().to_string();
+    assert!(err.contains("node.toml") && err.contains("rank"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Every bad rank value is an error naming its key: from
 /// `RankSettings::parse`/`apply`, and from `NodeFile::load`, which checks
 /// the rank keys too (a typed error naming the file and the key).

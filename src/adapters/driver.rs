@@ -84,8 +84,29 @@ pub struct NodeSetup<S> {
 }
 
 impl NodeSetup<FileStorage> {
+    /// The setup the node file at `path` describes, rank keys included
+    /// ([`NodeFile::load`], then
+    /// [`RankSettings`](super::config::RankSettings) applied to the
+    /// configuration, as `tenure node` does), with file storage in its
+    /// data directory.
+    ///
+    /// # Errors
+    /// The file cannot be read or is invalid (the message names the file
+    /// and the key), or the data directory cannot be opened.
+    pub fn load(path: &std::path::Path) -> Result<NodeSetup<FileStorage>, DriverError> {
+        let setup_error = |e: super::config::ConfigFileError| DriverError::Setup(e.to_string());
+        let file = NodeFile::load(path).map_err(setup_error)?;
+        let rank = super::config::RankSettings::load(path).map_err(setup_error)?;
+        let mut setup = NodeSetup::from_file(&file)?;
+        setup.config = rank.apply(setup.config).map_err(|(key, message)| {
+            DriverError::Setup(format!("{}: key `{key}`: {message}", path.display()))
+        })?;
+        Ok(setup)
+    }
+
     /// The setup a configuration file describes, with file storage in its
-    /// data directory. The file's rank keys are not in [`NodeFile`]: apply
+    /// data directory. The file's rank keys are not in [`NodeFile`]: use
+    /// [`NodeSetup::load`], or apply
     /// [`RankSettings`](super::config::RankSettings) to `config` (as
     /// `tenure node` does) to use them.
     ///
