@@ -214,6 +214,47 @@ pub fn prometheus(st: &Value) -> String {
         "Datagrams dropped or not sent, by reason.",
         &drops,
     );
+    if let Some(policy) = st["rank"]["policy"].as_str() {
+        family(
+            &mut out,
+            "tenure_rank_policy",
+            "gauge",
+            "The membership's rank policy (1 for the current one).",
+            &[(
+                format!("{{node=\"{node}\",policy=\"{policy}\"}}"),
+                Some(1.0),
+            )],
+        );
+    }
+    let members: Vec<&Value> = st["rank"]["members"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .collect();
+    let per_member =
+        |field: &str, value: &dyn Fn(&Value) -> Option<f64>| -> Vec<(String, Option<f64>)> {
+            members
+                .iter()
+                .map(|m| {
+                    let labels = format!("{{node=\"{node}\",member=\"{}\"}}", m["id"]);
+                    (labels, value(&m[field]))
+                })
+                .collect()
+        };
+    family(
+        &mut out,
+        "tenure_rank_priority",
+        "gauge",
+        "Each member's priority in the membership (rank policy priority).",
+        &per_member("priority", &|v| num(v)),
+    );
+    family(
+        &mut out,
+        "tenure_rank_may_lead",
+        "gauge",
+        "1 if the rank policy lets the member lead (priority above 0).",
+        &per_member("may_lead", &|v| flag(v == true)),
+    );
     family(
         &mut out,
         "tenure_membership_conflicts_total",

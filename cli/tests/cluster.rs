@@ -1055,6 +1055,19 @@ fn metrics_are_served_as_prometheus_text_and_json() {
         samples["tenure_dropped_datagrams_total{node=\"1\",reason=\"malformed\"}"],
         0.0
     );
+    // Ranks (issue 14): the policy, and each member's priority.
+    assert_eq!(
+        samples["tenure_rank_policy{node=\"1\",policy=\"unranked\"}"],
+        1.0
+    );
+    assert_eq!(
+        samples["tenure_rank_priority{node=\"1\",member=\"1\"}"],
+        1.0
+    );
+    assert_eq!(
+        samples["tenure_rank_may_lead{node=\"1\",member=\"1\"}"],
+        1.0
+    );
 
     let (code, text) = http_get(&addr, "/status");
     assert_eq!(code, 200);
