@@ -1068,3 +1068,17 @@ fn rank_break_hand_back_loop_across_leaders_stays_bounded() {
         }
     }
 }
+
+/// A follower kept a membership newer than its leader's (a deposed
+/// leader's rank change, never stored, adopted from a late message after
+/// the leader was elected): nobody replaced it, so the follower ranked
+/// itself at priority 0 for good and the leader never handed back to the
+/// oldest member (membership sweep seed 202294). Fixed: a leader that sees
+/// a peer stamp newer than its own membership, of an earlier term, writes
+/// its membership again in its own term, which the peer then adopts.
+#[test]
+fn rank_break_follower_with_a_stale_newer_membership_is_brought_back() {
+    if let Some(failure) = sweep_run_with(202294, true) {
+        panic!("{failure}");
+    }
+}

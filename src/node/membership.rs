@@ -901,10 +901,35 @@ impl<P: LogPosition> Node<P> {
     }
 
     /// Whether this leader acts on a membership a leader of an earlier term
-    /// made (the bootstrap membership, known to all, excepted): it must be
-    /// written again in this term before anything is built on it.
+    /// made (the bootstrap membership, known to all, excepted, unless a
+    /// peer shows a newer one): it must be written again in this term
+    /// before anything is built on it.
+    ///
+    /// A peer can hold a newer membership than this leader's: one a
+    /// deposed leader made and never stored, adopted from a late message
+    /// after this leader was elected (rule `membership_adopt_newer`).
+    /// Nobody would ever replace it (it orders above this leader's), and
+    /// the two would disagree for good (about ranks, say). Written again
+    /// in this term, this leader's membership orders above it, and the
+    /// peer adopts it: Raft's leader overwriting a follower's uncommitted
+    /// entries. Such a membership was never stored (else this leader, of a
+    /// later term, would hold it or a newer one), so nothing is lost; and
+    /// a stamp counts only while it is of an earlier term than this
+    /// leader's, so at most one write per leadership follows.
     pub(super) fn inherited_membership(&self) -> bool {
-        self.membership.epoch > 0 && self.membership.term < self.term
+        self.membership.term < self.term
+            && (self.membership.epoch > 0 || self.peer_shows_newer_membership())
+    }
+
+    /// Whether a peer's messages of this leadership showed a membership
+    /// newer than this leader's, made in an earlier term.
+    fn peer_shows_newer_membership(&self) -> bool {
+        self.phase.leadership().is_some_and(|l| {
+            l.acks
+                .iter()
+                .filter_map(|a| a.membership)
+                .any(|m| m.is_newer_than(&self.membership_id) && m.term < self.term)
+        })
     }
 
     /// Rules `joint_left_when_stored` and
