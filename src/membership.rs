@@ -104,6 +104,12 @@
 //!   no leader is known (a new voter that missed the final membership
 //!   would otherwise never learn that it votes when every node holding it
 //!   is in mode voter);
+//! - a leader that sees a peer stamp a membership newer than its own,
+//!   made in an earlier term (a deposed leader's unstored change adopted
+//!   from a late message), writes its own again in its term, which orders
+//!   above it, so the peer adopts that (Raft's leader overwriting a
+//!   follower's uncommitted entries); without it the two would disagree
+//!   for good;
 //! - a follower hears a leader that removed itself (its heartbeats and
 //!   `TimeoutNow`, stamped with the follower's membership or a newer one)
 //!   until it has handed over, also after the follower restarted; a leader
