@@ -110,7 +110,9 @@ impl<P: Hash> Fingerprint for Leadership<P> {
             lease_until,
             lease_floor,
             lease_forfeited,
+            newer_stamp_seen,
         } = self;
+        newer_stamp_seen.hash(h);
         (rel.anchor(*since), rel.expiry(*next_heartbeat), seq).hash(h);
         for PeerAcks {
             heard_at,

@@ -408,12 +408,16 @@ impl<P: LogPosition> Node<P> {
         let Some(index) = self.peers.iter().position(|p| p.id == from) else {
             return;
         };
+        let (mine, term) = (self.membership_id, self.term);
         let Some(l) = self.phase.leadership_mut() else {
             return;
         };
         let known = &mut l.acks[index].membership;
         if known.is_none_or(|k| stamp.is_newer_than(&k)) {
             *known = Some(stamp);
+        }
+        if stamp.is_newer_than(&mine) && stamp.term < term {
+            l.newer_stamp_seen = true;
         }
     }
 
@@ -918,18 +922,8 @@ impl<P: LogPosition> Node<P> {
     /// leader's, so at most one write per leadership follows.
     pub(super) fn inherited_membership(&self) -> bool {
         self.membership.term < self.term
-            && (self.membership.epoch > 0 || self.peer_shows_newer_membership())
-    }
-
-    /// Whether a peer's messages of this leadership showed a membership
-    /// newer than this leader's, made in an earlier term.
-    fn peer_shows_newer_membership(&self) -> bool {
-        self.phase.leadership().is_some_and(|l| {
-            l.acks
-                .iter()
-                .filter_map(|a| a.membership)
-                .any(|m| m.is_newer_than(&self.membership_id) && m.term < self.term)
-        })
+            && (self.membership.epoch > 0
+                || self.phase.leadership().is_some_and(|l| l.newer_stamp_seen))
     }
 
     /// Rules `joint_left_when_stored` and

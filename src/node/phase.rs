@@ -155,6 +155,11 @@ pub(super) struct Leadership<P> {
     pub(super) lease_floor: Instant,
     /// `TimeoutNow` was sent this term: no lease until the term ends.
     pub(super) lease_forfeited: bool,
+    /// A peer's message showed a membership newer than this leader's, made
+    /// in an earlier term (see `Node::inherited_membership`). Kept here,
+    /// set as stamps arrive, so the check on every acknowledgement reads
+    /// one flag instead of every peer's stamp.
+    pub(super) newer_stamp_seen: bool,
 }
 
 impl<P> Leadership<P> {
@@ -175,6 +180,7 @@ impl<P> Leadership<P> {
             lease_until: None,
             lease_floor: now,
             lease_forfeited: false,
+            newer_stamp_seen: false,
         }
     }
 
