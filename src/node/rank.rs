@@ -185,6 +185,16 @@ impl<P: LogPosition> Node<P> {
             && now >= self.rank.unready_until
     }
 
+    /// When the back-off after `failures` failed hand-backs in a row ends:
+    /// `2^failures` hand-back periods from now, at most
+    /// `MAX_HAND_BACK_BACKOFF`.
+    fn hand_back_backoff(&self, failures: u32) -> Instant {
+        let periods = 1u32
+            .checked_shl(failures)
+            .map_or(MAX_HAND_BACK_BACKOFF, |p| p.min(MAX_HAND_BACK_BACKOFF));
+        self.now + self.timing.hand_back_after.saturating_mul(periods)
+    }
+
     /// Rule `rank_hand_back`, the target's side: a campaign started because
     /// leadership was handed over ended with a known leader. Lost (another
     /// node leads: say this node is heard by the old leader but cut off
@@ -199,11 +209,7 @@ impl<P: LogPosition> Node<P> {
             return;
         }
         self.rank.lost_handed = self.rank.lost_handed.saturating_add(1);
-        let periods = 1u32
-            .checked_shl(self.rank.lost_handed)
-            .unwrap_or(MAX_HAND_BACK_BACKOFF)
-            .min(MAX_HAND_BACK_BACKOFF);
-        self.rank.unready_until = self.now + self.timing.hand_back_after.saturating_mul(periods);
+        self.rank.unready_until = self.hand_back_backoff(self.rank.lost_handed);
         slog::info!(self.log, "handed leadership but another leads: not ready for a while";
             "rule" => Rule::RankHandBack, "term" => self.term, "leader" => leader,
             "failures" => self.rank.lost_handed, "retry_at" => %self.rank.unready_until);
@@ -248,11 +254,7 @@ impl<P: LogPosition> Node<P> {
             return;
         }
         let failures = failures.saturating_add(1);
-        let periods = 1u32
-            .checked_shl(failures)
-            .unwrap_or(MAX_HAND_BACK_BACKOFF)
-            .min(MAX_HAND_BACK_BACKOFF);
-        let not_before = self.now + self.timing.hand_back_after.saturating_mul(periods);
+        let not_before = self.hand_back_backoff(failures);
         slog::info!(self.log, "hand-back failed: back off"; "rule" => Rule::RankHandBack,
             "term" => self.term, "to" => to, "failures" => failures,
             "retry_at" => %not_before);
