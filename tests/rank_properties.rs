@@ -20,7 +20,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
-use tenure::sim::{Cluster, Fault, Scenario, SimConfig};
+use tenure::sim::{Cluster, Fault, SimConfig};
 use tenure::{Config, Fencing, Input, MembershipChange, RankPolicy};
 
 const NODES: u64 = 4;
@@ -145,18 +145,11 @@ fn run(s: &Schedule) -> Option<String> {
             .hand_back(s2.hand_back)
             .hand_back_after(ms(s2.hand_back_after_ms))
     });
-    let mut scenario = Scenario::new("rank quickcheck", ms(1));
-    let mut at = ms(300);
-    for step in &s.steps {
-        at += ms(u64::from(step.after_ms));
-        scenario = scenario.with(at, step.fault.clone());
-    }
-    let heal = at + ms(100);
-    scenario = scenario
-        .with(heal, Fault::Heal)
-        .with(heal, Fault::SetLoss(0.0))
-        .with(heal, Fault::SetLongTail(0.0))
-        .with(heal, Fault::RestartAll);
+    let steps = s
+        .steps
+        .iter()
+        .map(|step| (ms(u64::from(step.after_ms)), step.fault.clone()));
+    let (mut scenario, heal) = common::schedule_then_heal("rank quickcheck", steps);
     for id in 1..=NODES {
         scenario = scenario.with(heal, Fault::UnstallDisk(id));
     }

@@ -20,7 +20,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
-use tenure::sim::{Cluster, Fault, ReplicationModel, Scenario, SimConfig};
+use tenure::sim::{Cluster, Fault, ReplicationModel, SimConfig};
 use tenure::{Config, Fencing, Input};
 
 #[derive(Clone, Debug)]
@@ -205,19 +205,12 @@ fn run(s: &Schedule) -> Option<String> {
             .heartbeat_interval(ms(heartbeat))
             .death_timeout(ms(death))
     });
-    let mut scenario = Scenario::new("quickcheck", ms(1));
-    let mut at = ms(300);
-    for step in &s.steps {
-        at += ms(u64::from(step.after_ms));
-        scenario = scenario.with(at, step.fault.clone());
-    }
     // Heal everything, then demand a leader (liveness mode).
-    let heal = at + ms(100);
-    scenario = scenario
-        .with(heal, Fault::Heal)
-        .with(heal, Fault::SetLoss(0.0))
-        .with(heal, Fault::SetLongTail(0.0))
-        .with(heal, Fault::RestartAll);
+    let steps = s
+        .steps
+        .iter()
+        .map(|step| (ms(u64::from(step.after_ms)), step.fault.clone()));
+    let (mut scenario, heal) = common::schedule_then_heal("quickcheck", steps);
     if let Some(deaf) = s.deaf {
         // A deaf minority node keeps running: the others must still elect.
         scenario = scenario.with(heal, Fault::Deaf(deaf));

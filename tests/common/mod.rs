@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
 
-use tenure::sim::{Cluster, Fault, NodeConfigFn, SimConfig, StorageMode};
+use tenure::sim::{Cluster, Fault, NodeConfigFn, Scenario, SimConfig, StorageMode};
 use tenure::{
     Action, Config, Event, HardState, Input, Instant, LogPosition, Message, Node, NodeId, Role,
 };
@@ -348,6 +348,30 @@ pub fn print_trace_from(log: &str, from_secs: f64) {
             eprintln!("{line}");
         }
     }
+}
+
+/// A quickcheck fault schedule as a scenario: from 300 ms on, each fault
+/// `after` the one before; 100 ms after the last, everything heals (cuts,
+/// loss, long tails) and every node restarts. Returns the scenario and the
+/// heal instant (callers add what else happens then, and the liveness
+/// deadline).
+pub fn schedule_then_heal(
+    name: &str,
+    steps: impl IntoIterator<Item = (Duration, Fault)>,
+) -> (Scenario, Duration) {
+    let mut scenario = Scenario::new(name, ms(1));
+    let mut at = ms(300);
+    for (after, fault) in steps {
+        at += after;
+        scenario = scenario.with(at, fault);
+    }
+    let heal = at + ms(100);
+    let scenario = scenario
+        .with(heal, Fault::Heal)
+        .with(heal, Fault::SetLoss(0.0))
+        .with(heal, Fault::SetLongTail(0.0))
+        .with(heal, Fault::RestartAll);
+    (scenario, heal)
 }
 
 /// Ends a randomized sweep: prints the run count and up to `show` failed
