@@ -130,6 +130,10 @@ rules! {
     SoftFencing => "soft_fencing" in "src/node/lease.rs",
     /// A strict leader steps down when its lease ends.
     StrictLease => "strict_lease" in "src/node/lease.rs",
+    /// A leader that starts using another voter set re-derives its lease
+    /// and step-down deadline from the promises that count in the sets now
+    /// in force, never keeping a value only an earlier set backed.
+    LeaseFollowsVoterSets => "lease_follows_voter_sets" in "src/node/lease.rs",
     /// Hand leadership over (thesis §3.10).
     TransferLeadership => "transfer_leadership" in "src/node/handover.rs",
     /// A voter refuses a candidate whose membership is older than its own

@@ -175,6 +175,19 @@ pub enum Event {
         /// read [`Node::lease`](crate::Node::lease) before each act).
         valid_until: Instant,
     },
+    /// The lease held now ends earlier than this node reported before
+    /// (rule `lease_follows_voter_sets`): a membership change made it rest
+    /// on voters that promise less. Announced before the new membership
+    /// is sent to anyone. Act as the only leader only until `valid_until`
+    /// (read [`Node::lease`](crate::Node::lease) before each act, as
+    /// always). Strict fencing only.
+    #[non_exhaustive]
+    LeaseShortened {
+        /// The leadership holding the lease.
+        token: FencingToken,
+        /// When the lease now ends unless renewed.
+        valid_until: Instant,
+    },
     /// The lease announced by [`Event::LeaseAcquired`] is no longer held:
     /// it ran out, a transfer started, or the node stopped leading. Stop
     /// acting as the only leader.

@@ -4,8 +4,8 @@ mod common;
 
 use common::{Sim, ms};
 use tenure::{
-    Config, Event, Fence, Fencing, FencingToken, Input, Instant, Mode, NodeId, PromoteFailure,
-    Role, StepDownReason, TransferFailure,
+    Config, Event, Fence, Fencing, FencingToken, Input, Instant, MembershipChange, Mode, NodeId,
+    PromoteFailure, Role, StepDownReason, TransferFailure,
 };
 
 fn cfg(id: NodeId, voters: Vec<NodeId>) -> Config {
@@ -738,5 +738,135 @@ fn single_voter_strict_leader_keeps_its_lease() {
         !s.events_of(1)
             .iter()
             .any(|e| matches!(e, Event::SteppedDown { .. }))
+    );
+}
+
+// ------------------------------------------------------------ lease across membership changes
+
+/// Voters 1..=3 and spare node 4 under strict fencing, with mixed promises:
+/// nodes 1 and 2 heartbeat every 100 ms and promise 1000 ms, nodes 3 and 4
+/// heartbeat every 50 ms and promise 250 ms. Only node 1 may campaign.
+fn mixed_promises(id: NodeId) -> Config {
+    let (heartbeat, death) = if id <= 2 { (100, 1000) } else { (50, 250) };
+    let config = Config::new(id, [1, 2, 3])
+        .heartbeat_interval(ms(heartbeat))
+        .death_timeout(ms(death))
+        .election_timeout(ms(death))
+        .election_jitter(ms(death / 10))
+        .fencing(Fencing::Strict)
+        .rng_seed(id);
+    match id {
+        1 => config,
+        4 => config.join(),
+        _ => config.mode(Mode::Voter),
+    }
+}
+
+/// Runs `change` on node 1 of [`mixed_promises`] until its final
+/// membership is in use at node 1, then isolates node 1: the harness
+/// panics on any lease that outlives a newer leader or overlaps another.
+/// Node 1's lease before the isolation rests on the new voters' 250 ms
+/// promises, and they elect a new leader.
+fn change_then_isolate_leader(changes: &[MembershipChange], final_voters: &[NodeId]) -> Sim {
+    let mut s = Sim::with_configs(4, mixed_promises);
+    assert_eq!(s.run_until_leader(ms(3_000)), Some(1));
+    s.run_for(ms(500));
+    for change in changes {
+        let before = s.change_events(1).len();
+        s.input(1, Input::ChangeMembership(change.clone()));
+        assert!(
+            s.run_until_true(ms(3_000), |s| s.change_events(1).len() > before
+                && !s.node(1).membership().is_joint()),
+            "{change:?} did not finish: {:?}",
+            s.change_events(1)
+        );
+        assert!(
+            matches!(
+                s.change_events(1).last(),
+                Some(Event::MembershipChangeCompleted { .. })
+            ),
+            "{:?}",
+            s.change_events(1)
+        );
+    }
+    assert_eq!(s.node(1).membership().voters, final_voters);
+    s.run_for(ms(200));
+    let lease = s.node(1).lease(s.now()).expect("node 1 holds a lease");
+    let left = lease.valid_until.saturating_duration_since(s.now());
+    s.isolate(1);
+    // The voters left promise 250 ms: that is all the lease can rest on.
+    assert!(
+        left <= ms(250),
+        "lease of {left:?} over voters promising 250 ms"
+    );
+    // Node 4 (or 3) campaigns once its promise to node 1 ran out; every
+    // check of the harness runs meanwhile.
+    s.run_for(ms(3_000));
+    assert!(
+        s.leaders().iter().any(|&l| l == 3 || l == 4),
+        "the new voters elect a leader: {:?}",
+        s.leaders()
+    );
+    s
+}
+
+#[test]
+fn lease_follows_voter_sets_after_replacing_the_voter_that_promised_more() {
+    let replace = MembershipChange::Replace {
+        old: 2,
+        new: 4,
+        address: "n4".into(),
+    };
+    let s = change_then_isolate_leader(&[replace], &[1, 3, 4]);
+    // The lease shrank when the joint membership came into use, and said so.
+    assert!(
+        s.events_of(1)
+            .iter()
+            .any(|e| matches!(e, Event::LeaseShortened { .. })),
+        "{:?}",
+        s.events_of(1)
+    );
+}
+
+#[test]
+fn lease_follows_voter_sets_after_adding_then_removing_a_voter() {
+    let add = MembershipChange::AddVoter {
+        id: 4,
+        address: "n4".into(),
+    };
+    let remove = MembershipChange::Remove { id: 2 };
+    change_then_isolate_leader(&[add, remove], &[1, 3, 4]);
+}
+
+// ------------------------------------------------------------ promote during a campaign
+
+#[test]
+fn promote_one_campaign_starts_a_fresh_round_when_the_running_one_lost_its_requests() {
+    // Only node 1 may campaign; the others are voters.
+    let mut s = Sim::<()>::with_latency(3, ms(5), |id, v| {
+        let config = cfg(id, v).fencing(Fencing::Soft);
+        if id == 1 {
+            config
+        } else {
+            config.mode(Mode::Voter)
+        }
+    });
+    s.isolate(1);
+    // Node 1 campaigns on its own while cut off: its requests are lost.
+    assert!(s.run_until_true(ms(3_000), |s| s.node(1).status().role == Role::PreCandidate));
+    s.run_for(ms(50));
+    s.heal();
+    let t0 = s.now();
+    s.input(1, Input::Promote);
+    assert!(
+        s.run_until_true(ms(400), |s| s.node(1).status().role == Role::Leader),
+        "not leader one election timeout after the promote: {:?}",
+        s.events_of(1)
+    );
+    assert!(s.now().saturating_duration_since(t0) < ms(100));
+    assert!(
+        promote_failures(&s, 1).is_empty(),
+        "{:?}",
+        promote_failures(&s, 1)
     );
 }

@@ -2,6 +2,7 @@
 
 use alloc::vec::Vec;
 
+use super::phase::VoteRound;
 use super::{Action, Node, Phase, Transfer};
 use crate::NodeId;
 use crate::config::Fencing;
@@ -40,15 +41,15 @@ impl<P: LogPosition> Node<P> {
                 return;
             }
             Phase::PreVoting(_) | Phase::AwaitingSelfVote { .. } | Phase::Candidate(_) => {
-                // Already campaigning: the running campaign becomes the
-                // promotion (no second round, no term inflation), with its
-                // own deadline: its outcome is reported within one
-                // election timeout from now (issue 8, defect 3). A
-                // promotion already running keeps its deadline.
+                // Already campaigning: the campaign becomes the promotion
+                // (no term inflation), with its own deadline: its outcome
+                // is reported within one election timeout from now. A
+                // promotion already running keeps its deadline and round.
                 if self.promotion.is_none() {
-                    slog::info!(self.log, "promoted: the running campaign counts";
+                    slog::info!(self.log, "promoted: the running campaign counts, in a fresh round";
                         "rule" => Rule::PromoteOneCampaign, "term" => self.term);
                     self.promotion = Some(now + self.timing.election);
+                    self.refresh_round(now, out);
                 }
                 return;
             }
@@ -70,6 +71,35 @@ impl<P: LogPosition> Node<P> {
             "rule" => Rule::PromoteOneCampaign, "term" => self.term);
         self.promotion = Some(now + self.timing.election);
         self.start_pre_vote(now, out);
+    }
+
+    /// Rule `promote_one_campaign`: the running round starts afresh, with
+    /// new requests to every voter and a new deadline, in the same term.
+    /// The round a promotion adopts may have lost its requests or answers
+    /// (sent while this node was cut off), and would then only time out:
+    /// a fresh round wins within one election timeout whenever a quorum
+    /// hears this node. A pre-vote changes no term, so it simply starts
+    /// again; a vote round keeps its grants (valid for the whole term) and
+    /// asks again; a self-vote still being written starts its round once
+    /// durable anyway.
+    fn refresh_round(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
+        match self.phase {
+            Phase::PreVoting(_) => self.start_pre_vote(now, out),
+            Phase::Candidate(round) => {
+                let deadline = now + self.round_length();
+                self.phase = Phase::Candidate(VoteRound { deadline, ..round });
+                slog::info!(self.log, "vote requests sent again for the promotion";
+                    "rule" => Rule::PromoteOneCampaign, "term" => self.term);
+                let (term, transfer) = (self.term, round.transfer);
+                self.send_to_other_voters(
+                    term,
+                    true,
+                    |position| MessageKind::VoteRequest { position, transfer },
+                    out,
+                );
+            }
+            _ => {}
+        }
     }
 
     /// Whether this node campaigns when asked to (Promote, TimeoutNow): a

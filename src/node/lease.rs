@@ -114,6 +114,13 @@ impl<P: LogPosition> Node<P> {
     ///   the term (etcd #12704), even if another transfer replaces that one.
     ///   If the transfer ends before `TimeoutNow`, only rounds sent after
     ///   that moment restore the lease (rule `transfer_leadership`).
+    /// - **Membership changes** (rule `lease_follows_voter_sets`): "every
+    ///   quorum intersects `Q`" holds only for quorums of the voter sets
+    ///   `Q` was counted in. During a joint phase `lease_until` is the least
+    ///   value over both sets; whenever the sets change, both anchors are
+    ///   derived again from the sets now in force (never kept from an
+    ///   earlier set), and a lease that ends earlier is announced before
+    ///   the new membership reaches any peer.
     /// - **Older acknowledgements**: a `HeartbeatResponse` with `seq ≥ 1`
     ///   states no promise and backs no lease.
     /// - **The end of time**: a promise whose end saturates at
@@ -317,6 +324,54 @@ impl<P: LogPosition> Node<P> {
             }
             _ => {}
         }
+    }
+
+    /// Rule `lease_follows_voter_sets`: this leader now counts with other
+    /// voter sets (a change stepped into or out of its joint phase, or
+    /// added or removed a voter). The lease argument above ("every quorum
+    /// intersects `Q`") holds only within the voter sets the promises were
+    /// counted in: a value backed by a quorum of the old voters says
+    /// nothing about a quorum of the new ones, who may promise less (a
+    /// shorter death timeout). The anchors otherwise only ever rise, so
+    /// both are derived again here from the acknowledgements that count in
+    /// every set now in force, never kept from before: the lease from
+    /// rounds that may back it (none if some set has no quorum of them),
+    /// the step-down deadline from every round (`now` if some set has no
+    /// quorum of promises: step down at once).
+    ///
+    /// A lease that now ends earlier is announced before the caller sends
+    /// the new membership to anyone: [`Event::LeaseShortened`] (or
+    /// [`Event::LeaseLost`]), so a driver publishes the shorter lease
+    /// before the new voters can act on the change.
+    pub(super) fn rederive_anchors(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
+        let before = self.lease_held_until(now);
+        let Phase::Leader(l) = &mut self.phase else {
+            return;
+        };
+        let was = (l.strict_until, l.lease_until);
+        l.strict_until = now;
+        l.lease_until = None;
+        self.recompute_anchors();
+        let Some(l) = self.phase.leadership() else {
+            return;
+        };
+        slog::info!(self.log, "voter sets changed: fencing anchors derived again";
+            "rule" => Rule::LeaseFollowsVoterSets, "term" => self.term,
+            "step_down_was" => ?was.0, "step_down" => ?l.strict_until,
+            "lease_was" => ?was.1, "lease" => ?l.lease_until);
+        let after = self.lease_held_until(now);
+        if let (Some(shorter), Some(token)) = (after, self.lease_announced)
+            && before.is_some_and(|b| shorter < b)
+        {
+            slog::warn!(self.log, "lease shortened: the new voters promise less";
+                "rule" => Rule::LeaseFollowsVoterSets, "term" => self.term,
+                "deadline" => %shorter);
+            out.push(Action::Event(Event::LeaseShortened {
+                token,
+                valid_until: shorter,
+            }));
+        }
+        self.announce_lease(now, out);
     }
 
     /// Rule `strict_lease`: at the end of every step, announces a lease that

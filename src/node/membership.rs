@@ -155,7 +155,9 @@ impl<P: LogPosition> Node<P> {
         out: &mut Vec<Action<P>>,
     ) {
         let old_members = self.peers.iter().map(|p| p.id).collect::<Vec<_>>();
-        self.voters = voter_set(&membership, self.custom_quorum);
+        let voters = voter_set(&membership, self.custom_quorum);
+        let sets_changed = voters != self.voters;
+        self.voters = voters;
         self.self_index = self.voters.index_of(self.id);
         self.tally = Tally::new(&self.voters);
         self.scratch = Vec::with_capacity(self.voters.len());
@@ -210,6 +212,13 @@ impl<P: LogPosition> Node<P> {
             out,
         );
         if self.phase.is_leader() {
+            // Before anything is sent: the new voters can act on this
+            // membership only once they receive it.
+            if sets_changed {
+                self.rederive_anchors(now, out);
+            } else {
+                self.recompute_anchors();
+            }
             // Every peer, and those just removed, so they learn it now.
             let mut to = old_members;
             to.extend(self.peers.iter().map(|p| p.id));
@@ -218,7 +227,6 @@ impl<P: LogPosition> Node<P> {
             for id in to {
                 self.send_membership(id, out);
             }
-            self.recompute_anchors();
             self.advance_change(now, out);
         }
     }

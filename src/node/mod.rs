@@ -678,7 +678,7 @@ impl<P: LogPosition> Node<P> {
 
     /// A fresh randomized round length: the election timeout plus jitter
     /// (saturating: a huge configured timeout means "never").
-    fn round_length(&mut self) -> Duration {
+    pub(super) fn round_length(&mut self) -> Duration {
         self.timing
             .election
             .saturating_add(self.jitter.up_to(self.timing.jitter))
