@@ -22,7 +22,8 @@
 //!   with faults aimed at a change in progress
 //!   ([`Fault::CrashFollower`], [`Fault::IsolateLeaderWith`]) or at a
 //!   moment of it ([`Fault::WhenLeaderReaches`]); the membership scenarios
-//!   are [`membership_scenarios`].
+//!   are [`membership_scenarios`], and those across nodes with different
+//!   timing [`mixed_change_scenarios`].
 //!
 //! Every step of every node is checked by its [`NodeChecker`], and after
 //! every event the cluster-wide [`Checker`]'s and [`MembershipChecker`]'s
@@ -78,7 +79,8 @@ pub use rank::{RANK_NODES, RANKED_POLICIES, RankKind, RankRow, RankScenario, ran
 pub use replication::ReplicationModel;
 pub use scenario::{ChangeStage, Fault, Scenario};
 pub use standard::{
-    MEMBERSHIP_HEAL, Standard, all_scenarios, membership_scenarios, standard_scenarios,
+    MEMBERSHIP_HEAL, Standard, all_scenarios, membership_scenarios, mixed_change_scenarios,
+    standard_scenarios,
 };
 pub use summary::Summary;
 pub use timeline::{NodeState, Timeline};
