@@ -70,7 +70,8 @@
 //! candidate whose durable membership is at least its own); **a leader
 //! moves on only from a stored membership** (whenever a leader writes a
 //! membership built on `P`, other than going back from a joint `P` to its
-//! old voters, a majority of each voter set of `P` holds `P` or a
+//! old voters or undoing a first step `P` (observers only) that failed, a
+//! majority of each voter set of `P` holds `P` or a
 //! membership built on it durably: a ghost lineage tells those from
 //! merely newer memberships of another branch). Sometimes (so
 //! the checks are not vacuous; asserted per test): a leader uses a joint
@@ -727,6 +728,7 @@ impl MembershipModel {
         let membership = running.node.membership().clone();
         let mut early_acks = Vec::new();
         let mut made = Vec::new();
+        let mut failed = false;
         let mut sends = Vec::new();
         let mut broken = Vec::new();
         if let Err(v) = result {
@@ -807,11 +809,20 @@ impl MembershipModel {
                 Action::Event(Event::MembershipChangeCompleted { .. }) => {
                     cluster.completed = cluster.completed.saturating_add(1).min(3);
                 }
+                Action::Event(Event::MembershipChangeFailed { .. }) => failed = true,
                 Action::Event(_) => {}
             }
         }
         for (m, parent) in made {
-            let rollback = parent.is_joint() && m.voters == parent.outgoing;
+            // Rule `membership_change_bounded`: a joint membership not
+            // stored in time goes back to its old voters, and a first step
+            // (observers only) not stored in time is undone in the step
+            // that reports the change failed; neither moves a voter.
+            let rollback = if parent.is_joint() {
+                m.voters == parent.outgoing
+            } else {
+                failed && m.voters == parent.voters && !m.is_joint()
+            };
             // A new leader writes an inherited membership again, unchanged,
             // in its own term before building on it (Raft's new leader
             // commits an entry of its own term): that copy moves nothing.
