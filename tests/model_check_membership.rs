@@ -34,6 +34,12 @@
 //!   loss (a message never delivered; explicit `Drop` steps in the random
 //!   walks), reordering (the network is a multiset), duplication (a
 //!   `Duplicate` step delivers a copy and keeps the message; budgeted).
+//! - **Mixed timing.** The nodes promise different lengths of time
+//!   (`MIXED_TIMING`): nodes 1 and 3 heartbeat every 100 ms and promise
+//!   1 s, nodes 2 and 4 every 50 ms and promise 250 ms, and node 1 leads
+//!   first. A strict lease then rests on a long promise that a change can
+//!   leave out (node 3 replaced; node 1 removing itself), while the voters
+//!   kept and added could elect a successor after their short ones.
 //!
 //! # Where the search starts
 //!
@@ -56,6 +62,15 @@
 //! hundreds of steps each from the same states, with crashes, restarts,
 //! drops, duplicates and the operator's retries.
 //!
+//! Electing a successor takes a dozen steps, more than the exhaustive
+//! search's depth, so the model also *cuts the leader off* at every phase
+//! of the happy path (every message to or from it lost, the same policy
+//! running on) until another node is elected; each such succession is an
+//! initial state of the scenario walks and of
+//! `strict_lease_ends_before_the_successor_of_a_leader_cut_off_mid_change`,
+//! which searches exhaustively from those alone. There the cut-off leader
+//! must no longer hold a lease.
+//!
 //! # What is checked
 //!
 //! Always: at most one leader per term and strict leases never overlap
@@ -70,7 +85,8 @@
 //! candidate whose durable membership is at least its own); **a leader
 //! moves on only from a stored membership** (whenever a leader writes a
 //! membership built on `P`, other than going back from a joint `P` to its
-//! old voters, a majority of each voter set of `P` holds `P` or a
+//! old voters or undoing a first step `P` (observers only) that failed, a
+//! majority of each voter set of `P` holds `P` or a
 //! membership built on it durably: a ghost lineage tells those from
 //! merely newer memberships of another branch). Sometimes (so
 //! the checks are not vacuous; asserted per test): a leader uses a joint
@@ -105,8 +121,9 @@
 //!
 //! # Not modelled
 //!
-//! Clock drift (every clock reads real time; `tests/model_check.rs` and
-//! `tests/lease_sim.rs` cover drift), log positions (all `()`: every
+//! Clock drift (every clock reads real time, so leases are checked against
+//! real time exactly; `tests/model_check.rs`, `tests/lease_sim.rs` and
+//! the simulator's `mixed_change` scenarios cover drift), log positions (all `()`: every
 //! acknowledging node is caught up), leadership transfer and promotion
 //! other than the handover of a removed leader, addresses, more than one
 //! spare node, and disagreeing bootstrap configurations (conflict
@@ -115,14 +132,19 @@
 //! # Cost
 //!
 //! Release build, one core per test. The exhaustive searches to depth 5
-//! (`TENURE_MEMBERSHIP_DEPTH`, default 5) visit 220k states (`GrowShrink`,
-//! 68 initial states) and 163k (`Replace`, 39) in 7-17 s each; the random
+//! (`TENURE_MEMBERSHIP_DEPTH`, default 5) visit 646k states (`GrowShrink`,
+//! 96 initial states) and 336k (`Replace`, 53) in 25-50 s each (mixed
+//! timing tripled them: more distinct deadlines); the searches from the
+//! cut-off leaders' successions (41 and 25, to depth 4,
+//! `TENURE_MEMBERSHIP_CUT_DEPTH`) 39k and 22k states in 1-2 s; the random
 //! walks (`TENURE_MEMBERSHIP_WALKS`, default 500k states each, walks of up
 //! to 400 steps; `TENURE_MEMBERSHIP_SEED=<n>` picks other seeds) 10-25 s
-//! each. The whole file: 25-45 s on two shared cores, 0.8 GB peak.
+//! each. The whole file: about 130 s on two shared cores, most of it the
+//! 3M-state walk of `model_check_membership_leader_moves_on_only_from_a_stored_membership`.
 //! Deeper, one test at a time:
 //! `TENURE_MEMBERSHIP_DEPTH=6 cargo test --release --all-features --test model_check_membership -- --test-threads 1 --exact model_check_membership_grow_shrink model_check_membership_replace`
-//! visits 1.54M + 1.14M states in about 100 s, 5.9 GB peak;
+//! visited 1.54M + 1.14M states in about 100 s, 5.9 GB peak, before mixed
+//! timing (expect about three times as many now);
 //! `TENURE_MEMBERSHIP_WALKS=3000000 ... random_walks` about 110-150 s per
 //! walk test, 70 MB (seeds 7, 11, 12, 21 and 22 found nothing).
 
@@ -269,7 +291,32 @@ struct Variant {
     /// A broken driver (only to show the checker can fail): it restarts a
     /// node from its configuration, forgetting the stored membership.
     forget_membership_on_restart: bool,
+    /// Each node its own timing, [`MIXED_TIMING`] (otherwise every node
+    /// heartbeats every 100 ms and promises 400 ms).
+    mixed_promises: bool,
+    /// Start the searches also where a leader cut off at a phase of the
+    /// change was succeeded (see `MembershipModel::isolations`): the two
+    /// scenario walks do (their cost is their state budget); the
+    /// exhaustive searches from every phase do not (they would visit four
+    /// times as many states): `strict_lease_ends_before_the_successor_of_a_leader_cut_off_mid_change`
+    /// searches from those states alone.
+    isolations: bool,
 }
+
+/// Per node `(heartbeat, death timeout, election jitter)` in ms under
+/// `Variant::mixed_promises` (election timeouts are the death timeouts):
+/// the voters promise different lengths of time, so the lease check
+/// covers a change that leaves a voter with a long promise out (node 3 in
+/// `Replace`; the leader itself in `GrowShrink`) while the voters kept and
+/// added (2 and 4) promise little. Node 1's short jitter lets it lead
+/// first (fresh nodes campaign after their jitter alone); its promise is
+/// as long as node 3's.
+const MIXED_TIMING: [(u64, u64, u64); NODES] = [
+    (100, 1_000, 1),
+    (50, 250, 25),
+    (100, 1_000, 100),
+    (50, 250, 25),
+];
 
 const GROW_SHRINK: Variant = Variant {
     scenario: Scenario::GrowShrink { remove: None },
@@ -287,6 +334,8 @@ const GROW_SHRINK: Variant = Variant {
     ack_membership_early: false,
     stamp_with_receivers_membership: false,
     forget_membership_on_restart: false,
+    mixed_promises: true,
+    isolations: false,
 };
 
 const REPLACE: Variant = Variant {
@@ -600,6 +649,11 @@ impl MembershipModel {
         };
         let path = model.happy_path();
         let failovers = model.failovers(&path);
+        let isolations = if variant.isolations {
+            model.isolations(&path)
+        } else {
+            Vec::new()
+        };
         let mut init = vec![path[0].clone()];
         let phase = |c: &Cluster| -> Vec<(Option<Version>, Option<Version>)> {
             ids()
@@ -620,6 +674,7 @@ impl MembershipModel {
                 }
             }
         }
+        init.extend(isolations);
         init.dedup();
         model.init = init;
         model
@@ -629,6 +684,14 @@ impl MembershipModel {
         let mut config = Config::new(id, BOOTSTRAP)
             .fencing(Fencing::Strict)
             .rng_seed(1);
+        if self.variant.mixed_promises {
+            let ms = std::time::Duration::from_millis;
+            let (heartbeat, death, jitter) = MIXED_TIMING[index(id)];
+            config = config
+                .heartbeat_interval(ms(heartbeat))
+                .death_timeout(ms(death))
+                .election_jitter(ms(jitter));
+        }
         if let Some(ms) = self.variant.change_timeout_ms {
             config = config.membership_change_timeout(std::time::Duration::from_millis(ms));
         }
@@ -727,6 +790,7 @@ impl MembershipModel {
         let membership = running.node.membership().clone();
         let mut early_acks = Vec::new();
         let mut made = Vec::new();
+        let mut failed = false;
         let mut sends = Vec::new();
         let mut broken = Vec::new();
         if let Err(v) = result {
@@ -807,11 +871,20 @@ impl MembershipModel {
                 Action::Event(Event::MembershipChangeCompleted { .. }) => {
                     cluster.completed = cluster.completed.saturating_add(1).min(3);
                 }
+                Action::Event(Event::MembershipChangeFailed { .. }) => failed = true,
                 Action::Event(_) => {}
             }
         }
         for (m, parent) in made {
-            let rollback = parent.is_joint() && m.voters == parent.outgoing;
+            // Rule `membership_change_bounded`: a joint membership not
+            // stored in time goes back to its old voters, and a first step
+            // (observers only) not stored in time is undone in the step
+            // that reports the change failed; neither moves a voter.
+            let rollback = if parent.is_joint() {
+                m.voters == parent.outgoing
+            } else {
+                failed && m.voters == parent.voters && !m.is_joint()
+            };
             // A new leader writes an inherited membership again, unchanged,
             // in its own term before building on it (Raft's new leader
             // commits an entry of its own term): that copy moves nothing.
@@ -1074,11 +1147,65 @@ impl MembershipModel {
         runs
     }
 
+    /// States where a leader cut off at a phase of the change was
+    /// succeeded: from every state of `path` with a leader at which any
+    /// node's membership writes reach a new phase (every phase of the
+    /// change, each written, partially stored, stored, and its end), every
+    /// message to or from the leader is lost from then on (explicit `Drop`
+    /// steps), and the same policy runs on until another node is elected
+    /// (or 400 steps). The last state of each run. Nodes that left an old
+    /// voter's long promise behind (`Variant::mixed_promises`) elect the
+    /// successor after their own short ones, while the cut-off leader may
+    /// still hold a lease that promise backed.
+    fn isolations(&self, path: &[Cluster]) -> Vec<Cluster> {
+        let mut ends = Vec::new();
+        let mut last_phase = None;
+        for state in path {
+            let Some((leader, _)) = state.leader() else {
+                continue;
+            };
+            let phase: Vec<(Option<Version>, Option<Version>)> = ids()
+                .map(|id| {
+                    let pending = state.nodes[index(id)]
+                        .as_ref()
+                        .and_then(|r| r.pending_membership.as_ref().map(version));
+                    (
+                        pending,
+                        state.stored_memberships[index(id)].as_deref().map(version),
+                    )
+                })
+                .collect();
+            if last_phase.as_ref() == Some(&phase) {
+                continue;
+            }
+            last_phase = Some(phase);
+            let elected = state.highest_elected;
+            let succeeded = move |c: &Cluster| c.highest_elected > elected;
+            let mut run = self.drive_cut(state.clone(), Some(leader), succeeded);
+            run.truncate(400);
+            if let Some(end) = run.pop().filter(|c| c.highest_elected > elected) {
+                ends.push(end);
+            }
+        }
+        ends
+    }
+
     /// Drives `cluster` along a fixed policy until `done`: complete writes,
     /// deliver messages, propose the scenario's next change once none is
     /// running, else tick the node with the earliest deadline (up to 3000
     /// steps). Every state on the way, `cluster` first.
-    fn drive(&self, mut cluster: Cluster, done: impl Fn(&Cluster) -> bool) -> Vec<Cluster> {
+    fn drive(&self, cluster: Cluster, done: impl Fn(&Cluster) -> bool) -> Vec<Cluster> {
+        self.drive_cut(cluster, None, done)
+    }
+
+    /// [`MembershipModel::drive`], with node `cut` (if any) cut off: every
+    /// message to or from it is dropped first, and no change is proposed.
+    fn drive_cut(
+        &self,
+        mut cluster: Cluster,
+        cut: Option<NodeId>,
+        done: impl Fn(&Cluster) -> bool,
+    ) -> Vec<Cluster> {
         let unbounded = MembershipModel {
             variant: Variant {
                 max_proposals: u8::MAX,
@@ -1093,13 +1220,21 @@ impl MembershipModel {
             if done(&cluster) {
                 break;
             }
-            let step = ids()
-                .find(|&id| {
-                    cluster.nodes[index(id)]
-                        .as_ref()
-                        .is_some_and(|r| r.pending.is_some())
+            let step = cut
+                .and_then(|n| {
+                    let cut_off = |e: &&Envelope| e.src == n || e.dst == n;
+                    cluster.network.iter().find(cut_off).cloned()
                 })
-                .map(Step::Fsync)
+                .map(Step::Drop)
+                .or_else(|| {
+                    ids()
+                        .find(|&id| {
+                            cluster.nodes[index(id)]
+                                .as_ref()
+                                .is_some_and(|r| r.pending.is_some())
+                        })
+                        .map(Step::Fsync)
+                })
                 .or_else(|| {
                     ids()
                         .find(|&id| {
@@ -1128,10 +1263,13 @@ impl MembershipModel {
                         .iter()
                         .flatten()
                         .all(|r| r.pending_membership.is_none());
-                    (idle_since_proposal && quiet && !leading.node.membership().is_joint())
-                        .then(|| unbounded.proposals(&cluster, leader).into_iter().next())
-                        .flatten()
-                        .map(|change| Step::Propose(leader, change))
+                    (cut.is_none()
+                        && idle_since_proposal
+                        && quiet
+                        && !leading.node.membership().is_joint())
+                    .then(|| unbounded.proposals(&cluster, leader).into_iter().next())
+                    .flatten()
+                    .map(|change| Step::Propose(leader, change))
                 })
                 .or_else(|| {
                     cluster
@@ -1452,6 +1590,19 @@ fn explore(name: &str, variant: Variant, depth: usize, reached: &[&'static str])
 }
 
 fn report(checker: &impl Checker<MembershipModel>, reached: &[&'static str]) {
+    let failures = counterexamples(checker);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let missing: Vec<&str> = reached
+        .iter()
+        .copied()
+        .filter(|name| checker.discovery(name).is_none())
+        .collect();
+    assert!(missing.is_empty(), "never reached: {missing:?}");
+}
+
+/// Every `Always` property the checker found broken, with its
+/// counterexample.
+fn counterexamples(checker: &impl Checker<MembershipModel>) -> Vec<String> {
     let mut failures = Vec::new();
     for property in checker.model().properties() {
         if property.expectation == Expectation::Always
@@ -1468,13 +1619,7 @@ fn report(checker: &impl Checker<MembershipModel>, reached: &[&'static str]) {
             ));
         }
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
-    let missing: Vec<&str> = reached
-        .iter()
-        .copied()
-        .filter(|name| checker.discovery(name).is_none())
-        .collect();
-    assert!(missing.is_empty(), "never reached: {missing:?}");
+    failures
 }
 
 /// The happy paths reach their final memberships (the searches start
@@ -1498,8 +1643,22 @@ fn membership_model_happy_paths() {
                 eprintln!("  {}: {n} initial states", property.name);
             }
         }
+        let isolations = model.isolations(&model.happy_path());
+        let overlapping: Vec<&Cluster> = isolations
+            .iter()
+            .filter(|c| !model.cluster_violations(c).is_empty())
+            .collect();
+        eprintln!(
+            "  a successor to a cut-off leader: {} initial states, {} with a lease still held by the cut-off leader",
+            isolations.len(),
+            overlapping.len()
+        );
         if std::env::var_os("TENURE_MEMBERSHIP_SHOW_PHASES").is_some() {
             for state in &model.init {
+                eprint!("{}", describe_state(state));
+            }
+            eprintln!("  successors to a cut-off leader:");
+            for state in &isolations {
                 eprint!("{}", describe_state(state));
             }
         }
@@ -1542,6 +1701,50 @@ fn model_check_membership_replace() {
             "a node crashes",
         ],
     );
+}
+
+/// Rule `strict_lease` across a change, with voters that promise
+/// different lengths of time (`MIXED_TIMING`): from every phase of each
+/// scenario's change the leader is cut off (every message to or from it
+/// lost) and another node is elected (see `MembershipModel::isolations`);
+/// an exhaustive search to `TENURE_MEMBERSHIP_CUT_DEPTH` (default 4) steps
+/// from each of those successions. The cut-off leader's lease must have
+/// ended, and it must hold none while the successor leads, even when the
+/// change left out the voter whose long promise backed that lease (node 3
+/// in the replacement; the leader itself, removed, in 3 -> 4 -> 3).
+#[test]
+fn strict_lease_ends_before_the_successor_of_a_leader_cut_off_mid_change() {
+    let depth = env_usize("TENURE_MEMBERSHIP_CUT_DEPTH", 4);
+    let mut failures = Vec::new();
+    for (name, variant) in [("GROW_SHRINK", GROW_SHRINK), ("REPLACE", REPLACE)] {
+        #[allow(clippy::disallowed_methods)]
+        let started = WallClock::now();
+        let mut model = MembershipModel::new(Variant {
+            isolations: true,
+            ..variant
+        });
+        model.init = model.isolations(&model.happy_path());
+        let scenario = variant.scenario;
+        // The successions the search starts from include those after the
+        // change (the successor elected with its final membership).
+        assert!(
+            model.init.iter().any(|c| c
+                .leader()
+                .is_some_and(|(_, n)| scenario.is_final(n.membership()))),
+            "{name}: no successor elected with the final membership"
+        );
+        let seeds = model.init.len();
+        let checker = model.checker().target_max_depth(depth).spawn_bfs().join();
+        eprintln!(
+            "{name} cut off: {seeds} successions, {} unique states to depth {depth} in {:.1?}",
+            checker.unique_state_count(),
+            started.elapsed()
+        );
+        for f in counterexamples(&checker) {
+            failures.push(format!("{name}: {f}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 /// Random walks: a biased choice (deliveries and writes more often than
@@ -1645,7 +1848,10 @@ fn walk_states() -> usize {
 fn model_check_membership_grow_shrink_random_walks() {
     walk(
         "GROW_SHRINK walks",
-        walking(GROW_SHRINK),
+        Variant {
+            isolations: true,
+            ..walking(GROW_SHRINK)
+        },
         1,
         walk_states(),
         &[
@@ -1664,7 +1870,10 @@ fn model_check_membership_grow_shrink_random_walks() {
 fn model_check_membership_replace_random_walks() {
     walk(
         "REPLACE walks",
-        walking(REPLACE),
+        Variant {
+            isolations: true,
+            ..walking(REPLACE)
+        },
         2,
         walk_states(),
         &[

@@ -731,18 +731,7 @@ fn sweep_run_with(seed: u64, changes: bool) -> Option<String> {
 }
 
 fn sweep_seeds(default_runs: u64) -> Vec<u64> {
-    if let Ok(s) = std::env::var("TENURE_RANK_BREAK_SEEDS") {
-        return s.split(',').filter_map(|x| x.trim().parse().ok()).collect();
-    }
-    let runs = std::env::var("TENURE_RANK_BREAK_RUNS")
-        .ok()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(default_runs);
-    let base = std::env::var("TENURE_RANK_BREAK_BASE")
-        .ok()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(1u64);
-    (base..base + runs).collect()
+    common::sweep_seeds("TENURE_RANK_BREAK", default_runs, 1)
 }
 
 /// The sweep (see [`sweep_run`]). `TENURE_RANK_BREAK_RUNS` (default 200)
@@ -756,16 +745,7 @@ fn rank_break_sweep() {
 
 /// Runs `run` over the sweep's seeds; fails listing the failing ones.
 fn sweep_all(run: impl Fn(u64) -> Option<String>) {
-    let seeds = sweep_seeds(200);
-    let mut bad = Vec::new();
-    for &seed in &seeds {
-        if let Some(v) = run(seed) {
-            eprintln!("FAIL {v}\n");
-            bad.push(seed);
-        }
-    }
-    eprintln!("{} runs, {} failed: {bad:?}", seeds.len(), bad.len());
-    assert!(bad.is_empty(), "failing seeds: {bad:?}");
+    common::assert_no_failing_seeds(&common::run_sweep(&sweep_seeds(200), run));
 }
 
 #[test]

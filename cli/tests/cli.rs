@@ -47,6 +47,36 @@ fn sim_table_shows_membership_changes() {
 }
 
 #[test]
+fn sim_lists_and_runs_the_mixed_change_scenarios() {
+    let (code, out, err) = tenure(&["sim", "--list", "--scenario", "mixed_change/"]);
+    assert_eq!(code, 0, "{out}{err}");
+    for change in ["replace", "add_remove", "replace_self", "mid_joint"] {
+        for mode in ["off", "soft", "strict"] {
+            let name = format!("mixed_change/{change}/{mode} ");
+            assert!(out.lines().any(|l| l.starts_with(&name)), "{name}: {out}");
+        }
+    }
+    let (code, out, err) = tenure(&[
+        "sim",
+        "--seeds",
+        "2",
+        "--scenario",
+        "mixed_change/replace/soft",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("mixed_change/replace/soft "))
+        .unwrap_or_else(|| panic!("{out}"));
+    let cols: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(&cols[1..4], &["2", "0", "0"], "{line}");
+    assert_eq!(
+        cols[4], "2",
+        "one failover per run (the cut-off leader's): {line}"
+    );
+}
+
+#[test]
 fn sim_replays_one_seed_with_trace_and_timeline() {
     let dir = std::env::temp_dir().join(format!("tenure-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -20,8 +20,10 @@
 //! - spare nodes and scripted operators that change the membership the way
 //!   a person with `tenure ctl` would ([`Operation`], [`Fault::Operate`]),
 //!   with faults aimed at a change in progress
-//!   ([`Fault::CrashFollower`], [`Fault::IsolateLeaderWith`]); the
-//!   membership scenarios are [`membership_scenarios`].
+//!   ([`Fault::CrashFollower`], [`Fault::IsolateLeaderWith`]) or at a
+//!   moment of it ([`Fault::WhenLeaderReaches`]); the membership scenarios
+//!   are [`membership_scenarios`], and those across nodes with different
+//!   timing [`mixed_change_scenarios`].
 //!
 //! Every step of every node is checked by its [`NodeChecker`], and after
 //! every event the cluster-wide [`Checker`]'s and [`MembershipChecker`]'s
@@ -75,9 +77,10 @@ pub use operator::{Goal, Operation};
 pub use ops::{Op, OpRunner};
 pub use rank::{RANK_NODES, RANKED_POLICIES, RankKind, RankRow, RankScenario, rank_scenarios};
 pub use replication::ReplicationModel;
-pub use scenario::{Fault, Scenario};
+pub use scenario::{ChangeStage, Fault, Scenario};
 pub use standard::{
-    MEMBERSHIP_HEAL, Standard, all_scenarios, membership_scenarios, standard_scenarios,
+    MEMBERSHIP_HEAL, Standard, all_scenarios, membership_scenarios, mixed_change_scenarios,
+    standard_scenarios,
 };
 pub use summary::Summary;
 pub use timeline::{NodeState, Timeline};
@@ -380,6 +383,12 @@ enum Payload<P> {
     ChangeAtLeader(MembershipChange, u32),
     /// Operator `.0` looks at the cluster (`.1`: and schedules its next look).
     OperatorPoll(usize, bool),
+    /// [`Fault::WhenLeaderReaches`] looks at the leaders again.
+    Watch {
+        stage: ChangeStage,
+        delay: Duration,
+        then: std::boxed::Box<Fault>,
+    },
     Timer {
         node: NodeId,
         generation: u64,
@@ -1226,6 +1235,11 @@ impl<P: LogPosition> Cluster<P> {
 
     /// Applies a fault now.
     pub fn apply(&mut self, fault: Fault) {
+        if let Fault::WhenLeaderReaches { stage, delay, then } = fault {
+            // Marked on the timeline when `then` applies.
+            self.watch(stage, delay, then);
+            return;
+        }
         if let Some(t) = self.timeline.as_mut() {
             let (label, node) = fault.label();
             t.mark(self.now, label, node);
@@ -1343,6 +1357,7 @@ impl<P: LogPosition> Cluster<P> {
             Fault::IsolateLeaderWith(others) => self.isolate_leader_with(others),
             Fault::StallReplication(id) => self.stall_replication(id, true),
             Fault::ResumeReplication(id) => self.stall_replication(id, false),
+            Fault::WhenLeaderReaches { .. } => unreachable!("handled above"),
             Fault::Input(id, input) => {
                 self.log(id, format_args!("input {input:?}"));
                 match lift_input(input) {
@@ -1383,6 +1398,29 @@ impl<P: LogPosition> Cluster<P> {
             return;
         }
         self.schedule(at, Payload::Fault(fault));
+    }
+
+    /// [`Fault::WhenLeaderReaches`]: if a node that leads is at `stage`,
+    /// schedules `then` `delay` from now; otherwise looks again in 1 ms,
+    /// until the scenario's heal.
+    fn watch(&mut self, stage: ChangeStage, delay: Duration, then: std::boxed::Box<Fault>) {
+        let reached = self.nodes.iter().find_map(|s| {
+            let n = s.node.as_ref()?;
+            (n.status().role == Role::Leader && stage.holds(s.id, n.membership())).then_some(s.id)
+        });
+        if let Some(leader) = reached {
+            self.log(
+                leader,
+                format_args!("at {}: {:?} in {delay:?}", stage.label(), then.label().0),
+            );
+            self.schedule(self.now + delay, Payload::Fault(*then));
+            return;
+        }
+        let at = self.now + Duration::from_millis(1);
+        if self.heal_at.is_some_and(|h| at >= Instant::ZERO + h) {
+            return;
+        }
+        self.schedule(at, Payload::Watch { stage, delay, then });
     }
 
     /// Crashes a live voter of the quorum-known leader's membership other
@@ -1824,6 +1862,11 @@ impl<P: LogPosition> Cluster<P> {
             }
             Payload::ChangeAtLeader(change, tries) => self.change_at_leader(change, tries),
             Payload::OperatorPoll(idx, periodic) => self.operator_poll(idx, periodic),
+            Payload::Watch { stage, delay, then } => {
+                // Looking changes nothing to check.
+                self.watch(stage, delay, then);
+                return Handled::Skip;
+            }
             Payload::WriteDone { node, generation } => {
                 if let Some(i) = self.idx(node)
                     && self.nodes[i].write_gen == generation

@@ -1,5 +1,6 @@
 //! Fault schedules.
 
+use std::boxed::Box;
 use std::string::String;
 use std::time::Duration;
 use std::vec::Vec;
@@ -7,8 +8,47 @@ use std::vec::Vec;
 use rand_core::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 
-use super::Operation;
-use crate::{Input, MembershipChange, NodeId};
+use super::{Goal, Operation};
+use crate::{Input, Membership, MembershipChange, NodeId};
+
+/// A moment of a membership change, as a leader sees it
+/// ([`Fault::WhenLeaderReaches`]): the windows that matter last a round
+/// trip or two, too short to hit with a fault at a fixed instant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ChangeStage {
+    /// The leader acts on a joint membership: the change is between its
+    /// two voter sets.
+    Joint,
+    /// The leader acts on a membership (not joint) that meets this goal;
+    /// the other nodes may not have stored it yet.
+    Reached(Goal),
+    /// The leader acts on a membership in which it is no voter: it removed
+    /// itself and has not handed over yet.
+    LeaderRemoved,
+}
+
+impl ChangeStage {
+    /// Whether `leader`, acting on `membership`, is at this stage.
+    pub fn holds(&self, leader: NodeId, membership: &Membership) -> bool {
+        match self {
+            ChangeStage::Joint => membership.is_joint(),
+            ChangeStage::Reached(goal) => goal.met_by(membership),
+            ChangeStage::LeaderRemoved => !membership.is_voter(leader),
+        }
+    }
+
+    /// A short label for traces and timelines.
+    pub fn label(&self) -> String {
+        match self {
+            ChangeStage::Joint => String::from("joint"),
+            ChangeStage::Reached(goal) => {
+                std::format!("voters +{:?} -{:?}", goal.voters, goal.removed)
+            }
+            ChangeStage::LeaderRemoved => String::from("leader removed"),
+        }
+    }
+}
 
 /// One fault, applied at a scheduled instant.
 #[derive(Clone, Debug)]
@@ -94,6 +134,20 @@ pub enum Fault {
     /// The node stores copies again (it catches up at the leader's next
     /// append).
     ResumeReplication(NodeId),
+    /// Waits until a node that leads acts on a membership at `stage`
+    /// (looking every millisecond, so that a stage lasting a round trip is
+    /// seen), then applies `then` `delay` later: a fault aimed at a moment
+    /// of a change rather than at an instant of the run, which would hit
+    /// that moment in a few seeds only. Stops looking at
+    /// [`Scenario::heal_at`] (no fault acts after it); fires once.
+    WhenLeaderReaches {
+        /// The moment of the change to wait for.
+        stage: ChangeStage,
+        /// How long after the stage is first seen `then` applies.
+        delay: Duration,
+        /// The fault to apply.
+        then: Box<Fault>,
+    },
 }
 
 impl Fault {
@@ -128,6 +182,10 @@ impl Fault {
             Fault::IsolateLeaderWith(n) => (format!("isolate leader + {n}"), None),
             Fault::StallReplication(n) => (String::from("log stall"), Some(*n)),
             Fault::ResumeReplication(n) => (String::from("log ok"), Some(*n)),
+            Fault::WhenLeaderReaches { stage, delay, then } => {
+                let (label, node) = then.label();
+                (format!("at {} + {delay:?}: {label}", stage.label()), node)
+            }
         }
     }
 }

@@ -10,7 +10,7 @@ use std::vec::Vec;
 use rand_core::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 
-use super::{Fault, Goal, Operation, Scenario, SimConfig};
+use super::{ChangeStage, Fault, Goal, Operation, Scenario, SimConfig};
 
 /// When the random faults of the membership scenarios stop (everything
 /// heals and restarts): operators then have until the end of the run
@@ -58,6 +58,10 @@ enum Kind {
     CrashMidChange,
     PartitionMidChange,
     TwoOperators,
+    MixedReplace,
+    MixedAddRemove,
+    MixedReplaceSelf,
+    MixedMidJoint,
 }
 
 /// The membership scenarios: `(name, kind, voters, spares)`, each in every
@@ -70,6 +74,15 @@ const MEMBERSHIP_KINDS: [(&str, Kind, u64, u64); 7] = [
     ("crash_mid_change", Kind::CrashMidChange, 3, 2),
     ("partition_mid_change", Kind::PartitionMidChange, 5, 0),
     ("two_operators", Kind::TwoOperators, 3, 2),
+];
+
+/// The membership changes under mixed timing ([`mixed_change_scenarios`]):
+/// `(name, kind)`, each in every fencing mode.
+const MIXED_CHANGE_KINDS: [(&str, Kind); 4] = [
+    ("replace", Kind::MixedReplace),
+    ("add_remove", Kind::MixedAddRemove),
+    ("replace_self", Kind::MixedReplaceSelf),
+    ("mid_joint", Kind::MixedMidJoint),
 ];
 
 const ALL: &[Fencing] = &[Fencing::Off, Fencing::Soft, Fencing::Strict];
@@ -133,11 +146,40 @@ pub fn membership_scenarios() -> Vec<Standard> {
     all
 }
 
-/// [`standard_scenarios`] then [`membership_scenarios`]: what `tenure sim`
-/// runs.
+/// Membership changes across nodes with different promises
+/// (`mixed_change/<change>/<fencing>`), in every fencing mode: voters 1
+/// and 2 heartbeat every 100 ms and promise 1 s (death timeout), voter 3
+/// and the spare node 4 heartbeat every 50 ms and promise 250 ms; 2 and 3
+/// are in mode voter, so node 1 leads first. The change replaces an old
+/// voter with a long promise by the spare with a short one, and the
+/// leader is isolated at a moment of the change
+/// ([`Fault::WhenLeaderReaches`]): the voters it keeps then elect the new
+/// node after their short promises, so a lease the leader still holds on
+/// the old voter's long promise would overlap the new leader's. Clocks
+/// 1000 ppm apart (the configured bound) with random offsets, network
+/// 1–5 ms. Not part of [`standard_scenarios`] nor of
+/// [`membership_scenarios`]; see [`Standard::build`] for each change.
+pub fn mixed_change_scenarios() -> Vec<Standard> {
+    let mut all = Vec::new();
+    for fencing in [Fencing::Off, Fencing::Soft, Fencing::Strict] {
+        for (name, kind) in MIXED_CHANGE_KINDS {
+            all.push(Standard {
+                name: std::format!("mixed_change/{name}/{}", mode_name(fencing)),
+                nodes: 3,
+                fencing,
+                kind,
+            });
+        }
+    }
+    all
+}
+
+/// [`standard_scenarios`], [`membership_scenarios`] then
+/// [`mixed_change_scenarios`]: what `tenure sim` runs.
 pub fn all_scenarios() -> Vec<Standard> {
     let mut all = standard_scenarios();
     all.extend(membership_scenarios());
+    all.extend(mixed_change_scenarios());
     all
 }
 
@@ -211,6 +253,18 @@ impl Standard {
             Kind::TwoOperators => {
                 "at once, one operator adds voter 4 and another replaces the leader by 5; random faults"
             }
+            Kind::MixedReplace => {
+                "promises 1 s (1, 2) and 250 ms (3, 4); 2 is replaced by 4, the leader isolated 0-200 ms after"
+            }
+            Kind::MixedAddRemove => {
+                "promises 1 s (1, 2) and 250 ms (3, 4); 4 is added, 2 removed, the leader isolated 0-100 ms after"
+            }
+            Kind::MixedReplaceSelf => {
+                "promises 1 s (1, 2) and 250 ms (3, 4); the leader replaces itself by 4 and is isolated before it hands over"
+            }
+            Kind::MixedMidJoint => {
+                "promises 1 s (1, 2) and 250 ms (3, 4); 2 is replaced by 4, the leader isolated as it enters the joint phase"
+            }
         }
     }
 
@@ -238,6 +292,9 @@ impl Standard {
         if let Some(&(_, _, _, spares)) = MEMBERSHIP_KINDS.iter().find(|k| k.1 == self.kind) {
             cfg.spares = spares;
             return self.membership(cfg, seed);
+        }
+        if self.is_mixed_change() {
+            return self.mixed_change(cfg, seed);
         }
         s = match self.kind {
             Kind::LeaderCrash => s
@@ -591,6 +648,104 @@ impl Standard {
     /// Whether this is one of [`membership_scenarios`].
     pub fn is_membership(&self) -> bool {
         MEMBERSHIP_KINDS.iter().any(|k| k.1 == self.kind)
+    }
+
+    /// Whether this is one of [`mixed_change_scenarios`].
+    pub fn is_mixed_change(&self) -> bool {
+        MIXED_CHANGE_KINDS.iter().any(|k| k.1 == self.kind)
+    }
+
+    /// A [`mixed_change_scenarios`] run. Node 1 leads first (the others
+    /// cannot campaign: 2 and 3 are in mode voter, 4 is no member); from
+    /// 1.5 s an operator (bound 6 s) makes the change, and the leader is
+    /// isolated at the moment of the change that the scenario names:
+    ///
+    /// - `replace`: `Replace { old: 2, new: 4 }`; 0–200 ms after the leader
+    ///   acts on the final voters {1, 3, 4};
+    /// - `add_remove`: `AddVoter 4`, then (a second operator, started as
+    ///   the leader acts on {1, 2, 3, 4}) `Remove 2`; 0–100 ms after the
+    ///   leader acts on {1, 3, 4};
+    /// - `replace_self`: the leader replaces itself by 4; 0–2 ms after it
+    ///   acts on {2, 3, 4}, before it hands over;
+    /// - `mid_joint`: `Replace { old: 2, new: 4 }`; as the leader enters the
+    ///   joint phase (the old voter set still votes there, so node 2's long
+    ///   promise still guards the lease).
+    ///
+    /// Node 4 then wins with the short promises of the nodes left. At 5 s
+    /// everything heals, and a leader known to a quorum must follow within
+    /// the liveness bound; the run lasts 10 s.
+    fn mixed_change(&self, mut cfg: SimConfig, seed: u64) -> (SimConfig, Scenario) {
+        let mut rng = Pcg64Mcg::seed_from_u64(seed ^ 0x4D1C_ED0C);
+        let mut pick = |n: u64| rng.next_u64() % n;
+        cfg.spares = 1;
+        cfg.latency = (ms(1), ms(5));
+        cfg.clock_skew_ppm = 1000;
+        let fencing = self.fencing;
+        cfg.node_config = Rc::new(move |id, voters| {
+            let (heartbeat, death) = if id <= 2 { (100, 1_000) } else { (50, 250) };
+            Config::new(id, voters.iter().copied())
+                .fencing(fencing)
+                .heartbeat_interval(ms(heartbeat))
+                .death_timeout(ms(death))
+        });
+        cfg.modes.insert(2, Mode::Voter);
+        cfg.modes.insert(3, Mode::Voter);
+        let bound = ms(6_000);
+        let start = ms(1_500);
+        let operate = |voters: Vec<crate::NodeId>, removed: Vec<crate::NodeId>| {
+            Fault::Operate(Operation::ChangeMembershipUntilDone {
+                goal: Goal { voters, removed },
+                bound,
+            })
+        };
+        let isolate_at = |stage: ChangeStage, delay: u64| Fault::WhenLeaderReaches {
+            stage,
+            delay: ms(delay),
+            then: std::boxed::Box::new(Fault::IsolateLeader),
+        };
+        let replaced = || {
+            ChangeStage::Reached(Goal {
+                voters: std::vec![4],
+                removed: std::vec![2],
+            })
+        };
+        let mut s = Scenario::new(&self.name, ms(10_000));
+        s = match self.kind {
+            Kind::MixedReplace => s
+                .with(start, operate(std::vec![4], std::vec![2]))
+                .with(Duration::ZERO, isolate_at(replaced(), pick(201))),
+            Kind::MixedAddRemove => {
+                let added = ChangeStage::Reached(Goal {
+                    voters: std::vec![4],
+                    removed: Vec::new(),
+                });
+                let remove = Fault::WhenLeaderReaches {
+                    stage: added,
+                    delay: Duration::ZERO,
+                    then: std::boxed::Box::new(operate(Vec::new(), std::vec![2])),
+                };
+                s.with(start, operate(std::vec![4], Vec::new()))
+                    .with(Duration::ZERO, remove)
+                    .with(Duration::ZERO, isolate_at(replaced(), pick(101)))
+            }
+            Kind::MixedReplaceSelf => s
+                .with(
+                    start,
+                    Fault::Operate(Operation::ReplaceLeader { new: 4, bound }),
+                )
+                .with(
+                    Duration::ZERO,
+                    isolate_at(ChangeStage::LeaderRemoved, pick(3)),
+                ),
+            Kind::MixedMidJoint => s
+                .with(start, operate(std::vec![4], std::vec![2]))
+                .with(Duration::ZERO, isolate_at(ChangeStage::Joint, 0)),
+            _ => unreachable!("not a mixed change scenario"),
+        };
+        let heal = ms(5_000);
+        s.first_leader_from = Some(Duration::ZERO);
+        s.heal_at = Some(heal);
+        (cfg, s.with(heal, Fault::Heal))
     }
 
     /// The node made deaf by [`Standard::build`] for `seed`, in the `deaf_*`

@@ -113,12 +113,14 @@ impl Summary {
         per_hour(self.spurious_leader_changes, self.simulated)
     }
 
-    /// A fixed-width table of `summaries`.
+    /// A fixed-width table of `summaries` (the name column as wide as the
+    /// longest name, at least 30).
     pub fn table(summaries: &[Summary]) -> String {
+        let w = summaries.iter().map(|s| s.name.len()).fold(30, usize::max);
         let mut t = String::new();
         let _ = writeln!(
             t,
-            "{:<30} {:>6} {:>7} {:>8} {:>9} {:>8} {:>8} {:>8} {:>11} {:>10} {:>7} {:>8} {:>8} {:>8} {:>8}",
+            "{:<w$} {:>6} {:>7} {:>8} {:>9} {:>8} {:>8} {:>8} {:>11} {:>10} {:>7} {:>8} {:>8} {:>8} {:>8}",
             "scenario",
             "runs",
             "safety",
@@ -144,7 +146,7 @@ impl Summary {
         for s in summaries {
             let _ = writeln!(
                 t,
-                "{:<30} {:>6} {:>7} {:>8} {:>9} {:>8} {:>8} {:>8} {:>11} {:>10.1} {:>7} {:>8} {:>8} {:>8} {:>8}",
+                "{:<w$} {:>6} {:>7} {:>8} {:>9} {:>8} {:>8} {:>8} {:>11} {:>10.1} {:>7} {:>8} {:>8} {:>8} {:>8}",
                 s.name,
                 s.runs,
                 s.safety_violations,

@@ -388,3 +388,44 @@ pub fn assert_sweep_clean(runs: usize, bad: &[String], show: usize) {
         bad[0]
     );
 }
+
+/// The seeds of a randomized sweep whose environment variables start with
+/// `prefix`: `{prefix}_SEEDS=3,17` replays exactly those seeds; otherwise
+/// `{prefix}_RUNS` (default `runs`) consecutive seeds from `{prefix}_BASE`
+/// (default `base`).
+pub fn sweep_seeds(prefix: &str, runs: u64, base: u64) -> Vec<u64> {
+    let var = |name: &str| std::env::var(format!("{prefix}_{name}")).ok();
+    if let Some(list) = var("SEEDS") {
+        return list
+            .split(',')
+            .map(|s| s.trim().parse().expect("seeds are a comma-separated list"))
+            .collect();
+    }
+    let number = |name: &str, default: u64| {
+        var(name).map_or(default, |v| v.parse().expect("a number of runs or a seed"))
+    };
+    let base = number("BASE", base);
+    (base..base + number("RUNS", runs)).collect()
+}
+
+/// Runs a randomized sweep: `run` on each seed, each failure printed with
+/// its seed as it happens (replay it with the sweep's `_SEEDS` variable),
+/// then the run count. Returns the failing seeds, for
+/// [`assert_no_failing_seeds`] once the caller printed what else it
+/// measured.
+pub fn run_sweep(seeds: &[u64], mut run: impl FnMut(u64) -> Option<String>) -> Vec<u64> {
+    let mut bad = Vec::new();
+    for &seed in seeds {
+        if let Some(why) = run(seed) {
+            eprintln!("FAIL seed {seed}: {why}\n");
+            bad.push(seed);
+        }
+    }
+    eprintln!("{} runs, {} failed: {bad:?}", seeds.len(), bad.len());
+    bad
+}
+
+/// Fails a sweep that had failing seeds, listing them.
+pub fn assert_no_failing_seeds(bad: &[u64]) {
+    assert!(bad.is_empty(), "failing seeds: {bad:?}");
+}
