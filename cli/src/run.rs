@@ -1,6 +1,11 @@
 //! `tenure run --config node.toml -- CMD ARGS...`: a node that runs CMD
-//! only while it leads (under strict fencing: only while it holds the
-//! lease), and has it gone before the lease ends.
+//! only while it holds the lease (strict fencing), and has it gone before
+//! the lease ends.
+//!
+//! Strict fencing is required unless `--allow-overlap` says otherwise:
+//! under soft or off fencing nothing bounds the old leader's command in
+//! time (a paused or cut-off leader keeps running it while another node
+//! starts its own), so two copies can run at once.
 //!
 //! The node's main loop calls [`Gate::tick`] every few milliseconds. The
 //! command runs under a watchdog process ([`crate::guard`]) that holds the
@@ -15,7 +20,7 @@
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitCode, Stdio};
 use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::time::{Duration, Instant};
@@ -62,6 +67,13 @@ pub struct RunArgs {
     /// `tenure.lease` in the data directory).
     #[arg(long)]
     lease_file: Option<PathBuf>,
+    /// Run under soft or off fencing too, where two copies of the command
+    /// may run at once: nothing bounds the old leader's command in time,
+    /// so a paused or cut-off leader keeps running it while another node
+    /// starts its own. Without this flag `tenure run` needs
+    /// `fencing = "strict"`.
+    #[arg(long)]
+    allow_overlap: bool,
     /// The command and its arguments, after `--`.
     #[arg(last = true, required = true, num_args = 1..)]
     command: Vec<OsString>,
@@ -69,6 +81,7 @@ pub struct RunArgs {
 
 /// What the gate needs from the arguments.
 pub struct GateSpec {
+    allow_overlap: bool,
     grace: Option<Duration>,
     restart_delay: Duration,
     lease_file: Option<PathBuf>,
@@ -77,6 +90,7 @@ pub struct GateSpec {
 
 pub fn run(args: RunArgs) -> ExitCode {
     let spec = GateSpec {
+        allow_overlap: args.allow_overlap,
         grace: args.grace_ms.map(Duration::from_millis),
         restart_delay: Duration::from_millis(args.restart_delay_ms),
         lease_file: args.lease_file,
@@ -104,6 +118,10 @@ pub struct Gate {
     written: Option<Instant>,
     /// Whether the last lease file write failed (warned about once).
     file_failing: bool,
+    /// What to warn about at start: `{"kind", "message", ...}` objects.
+    warnings: Vec<Value>,
+    /// What to note on stderr at start.
+    notes: Vec<String>,
 }
 
 /// A watchdog and its command.
@@ -133,12 +151,51 @@ fn ns(d: Duration) -> u64 {
 }
 
 impl Gate {
-    /// Checks the grace against the configuration: under strict fencing
-    /// the command must be gone before the lease ends, and a renewed lease
-    /// must not leave it less than its grace (or it would be stopped
-    /// between two renewals).
-    pub fn new(spec: GateSpec, file: &NodeFile, config: &Config) -> Result<Gate, String> {
-        let strict = config.effective_fencing() == Fencing::Strict;
+    /// Checks the fencing and the grace against the configuration (from
+    /// the node file `path`): without `--allow-overlap` the fencing must be
+    /// strict; under strict fencing the command must be gone before the
+    /// lease ends, and a renewed lease must not leave it less than its
+    /// grace (or it would be stopped between two renewals).
+    pub fn new(
+        spec: GateSpec,
+        file: &NodeFile,
+        path: &Path,
+        config: &Config,
+    ) -> Result<Gate, String> {
+        let fencing = config.effective_fencing();
+        let strict = fencing == Fencing::Strict;
+        let fencing_name = serde_json::to_value(fencing)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_else(|| format!("{fencing:?}").to_lowercase());
+        let mut warnings = Vec::new();
+        let mut notes = Vec::new();
+        if !strict && !spec.allow_overlap {
+            return Err(format!(
+                "`tenure run` needs fencing = \"strict\", and {} has fencing = \"{fencing_name}\"{}: under soft or off fencing nothing bounds the old leader's command in time (a paused or cut-off leader keeps running it while another node starts its own), so two copies of the command can run at once. To fix it, set fencing = \"strict\" in {} (the command is then gone before another node can lead), or pass --allow-overlap to accept two copies at once",
+                path.display(),
+                if fencing == Fencing::Soft {
+                    " (soft is the default when the file has no fencing line)"
+                } else {
+                    ""
+                },
+                path.display()
+            ));
+        }
+        if !strict {
+            warnings.push(json!({
+                "kind": "overlap_allowed",
+                "fencing": fencing_name,
+                "message": format!(
+                    "two copies of the command may run at once (--allow-overlap under fencing = \"{fencing_name}\"): nothing bounds the old leader's command in time, so a paused or cut-off leader keeps running it while another node starts its own; set fencing = \"strict\" for one copy at a time"
+                ),
+            }));
+        } else if spec.allow_overlap {
+            notes.push(
+                "--allow-overlap has no effect under fencing = \"strict\": one copy runs at a time"
+                    .to_string(),
+            );
+        }
         let grace = if strict {
             let lease = config.effective_lease_duration();
             let heartbeat = config.effective_heartbeat_interval();
@@ -187,8 +244,16 @@ impl Gate {
             held: false,
             written: None,
             file_failing: false,
+            warnings,
+            notes,
         })
         .and_then(Gate::probe_lease_file)
+    }
+
+    /// What to print at start: notes (stderr only), then warnings (stderr
+    /// and a `{"run": {"warning": ...}}` line each).
+    pub fn notes_and_warnings(&self) -> (&[String], &[Value]) {
+        (&self.notes, &self.warnings)
     }
 
     /// Writes the lease file once at start, marked not valid: an

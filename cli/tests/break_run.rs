@@ -507,7 +507,12 @@ fn the_watchdog_sleeps_after_its_node_is_killed() {
         d.display()
     );
     let reaper = Reaper::new(&d);
-    let mut node = start_run(&config, &command, &["--grace-ms", "5000"]);
+    // Soft fencing: a grace longer than any lease.
+    let mut node = start_run(
+        &config,
+        &command,
+        &["--allow-overlap", "--grace-ms", "5000"],
+    );
     let v = json_lines(&node, Duration::from_millis(1000));
     let wd = v
         .iter()
