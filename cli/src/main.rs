@@ -4,6 +4,8 @@
 // The binary is glue around adapters: it may touch sockets and clocks.
 #![allow(clippy::disallowed_types, clippy::disallowed_methods)]
 
+#[cfg(any(target_os = "linux", target_os = "android"))]
+mod cgroup;
 #[cfg(unix)]
 mod ctl;
 mod demo;
