@@ -19,6 +19,12 @@
 //! The watchdog is the command's subreaper: a process the command starts in
 //! another process group or session (`setsid`, shell job control, a daemon
 //! that double-forks) stays below it and is signalled with the command.
+//! That holds only while the watchdog lives; with `--cgroup` the command
+//! also runs in a cgroup of its own ([`crate::cgroup`]), which holds every
+//! descendant whatever dies, and which the node kills too. The watchdog
+//! enters that cgroup, starts the command in it, and goes back to its own
+//! cgroup, so the command never runs outside it and killing it spares the
+//! watchdog.
 //!
 //! Protocol, one line each way:
 //!
@@ -32,11 +38,12 @@
 //!                             error <text>                    the command could not be started
 //! ```
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::AsFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -56,6 +63,10 @@ pub struct GuardArgs {
     /// (or at `kill_at`, if sooner).
     #[arg(long)]
     grace_ms: u64,
+    /// The (new, empty) cgroup to start the command in; it is killed and
+    /// removed when the command ends.
+    #[arg(long)]
+    cgroup: Option<PathBuf>,
     /// The command and its arguments.
     #[arg(last = true, required = true, num_args = 1..)]
     command: Vec<OsString>,
@@ -154,29 +165,48 @@ fn descendants() -> Vec<(i32, i32)> {
     found
 }
 
-/// Sends `signal` to the command's group and to every descendant outside
-/// it (a job started with `setsid` or job control, a daemon that forked
-/// away: as the subreaper, this process inherits them all).
-fn signal_all(group: i32, signal: Signal) {
+/// Sends `signal` to the command's group, and once to every process
+/// outside that group that is a descendant (a job started with `setsid` or
+/// job control, a daemon that forked away: as the subreaper, this process
+/// inherits them all) or in the command's cgroup, if it has one. (Once: a
+/// second SIGTERM means "now" to many programs.)
+fn signal_all(group: i32, cgroup: Option<&Path>, signal: Signal) {
     signal_group(group, signal);
-    for (pid, pgrp) in descendants() {
-        if pgrp != group
-            && let Some(pid) = Pid::from_raw(pid)
-        {
-            let _ = rustix::process::kill_process(pid, signal);
+    let me = i32::try_from(std::process::id()).unwrap_or(0);
+    let mut outside: BTreeSet<i32> = descendants()
+        .into_iter()
+        .filter(|&(_, pgrp)| pgrp != group)
+        .map(|(pid, _)| pid)
+        .collect();
+    for pid in cgroup.map(crate::cgroup::members).unwrap_or_default() {
+        let pgrp = Pid::from_raw(pid).and_then(|p| rustix::process::getpgid(Some(p)).ok());
+        if pgrp.is_some_and(|g| g.as_raw_nonzero().get() != group) {
+            outside.insert(pid);
         }
+    }
+    // Itself only if it could not leave the command's cgroup.
+    outside.remove(&me);
+    for pid in outside.into_iter().filter_map(Pid::from_raw) {
+        let _ = rustix::process::kill_process(pid, signal);
     }
 }
 
-/// SIGKILL to everything below, until nothing is left (a process may fork
-/// while the first round is sent).
-fn kill_all(group: i32) {
+/// SIGKILL to everything below and in the command's cgroup, until nothing
+/// is left (a process may fork while the first round is sent;
+/// `cgroup.kill` also stops forks in flight).
+fn kill_all(group: i32, cgroup: Option<&Path>) {
+    if let Some(dir) = cgroup {
+        let _ = crate::cgroup::kill(dir);
+    }
     for _ in 0..10 {
-        signal_all(group, Signal::KILL);
+        signal_all(group, cgroup, Signal::KILL);
         if descendants().is_empty() {
-            return;
+            break;
         }
         std::thread::sleep(Duration::from_millis(5));
+    }
+    if let Some(dir) = cgroup {
+        crate::cgroup::kill_and_wait(dir, Duration::from_secs(1));
     }
 }
 
@@ -207,10 +237,33 @@ pub fn run(args: GuardArgs) -> ExitCode {
         // signal to the node's group (a terminal's Ctrl-C) does not reach
         // it behind the node's back.
         .process_group(0);
-    let mut child = match command.spawn() {
+    let cgroup = args.cgroup.as_deref();
+    // Into the command's cgroup for the spawn only: the child is born in
+    // it, so the command never runs outside it.
+    let home = match cgroup.map(enter) {
+        None => None,
+        Some(Ok(home)) => Some(home),
+        Some(Err(e)) => {
+            say(&format!("error {e}"));
+            return ExitCode::FAILURE;
+        }
+    };
+    let spawned = command.spawn();
+    if let Some(home) = &home
+        && let Err(e) = crate::cgroup::enter(home)
+    {
+        eprintln!(
+            "warning: the watchdog could not go back to its cgroup {}: {e}; stopping the command kills the watchdog too",
+            home.display()
+        );
+    }
+    let mut child = match spawned {
         Ok(c) => c,
         Err(e) => {
             say(&format!("error cannot start {:?}: {e}", args.command[0]));
+            if let Some(dir) = cgroup {
+                crate::cgroup::remove(dir);
+            }
             return ExitCode::FAILURE;
         }
     };
@@ -229,11 +282,11 @@ pub fn run(args: GuardArgs) -> ExitCode {
         }
         let now = boottime_ns();
         if !termed && now >= term_at {
-            signal_all(group, Signal::TERM);
+            signal_all(group, cgroup, Signal::TERM);
             termed = true;
         }
         if !killed && now >= kill_at {
-            kill_all(group);
+            kill_all(group, cgroup);
             killed = true;
         }
         // Wake at the next deadline, and at least every 10 ms to see the
@@ -274,8 +327,17 @@ pub fn run(args: GuardArgs) -> ExitCode {
     };
     // Whatever the command left running goes with it, and the orphans
     // reparented here are reaped.
-    kill_all(group);
+    kill_all(group, cgroup);
     while let Ok(Some(_)) = rustix::process::waitpid(None, rustix::process::WaitOptions::NOHANG) {}
+    if let Some(dir) = cgroup {
+        crate::cgroup::remove(dir);
+        // The node's cgroup exists only while a command's is in it (the
+        // node makes it again for the next), so that a node killed while
+        // idle leaves none behind.
+        if let Some(node) = dir.parent() {
+            let _ = std::fs::remove_dir(node);
+        }
+    }
     let why = if termed && !ordered { " deadline" } else { "" };
     match (status.code(), status.signal()) {
         (Some(code), _) => say(&format!("exit code {code}{why}")),
@@ -283,6 +345,15 @@ pub fn run(args: GuardArgs) -> ExitCode {
         (None, None) => say(&format!("exit code -1{why}")),
     }
     ExitCode::SUCCESS
+}
+
+/// Moves this process into the cgroup `dir`; returns the cgroup it was in.
+fn enter(dir: &Path) -> Result<PathBuf, String> {
+    let home =
+        crate::cgroup::own().map_err(|e| format!("cannot find the watchdog's own cgroup: {e}"))?;
+    crate::cgroup::enter(dir)
+        .map_err(|e| format!("cannot enter the command's cgroup {}: {e}", dir.display()))?;
+    Ok(home)
 }
 
 /// The node's orders, read on a thread so the deadlines never wait for a

@@ -4,6 +4,8 @@
 // The binary is glue around adapters: it may touch sockets and clocks.
 #![allow(clippy::disallowed_types, clippy::disallowed_methods)]
 
+#[cfg(any(target_os = "linux", target_os = "android"))]
+mod cgroup;
 #[cfg(unix)]
 mod ctl;
 mod demo;
@@ -53,9 +55,10 @@ enum Command {
     /// its events.
     #[cfg(unix)]
     Ctl(ctl::CtlArgs),
-    /// Run one node, and a command only while it leads (under strict
-    /// fencing: only while it holds the lease, and gone before the lease
-    /// ends): `tenure run --config node.toml -- CMD ARGS...`.
+    /// Run one node, and a command only while it holds the lease (gone
+    /// before the lease ends): `tenure run --config node.toml -- CMD
+    /// ARGS...`. Needs `fencing = "strict"` (or `--allow-overlap`, where
+    /// two copies may run at once).
     #[cfg(any(target_os = "linux", target_os = "android"))]
     Run(run::RunArgs),
     /// The watchdog of `tenure run`'s command (internal).

@@ -174,9 +174,10 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
         };
         setup.config = setup.config.logger(crate::log::stderr(level));
     }
-    // Checked before anything starts: a grace that does not fit the lease
-    // is a configuration error.
-    let gate = match gate.map(|spec| Gate::new(spec, &file, &setup.config)) {
+    // Checked before anything starts: fencing that is not strict (without
+    // --allow-overlap) and a grace that does not fit the lease are
+    // configuration errors.
+    let gate = match gate.map(|spec| Gate::new(spec, &file, &args.config, &setup.config)) {
         None => None,
         Some(Ok(gate)) => Some(gate),
         Some(Err(e)) => {
@@ -285,6 +286,19 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
         },
     }));
     warn_if_bootstrap_differs(id, &boot, &started.membership, args.join);
+    if let Some(gate) = &gate {
+        let (notes, warnings) = gate.notes_and_warnings();
+        for note in notes {
+            eprintln!("note: node {id}: {note}");
+        }
+        for warning in warnings {
+            eprintln!(
+                "warning: node {id}: {}",
+                warning["message"].as_str().unwrap_or_default()
+            );
+            line(&json!({"ts_ms": now_ms(), "node": id, "run": {"warning": warning}}));
+        }
+    }
     let reresolver = Reresolver::new(
         operator.peer_names.clone(),
         file.peer_addrs(),

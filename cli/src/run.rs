@@ -1,6 +1,11 @@
 //! `tenure run --config node.toml -- CMD ARGS...`: a node that runs CMD
-//! only while it leads (under strict fencing: only while it holds the
-//! lease), and has it gone before the lease ends.
+//! only while it holds the lease (strict fencing), and has it gone before
+//! the lease ends.
+//!
+//! Strict fencing is required unless `--allow-overlap` says otherwise:
+//! under soft or off fencing nothing bounds the old leader's command in
+//! time (a paused or cut-off leader keeps running it while another node
+//! starts its own), so two copies can run at once.
 //!
 //! The node's main loop calls [`Gate::tick`] every few milliseconds. The
 //! command runs under a watchdog process ([`crate::guard`]) that holds the
@@ -11,11 +16,17 @@
 //! purpose (`tenure ctl demote|transfer`, SIGTERM to the node) wait until
 //! the command is gone: a successor may be elected as soon as this node
 //! gives its lease up.
+//!
+//! Where a delegated cgroup v2 is available each command runs in a cgroup
+//! of its own ([`crate::cgroup`]) that the node kills too, so nothing the
+//! command started outlives it even if the watchdog dies; a command is
+//! gone once its cgroup is empty. Elsewhere its process group and the
+//! watchdog (its subreaper) are all there is, and the node warns at start.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitCode, Stdio};
 use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::time::{Duration, Instant};
@@ -26,6 +37,7 @@ use tenure::adapters::config::NodeFile;
 use tenure::adapters::driver::Handle;
 use tenure::{Config, Fencing, FencingToken, NodeId, Role};
 
+use crate::cgroup::{self, Cgroups, Opened};
 use crate::guard::{NEVER, boottime_ns, signal_group};
 use crate::node::{NodeArgs, now_ms};
 
@@ -62,6 +74,13 @@ pub struct RunArgs {
     /// `tenure.lease` in the data directory).
     #[arg(long)]
     lease_file: Option<PathBuf>,
+    /// Run under soft or off fencing too, where two copies of the command
+    /// may run at once: nothing bounds the old leader's command in time,
+    /// so a paused or cut-off leader keeps running it while another node
+    /// starts its own. Without this flag `tenure run` needs
+    /// `fencing = "strict"`.
+    #[arg(long)]
+    allow_overlap: bool,
     /// The command and its arguments, after `--`.
     #[arg(last = true, required = true, num_args = 1..)]
     command: Vec<OsString>,
@@ -69,6 +88,7 @@ pub struct RunArgs {
 
 /// What the gate needs from the arguments.
 pub struct GateSpec {
+    allow_overlap: bool,
     grace: Option<Duration>,
     restart_delay: Duration,
     lease_file: Option<PathBuf>,
@@ -77,6 +97,7 @@ pub struct GateSpec {
 
 pub fn run(args: RunArgs) -> ExitCode {
     let spec = GateSpec {
+        allow_overlap: args.allow_overlap,
         grace: args.grace_ms.map(Duration::from_millis),
         restart_delay: Duration::from_millis(args.restart_delay_ms),
         lease_file: args.lease_file,
@@ -104,6 +125,15 @@ pub struct Gate {
     written: Option<Instant>,
     /// Whether the last lease file write failed (warned about once).
     file_failing: bool,
+    /// What to warn about at start: `{"kind", "message", ...}` objects.
+    warnings: Vec<Value>,
+    /// What to note on stderr at start.
+    notes: Vec<String>,
+    /// The node's command cgroups; `None`: no delegated cgroup v2.
+    cgroups: Option<Cgroups>,
+    /// The cgroups of ended commands, killed, until they are empty: no
+    /// command starts and no leadership is given up before.
+    draining: Vec<PathBuf>,
 }
 
 /// A watchdog and its command.
@@ -113,6 +143,8 @@ struct Guarded {
     said: mpsc::Receiver<String>,
     /// The command's pid, also its process group.
     group: Option<i32>,
+    /// The command's cgroup, if it has one.
+    cgroup: Option<PathBuf>,
     token: FencingToken,
     started: Instant,
     term_at: u64,
@@ -133,12 +165,51 @@ fn ns(d: Duration) -> u64 {
 }
 
 impl Gate {
-    /// Checks the grace against the configuration: under strict fencing
-    /// the command must be gone before the lease ends, and a renewed lease
-    /// must not leave it less than its grace (or it would be stopped
-    /// between two renewals).
-    pub fn new(spec: GateSpec, file: &NodeFile, config: &Config) -> Result<Gate, String> {
-        let strict = config.effective_fencing() == Fencing::Strict;
+    /// Checks the fencing and the grace against the configuration (from
+    /// the node file `path`): without `--allow-overlap` the fencing must be
+    /// strict; under strict fencing the command must be gone before the
+    /// lease ends, and a renewed lease must not leave it less than its
+    /// grace (or it would be stopped between two renewals).
+    pub fn new(
+        spec: GateSpec,
+        file: &NodeFile,
+        path: &Path,
+        config: &Config,
+    ) -> Result<Gate, String> {
+        let fencing = config.effective_fencing();
+        let strict = fencing == Fencing::Strict;
+        let fencing_name = serde_json::to_value(fencing)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_else(|| format!("{fencing:?}").to_lowercase());
+        let mut warnings = Vec::new();
+        let mut notes = Vec::new();
+        if !strict && !spec.allow_overlap {
+            return Err(format!(
+                "`tenure run` needs fencing = \"strict\", and {} has fencing = \"{fencing_name}\"{}: under soft or off fencing nothing bounds the old leader's command in time (a paused or cut-off leader keeps running it while another node starts its own), so two copies of the command can run at once. To fix it, set fencing = \"strict\" in {} (the command is then gone before another node can lead), or pass --allow-overlap to accept two copies at once",
+                path.display(),
+                if fencing == Fencing::Soft {
+                    " (soft is the default when the file has no fencing line)"
+                } else {
+                    ""
+                },
+                path.display()
+            ));
+        }
+        if !strict {
+            warnings.push(json!({
+                "kind": "overlap_allowed",
+                "fencing": fencing_name,
+                "message": format!(
+                    "two copies of the command may run at once (--allow-overlap under fencing = \"{fencing_name}\"): nothing bounds the old leader's command in time, so a paused or cut-off leader keeps running it while another node starts its own; set fencing = \"strict\" for one copy at a time"
+                ),
+            }));
+        } else if spec.allow_overlap {
+            notes.push(
+                "--allow-overlap has no effect under fencing = \"strict\": one copy runs at a time"
+                    .to_string(),
+            );
+        }
         let grace = if strict {
             let lease = config.effective_lease_duration();
             let heartbeat = config.effective_heartbeat_interval();
@@ -187,8 +258,43 @@ impl Gate {
             held: false,
             written: None,
             file_failing: false,
+            warnings,
+            notes,
+            cgroups: None,
+            draining: Vec::new(),
         })
         .and_then(Gate::probe_lease_file)
+        .and_then(|gate| gate.contain(file))
+    }
+
+    /// Finds the cgroup the commands will run in (and kills what a crashed
+    /// run left there), or warns that there is none.
+    fn contain(mut self, file: &NodeFile) -> Result<Gate, String> {
+        match Cgroups::open(file.id, &file.data_dir)? {
+            Opened::Contained(cgroups, left) => {
+                if !left.is_empty() {
+                    self.notes.push(format!(
+                        "killed processes {left:?} that a previous run left in the cgroup {}",
+                        cgroups.dir().display()
+                    ));
+                }
+                self.cgroups = Some(cgroups);
+            }
+            Opened::Unavailable(why) => self.warnings.push(json!({
+                "kind": "no_cgroup",
+                "containment": "subreaper",
+                "message": format!(
+                    "no delegated cgroup v2 for the command ({why}): only its process group and the watchdog contain it, so a descendant that leaves the process group (setsid, a daemon that forks away) may outlive leadership if the watchdog dies"
+                ),
+            })),
+        }
+        Ok(self)
+    }
+
+    /// What to print at start: notes (stderr only), then warnings (stderr
+    /// and a `{"run": {"warning": ...}}` line each).
+    pub fn notes_and_warnings(&self) -> (&[String], &[Value]) {
+        (&self.notes, &self.warnings)
     }
 
     /// Writes the lease file once at start, marked not valid: an
@@ -220,19 +326,53 @@ impl Gate {
 
     /// What `tenure ctl status` shows of the command.
     pub fn status(&self) -> Value {
+        let containment = if self.cgroups.is_some() {
+            "cgroup"
+        } else {
+            "subreaper"
+        };
         match &self.running {
-            None => json!({"running": false, "grace_ms": self.grace.as_millis() as u64}),
+            None => json!({
+                "running": false, "grace_ms": self.grace.as_millis() as u64,
+                "containment": containment,
+            }),
             Some(g) => json!({
                 "running": true, "pid": g.group, "token": g.token.as_u64(),
                 "running_ms": g.started.elapsed().as_millis() as u64,
                 "stopping": g.stopping, "grace_ms": self.grace.as_millis() as u64,
+                "containment": containment, "cgroup": g.cgroup,
             }),
         }
     }
 
-    /// Whether no command runs.
+    /// Whether no command runs, nor anything of an ended one's cgroup.
     pub fn idle(&self) -> bool {
-        self.running.is_none()
+        self.running.is_none() && self.draining.is_empty()
+    }
+
+    /// Kills what is left in the ended commands' cgroups, and forgets (and
+    /// removes) those that are empty; the node's cgroup too once no
+    /// command runs (it exists only while one does, see
+    /// [`crate::cgroup`]).
+    fn drain(&mut self) {
+        if self.draining.is_empty() {
+            return;
+        }
+        self.draining.retain(|dir| {
+            if cgroup::populated(dir) {
+                let _ = cgroup::kill(dir);
+                true
+            } else {
+                // Empty is what matters; a cgroup that stays is harmless.
+                cgroup::remove(dir);
+                false
+            }
+        });
+        if self.idle()
+            && let Some(cgroups) = &self.cgroups
+        {
+            let _ = std::fs::remove_dir(cgroups.dir());
+        }
     }
 
     /// Stops the command (if any) and starts none until
@@ -255,6 +395,9 @@ impl Gate {
         g.orders.send(format!("stop {now}"));
         if let Some(group) = g.group {
             signal_group(group, Signal::KILL);
+        }
+        if let Some(dir) = &g.cgroup {
+            let _ = cgroup::kill(dir);
         }
     }
 
@@ -297,7 +440,8 @@ impl Gate {
         if self.running.is_some() {
             self.watch(permit, &mut out);
         }
-        if self.running.is_none()
+        self.drain();
+        if self.idle()
             && let Some(permit) = permit
             && Instant::now() >= self.not_before
         {
@@ -348,12 +492,14 @@ impl Gate {
         // The watchdog may be paused or gone: the kill deadline is
         // enforced from here too.
         let g = self.running.as_mut().expect("still running");
-        if !g.killed
-            && let Some(group) = g.group
-            && boottime_ns() >= g.kill_at
-        {
-            signal_group(group, Signal::KILL);
-            g.killed = true;
+        if !g.killed && boottime_ns() >= g.kill_at {
+            if let Some(group) = g.group {
+                signal_group(group, Signal::KILL);
+            }
+            if let Some(dir) = &g.cgroup {
+                let _ = cgroup::kill(dir);
+            }
+            g.killed = g.group.is_some() || g.cgroup.is_some();
         }
     }
 
@@ -395,6 +541,14 @@ impl Gate {
             }
             format!("watchdog ended ({status}); command killed")
         });
+        // Whatever is left in the command's cgroup (all of it if the
+        // watchdog died: descendants it no longer reaches) is killed, and
+        // the gate is not idle until the cgroup is empty.
+        if let Some(dir) = g.cgroup.clone() {
+            let _ = cgroup::kill(&dir);
+            self.draining.push(dir);
+            self.drain();
+        }
         let (code, signal) = match end.split_once(' ') {
             Some(("exit", rest)) => match rest.split_once(' ') {
                 Some(("code", n)) => (first_number(n), None),
@@ -432,6 +586,19 @@ impl Gate {
             // So little lease left that SIGTERM would be due at once.
             return;
         }
+        let cgroup = match self.cgroups.as_mut().map(Cgroups::create) {
+            None => None,
+            Some(Ok(dir)) => Some(dir),
+            Some(Err(e)) => {
+                let dir = self.cgroups.as_ref().map(|c| c.dir().display().to_string());
+                out.push(json!({"run": {"error": format!(
+                    "cannot create a cgroup for the command in {}: {e}",
+                    dir.unwrap_or_default()
+                )}}));
+                self.not_before = Instant::now() + self.restart_delay;
+                return;
+            }
+        };
         self.refresh_file(token, end, false);
         let lease_until_ms = end.map(|e| {
             now_ms() + Duration::from_nanos(e.saturating_sub(boottime_ns())).as_millis() as u64
@@ -445,6 +612,11 @@ impl Gate {
             .arg(kill_at.to_string())
             .arg("--grace-ms")
             .arg(self.grace.as_millis().to_string())
+            .args(
+                cgroup
+                    .iter()
+                    .flat_map(|dir| [OsStr::new("--cgroup"), dir.as_os_str()]),
+            )
             .arg("--")
             .args(&self.command)
             .env("TENURE_NODE", self.node.to_string())
@@ -478,6 +650,9 @@ impl Gate {
             Err(e) => {
                 out.push(json!({"run": {"error": format!("cannot start the watchdog {}: {e}", self.exe.display())}}));
                 self.not_before = Instant::now() + self.restart_delay;
+                if let Some(dir) = &cgroup {
+                    cgroup::remove(dir);
+                }
                 return;
             }
         };
@@ -493,6 +668,7 @@ impl Gate {
             watchdog: child,
             said,
             group: None,
+            cgroup,
             token,
             started: Instant::now(),
             term_at,
@@ -549,6 +725,8 @@ impl Drop for Gate {
     fn drop(&mut self) {
         let mut out = Vec::new();
         self.stop("node_stopped", &mut out);
+        // A command still stopping: its watchdog removes the cgroups.
+        self.drain();
     }
 }
 

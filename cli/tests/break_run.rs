@@ -18,6 +18,12 @@
 //!   `a_watchdog_deadline_stop_is_reported_as_such`,
 //!   `an_unwritable_lease_file_is_refused_at_start`.
 //!
+//! Containment beyond the watchdog (each needs a delegated cgroup v2 and
+//! says so when it skips): `run_watchdog_killed_leaves_no_descendant`
+//! (a `setsid` descendant of a command whose watchdog was killed) and
+//! `run_restart_kills_what_a_crashed_run_left` (the node and its watchdog
+//! killed together).
+//!
 //! Probes that found nothing, kept as checks: `a_deaf_leader`,
 //! `a_mute_leader`, `partitions_healing_around_the_lease_end`,
 //! `fast_transfers_and_a_sigterm_during_one`,
@@ -205,6 +211,137 @@ fn a_background_child_in_the_same_group_dies_with_its_node() {
     drop(procs);
     drop(reaper);
     assert!(v.is_none(), "SAFETY: {}", v.unwrap());
+}
+
+/// SIGKILL of the leader's watchdog while its command has a descendant
+/// in a session of its own (`setsid`): the subreaper is gone, so that
+/// descendant is re-parented out of the watchdog's reach. The node must
+/// still stop the whole tree before it restarts the command or gives
+/// leadership up: after `tenure ctl transfer` no process of the old
+/// leader's command tree may run. Needs a delegated cgroup v2 (skipped,
+/// saying why, without one).
+#[test]
+fn run_watchdog_killed_leaves_no_descendant() {
+    let _serial = serial();
+    if let Err(why) = cgroup2_delegated() {
+        eprintln!("skipped: no delegated cgroup v2 for `tenure run` to use: {why}");
+        return;
+    }
+    let (d, file, configs) = manual_cluster("brk-watchdog-killed");
+    // The escaped descendant records its pid (`exec` keeps it) in
+    // `pid.<node>`, which the reaper also kills.
+    let command = format!(
+        "setsid sh -c 'echo $$ >> {d}/pid.$TENURE_NODE; exec sleep 1000' & {w}",
+        d = d.display(),
+        w = writer(&d, &file)
+    );
+    let reaper = Reaper::new(&d);
+    let procs: Vec<Proc> = start_manual(&d, &configs, &command);
+    let (code, out, err) = ctl(&configs[0], &["promote"]);
+    assert_eq!(code, 0, "{out:?} {err}");
+    let (token, leader) = next_writer(&file, 0, Duration::from_secs(8));
+    assert_eq!(leader, 1);
+    let escaped = d.join("pid.1");
+    let recorded = || -> Vec<u32> {
+        std::fs::read_to_string(&escaped)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    };
+    until("the first descendant recorded its pid", || {
+        recorded().len() == 1
+    });
+    let wd = watchdog_pid(&procs[0], token);
+    kill("-KILL", wd);
+    // The node restarts the command (it still leads): a second descendant.
+    until("the command was restarted", || recorded().len() == 2);
+    let (code, out, err) = ctl(&configs[0], &["transfer", "2"]);
+    assert_eq!(code, 0, "{out:?} {err}");
+    let survivors: Vec<u32> = recorded().into_iter().filter(|&p| runs_sleep(p)).collect();
+    let (_, next) = next_writer(&file, token, Duration::from_secs(8));
+    let (_, status, _) = ctl(&configs[0], &["status"]);
+    drop(procs);
+    drop(reaper);
+    assert_eq!(next, 2, "node 2 leads after the transfer");
+    assert!(
+        survivors.is_empty(),
+        "node 1's command tree outlived its leadership: descendants {survivors:?} still run after the transfer"
+    );
+    assert_eq!(
+        status[0]["run"]["containment"], "cgroup",
+        "{}",
+        status[0]["run"]
+    );
+}
+
+/// A crash of the node and its watchdog together (SIGKILL to both) leaves
+/// the command's escaped descendant running; the node started again on the
+/// same data directory kills it before anything else runs, and says so.
+/// Needs a delegated cgroup v2 (skipped, saying why, without one).
+#[test]
+fn run_restart_kills_what_a_crashed_run_left() {
+    let _serial = serial();
+    if let Err(why) = cgroup2_delegated() {
+        eprintln!("skipped: no delegated cgroup v2 for `tenure run` to use: {why}");
+        return;
+    }
+    let d = dir("brk-crash-leftover");
+    let config = write_config_with(&d, 1, 9, &[(1, port())], "fencing = \"strict\"\n");
+    let command = format!(
+        "read -r _ _ _ _ g _ < /proc/self/stat; echo $g >> {d}/pgid.1; \
+         setsid sh -c 'echo $$ >> {d}/pid.1; exec sleep 1000' & sleep 1000",
+        d = d.display()
+    );
+    let mut reaper = Reaper::new(&d);
+    let mut node = start_run(&config, &command, &[]);
+    let escaped = d.join("pid.1");
+    until("the descendant recorded its pid", || escaped.exists());
+    let pid: u32 = std::fs::read_to_string(&escaped)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let wd = watchdog_pid(&node, 1);
+    reaper.pids.push(wd);
+    // The watchdog paused first, so it does not stop the command when its
+    // node's pipe closes.
+    kill("-STOP", wd);
+    node.child.kill().unwrap();
+    let _ = node.child.wait();
+    kill("-KILL", wd);
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(runs_sleep(pid), "the crash should leave {pid} running");
+    let restarted = start_run(&config, "sleep 1000", &[]);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while runs_sleep(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let survived = runs_sleep(pid);
+    std::thread::sleep(Duration::from_millis(200));
+    let err: Vec<String> = restarted.errors.try_iter().collect();
+    drop(restarted);
+    drop(reaper);
+    assert!(
+        !survived,
+        "{pid}, left by the crashed run, still runs after the restart: {err:?}"
+    );
+    assert!(
+        err.iter()
+            .any(|l| l.contains("killed processes") && l.contains(&pid.to_string())),
+        "{err:?}"
+    );
+}
+
+/// Whether `pid` is a live (not zombie) `sleep`: the recorded descendant,
+/// not a process that reused its pid.
+fn runs_sleep(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next());
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    matches!(state, Some(s) if s != "Z") && cmdline.starts_with(b"sleep\0")
 }
 
 /// Asymmetric partition: the leader still sends but hears nothing. Its
@@ -507,7 +644,12 @@ fn the_watchdog_sleeps_after_its_node_is_killed() {
         d.display()
     );
     let reaper = Reaper::new(&d);
-    let mut node = start_run(&config, &command, &["--grace-ms", "5000"]);
+    // Soft fencing: a grace longer than any lease.
+    let mut node = start_run(
+        &config,
+        &command,
+        &["--allow-overlap", "--grace-ms", "5000"],
+    );
     let v = json_lines(&node, Duration::from_millis(1000));
     let wd = v
         .iter()

@@ -229,3 +229,73 @@ fn the_gated_command_sees_its_lease_is_restarted_and_stopped_in_order() {
     );
     assert!(err.contains("leaves at most 157 ms"), "{err}");
 }
+
+/// Under soft fencing (the default, no `fencing` line) and `off`, nothing
+/// bounds the old leader's command in time, so `tenure run` refuses to
+/// start without `--allow-overlap`: exit 2, before the command ever runs,
+/// saying why and what to set.
+#[test]
+fn run_refuses_soft_fencing_without_allow_overlap() {
+    for (name, top, fencing) in [
+        ("default", "", "soft"),
+        ("soft", "fencing = \"soft\"\n", "soft"),
+        ("off", "fencing = \"off\"\n", "off"),
+    ] {
+        let d = dir(&format!("run-refuse-{name}"));
+        let config = write_config_with(&d, 1, 7, &[(1, port())], top);
+        let ran = d.join("ran");
+        let mut node = start_run(&config, &format!("touch {}", ran.display()), &[]);
+        let status = exit_within(
+            &mut node.child,
+            Duration::from_secs(5),
+            &format!("`tenure run` under {name} fencing was not refused"),
+        );
+        let err: Vec<String> = node.errors.try_iter().collect();
+        let err = err.join("\n");
+        assert_eq!(status.code(), Some(2), "{name}: {status}: {err}");
+        assert!(
+            err.contains(&format!("fencing = \"{fencing}\"")),
+            "{name}: names the fencing in use: {err}"
+        );
+        assert!(err.contains("two copies"), "{name}: says why: {err}");
+        assert!(
+            err.contains("set fencing = \"strict\"") && err.contains("--allow-overlap"),
+            "{name}: says how to fix it: {err}"
+        );
+        assert!(!ran.exists(), "{name}: the command ran");
+    }
+}
+
+/// `--allow-overlap` accepts soft fencing, with a warning at start on
+/// stderr and as a `{"run": {"warning": ...}}` JSON line that two copies
+/// may run at once; the command then runs while the node leads.
+#[test]
+fn run_allow_overlap_warns_at_start() {
+    let d = dir("run-allow-overlap");
+    let config = write_config_with(&d, 1, 8, &[(1, port())], "fencing = \"soft\"\n");
+    let mut node = start_run(&config, "sleep 100", &["--allow-overlap"]);
+    let lines = json_lines(&node, Duration::from_millis(1500));
+    let warning = lines
+        .iter()
+        .find_map(|v| v["run"].get("warning"))
+        .unwrap_or_else(|| panic!("no run.warning line: {lines:?}"));
+    assert_eq!(warning["kind"], "overlap_allowed", "{warning}");
+    assert_eq!(warning["fencing"], "soft", "{warning}");
+    assert!(
+        warning["message"].as_str().unwrap().contains("two copies"),
+        "{warning}"
+    );
+    assert!(
+        lines.iter().any(|v| v["run"].get("started").is_some()),
+        "the command runs: {lines:?}"
+    );
+    let err: Vec<String> = node.errors.try_iter().collect();
+    assert!(
+        err.iter()
+            .any(|l| l.starts_with("warning:") && l.contains("two copies")),
+        "{err:?}"
+    );
+    node.signal("-TERM");
+    let status = exit_within(&mut node.child, Duration::from_secs(5), "node did not stop");
+    assert!(status.success(), "{status}");
+}

@@ -137,7 +137,9 @@ impl Drop for Relay {
 }
 
 /// Kills, on drop, every process group listed in files `pgid.*` in `dir`
-/// (the gated commands record theirs), and SIGCONTs/SIGKILLs extra pids.
+/// (the gated commands record theirs), every process listed in files
+/// `pid.*` (descendants that left the group record theirs), and
+/// SIGCONTs/SIGKILLs extra pids.
 pub struct Reaper {
     pub dir: PathBuf,
     pub pids: Vec<u32>,
@@ -153,21 +155,7 @@ impl Reaper {
     }
 
     pub fn groups(&self) -> Vec<i32> {
-        let mut out = Vec::new();
-        for e in std::fs::read_dir(&self.dir).unwrap().flatten() {
-            let name = e.file_name().into_string().unwrap();
-            if name.starts_with("pgid.") {
-                for l in std::fs::read_to_string(e.path())
-                    .unwrap_or_default()
-                    .lines()
-                {
-                    if let Ok(g) = l.trim().parse::<i32>() {
-                        out.push(g);
-                    }
-                }
-            }
-        }
-        out
+        listed(&self.dir, "pgid.")
     }
 }
 
@@ -186,7 +174,107 @@ impl Drop for Reaper {
                 .args(["-KILL", "--", &format!("-{g}")])
                 .status();
         }
+        for p in listed(&self.dir, "pid.") {
+            let _ = Command::new("kill")
+                .args(["-KILL", &p.to_string()])
+                .status();
+        }
+        remove_node_cgroups(&self.dir);
     }
+}
+
+/// Kills and removes the cgroups of the `tenure run` nodes whose data
+/// directories (`data-<id>`) are in `dir`: a node killed together with its
+/// watchdog leaves its command's cgroup behind (a restart of that node
+/// would clear it; a test never restarts it). The name is the one
+/// `cli/src/cgroup.rs` gives: `tenure-run-<id>-<FNV-1a of the data
+/// directory>` in the cgroup the nodes were started in (this process's).
+fn remove_node_cgroups(dir: &Path) {
+    let Ok(root) = cgroup2_delegated() else {
+        return;
+    };
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let name = e.file_name().into_string().unwrap();
+        let Some(id) = name.strip_prefix("data-") else {
+            continue;
+        };
+        let Ok(data) = e.path().canonicalize() else {
+            continue;
+        };
+        let hash = data
+            .as_os_str()
+            .as_encoded_bytes()
+            .iter()
+            .fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+            });
+        let cgroup = root.join(format!("tenure-run-{id}-{hash:016x}"));
+        if cgroup.exists() {
+            let _ = std::fs::write(cgroup.join("cgroup.kill"), "1");
+            let end = Instant::now() + Duration::from_secs(1);
+            while Instant::now() < end
+                && std::fs::read_to_string(cgroup.join("cgroup.events"))
+                    .is_ok_and(|e| e.contains("populated 1"))
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            for sub in std::fs::read_dir(&cgroup).into_iter().flatten().flatten() {
+                if sub.file_type().is_ok_and(|t| t.is_dir()) {
+                    let _ = std::fs::remove_dir(sub.path());
+                }
+            }
+            let _ = std::fs::remove_dir(&cgroup);
+        }
+    }
+}
+
+/// The numbers on the lines of the files in `dir` named `prefix*`.
+fn listed(dir: &Path, prefix: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let name = e.file_name().into_string().unwrap();
+        if name.starts_with(prefix) {
+            for l in std::fs::read_to_string(e.path())
+                .unwrap_or_default()
+                .lines()
+            {
+                if let Ok(n) = l.trim().parse::<i32>() {
+                    out.push(n);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The cgroup v2 directory this process could create sub-cgroups in (its
+/// own cgroup under the `cgroup2` mount, probed with a `mkdir`), or why
+/// there is none. The tests' own look, independent of `tenure run`'s.
+pub fn cgroup2_delegated() -> Result<PathBuf, String> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| e.to_string())?;
+    let mount = mountinfo
+        .lines()
+        .find_map(|l| {
+            let (left, right) = l.split_once(" - ")?;
+            (right.split_whitespace().next()? == "cgroup2")
+                .then(|| left.split_whitespace().nth(4).map(PathBuf::from))?
+        })
+        .ok_or("no cgroup2 mount in /proc/self/mountinfo")?;
+    let own = std::fs::read_to_string("/proc/self/cgroup").map_err(|e| e.to_string())?;
+    let own = own
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .ok_or("no 0:: line in /proc/self/cgroup")?;
+    let dir = mount.join(own.trim_start_matches('/'));
+    let probe = dir.join(format!("tenure-test-probe-{}", std::process::id()));
+    std::fs::create_dir(&probe).map_err(|e| format!("mkdir {}: {e}", probe.display()))?;
+    // Only a child has `cgroup.kill` (the root has none): Linux 5.14.
+    let kill = probe.join("cgroup.kill").exists();
+    let _ = std::fs::remove_dir(&probe);
+    if !kill {
+        return Err("no cgroup.kill (Linux 5.14 or later)".into());
+    }
+    Ok(dir)
 }
 
 /// The shared file's lines, as (token, node).
