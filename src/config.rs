@@ -366,6 +366,7 @@ pub struct Config {
     priorities: Vec<(NodeId, u32)>,
     rank_step: Option<Duration>,
     hand_back: bool,
+    restart_probe: bool,
     hand_back_after: Option<Duration>,
 }
 
@@ -401,6 +402,7 @@ impl Config {
             priorities: Vec::new(),
             rank_step: None,
             hand_back: true,
+            restart_probe: false,
             hand_back_after: None,
         }
     }
@@ -558,6 +560,20 @@ impl Config {
     /// tooling and tests only.
     pub fn unsafe_allow_minority_quorum(mut self, allow: bool) -> Config {
         self.allow_minority_quorum = allow;
+        self
+    }
+
+    /// Whether a restarted node (durable term above 0) asks every other
+    /// member, at its first tick, for the highest term they saw it use
+    /// (rule `rollback_seen_by_peers`): a node restarted from an older copy
+    /// of its state then learns it long before its restart wait lets it
+    /// vote, and abstains in the terms it may have voted in (rule
+    /// `rollback_abstains`). Default off in the core, so a restarting node
+    /// sends nothing until its restart wait ends; the std and tokio
+    /// drivers (and so `tenure node`) turn it on. Peers answer a
+    /// node that shows a lower term than before either way.
+    pub fn restart_probe(mut self, enabled: bool) -> Config {
+        self.restart_probe = enabled;
         self
     }
 
@@ -738,6 +754,13 @@ impl Config {
             self.clock_drift_ppm,
             self.effective_lease_margin(),
         )
+    }
+
+    /// Whether a restarted node probes for a rollback (setter
+    /// [`Config::restart_probe`]).
+    #[must_use]
+    pub fn effective_restart_probe(&self) -> bool {
+        self.restart_probe
     }
 
     /// Whether pre-vote is enabled (setter [`Config::pre_vote`]).

@@ -118,7 +118,7 @@
 //! |---|---|
 //! | `rule` | the [`Rule`] that decided (its name) |
 //! | `term` | the node's current term when it decided |
-//! | `timer` | the timer that fired (`step_down`, `lease_end`, `leader_death`, `transfer`, `promotion`, `election_round`, `campaign`, `heartbeat`) |
+//! | `timer` | the timer that fired (`step_down`, `lease_end`, `restart_probe`, `leader_death`, `transfer`, `promotion`, `election_round`, `campaign`, `heartbeat`) |
 //! | `from`, `to` | the peer a message came from or goes to |
 //! | `leader`, `known`, `claimed` | a leader id; the known and the second claimant of one term |
 //! | `proposed`, `new_term`, `request_term`, `message_term` | terms named by a message |

@@ -130,6 +130,22 @@ pub enum MessageKind<P = ()> {
         /// Whether it would.
         ready: bool,
     },
+    /// Sent by a node that restarted with a durable term above 0, once, to
+    /// every other member (rule `rollback_seen_by_peers`): "this is my
+    /// durable term". It moves no one's term: a peer that saw this node
+    /// use a higher term answers [`MessageKind::TermSeen`].
+    RestartProbe,
+    /// "You sent term `seen` before" (rule `rollback_seen_by_peers`): the
+    /// receiver showed a lower durable term than it once used. Terms never
+    /// go back at a node, so if `seen` is above the receiver's term, it
+    /// restarted from an older copy of its state and may already have voted
+    /// in a term up to `seen`: it adopts `seen` and abstains in it (rule
+    /// `rollback_abstains`). Otherwise (a reordered or duplicated message)
+    /// it changes nothing.
+    TermSeen {
+        /// The highest durable term the receiver's messages showed.
+        seen: u64,
+    },
 }
 
 /// The most a message may raise a node's term: a message whose term is

@@ -130,6 +130,13 @@ rules! {
     SoftFencing => "soft_fencing" in "src/node/lease.rs",
     /// A strict leader steps down when its lease ends.
     StrictLease => "strict_lease" in "src/node/lease.rs",
+    /// A node keeps, per peer, the highest durable term that peer's messages
+    /// showed, and tells a peer that shows a lower one (`TermSeen`); a node
+    /// that restarted asks every member (`RestartProbe`).
+    RollbackSeenByPeers => "rollback_seen_by_peers" in "src/node/rollback.rs",
+    /// A node told it once used a higher term than its durable one lost
+    /// state: it adopts that term and abstains in it.
+    RollbackAbstains => "rollback_abstains" in "src/node/rollback.rs",
     /// A leader that starts using another voter set re-derives its lease
     /// and step-down deadline from the promises that count in the sets now
     /// in force, never keeping a value only an earlier set backed.

@@ -256,6 +256,17 @@ pub enum Event {
         /// Why.
         reason: MembershipFailure,
     },
+    /// Rule `rollback_abstains`: a peer saw this node use term `seen`, above
+    /// the term it now has (`had`): it restarted from an older copy of its
+    /// state (a restored backup or snapshot) and may have voted in a term up
+    /// to `seen`. It now has term `seen` and abstains in it, so it cannot
+    /// vote twice; find out how its state went back.
+    RollbackSuspected {
+        /// The highest term a peer saw this node use.
+        seen: u64,
+        /// This node's term when told.
+        had: u64,
+    },
     /// A peer's messages carry the same membership version as this node's
     /// but different voter sets: the two disagree about membership (the
     /// bootstrap peer lists differ, or a node lost its state). Neither side

@@ -64,7 +64,7 @@ fn any_op(g: &mut Gen) -> Op {
             let from = *g.choose(&[0, 1, 2, 3, 3, 2, 4, 9]).unwrap();
             let term = small_term(g);
             let position = u64::arbitrary(g) % 4;
-            let kind = match u8::arbitrary(g) % 11 {
+            let kind = match u8::arbitrary(g) % 13 {
                 0 => MessageKind::PreVoteRequest { position },
                 1 => MessageKind::PreVoteResponse {
                     granted: bool::arbitrary(g),
@@ -98,6 +98,11 @@ fn any_op(g: &mut Gen) -> Op {
                 },
                 9 => MessageKind::HandBackReady {
                     ready: bool::arbitrary(g),
+                },
+                // Rollback detection, honest-looking or not.
+                10 => MessageKind::RestartProbe,
+                11 => MessageKind::TermSeen {
+                    seen: small_term(g),
                 },
                 _ => MessageKind::TimeoutNow,
             };

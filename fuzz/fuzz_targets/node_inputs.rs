@@ -41,6 +41,8 @@ impl Kind {
                 successors: ids.into_iter().map(|i| u64::from(i % 7)).collect(),
             },
             Kind::HandBackReady(ready) => MessageKind::HandBackReady { ready },
+            Kind::RestartProbe => MessageKind::RestartProbe,
+            Kind::TermSeen(seen) => MessageKind::TermSeen { seen },
         }
     }
 }
@@ -59,6 +61,9 @@ enum Kind {
     /// Issue 14: a leader's standings, well formed or not.
     Standings(Vec<u8>),
     HandBackReady(bool),
+    /// Rollback detection's probe and answer, honest or not.
+    RestartProbe,
+    TermSeen(u64),
 }
 
 /// The fuzzer's encoding of `tenure::sim::Op` (the shared op type, run by

@@ -323,7 +323,10 @@ impl<P: LogPosition> Driver<P> {
         clock: &SuspendAwareClock,
     ) -> Result<(Driver<P>, mpsc::Receiver<Event>), DriverError> {
         let state = state.unwrap_or_default();
-        let node = Node::new(config, state, clock.now())?;
+        // A driver runs a real process, which may have been restarted from
+        // an older copy of its state: ask the peers (rule
+        // `rollback_seen_by_peers`).
+        let node = Node::new(config.restart_probe(true), state, clock.now())?;
         let shared = Arc::new(Mutex::new(Shared {
             status: node.status(),
             lease: None,

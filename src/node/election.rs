@@ -63,6 +63,9 @@ impl<P: LogPosition> Node<P> {
             self.answer_newer_candidate(from, sender, &message, out);
             return;
         }
+        if self.check_term_shown(now, from, &message, out) {
+            return;
+        }
         // Only voters ask for votes, answer them, lead or hand over.
         let voter_only = !matches!(
             message.kind,
@@ -293,6 +296,8 @@ impl<P: LogPosition> Node<P> {
             MessageKind::MembershipUpdate { membership } => {
                 self.on_membership_update(now, from, msg_term, *membership, out);
             }
+            // Read by `check_term_shown` before any term rule.
+            MessageKind::RestartProbe | MessageKind::TermSeen { .. } => {}
         }
     }
 

@@ -201,6 +201,7 @@ impl<P: LogPosition + Hash> Node<P> {
             transfer,
             conceded_for,
             lease_announced,
+            restart_probe,
             position,
             peers,
             scratch: _,
@@ -232,6 +233,7 @@ impl<P: LogPosition + Hash> Node<P> {
         (
             tally,
             promotion.map(|p| rel.expiry(p)),
+            restart_probe.map(|p| rel.expiry(p)),
             conceded_for,
             lease_announced,
             position,

@@ -28,6 +28,7 @@ mod lease;
 mod membership;
 mod phase;
 mod rank;
+mod rollback;
 mod timers;
 
 use durable::Durability;
@@ -156,6 +157,9 @@ struct PeerFacts {
     /// Whether the peer said it would take leadership handed back to it
     /// (rule `rank_hand_back`).
     hand_back_ready: Option<bool>,
+    /// The highest durable term the peer's messages showed (rule
+    /// `rollback_seen_by_peers`; in memory only).
+    term_shown: u64,
 }
 
 impl PeerFacts {
@@ -175,6 +179,7 @@ impl PeerFacts {
                 can_lead: None,
                 promise: None,
                 hand_back_ready: None,
+                term_shown: 0,
             })
             .collect()
     }
@@ -331,6 +336,9 @@ pub struct Node<P = ()> {
     /// The lease last announced with `LeaseAcquired` and not yet with
     /// `LeaseLost` (lease.rs).
     lease_announced: Option<FencingToken>,
+    /// A node restarted with a durable term above 0 asks its peers, at this
+    /// instant (its start), whether it used a higher term (rollback.rs).
+    restart_probe: Option<Instant>,
     position: P,
     /// Every other voter and observer, in configuration order; a leader's
     /// per-peer acknowledgements are index-aligned with it.
@@ -437,6 +445,7 @@ impl<P: LogPosition> Node<P> {
             transfer: None,
             conceded_for: 0,
             lease_announced: None,
+            restart_probe: (!fresh && config.effective_restart_probe()).then_some(now),
             position: P::default(),
             peers,
             membership_id: membership.id(),

@@ -29,6 +29,9 @@ pub(super) enum Timer {
     /// Rule `strict_lease`: the announced lease runs out (the step
     /// announces `LeaseLost`).
     LeaseEnd,
+    /// Rule `rollback_seen_by_peers`: a restarted node asks its peers,
+    /// once, for the highest term they saw from it.
+    RestartProbe,
     /// Rule `leader_death`: no leader message for a death timeout.
     LeaderDeath,
     /// Rule `transfer_leadership`: a transfer gives up.
@@ -46,9 +49,10 @@ pub(super) enum Timer {
 impl Timer {
     /// Every timer, in firing order.
     #[cfg(test)]
-    const ALL: [Timer; 8] = [
+    const ALL: [Timer; 9] = [
         Timer::StepDown,
         Timer::LeaseEnd,
+        Timer::RestartProbe,
         Timer::LeaderDeath,
         Timer::Transfer,
         Timer::Promotion,
@@ -66,7 +70,8 @@ impl Timer {
     ];
 
     /// The timers a non-leader can have armed, in firing order.
-    const NOT_LEADING: [Timer; 5] = [
+    const NOT_LEADING: [Timer; 6] = [
+        Timer::RestartProbe,
         Timer::LeaderDeath,
         Timer::Transfer,
         Timer::Promotion,
@@ -79,6 +84,7 @@ impl Timer {
         match self {
             Timer::StepDown => "step_down",
             Timer::LeaseEnd => "lease_end",
+            Timer::RestartProbe => "restart_probe",
             Timer::LeaderDeath => "leader_death",
             Timer::Transfer => "transfer",
             Timer::Promotion => "promotion",
@@ -103,6 +109,7 @@ impl<P: LogPosition> Node<P> {
                 .lease_announced
                 .and(self.phase.leadership())
                 .and_then(|l| l.lease_until),
+            Timer::RestartProbe => self.restart_probe,
             Timer::LeaderDeath => self
                 .leader
                 .filter(|_| !self.phase.is_leader())
@@ -202,6 +209,7 @@ impl<P: LogPosition> Node<P> {
             Timer::StepDown => self.fencing_step_down(out),
             // Nothing to do but notice: the step announces `LeaseLost`.
             Timer::LeaseEnd => {}
+            Timer::RestartProbe => self.send_restart_probes(out),
             Timer::LeaderDeath => self.declare_leader_dead(out),
             Timer::Transfer => self.transfer_timed_out(now, out),
             Timer::Promotion => self.promotion_timed_out(now, out),

@@ -359,6 +359,8 @@ struct SimNode<P> {
     incarnation: u64,
     /// Per-node invariants over all its lives (created at the first start).
     checker: Option<NodeChecker>,
+    /// A copy of the disk taken by [`Fault::Snapshot`].
+    snapshot: Option<(HardState, Option<Membership>)>,
 }
 
 enum Payload<P> {
@@ -707,6 +709,7 @@ impl<P: LogPosition> Cluster<P> {
                 timer_gen: 0,
                 incarnation: 0,
                 checker: None,
+                snapshot: None,
             });
         }
         let loss = cfg.loss;
@@ -1357,6 +1360,14 @@ impl<P: LogPosition> Cluster<P> {
             Fault::IsolateLeaderWith(others) => self.isolate_leader_with(others),
             Fault::StallReplication(id) => self.stall_replication(id, true),
             Fault::ResumeReplication(id) => self.stall_replication(id, false),
+            Fault::Snapshot(id) => {
+                if let Some(i) = self.idx(id) {
+                    let n = &mut self.nodes[i];
+                    n.snapshot = Some((n.disk, n.disk_membership.clone()));
+                    self.log(id, format_args!("disk copied aside"));
+                }
+            }
+            Fault::RestoreSnapshot(id) => self.restore_snapshot(id),
             Fault::WhenLeaderReaches { .. } => unreachable!("handled above"),
             Fault::Input(id, input) => {
                 self.log(id, format_args!("input {input:?}"));
@@ -1681,6 +1692,30 @@ impl<P: LogPosition> Cluster<P> {
     fn crash_restart(&mut self, id: NodeId, after: Duration) {
         self.crash(id);
         self.schedule(self.now + after, Payload::Fault(Fault::Restart(id)));
+    }
+
+    /// [`Fault::RestoreSnapshot`]: crash `id`, put the older copy of its
+    /// disk back, and start it again.
+    fn restore_snapshot(&mut self, id: NodeId) {
+        let Some(i) = self.idx(id) else { return };
+        let Some((disk, membership)) = self.nodes[i].snapshot.clone() else {
+            return;
+        };
+        self.crash(id);
+        self.nodes[i].pending_write = None;
+        self.nodes[i].pending_membership = None;
+        self.nodes[i].disk = disk;
+        self.nodes[i].disk_membership = membership;
+        self.membership_disks_changed();
+        // The node's own checks assume storage never goes back.
+        self.nodes[i].checker = None;
+        self.log(
+            id,
+            format_args!("disk restored from an older copy: {disk:?}"),
+        );
+        if !self.dead.contains(&id) {
+            self.start_node(id);
+        }
     }
 
     fn crash(&mut self, id: NodeId) {
@@ -2076,5 +2111,7 @@ fn lift_kind<P: LogPosition>(kind: MessageKind) -> MessageKind<P> {
         }
         MessageKind::Standings { successors } => MessageKind::Standings { successors },
         MessageKind::HandBackReady { ready } => MessageKind::HandBackReady { ready },
+        MessageKind::RestartProbe => MessageKind::RestartProbe,
+        MessageKind::TermSeen { seen } => MessageKind::TermSeen { seen },
     }
 }

@@ -134,6 +134,15 @@ pub enum Fault {
     /// The node stores copies again (it catches up at the leader's next
     /// append).
     ResumeReplication(NodeId),
+    /// Copies the node's disk (its state and membership) aside, as a
+    /// backup or VM snapshot would.
+    Snapshot(NodeId),
+    /// Crashes the node and restarts it from the copy
+    /// [`Fault::Snapshot`] took: an intact but older state, which may have
+    /// forgotten terms and votes it used since. The node's own checks
+    /// start over (its storage broke their premise on purpose); the
+    /// cluster's still hold. Nothing if no copy was taken.
+    RestoreSnapshot(NodeId),
     /// Waits until a node that leads acts on a membership at `stage`
     /// (looking every millisecond, so that a stage lasting a round trip is
     /// seen), then applies `then` `delay` later: a fault aimed at a moment
@@ -182,6 +191,8 @@ impl Fault {
             Fault::IsolateLeaderWith(n) => (format!("isolate leader + {n}"), None),
             Fault::StallReplication(n) => (String::from("log stall"), Some(*n)),
             Fault::ResumeReplication(n) => (String::from("log ok"), Some(*n)),
+            Fault::Snapshot(n) => (String::from("snapshot disk"), Some(*n)),
+            Fault::RestoreSnapshot(n) => (String::from("restore older disk"), Some(*n)),
             Fault::WhenLeaderReaches { stage, delay, then } => {
                 let (label, node) = then.label();
                 (format!("at {} + {delay:?}: {label}", stage.label()), node)

@@ -1,0 +1,143 @@
+//! Detecting a node restarted from an older copy of its state.
+//!
+//! A node restarted from an intact but older state file (a restored backup,
+//! a VM snapshot, a copied data directory) has forgotten terms and votes it
+//! already used, and could vote twice in one term. Its own storage cannot
+//! tell; its peers can. With persist-before-send, every term a node puts in
+//! a message was durable at that node when sent (a pre-vote request names
+//! its durable term plus one; a granted pre-vote echoes the requester's
+//! term and shows nothing), and a node's durable term never goes back. So:
+//!
+//! - each node keeps in memory, per peer, the highest durable term that
+//!   peer's messages showed (rule `rollback_seen_by_peers`);
+//! - a node that restarted asks every member once (`RestartProbe`, at its
+//!   first tick, long before its restart wait lets it vote; on with
+//!   [`Config::restart_probe`](crate::Config::restart_probe), which the
+//!   drivers set), and a member that saw it use a higher term than the
+//!   probe shows answers with that term (`TermSeen`). Only a probe is
+//!   answered: it is sent once per start, so an ordinary message that
+//!   arrives late, showing an older term, never causes an answer;
+//! - a node told a term above its own adopts it and abstains in it, as
+//!   `tenure recover` would make it (rule `rollback_abstains`).
+//!
+//! **Sound against reordering and duplicates.** A `TermSeen` carries a term
+//! the receiver really sent at some point. If the receiver never lost
+//! state, its term is already at least that high (terms only rise), so a
+//! late, duplicated or reordered `TermSeen`, or the answer to a probe of an
+//! earlier start, changes nothing. Only a node whose term really went back
+//! acts on it, and what it does (a higher term, no vote for anyone else)
+//! is what any higher-term message may do.
+//!
+//! **Limit.** Only what a live peer remembers can be detected: the memory
+//! is volatile, so a rollback seen by no peer that is up and reachable
+//! when the node restarts (every peer restarted since, or none ever heard
+//! the lost terms, or the probes were lost) goes unnoticed. It is a safety
+//! net, not a licence: never restore a data directory from a backup.
+
+use alloc::vec::Vec;
+
+use super::{Action, Node};
+use crate::NodeId;
+use crate::message::{MAX_TERM_JUMP, Message, MessageKind};
+use crate::position::LogPosition;
+use crate::rule::Rule;
+use crate::status::Event;
+use crate::time::Instant;
+
+/// The durable term `message` shows of its sender, if it shows one: a
+/// pre-vote request proposes the sender's term plus one; a granted pre-vote
+/// echoes the requester's proposed term.
+fn shown_term<P>(message: &Message<P>) -> Option<u64> {
+    match message.kind {
+        MessageKind::PreVoteRequest { .. } => message.term.checked_sub(1),
+        MessageKind::PreVoteResponse { granted: true } => None,
+        _ => Some(message.term),
+    }
+}
+
+impl<P: LogPosition> Node<P> {
+    /// Rule `rollback_seen_by_peers`: records the durable term a member's
+    /// message shows; a `RestartProbe` that shows a lower one than that
+    /// member showed before is answered with the higher one (`TermSeen`).
+    /// Handles `RestartProbe` and `TermSeen` completely (returns `true`:
+    /// nothing else reads them; neither moves this node's term by the usual
+    /// rules).
+    pub(super) fn check_term_shown(
+        &mut self,
+        now: Instant,
+        from: NodeId,
+        message: &Message<P>,
+        out: &mut Vec<Action<P>>,
+    ) -> bool {
+        if let MessageKind::TermSeen { seen } = message.kind {
+            self.on_term_seen(now, from, seen, out);
+            return true;
+        }
+        let probe = matches!(message.kind, MessageKind::RestartProbe);
+        let Some(shown) = shown_term(message) else {
+            return probe;
+        };
+        let Some(peer) = self.peers.iter_mut().find(|p| p.id == from) else {
+            return probe;
+        };
+        let seen = peer.term_shown;
+        if shown >= seen {
+            peer.term_shown = shown;
+            return probe;
+        }
+        if !probe {
+            // A late message of an earlier term: nothing to say.
+            return false;
+        }
+        slog::warn!(self.log, "a restarted peer shows a lower term than it used before: tell it";
+            "rule" => Rule::RollbackSeenByPeers, "term" => self.term, "from" => from,
+            "message_term" => shown, "newest" => seen);
+        self.reply(from, MessageKind::TermSeen { seen }, out);
+        probe
+    }
+
+    /// Rule `rollback_abstains`: a peer saw this node use term `seen`. If
+    /// that is above this node's term, its state went back: it adopts
+    /// `seen` and votes for itself in it, which is an abstention (it grants
+    /// no one else a vote in `seen`, and older terms are stale), then
+    /// reports [`Event::RollbackSuspected`]. A `seen` this node's term
+    /// already covers changes nothing (a reordered or duplicated message);
+    /// one more than [`MAX_TERM_JUMP`] ahead is ignored, as any message
+    /// that far ahead is.
+    fn on_term_seen(&mut self, now: Instant, from: NodeId, seen: u64, out: &mut Vec<Action<P>>) {
+        if seen <= self.term {
+            slog::debug!(self.log, "a peer saw a term this node already has: nothing lost";
+                "rule" => Rule::RollbackAbstains, "term" => self.term, "from" => from,
+                "message_term" => seen);
+            return;
+        }
+        if seen > self.term.saturating_add(MAX_TERM_JUMP) {
+            slog::warn!(self.log, "term seen too far ahead ignored";
+                "rule" => Rule::RollbackAbstains, "term" => self.term, "from" => from,
+                "message_term" => seen);
+            return;
+        }
+        let had = self.term;
+        slog::error!(self.log, "rollback suspected: a peer saw this node use a higher term; adopt it and abstain";
+            "rule" => Rule::RollbackAbstains, "term" => had, "from" => from,
+            "message_term" => seen);
+        self.adopt_term(now, seen, out);
+        self.vote = Some(self.id);
+        self.emit(Event::RollbackSuspected { seen, had }, out);
+    }
+
+    /// Rule `rollback_seen_by_peers` (timer `restart_probe`): a node that
+    /// restarted with a durable term above 0 asks every other member, once,
+    /// whether it used a higher term before. The answers arrive long before
+    /// its restart wait (rule `restart_waits_death_timeout`) lets it vote.
+    pub(super) fn send_restart_probes(&mut self, out: &mut Vec<Action<P>>) {
+        self.restart_probe = None;
+        slog::info!(self.log, "restarted: ask the members for the highest term they saw from this node";
+            "rule" => Rule::RollbackSeenByPeers, "term" => self.term);
+        for to in self.membership.members() {
+            if to != self.id {
+                self.reply(to, MessageKind::RestartProbe, out);
+            }
+        }
+    }
+}
