@@ -2,6 +2,8 @@
 
 mod common;
 
+use std::time::Duration;
+
 use common::{Sim, ms};
 use tenure::{
     Config, Event, Fence, Fencing, FencingToken, Input, Instant, MembershipChange, Mode, NodeId,
@@ -842,9 +844,26 @@ fn lease_follows_voter_sets_after_adding_then_removing_a_voter() {
 
 #[test]
 fn promote_one_campaign_starts_a_fresh_round_when_the_running_one_lost_its_requests() {
-    // Only node 1 may campaign; the others are voters.
-    let mut s = Sim::<()>::with_latency(3, ms(5), |id, v| {
-        let config = cfg(id, v).fencing(Fencing::Soft);
+    // With pre-vote the round adopted is a pre-vote; without, a vote round.
+    for pre_vote in [true, false] {
+        for latency in 5..=10 {
+            for seed in 0..5 {
+                promote_after_a_cut_off_campaign(pre_vote, ms(latency), seed);
+            }
+        }
+    }
+}
+
+/// Only node 1 may campaign (the others are voters). It campaigns on its
+/// own while cut off, so that round's requests are lost; healed, it is
+/// promoted during that round, and must win within one election timeout.
+fn promote_after_a_cut_off_campaign(pre_vote: bool, latency: Duration, seed: u64) {
+    let case = format!("pre_vote {pre_vote}, latency {latency:?}, seed {seed}");
+    let mut s = Sim::<()>::with_latency(3, latency, move |id, v| {
+        let config = common::timing(id, v)
+            .rng_seed(seed)
+            .pre_vote(pre_vote)
+            .fencing(Fencing::Soft);
         if id == 1 {
             config
         } else {
@@ -852,21 +871,28 @@ fn promote_one_campaign_starts_a_fresh_round_when_the_running_one_lost_its_reque
         }
     });
     s.isolate(1);
-    // Node 1 campaigns on its own while cut off: its requests are lost.
-    assert!(s.run_until_true(ms(3_000), |s| s.node(1).status().role == Role::PreCandidate));
+    let campaigning = if pre_vote {
+        Role::PreCandidate
+    } else {
+        Role::Candidate
+    };
+    assert!(
+        s.run_until_true(ms(3_000), |s| s.node(1).status().role == campaigning),
+        "{case}"
+    );
     s.run_for(ms(50));
     s.heal();
     let t0 = s.now();
     s.input(1, Input::Promote);
     assert!(
         s.run_until_true(ms(400), |s| s.node(1).status().role == Role::Leader),
-        "not leader one election timeout after the promote: {:?}",
+        "{case}: not leader one election timeout after the promote: {:?}",
         s.events_of(1)
     );
-    assert!(s.now().saturating_duration_since(t0) < ms(100));
+    assert!(s.now().saturating_duration_since(t0) < ms(100), "{case}");
     assert!(
         promote_failures(&s, 1).is_empty(),
-        "{:?}",
+        "{case}: {:?}",
         promote_failures(&s, 1)
     );
 }
