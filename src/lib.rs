@@ -104,7 +104,8 @@
 //! durable membership and the leader's changes to it; the design and its
 //! safety argument are in the [`membership`] module), `rank.rs` (who
 //! campaigns first and hand-back under a rank policy; the policies and
-//! their trade-offs are in the [`rank`] module),
+//! their trade-offs are in the [`rank`] module), `rollback.rs` (a node
+//! restarted from an older copy of its state learns the terms it forgot),
 //! `timers.rs` (the timer table), `mod.rs` (start-up and time).
 //!
 //! ## Log keys
