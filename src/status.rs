@@ -257,14 +257,16 @@ pub enum Event {
         reason: MembershipFailure,
     },
     /// Rule `rollback_abstains`: a peer saw this node use term `seen`, above
-    /// the term it now has (`had`): it restarted from an older copy of its
-    /// state (a restored backup or snapshot) and may have voted in a term up
-    /// to `seen`. It now has term `seen` and abstains in it, so it cannot
-    /// vote twice; find out how its state went back.
+    /// the term it restarted with (`had`) and every term it used since: it
+    /// restarted from an older copy of its state (a restored backup or
+    /// snapshot) and may have voted in a term up to `seen`. It now abstains
+    /// in `seen` (unless it already voted there since the restart, or has
+    /// moved past it), so it cannot vote twice; find out how its state went
+    /// back.
     RollbackSuspected {
         /// The highest term a peer saw this node use.
         seen: u64,
-        /// This node's term when told.
+        /// The durable term this node restarted with.
         had: u64,
     },
     /// A peer's messages carry the same membership version as this node's

@@ -239,3 +239,30 @@ fn rollback_abstains_a_restored_voter_casts_no_second_vote_in_the_simulator() {
     eprintln!("without the probe: {broken} of 20 runs elect two leaders of one term");
     assert!(broken > 0, "the scenario never produced a double vote");
 }
+
+#[test]
+fn rollback_abstains_in_a_term_a_leader_gave_before_the_answer() {
+    // Node 2 restarted at term 3 from a copy; a live leader of term 5 is
+    // heard (and acknowledged) before the answer to its probe names 5.
+    let mut n = node_2_restarted_at(3);
+    let acks = step(
+        &mut n,
+        at(5),
+        rx(1, msg(5, MessageKind::Heartbeat { seq: 1 })),
+    );
+    assert!(acks.sends.iter().any(|(to, m)| *to == 1 && m.term == 5));
+    assert_eq!(n.status().persisted, HardState::new(5, None));
+    let out = told(&mut n, 10, 5);
+    assert_eq!(
+        n.status().persisted,
+        HardState::new(5, Some(2)),
+        "abstains in 5"
+    );
+    assert_eq!(n.status().leader, Some(1), "still follows the leader");
+    // This life showed term 5 itself, so the loss is not certain: no event.
+    assert!(out.events.is_empty(), "{:?}", out.events);
+    // An answer naming the starting term or less changes nothing.
+    let mut m = node_2_restarted_at(3);
+    let out = told(&mut m, 10, 3);
+    assert!(out.events.is_empty() && out.persists.is_empty());
+}

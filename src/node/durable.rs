@@ -154,6 +154,9 @@ impl<P: LogPosition> Node<P> {
             term: msg_term,
             kind,
         };
+        // Rule `rollback_abstains`: what this life has shown (counted when
+        // decided, even if held: an undercount only hides a rollback).
+        self.term_sent = self.term_sent.max(self.term);
         if self.durable.covers(&needed) {
             out.push(Action::Send { to, message });
             return;

@@ -339,6 +339,11 @@ pub struct Node<P = ()> {
     /// A node restarted with a durable term above 0 asks its peers, at this
     /// instant (its start), whether it used a higher term (rollback.rs).
     restart_probe: Option<Instant>,
+    /// The durable term this node started with, and the highest term it
+    /// has put in a message since (rollback.rs): a peer that saw a higher
+    /// one saw it from an earlier life.
+    start_term: u64,
+    term_sent: u64,
     position: P,
     /// Every other voter and observer, in configuration order; a leader's
     /// per-peer acknowledgements are index-aligned with it.
@@ -446,6 +451,8 @@ impl<P: LogPosition> Node<P> {
             conceded_for: 0,
             lease_announced: None,
             restart_probe: (!fresh && config.effective_restart_probe()).then_some(now),
+            start_term: state.term,
+            term_sent: state.term,
             position: P::default(),
             peers,
             membership_id: membership.id(),

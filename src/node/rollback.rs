@@ -96,17 +96,22 @@ impl<P: LogPosition> Node<P> {
         probe
     }
 
-    /// Rule `rollback_abstains`: a peer saw this node use term `seen`. If
-    /// that is above this node's term, its state went back: it adopts
-    /// `seen` and votes for itself in it, which is an abstention (it grants
-    /// no one else a vote in `seen`, and older terms are stale), then
-    /// reports [`Event::RollbackSuspected`]. A `seen` this node's term
-    /// already covers changes nothing (a reordered or duplicated message);
-    /// one more than [`MAX_TERM_JUMP`] ahead is ignored, as any message
-    /// that far ahead is.
+    /// Rule `rollback_abstains`: a peer saw this node use term `seen`,
+    /// above the term this node started with. Either the peer saw it from
+    /// an earlier life whose state this node lost, or from this life (the
+    /// probe was overtaken by this node's later messages). Abstaining is
+    /// safe either way: the node adopts `seen` if it is ahead and votes for
+    /// itself in it (no one else gets its vote there; older terms are
+    /// stale), or, if it already took `seen` from another message (a live
+    /// leader's heartbeat can overtake the answer) and has not voted, votes
+    /// for itself in it. [`Event::RollbackSuspected`] is reported when the
+    /// loss is certain: `seen` is above every term this life has put in a
+    /// message. A `seen` at or below the starting term changes nothing (a
+    /// late or duplicated answer); one more than `MAX_TERM_JUMP` ahead is
+    /// ignored, as any message that far ahead is.
     fn on_term_seen(&mut self, now: Instant, from: NodeId, seen: u64, out: &mut Vec<Action<P>>) {
-        if seen <= self.term {
-            slog::debug!(self.log, "a peer saw a term this node already has: nothing lost";
+        if seen <= self.start_term {
+            slog::debug!(self.log, "a peer saw a term this node started with: nothing lost";
                 "rule" => Rule::RollbackAbstains, "term" => self.term, "from" => from,
                 "message_term" => seen);
             return;
@@ -117,13 +122,26 @@ impl<P: LogPosition> Node<P> {
                 "message_term" => seen);
             return;
         }
-        let had = self.term;
-        slog::error!(self.log, "rollback suspected: a peer saw this node use a higher term; adopt it and abstain";
-            "rule" => Rule::RollbackAbstains, "term" => had, "from" => from,
-            "message_term" => seen);
-        self.adopt_term(now, seen, out);
-        self.vote = Some(self.id);
-        self.emit(Event::RollbackSuspected { seen, had }, out);
+        let had = self.start_term;
+        let certain = seen > self.term_sent;
+        if certain {
+            slog::error!(self.log, "rollback suspected: a peer saw this node use a term it has no record of; abstain in it";
+                "rule" => Rule::RollbackAbstains, "term" => self.term, "from" => from,
+                "message_term" => seen, "restarted_at" => had);
+        } else {
+            slog::warn!(self.log, "a peer saw a term from this node above its starting term (an earlier life's, or this one's): abstain in it";
+                "rule" => Rule::RollbackAbstains, "term" => self.term, "from" => from,
+                "message_term" => seen, "restarted_at" => had);
+        }
+        if seen > self.term {
+            self.adopt_term(now, seen, out);
+            self.vote = Some(self.id);
+        } else if seen == self.term && self.vote.is_none() {
+            self.vote = Some(self.id);
+        }
+        if certain {
+            self.emit(Event::RollbackSuspected { seen, had }, out);
+        }
     }
 
     /// Rule `rollback_seen_by_peers` (timer `restart_probe`): a node that
