@@ -745,6 +745,10 @@ fn human(value: &Value) -> String {
                 out.push_str(&human_rank(v));
                 continue;
             }
+            Value::Object(r) if key == "rollback_suspected" => format!(
+                "seen={} had={} ts_ms={} count={} (restarted from an older copy of its state: find out how; never restore a data directory from a backup)",
+                r["seen"], r["had"], r["ts_ms"], r["count"]
+            ),
             other => other.to_string(),
         };
         out.push_str(&format!("{key}: {shown}\n"));

@@ -262,5 +262,29 @@ pub fn prometheus(st: &Value) -> String {
         "Messages whose sender has the same membership version with other voters (misconfigured peer lists).",
         &[(l.clone(), num(&st["membership_conflicts"]))],
     );
+    // Rule `rollback_abstains`: 0 until a peer tells the node it was
+    // restarted from an older copy of its state.
+    let rollback = &st["rollback_suspected"];
+    family(
+        &mut out,
+        "tenure_rollback_suspected_total",
+        "counter",
+        "Times a peer told this node it had used a higher term than it restarted with: it was restarted from an older copy of its state (since the process started).",
+        &[(l.clone(), Some(num(&rollback["count"]).unwrap_or(0.0)))],
+    );
+    family(
+        &mut out,
+        "tenure_rollback_suspected_seen_term",
+        "gauge",
+        "The highest term a peer saw this node use, at the last rollback suspected (absent if none).",
+        &[(l.clone(), num(&rollback["seen"]))],
+    );
+    family(
+        &mut out,
+        "tenure_rollback_suspected_had_term",
+        "gauge",
+        "The term this node had restarted with, at the last rollback suspected (absent if none).",
+        &[(l.clone(), num(&rollback["had"]))],
+    );
     out
 }

@@ -317,6 +317,7 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
         gate,
         pending: Pending::None,
         rank_local,
+        rollback: None,
     };
     let code = node.serve(&args, &signals, &ctl_rx, Stop { death, alone });
     drop(metrics);
@@ -373,6 +374,37 @@ struct Running {
     pending: Pending,
     /// This node's own rank settings (rank step, hand-back), for the status.
     rank_local: Value,
+    /// The last `rollback_suspected` event since the process started, and
+    /// how many there were.
+    rollback: Option<Rollback>,
+}
+
+/// What the status shows of `Event::RollbackSuspected` (rule
+/// `rollback_abstains`): the node was restarted from an older copy of its
+/// state, and a peer told it the term it had really reached.
+#[derive(Clone, Copy)]
+struct Rollback {
+    /// The highest term a peer saw this node use.
+    seen: u64,
+    /// The term the node had restarted with.
+    had: u64,
+    /// When it was reported (`ts_ms` of the event line).
+    ts_ms: u64,
+    /// How many were reported since the process started.
+    count: u64,
+}
+
+impl Rollback {
+    fn json(&self) -> Value {
+        json!({"seen": self.seen, "had": self.had, "ts_ms": self.ts_ms, "count": self.count})
+    }
+}
+
+/// What a `rollback_suspected` event means, for its JSON line and stderr.
+fn rollback_message(seen: u64, had: u64) -> String {
+    format!(
+        "a peer saw this node use term {seen}, but it restarted with term {had}: it was restarted from an older copy of its state (a restored backup, a VM snapshot, a copied data directory) and may have voted in a term up to {seen}; it now has term {seen} with a vote for itself, so it votes for no one else up to term {seen} and cannot vote twice. Find out how its data directory went back; never restore a data directory from a backup (README \"Recovering a lost or corrupt state file\")"
+    )
 }
 
 /// A leadership-ending command under `tenure run`.
@@ -560,6 +592,21 @@ impl Running {
                     );
                 }
             }
+            // Rule `rollback_abstains`: loud, like a membership conflict; the
+            // status and `/metrics` keep it.
+            Event::RollbackSuspected { seen, had } => {
+                let (seen, had) = (*seen, *had);
+                let count = self.rollback.map_or(0, |r| r.count) + 1;
+                self.rollback = Some(Rollback {
+                    seen,
+                    had,
+                    ts_ms: ts,
+                    count,
+                });
+                let message = rollback_message(seen, had);
+                eprintln!("error: node {}: rollback suspected: {message}", self.id);
+                value["message"] = json!(message);
+            }
             Event::MembershipConflict { peer, mine, theirs } => {
                 let m = self.handle.status().membership;
                 eprintln!(
@@ -707,6 +754,9 @@ impl Running {
             "rank": rank_json(&st.membership, &self.rank_local),
             "member": member,
             "membership_conflicts": st.membership_conflicts,
+            // Null unless a peer told this node, since it started, that it
+            // had used a higher term than it restarted with.
+            "rollback_suspected": self.rollback.as_ref().map(Rollback::json),
         })
     }
 

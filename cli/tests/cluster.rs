@@ -2,7 +2,9 @@
 //! kill -9 / failover / rejoin cycle, a node refusing to start on a corrupt
 //! state file, two clusters that must not hear each other, and nodes paused
 //! with SIGSTOP that must resume, not exit; a node whose listen address is
-//! taken, and a demo stopped by SIGTERM or SIGHUP that must clean up.
+//! taken, a demo stopped by SIGTERM or SIGHUP that must clean up, and a
+//! node restarted from an older copy of its state file, which must report
+//! it.
 
 // Real sockets and clocks: this is driver code, outside the sans-IO core.
 #![allow(clippy::disallowed_types, clippy::disallowed_methods)]
@@ -1089,4 +1091,207 @@ fn metrics_are_served_as_prometheus_text_and_json() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains(&format!("metrics_listen on {addr}")), "{err}");
     drop(node);
+}
+
+/// `tenure state`'s stored (term, vote) of a node's data directory.
+fn stored(config: &Path) -> (u64, Option<u64>) {
+    let (code, out, err) = tenure(&["state"], config);
+    assert_eq!(code, 0, "{out}{err}");
+    let line = out.lines().next().unwrap_or_default();
+    let fields = line
+        .split_once(": term ")
+        .unwrap_or_else(|| panic!("no stored term in {out:?}"))
+        .1;
+    let mut parts = fields.split(", ");
+    let term = parts.next().unwrap().parse().unwrap();
+    let vote = parts.next().unwrap().strip_prefix("vote ").unwrap();
+    (term, vote.parse().ok())
+}
+
+/// Polls `found` until it finds something (up to 10 s).
+fn within_10s<T>(what: &str, mut found: impl FnMut() -> Option<T>) -> T {
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(v) = found() {
+            return v;
+        }
+        assert!(std::time::Instant::now() < end, "not within 10 s: {what}");
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+/// The leader and term that every node of `ids` reports alike, if they do.
+fn agreed(configs: &BTreeMap<u64, PathBuf>, ids: &[u64]) -> Option<(u64, u64)> {
+    let all: Vec<serde_json::Value> = ids
+        .iter()
+        .map(|id| status(&configs[id]))
+        .collect::<Option<_>>()?;
+    let (leader, term) = (all[0]["leader"].as_u64()?, all[0]["term"].as_u64()?);
+    all.iter()
+        .all(|st| st["leader"] == leader && st["term"] == term && st["persisted"]["term"] == term)
+        .then_some((leader, term))
+}
+
+/// Rules `rollback_seen_by_peers` and `rollback_abstains` with real
+/// processes: node X of 3 is restarted from a copy of its state file taken
+/// in term T1, after it voted in a higher term T2. A live peer tells it; X
+/// prints a `rollback_suspected` line (and an `error:` line) naming both
+/// terms, `ctl status` and `/metrics` show it, and its stored state is the
+/// term seen with a vote for itself.
+#[test]
+fn rollback_abstains_is_reported_by_the_node_status_and_metrics() {
+    let d = dir("rollback");
+    // Dropped last, after the processes, even on failure.
+    let _remove = RemoveDir(d.clone());
+    let ports = [(1, port()), (2, port()), (3, port())];
+    let mut metrics = BTreeMap::new();
+    let mut configs = BTreeMap::new();
+    for (id, _) in ports {
+        let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = tcp.local_addr().unwrap().to_string();
+        drop(tcp);
+        let top = format!("metrics_listen = \"{addr}\"\n");
+        configs.insert(id, write_config_with(&d, id, 17, &ports, &top));
+        metrics.insert(id, addr);
+    }
+    // Dropped (killed) on every way out of the test.
+    let mut procs: BTreeMap<u64, Proc> = configs
+        .iter()
+        .map(|(id, c)| (*id, Proc::start(c)))
+        .collect();
+    let (leader, t1) = within_10s("a leader of all three, durable everywhere", || {
+        agreed(&configs, &[1, 2, 3])
+    });
+    let x = [1, 2, 3].into_iter().find(|&i| i != leader).unwrap();
+    let y = [1, 2, 3]
+        .into_iter()
+        .find(|&i| i != leader && i != x)
+        .unwrap();
+    let state_file = d.join(format!("data-{x}")).join("tenure.state");
+    let old = std::fs::read(&state_file).unwrap();
+
+    // kill -9 the leader: X and Y elect one of them in a higher term, X
+    // voting (for itself or for Y).
+    let mut dead = procs.remove(&leader).unwrap();
+    dead.child.kill().unwrap();
+    let _ = dead.child.wait();
+    let (_, t2) = within_10s("X and Y elect a new leader", || {
+        agreed(&configs, &[x, y]).filter(|&(l, t)| l != leader && t > t1)
+    });
+
+    // X goes down, and comes back with its state file of term T1. Y, alone,
+    // stops leading first: no heartbeat of its term reaches X before its
+    // probe's answer (a heartbeat of term T2 would move X to T2 with no
+    // vote, and its peer's answer would then change nothing).
+    let mut xp = procs.remove(&x).unwrap();
+    xp.child.kill().unwrap();
+    let _ = xp.child.wait();
+    drop(xp);
+    let (t2x, _) = stored(&configs[&x]);
+    assert!(t2x >= t2, "X stored term {t2x}, below the elected {t2}");
+    until("Y stops leading without a quorum", || {
+        status(&configs[&y]).is_some_and(|st| st["role"] != "leader")
+    });
+    // A node that was told nothing counts none.
+    let (_, text) = http_get(&metrics[&y], "/metrics");
+    assert!(
+        text.contains(&format!(
+            "tenure_rollback_suspected_total{{node=\"{y}\"}} 0\n"
+        )) && !text.contains("tenure_rollback_suspected_seen_term{"),
+        "{text}"
+    );
+    std::fs::write(&state_file, &old).unwrap();
+    let (had, _) = stored(&configs[&x]);
+    assert_eq!(had, t1, "the restored file is the copy of term {t1}");
+    let xp = Proc::start(&configs[&x]);
+
+    let end = std::time::Instant::now() + Duration::from_secs(5);
+    let mut event = None;
+    while event.is_none() {
+        let left = end.saturating_duration_since(std::time::Instant::now());
+        let Ok(line) = xp.lines.recv_timeout(left) else {
+            panic!("no rollback_suspected line from node {x} within 5 s");
+        };
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        event = v["event"].get("rollback_suspected").is_some().then_some(v);
+    }
+    // Nobody may be elected now (X alone cannot be): X's term stays put.
+    let mut yp = procs.remove(&y).unwrap();
+    yp.child.kill().unwrap();
+    let _ = yp.child.wait();
+    let event = event.unwrap();
+    let seen = event["event"]["rollback_suspected"]["seen"]
+        .as_u64()
+        .unwrap();
+    assert!(seen >= t2 && seen <= t2x, "seen {seen}: {event}");
+    assert_eq!(event["event"]["rollback_suspected"]["had"], t1, "{event}");
+    let message = event["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("older copy of its state")
+            && message.contains("never restore a data directory from a backup"),
+        "{event}"
+    );
+    let loud = format!(
+        "error: node {x}: rollback suspected: a peer saw this node use term {seen}, but it restarted with term {t1}"
+    );
+    let mut err = Vec::new();
+    while !err.iter().any(|l: &String| l.starts_with(&loud)) {
+        match xp.errors.recv_timeout(Duration::from_secs(2)) {
+            Ok(l) => err.push(l),
+            Err(_) => panic!("no {loud:?} on stderr: {err:?}"),
+        }
+    }
+
+    let st = status(&configs[&x]).expect("X answers ctl status");
+    let shown = &st["rollback_suspected"];
+    assert_eq!(shown["seen"], seen, "{st}");
+    assert_eq!(shown["had"], t1, "{st}");
+    assert_eq!(shown["count"], 1, "{st}");
+    assert_eq!(shown["ts_ms"], event["ts_ms"], "{st}");
+    assert_eq!(st["term"], seen, "{st}");
+    assert_eq!(st["vote"], x, "{st}");
+    // And as text.
+    let out = Command::new(BIN)
+        .args(["ctl", "--config"])
+        .arg(&configs[&x])
+        .arg("status")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!(
+            "rollback_suspected: seen={seen} had={t1} ts_ms={} count=1 (",
+            event["ts_ms"]
+        )),
+        "{text}"
+    );
+
+    let (code, text) = http_get(&metrics[&x], "/metrics");
+    assert_eq!(code, 200, "{text}");
+    let l = format!("{{node=\"{x}\"}}");
+    for sample in [
+        format!("tenure_rollback_suspected_total{l} 1\n"),
+        format!("tenure_rollback_suspected_seen_term{l} {seen}\n"),
+        format!("tenure_rollback_suspected_had_term{l} {t1}\n"),
+    ] {
+        assert!(text.contains(&sample), "no {sample:?} in {text}");
+    }
+    assert!(
+        text.contains("# TYPE tenure_rollback_suspected_total counter"),
+        "{text}"
+    );
+
+    // What X stored: the term seen (or above), with its own vote.
+    let (term, vote) = stored(&configs[&x]);
+    assert!(term >= seen, "stored term {term} below seen {seen}");
+    assert_eq!(vote, Some(x), "stored vote");
+}
+
+/// Removes a test's directory when dropped.
+struct RemoveDir(PathBuf);
+
+impl Drop for RemoveDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
