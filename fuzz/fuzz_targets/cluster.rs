@@ -114,7 +114,7 @@ fuzz_target!(|case: Case| {
     // and rounds are long enough for a pre-vote and a vote round trip.
     let max_latency = ms(1 + u64::from(case.max_latency_ms % 50));
     let configs: Vec<Config> = voters.iter().map(|&id| configure(id, &voters)).collect();
-    let slowest_heartbeat = configs.iter().map(Config::heartbeat).max().unwrap_or_default();
+    let slowest_heartbeat = configs.iter().map(Config::effective_heartbeat_interval).max().unwrap_or_default();
     let live = configs.iter().all(|c| {
         c.effective_death_timeout() >= slowest_heartbeat * 2 + max_latency * 2
             && c.effective_election_timeout() >= max_latency * 6
