@@ -239,3 +239,42 @@ fn rollback_abstains_a_restored_voter_casts_no_second_vote_in_the_simulator() {
     eprintln!("without the probe: {broken} of 20 runs elect two leaders of one term");
     assert!(broken > 0, "the scenario never produced a double vote");
 }
+
+/// As [`restored_voter`], but node 2's copy is the disk it started from:
+/// term 0, as a VM image or a backup taken at provisioning holds it.
+fn restored_to_fresh_voter(seed: u64) -> tenure::sim::Report {
+    let mut cfg = SimConfig::new(3, seed);
+    cfg.node_config = std::rc::Rc::new(move |id, voters| {
+        let mode = if id == 2 {
+            Mode::Voter
+        } else {
+            Mode::Candidate
+        };
+        timing(id, voters.to_vec()).mode(mode).restart_probe(true)
+    });
+    let scenario = Scenario::new("voter restored to its first disk", ms(8_000))
+        .with(ms(0), Fault::Snapshot(2))
+        .with(ms(0), Fault::Isolate(3))
+        .with(ms(1_000), Fault::CrashRestart(1, ms(10)))
+        .with(ms(3_000), Fault::Input(1, Input::Demote))
+        .with(ms(3_100), Fault::RestoreSnapshot(2))
+        .with(ms(3_200), Fault::Crash(1))
+        .with(ms(3_200), Fault::Heal);
+    Cluster::new(cfg).run(&scenario)
+}
+
+/// A node put back on the disk it started from (term 0) counts as fresh:
+/// it neither waits out its restart promise nor probes, so node 1, alive
+/// and remembering the terms node 2 voted in, is never asked, and node 2
+/// votes a second time in a term it already voted in.
+#[test]
+fn rollback_seen_by_peers_a_voter_restored_to_its_first_disk_casts_no_second_vote() {
+    let mut failed = Vec::new();
+    for seed in 0..20 {
+        let report = restored_to_fresh_voter(seed);
+        if let Some(v) = report.violation {
+            failed.push(format!("seed {seed}: {v}"));
+        }
+    }
+    assert!(failed.is_empty(), "{} of 20 runs:\n{}", failed.len(), failed.join("\n"));
+}
