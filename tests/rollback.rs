@@ -278,3 +278,101 @@ fn rollback_seen_by_peers_a_voter_restored_to_its_first_disk_casts_no_second_vot
     }
     assert!(failed.is_empty(), "{} of 20 runs:\n{}", failed.len(), failed.join("\n"));
 }
+
+/// Whether `net` saw node `id` win `term`.
+fn won(net: &common::net::Net<u64>, id: NodeId, term: u64) -> bool {
+    net.events_of(id)
+        .iter()
+        .any(|e| matches!(e, Event::BecameLeader { term: t, .. } if *t == term))
+}
+
+/// Voters 1..=3, pre-vote off (campaigns go straight to a vote round),
+/// probes on; node 2 promises 200 ms, the others 400 ms.
+fn same_term_config(id: NodeId) -> tenure::Config {
+    let c = timing(id, vec![1, 2, 3])
+        .rng_seed(id)
+        .pre_vote(false)
+        .restart_probe(true);
+    if id == 2 {
+        c.heartbeat_interval(ms(50)).death_timeout(ms(200))
+    } else {
+        c
+    }
+}
+
+/// Node 2 adopts term 5 in one write (refusing node 3, whose log is
+/// behind), and a copy of its disk is taken then: (5, no vote). It then
+/// votes for node 1 in term 5, and node 1 leads term 5. Node 2 is put back
+/// on the copy. Its probe shows term 5, which is all its peers saw of it:
+/// nobody can tell that it forgot its vote. Node 3, still a candidate in
+/// term 5, asks it again (a duplicate of its request that the network
+/// delayed; its first answer was lost), and node 2 votes a second time in
+/// term 5: two leaders of term 5.
+#[test]
+fn rollback_abstains_a_voter_restored_within_a_term_casts_no_second_vote_in_it() {
+    use common::net::Net;
+    let mut net: Net<u64> = Net::default();
+    for id in 1..=3 {
+        net.start(same_term_config(id), HardState::new(4, None));
+    }
+    for (id, position) in [(1, 10), (2, 10), (3, 5)] {
+        net.step(id, Input::LogPosition(position));
+    }
+    // Past every restart wait, nodes 1 and 3 both campaign for term 5.
+    net.advance_to(at(1_000));
+    net.step(1, Input::Promote);
+    net.step(3, Input::Promote);
+    assert_eq!(net.node(1).status().role, Role::Candidate);
+    assert_eq!(net.node(3).status().role, Role::Candidate);
+    assert_eq!(net.node(3).status().term, 5);
+    // Node 3's request reaches node 2 (and is duplicated in the network);
+    // node 2 adopts term 5 and refuses (log behind). The refusal is lost.
+    let dup: Vec<_> = net
+        .flights
+        .iter()
+        .filter(|f| f.from == 3 && f.to == 2)
+        .cloned()
+        .collect();
+    net.deliver(|f| f.from == 3 && f.to == 2);
+    net.drop_where(|f| f.from == 2 && f.to == 3);
+    assert_eq!(net.disks[&2].0, HardState::new(5, None));
+    let copy = net.disks[&2].0; // the backup
+    // Node 1's request reaches node 2: granted; node 1 leads term 5.
+    net.deliver(|f| f.from == 1 && f.to == 2);
+    assert_eq!(net.disks[&2].0, HardState::new(5, Some(1)));
+    net.deliver(|f| f.from == 2 && f.to == 1);
+    assert!(won(&net, 1, 5), "node 1 leads term 5");
+    // Node 1 is cut off from here on (or crashes).
+    net.drop_where(|f| f.from == 1 || f.to == 1);
+    // Node 2 is restored from the copy, with its log as it was then.
+    net.advance_to(at(1_010));
+    net.crash(2);
+    net.start(same_term_config(2), copy);
+    net.step(2, Input::LogPosition(4));
+    net.tick(2); // the restart probe
+    let probes: Vec<NodeId> = net
+        .flights
+        .iter()
+        .filter(|f| f.from == 2 && f.message.kind == MessageKind::RestartProbe)
+        .map(|f| f.to)
+        .collect();
+    assert_eq!(probes, vec![1, 3], "node 2 probes its peers");
+    net.deliver(|f| f.from == 2);
+    let told = net
+        .flights
+        .iter()
+        .any(|f| f.to == 2 && matches!(f.message.kind, MessageKind::TermSeen { .. }));
+    net.deliver(|f| f.to == 2);
+    // Past node 2's restart wait (200 ms), the delayed duplicate of node
+    // 3's request arrives; node 3's round (400 ms and more) still runs.
+    net.advance_to(at(1_300));
+    assert_eq!(net.node(3).status().role, Role::Candidate);
+    net.flights.extend(dup);
+    net.deliver(|f| f.from == 3 && f.to == 2);
+    net.deliver(|f| f.from == 2 && f.to == 3);
+    assert!(
+        !won(&net, 3, 5),
+        "node 2 voted twice in term 5 (disk {:?}; a peer told it a term: {told}): nodes 1 and 3 both lead term 5",
+        net.disks[&2].0
+    );
+}
