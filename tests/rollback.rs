@@ -280,7 +280,7 @@ fn rollback_seen_by_peers_a_voter_restored_to_its_first_disk_casts_no_second_vot
 }
 
 /// Whether `net` saw node `id` win `term`.
-fn won(net: &common::net::Net<u64>, id: NodeId, term: u64) -> bool {
+fn won<P: tenure::LogPosition>(net: &common::net::Net<P>, id: NodeId, term: u64) -> bool {
     net.events_of(id)
         .iter()
         .any(|e| matches!(e, Event::BecameLeader { term: t, .. } if *t == term))
@@ -374,5 +374,93 @@ fn rollback_abstains_a_voter_restored_within_a_term_casts_no_second_vote_in_it()
         !won(&net, 3, 5),
         "node 2 voted twice in term 5 (disk {:?}; a peer told it a term: {told}): nodes 1 and 3 both lead term 5",
         net.disks[&2].0
+    );
+}
+
+fn replaced_config(id: NodeId) -> tenure::Config {
+    let c = if id == 4 {
+        timing(4, vec![]).join().mode(Mode::Voter)
+    } else if id == 2 {
+        timing(id, vec![1, 2, 3])
+            .mode(Mode::Manual)
+            .heartbeat_interval(ms(50))
+            .death_timeout(ms(200))
+    } else {
+        timing(id, vec![1, 2, 3])
+    };
+    c.rng_seed(id).pre_vote(false).restart_probe(true)
+}
+
+/// Voter 3 of {1, 2, 3} is replaced by node 4 after a copy of node 2's
+/// disk was taken. Node 2 then leads term 2 with node 4's vote (node 1,
+/// which resigned, is cut off from both and never hears of term 2). Node
+/// 2 is put back on its copy: term 1 and the membership {1, 2, 3}. It
+/// probes the members that copy names, 1 and 3: node 3 is gone, node 1
+/// saw it only in term 1. Node 4, the one peer that saw it use term 2, is
+/// no member of the restored membership and is never asked (node 1, which
+/// holds the membership naming it, does not tell node 2 either). Node 2
+/// promises 200 ms, so its restart wait ends before node 4 shares the
+/// membership; node 1 then campaigns for term 2 and node 2 votes for it:
+/// two leaders of term 2.
+#[test]
+fn rollback_seen_by_peers_a_voter_restored_to_an_older_membership_casts_no_second_vote() {
+    use common::net::Net;
+    let mut net: Net<()> = Net::default();
+    for id in 1..=4 {
+        net.start(replaced_config(id), HardState::default());
+    }
+    net.step(1, Input::Promote);
+    net.run_until(at(500), |_, _| false);
+    assert_eq!(net.leader(), Some(1));
+    let (copy, copy_membership) = net.disks[&2].clone();
+    assert_eq!(copy.term, 1);
+    net.step(
+        1,
+        Input::ChangeMembership(tenure::MembershipChange::Replace {
+            old: 3,
+            new: 4,
+            address: "node4".into(),
+        }),
+    );
+    net.run_until(at(3_000), |_, _| false);
+    assert!(
+        net.events_of(1)
+            .iter()
+            .any(|e| matches!(e, Event::MembershipChangeCompleted { .. })),
+        "{:?}",
+        net.events_of(1)
+    );
+    assert_eq!(net.node(2).membership().voters, vec![1, 2, 4]);
+    net.crash(3);
+    // Node 1 resigns; then it is cut off from 2 and 4.
+    net.step(1, Input::Demote);
+    net.deliver(|f| f.from == 1);
+    let cut_1 = |a: NodeId, b: NodeId| (a == 1) != (b == 1);
+    net.step(2, Input::Promote);
+    net.run_until(at(3_100), cut_1);
+    assert!(won(&net, 2, 2), "node 2 leads term 2");
+    // Node 2 is put back on its copy; node 1 hears it again, node 4 still
+    // does not hear node 1.
+    net.crash(2);
+    net.drop_where(|f| f.from == 2 || f.to == 2);
+    let restored = replaced_config(2).membership(copy_membership.expect("a membership"));
+    net.start(restored, copy);
+    assert_eq!(net.node(2).status().term, 1);
+    let cut_14 = |a: NodeId, b: NodeId| (a == 1 && b == 4) || (a == 4 && b == 1);
+    net.run_until(at(3_310), cut_14);
+    let probed: Vec<NodeId> = net
+        .sent
+        .iter()
+        .filter(|f| f.from == 2 && f.message.kind == MessageKind::RestartProbe)
+        .map(|f| f.to)
+        .collect();
+    // Past node 2's restart wait, node 1 campaigns for term 2.
+    net.step(1, Input::Promote);
+    net.run_until(at(3_400), cut_14);
+    assert!(
+        !won(&net, 1, 2),
+        "node 2 voted twice in term 2 (probed {probed:?}; disk {:?}, membership {:?}): nodes 1 and 2 both led term 2",
+        net.disks[&2].0,
+        net.node(2).membership().voters
     );
 }

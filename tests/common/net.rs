@@ -25,6 +25,8 @@ pub struct Net<P: LogPosition = ()> {
     pub nodes: BTreeMap<NodeId, Node<P>>,
     pub disks: BTreeMap<NodeId, (HardState, Option<Membership>)>,
     pub flights: Vec<Flight<P>>,
+    /// Every message ever sent.
+    pub sent: Vec<Flight<P>>,
     pub events: Vec<(Instant, NodeId, Event)>,
     pub now: Instant,
 }
@@ -35,6 +37,7 @@ impl<P: LogPosition> Default for Net<P> {
             nodes: BTreeMap::new(),
             disks: BTreeMap::new(),
             flights: Vec::new(),
+            sent: Vec::new(),
             events: Vec::new(),
             now: Instant::ZERO,
         }
@@ -73,13 +76,17 @@ impl<P: LogPosition> Net<P> {
                         self.disks.get_mut(&id).expect("disk").0 = s;
                         next.extend(node.step(now, Input::Persisted(s)));
                     }
-                    Action::Send { to, message } => self.flights.push(Flight {
-                        from: id,
-                        to,
-                        stamp: node.membership_id(),
-                        message,
-                        sent_at: now,
-                    }),
+                    Action::Send { to, message } => {
+                        let f = Flight {
+                            from: id,
+                            to,
+                            stamp: node.membership_id(),
+                            message,
+                            sent_at: now,
+                        };
+                        self.sent.push(f.clone());
+                        self.flights.push(f);
+                    }
                     Action::Event(Event::PersistMembership(m)) => {
                         let mid = m.id();
                         self.disks.get_mut(&id).expect("disk").1 = Some(m.clone());
@@ -161,6 +168,49 @@ impl<P: LogPosition> Net<P> {
                 break;
             }
         }
+    }
+
+    /// Runs in 1 ms steps up to `until`: every message in flight is
+    /// delivered at the next step unless `cut(from, to)` (then it is lost),
+    /// and every node whose deadline came is ticked.
+    pub fn run_until(&mut self, until: Instant, cut: impl Fn(NodeId, NodeId) -> bool) {
+        while self.now < until {
+            self.now = (self.now + std::time::Duration::from_millis(1)).min(until);
+            let flights = std::mem::take(&mut self.flights);
+            for f in flights {
+                if cut(f.from, f.to) || !self.nodes.contains_key(&f.to) {
+                    continue;
+                }
+                self.step(
+                    f.to,
+                    Input::ReceiveStamped {
+                        from: f.from,
+                        stamp: f.stamp,
+                        message: f.message,
+                    },
+                );
+            }
+            let due: Vec<NodeId> = self
+                .nodes
+                .iter()
+                .filter(|(_, n)| n.next_deadline().is_some_and(|d| d <= self.now))
+                .map(|(id, _)| *id)
+                .collect();
+            for id in due {
+                self.tick(id);
+            }
+        }
+    }
+
+    /// The node that leads, if exactly one node is in the leader role.
+    pub fn leader(&self) -> Option<NodeId> {
+        let leaders: Vec<NodeId> = self
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.status().role == tenure::Role::Leader)
+            .map(|(id, _)| *id)
+            .collect();
+        (leaders.len() == 1).then(|| leaders[0])
     }
 
     /// Drops (loses) every message in flight that `pick` selects.
