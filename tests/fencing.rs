@@ -838,6 +838,108 @@ fn lease_follows_voter_sets_after_adding_then_removing_a_voter() {
     change_then_isolate_leader(&[add, remove], &[1, 3, 4]);
 }
 
+/// A lone voter (node 1: heartbeat 100 ms, promise 1 s) and an observer
+/// that promises little (node 2: heartbeat 30 ms, promise 120 ms, which
+/// backs 95 ms of node 1's lease: enough once node 1 heartbeats every
+/// 47 ms for it, rule `heartbeat_fits_promises`). No fault at all.
+fn lone_voter_and_short_observer(id: NodeId) -> Config {
+    let config = Config::new(id, [1])
+        .observers([2])
+        .fencing(Fencing::Strict)
+        .election_jitter(ms(10))
+        .rng_seed(id);
+    if id == 1 {
+        config
+            .heartbeat_interval(ms(100))
+            .death_timeout(ms(1000))
+            .election_timeout(ms(1000))
+    } else {
+        config
+            .heartbeat_interval(ms(30))
+            .death_timeout(ms(120))
+            .election_timeout(ms(120))
+    }
+}
+
+/// Promoting the observer (1 voter to 2) moves node 1's step-down
+/// deadline onto node 2's promise (rule `lease_follows_voter_sets`), but
+/// the heartbeat round already scheduled still follows the observer-era
+/// interval (100 ms, observers do not shorten it), so the deadline falls
+/// before the next acknowledgement: a healthy leader steps down in a
+/// fault-free change.
+#[test]
+fn lease_follows_voter_sets_promoting_an_observer_with_a_short_promise_keeps_the_leader() {
+    // The timing is one the engine supports: with node 2 a voter from the
+    // start, node 1 leads on without a break.
+    let mut steady = Sim::<()>::with_configs(2, |id| {
+        let c = lone_voter_and_short_observer(id);
+        let voters = Config::new(id, [1, 2]);
+        let c = c.membership(voters.effective_membership());
+        if id == 2 { c.mode(Mode::Voter) } else { c }
+    });
+    assert_eq!(steady.run_until_leader(ms(3_000)), Some(1));
+    steady.run_for(ms(10_000));
+    assert_eq!(
+        stepped_down_at(&steady, 1),
+        None,
+        "steady state with 2 voters"
+    );
+    assert!(steady.node(1).lease(steady.now()).is_some());
+
+    let mut s = Sim::<()>::with_configs(2, lone_voter_and_short_observer);
+    assert_eq!(s.run_until_leader(ms(3_000)), Some(1));
+    s.run_for(ms(1_000));
+    assert!(s.node(1).lease(s.now()).is_some());
+    let mut failures = Vec::new();
+    for attempt in 0..10 {
+        // Every phase of the heartbeat interval.
+        s.run_for(ms(7 + attempt * 11));
+        let before = s.change_events(1).len();
+        s.input(
+            1,
+            Input::ChangeMembership(MembershipChange::Promote { id: 2 }),
+        );
+        s.run_until_true(ms(3_000), |s| {
+            s.change_events(1).len() > before && !s.node(1).membership().is_joint()
+        });
+        if let Some((at, reason)) = stepped_down_at(&s, 1) {
+            failures.push(format!(
+                "attempt {attempt}: node 1 stepped down at {at} ({reason:?})"
+            ));
+            break;
+        }
+        // Back to one voter for the next attempt.
+        let before = s.change_events(1).len();
+        s.input(
+            1,
+            Input::ChangeMembership(MembershipChange::Remove { id: 2 }),
+        );
+        s.run_until_true(ms(3_000), |s| {
+            s.change_events(1).len() > before && !s.node(1).membership().is_joint()
+        });
+        let before = s.change_events(1).len();
+        s.input(
+            1,
+            Input::ChangeMembership(MembershipChange::AddObserver {
+                id: 2,
+                address: "n2".into(),
+            }),
+        );
+        s.run_until_true(ms(3_000), |s| s.change_events(1).len() > before);
+        if let Some((at, reason)) = stepped_down_at(&s, 1) {
+            failures.push(format!(
+                "attempt {attempt}: node 1 stepped down at {at} ({reason:?}) after removing 2"
+            ));
+            break;
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{failures:?}; node 1's change outcomes: {:?}",
+        s.change_events(1)
+    );
+}
+
 // ------------------------------------------------------------ promote during a campaign
 
 #[test]

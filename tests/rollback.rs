@@ -276,7 +276,12 @@ fn rollback_seen_by_peers_a_voter_restored_to_its_first_disk_casts_no_second_vot
             failed.push(format!("seed {seed}: {v}"));
         }
     }
-    assert!(failed.is_empty(), "{} of 20 runs:\n{}", failed.len(), failed.join("\n"));
+    assert!(
+        failed.is_empty(),
+        "{} of 20 runs:\n{}",
+        failed.len(),
+        failed.join("\n")
+    );
 }
 
 /// Whether `net` saw node `id` win `term`.
