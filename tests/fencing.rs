@@ -972,3 +972,55 @@ fn promote_one_campaign_starts_a_fresh_round_when_the_running_one_lost_its_reque
         promote_failures(&s, 1)
     );
 }
+
+/// Node 1 campaigns on its own for term 5 (pre-vote off) while node 2,
+/// restarted in term 5, still keeps its restart promise and refuses it;
+/// node 3 is down. Once node 2's promise ended, node 1 is promoted: the
+/// fresh round asks node 2 again and node 2 grants, but the round kept
+/// node 2's earlier refusal and ignores the grant (a voter's first answer
+/// in a round counts). The promotion fails although a quorum hears node 1
+/// and would elect it.
+#[test]
+fn promote_one_campaign_a_fresh_round_counts_a_grant_from_a_voter_that_refused_before() {
+    use common::net::Net;
+    use tenure::HardState;
+    let config = |id: NodeId| {
+        cfg(id, vec![1, 2, 3])
+            .fencing(Fencing::Soft)
+            .pre_vote(false)
+    };
+    let mut net: Net<()> = Net::default();
+    net.advance_to(Instant::from_millis(600));
+    net.start(config(1), HardState::new(4, None));
+    net.advance_to(Instant::from_millis(900));
+    net.start(config(2), HardState::new(5, None));
+    // Node 1's own campaign timer (node 2 not ticked: it only answers).
+    let mut guard = 0;
+    while net.node(1).status().role != Role::Candidate {
+        let at = net.node(1).next_deadline().expect("a deadline");
+        net.advance_to(at.max(net.now));
+        net.tick(1);
+        guard += 1;
+        assert!(guard < 100);
+    }
+    let started = net.now;
+    assert_eq!(net.node(1).status().term, 5);
+    net.settle(&[1, 2], 4);
+    assert_eq!(net.node(1).status().role, Role::Candidate, "node 2 refused");
+    // Node 2's restart promise ends at 1.3 s; node 1's round still runs.
+    net.advance_to(Instant::from_millis(1_310));
+    assert!(started + ms(400) > net.now, "round started at {started}");
+    assert_eq!(net.node(1).status().role, Role::Candidate);
+    net.step(1, Input::Promote);
+    net.settle(&[1, 2], 4);
+    let granted = net.sent.iter().any(|f| {
+        f.from == 2 && f.message.kind == tenure::MessageKind::VoteResponse { granted: true }
+    });
+    assert!(granted, "node 2 grants the fresh round's request");
+    assert_eq!(
+        net.node(1).status().role,
+        Role::Leader,
+        "a quorum (1, 2) granted node 1 in term 5; events {:?}",
+        net.events_of(1)
+    );
+}
