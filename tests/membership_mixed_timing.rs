@@ -479,7 +479,10 @@ fn extreme_case(seed: u64) -> (Fencing, Vec<(u64, u64)>, u64, SimConfig, Scenari
                         then: Box::new(operate(goal(vec![], vec![old]))),
                     },
                 );
-                (operate(added), ChangeStage::Reached(goal(vec![new], vec![old])))
+                (
+                    operate(added),
+                    ChangeStage::Reached(goal(vec![new], vec![old])),
+                )
             }
             2 => (
                 operate(goal(vec![], vec![old])),
@@ -492,7 +495,11 @@ fn extreme_case(seed: u64) -> (Fencing, Vec<(u64, u64)>, u64, SimConfig, Scenari
             4 | 5 => {
                 // An observer promoted: the configured one, or `new` added
                 // as an observer first.
-                let id = if observers > 0 && pick(2) == 0 { observer } else { new };
+                let id = if observers > 0 && pick(2) == 0 {
+                    observer
+                } else {
+                    new
+                };
                 s = s.with(
                     ms(at),
                     Fault::ChangeMembership(MembershipChange::AddObserver {

@@ -469,3 +469,82 @@ fn rollback_seen_by_peers_a_voter_restored_to_an_older_membership_casts_no_secon
         net.node(2).membership().voters
     );
 }
+
+/// A sweep with no disk ever restored: crashes, quick restarts,
+/// isolations, 5% duplicates and 3% long-tail delays (messages from a
+/// node's previous life arrive after it restarted), promotes and
+/// transfers, probes on everywhere. No node may ever be told a term it
+/// did not use (`RollbackSuspected` would make it adopt a term and
+/// abstain for nothing), and every invariant holds.
+/// `TENURE_ROLLBACK_HONEST_RUNS` / `_BASE` / `_SEEDS` as for the other
+/// sweeps.
+#[test]
+fn rollback_seen_by_peers_never_suspects_a_node_that_lost_nothing() {
+    use rand_core::{Rng, SeedableRng};
+    let seeds = common::sweep_seeds("TENURE_ROLLBACK_HONEST", 100, 0);
+    let bad = common::run_sweep(&seeds, |seed| {
+        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(seed ^ 0x0B5E_55ED);
+        let mut pick = |n: u64| rng.next_u64() % n;
+        let n = 3 + pick(3);
+        let mut cfg = SimConfig::new(n, seed);
+        cfg.duplicate = 0.05;
+        cfg.long_tail = 0.03;
+        cfg.clock_skew_ppm = 1000;
+        let pre_vote = pick(2) == 0;
+        cfg.node_config = std::rc::Rc::new(move |id, voters| {
+            timing(id, voters.to_vec())
+                .restart_probe(true)
+                .pre_vote(pre_vote)
+        });
+        let mut c = Cluster::new(cfg);
+        c.enable_history();
+        let mut t = 500;
+        while t < 9_000 {
+            if let Err(v) = c.run_until(at(t)) {
+                return Some(format!("{v}"));
+            }
+            let id = 1 + pick(n);
+            let fault = match pick(7) {
+                0 => Fault::CrashRestart(id, ms(1 + pick(300))),
+                1 => Fault::Crash(id),
+                2 => Fault::Restart(id),
+                3 => Fault::Isolate(id),
+                4 => Fault::Heal,
+                5 => Fault::Input(id, Input::Promote),
+                _ => Fault::Input(id, Input::TransferLeadership { to: 1 + pick(n) }),
+            };
+            c.apply(fault);
+            t += 50 + pick(400);
+        }
+        c.apply(Fault::Heal);
+        c.apply(Fault::RestartAll);
+        if let Err(v) = c.run_until(at(12_000)) {
+            return Some(format!("{v}"));
+        }
+        let probes = c
+            .sent()
+            .iter()
+            .filter(|(_, _, _, m)| m.kind == MessageKind::RestartProbe)
+            .count();
+        let wins = c
+            .events()
+            .iter()
+            .filter(|(_, _, e)| matches!(e, Event::BecameLeader { .. }))
+            .count();
+        if std::env::var("TENURE_ROLLBACK_HONEST_VERBOSE").is_ok() {
+            eprintln!("seed {seed}: {probes} probes, {wins} elections");
+        }
+        if probes == 0 || wins == 0 {
+            return Some(format!(
+                "the run probed {probes} times and elected {wins} leaders"
+            ));
+        }
+        let suspected: Vec<_> = c
+            .events()
+            .iter()
+            .filter(|(_, _, e)| matches!(e, Event::RollbackSuspected { .. }))
+            .collect();
+        (!suspected.is_empty()).then(|| format!("{} nodes, pre-vote {pre_vote}: {suspected:?}", n))
+    });
+    common::assert_no_failing_seeds(&bad);
+}
