@@ -840,6 +840,108 @@ fn lease_follows_voter_sets_after_adding_then_removing_a_voter() {
     change_then_isolate_leader(&[add, remove], &[1, 3, 4]);
 }
 
+/// A lone voter (node 1: heartbeat 100 ms, promise 1 s) and an observer
+/// that promises little (node 2: heartbeat 30 ms, promise 120 ms, which
+/// backs 95 ms of node 1's lease: enough once node 1 heartbeats every
+/// 47 ms for it, rule `heartbeat_fits_promises`). No fault at all.
+fn lone_voter_and_short_observer(id: NodeId) -> Config {
+    let config = Config::new(id, [1])
+        .observers([2])
+        .fencing(Fencing::Strict)
+        .election_jitter(ms(10))
+        .rng_seed(id);
+    if id == 1 {
+        config
+            .heartbeat_interval(ms(100))
+            .death_timeout(ms(1000))
+            .election_timeout(ms(1000))
+    } else {
+        config
+            .heartbeat_interval(ms(30))
+            .death_timeout(ms(120))
+            .election_timeout(ms(120))
+    }
+}
+
+/// Promoting the observer (1 voter to 2) moves node 1's step-down
+/// deadline onto node 2's promise (rule `lease_follows_voter_sets`), but
+/// the heartbeat round already scheduled still follows the observer-era
+/// interval (100 ms, observers do not shorten it), so the deadline falls
+/// before the next acknowledgement: a healthy leader steps down in a
+/// fault-free change.
+#[test]
+fn lease_follows_voter_sets_promoting_an_observer_with_a_short_promise_keeps_the_leader() {
+    // The timing is one the engine supports: with node 2 a voter from the
+    // start, node 1 leads on without a break.
+    let mut steady = Sim::<()>::with_configs(2, |id| {
+        let c = lone_voter_and_short_observer(id);
+        let voters = Config::new(id, [1, 2]);
+        let c = c.membership(voters.effective_membership());
+        if id == 2 { c.mode(Mode::Voter) } else { c }
+    });
+    assert_eq!(steady.run_until_leader(ms(3_000)), Some(1));
+    steady.run_for(ms(10_000));
+    assert_eq!(
+        stepped_down_at(&steady, 1),
+        None,
+        "steady state with 2 voters"
+    );
+    assert!(steady.node(1).lease(steady.now()).is_some());
+
+    let mut s = Sim::<()>::with_configs(2, lone_voter_and_short_observer);
+    assert_eq!(s.run_until_leader(ms(3_000)), Some(1));
+    s.run_for(ms(1_000));
+    assert!(s.node(1).lease(s.now()).is_some());
+    let mut failures = Vec::new();
+    for attempt in 0..10 {
+        // Every phase of the heartbeat interval.
+        s.run_for(ms(7 + attempt * 11));
+        let before = s.change_events(1).len();
+        s.input(
+            1,
+            Input::ChangeMembership(MembershipChange::Promote { id: 2 }),
+        );
+        s.run_until_true(ms(3_000), |s| {
+            s.change_events(1).len() > before && !s.node(1).membership().is_joint()
+        });
+        if let Some((at, reason)) = stepped_down_at(&s, 1) {
+            failures.push(format!(
+                "attempt {attempt}: node 1 stepped down at {at} ({reason:?})"
+            ));
+            break;
+        }
+        // Back to one voter for the next attempt.
+        let before = s.change_events(1).len();
+        s.input(
+            1,
+            Input::ChangeMembership(MembershipChange::Remove { id: 2 }),
+        );
+        s.run_until_true(ms(3_000), |s| {
+            s.change_events(1).len() > before && !s.node(1).membership().is_joint()
+        });
+        let before = s.change_events(1).len();
+        s.input(
+            1,
+            Input::ChangeMembership(MembershipChange::AddObserver {
+                id: 2,
+                address: "n2".into(),
+            }),
+        );
+        s.run_until_true(ms(3_000), |s| s.change_events(1).len() > before);
+        if let Some((at, reason)) = stepped_down_at(&s, 1) {
+            failures.push(format!(
+                "attempt {attempt}: node 1 stepped down at {at} ({reason:?}) after removing 2"
+            ));
+            break;
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{failures:?}; node 1's change outcomes: {:?}",
+        s.change_events(1)
+    );
+}
+
 // ------------------------------------------------------------ promote during a campaign
 
 #[test]
@@ -894,5 +996,57 @@ fn promote_after_a_cut_off_campaign(pre_vote: bool, latency: Duration, seed: u64
         promote_failures(&s, 1).is_empty(),
         "{case}: {:?}",
         promote_failures(&s, 1)
+    );
+}
+
+/// Node 1 campaigns on its own for term 5 (pre-vote off) while node 2,
+/// restarted in term 5, still keeps its restart promise and refuses it;
+/// node 3 is down. Once node 2's promise ended, node 1 is promoted: the
+/// fresh round asks node 2 again and node 2 grants, but the round kept
+/// node 2's earlier refusal and ignores the grant (a voter's first answer
+/// in a round counts). The promotion fails although a quorum hears node 1
+/// and would elect it.
+#[test]
+fn promote_one_campaign_a_fresh_round_counts_a_grant_from_a_voter_that_refused_before() {
+    use common::net::Net;
+    use tenure::HardState;
+    let config = |id: NodeId| {
+        cfg(id, vec![1, 2, 3])
+            .fencing(Fencing::Soft)
+            .pre_vote(false)
+    };
+    let mut net: Net<()> = Net::default();
+    net.advance_to(Instant::from_millis(600));
+    net.start(config(1), HardState::new(4, None));
+    net.advance_to(Instant::from_millis(900));
+    net.start(config(2), HardState::new(5, None));
+    // Node 1's own campaign timer (node 2 not ticked: it only answers).
+    let mut guard = 0;
+    while net.node(1).status().role != Role::Candidate {
+        let at = net.node(1).next_deadline().expect("a deadline");
+        net.advance_to(at.max(net.now));
+        net.tick(1);
+        guard += 1;
+        assert!(guard < 100);
+    }
+    let started = net.now;
+    assert_eq!(net.node(1).status().term, 5);
+    net.settle(&[1, 2], 4);
+    assert_eq!(net.node(1).status().role, Role::Candidate, "node 2 refused");
+    // Node 2's restart promise ends at 1.3 s; node 1's round still runs.
+    net.advance_to(Instant::from_millis(1_310));
+    assert!(started + ms(400) > net.now, "round started at {started}");
+    assert_eq!(net.node(1).status().role, Role::Candidate);
+    net.step(1, Input::Promote);
+    net.settle(&[1, 2], 4);
+    let granted = net.sent.iter().any(|f| {
+        f.from == 2 && f.message.kind == tenure::MessageKind::VoteResponse { granted: true }
+    });
+    assert!(granted, "node 2 grants the fresh round's request");
+    assert_eq!(
+        net.node(1).status().role,
+        Role::Leader,
+        "a quorum (1, 2) granted node 1 in term 5; events {:?}",
+        net.events_of(1)
     );
 }

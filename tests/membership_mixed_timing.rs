@@ -38,7 +38,7 @@ use tenure::sim::{
     ChangeStage, Cluster, Fault, Goal, Operation, Report, Scenario, SimConfig, Standard,
     mixed_change_scenarios,
 };
-use tenure::{Config, Fencing, Mode, NodeId};
+use tenure::{Config, Fencing, MembershipChange, Mode, NodeId, RankPolicy};
 
 use common::ms;
 
@@ -393,4 +393,229 @@ fn one_leader_per_term_and_strict_lease_hold_under_random_changes_with_mixed_tim
 #[ignore = "long randomized sweep"]
 fn one_leader_per_term_and_strict_lease_hold_under_random_changes_with_mixed_timing_long() {
     sweep(20_000);
+}
+
+// ------------------------------------------------- extreme timings, observers, rank changes
+
+/// Per-node `(heartbeat, death timeout)` in ms for the extreme sweep: the
+/// sweep's, plus very short promises (90 and 130 ms, under a 100 ms
+/// leader's heartbeat plus margin) and a very long one (3 s).
+const EXTREME_TIMINGS: [(u64, u64); 7] = [
+    (100, 400),
+    (50, 250),
+    (100, 1_000),
+    (150, 700),
+    (30, 130),
+    (20, 90),
+    (200, 3_000),
+];
+
+/// One extreme-sweep run, drawn from `seed`: 1 to 3 voters (a lone voter
+/// is its own quorum), 0 or 1 observer, 2 spares; timing per node from
+/// [`EXTREME_TIMINGS`]; strict fencing in 3 runs of 4; change timeout
+/// 0.3–2 s (changes are undone, rule `membership_change_bounded`);
+/// clocks 1000 ppm apart, 1–5 ms network, 2% duplicates, 0.5% long-tail
+/// delays. Every 0.6–1.5 s from 1 s to 9 s, one of: the sweep's changes
+/// (replace, add then remove, remove, replace the leader), an observer
+/// added then promoted (or an existing one promoted), a rank change, or a
+/// transfer; with most, a fault aimed at a stage of the change (the
+/// leader crashed, crash-restarted, isolated alone or with a voter, or a
+/// random node crash-restarted, which may be a new voter mid-change).
+/// Random crashes, restarts, isolations and promotes between.
+fn extreme_case(seed: u64) -> (Fencing, Vec<(u64, u64)>, u64, SimConfig, Scenario) {
+    let mut rng = Pcg64Mcg::seed_from_u64(seed ^ 0xE87E_3E00);
+    let mut pick = |n: u64| rng.next_u64() % n;
+    let fencing = match pick(4) {
+        0 => Fencing::Soft,
+        _ => Fencing::Strict,
+    };
+    let voters = 1 + pick(3);
+    let observers = pick(2);
+    let spares = 2;
+    let all = voters + observers + spares;
+    let timing: Vec<(u64, u64)> = (0..all)
+        .map(|_| EXTREME_TIMINGS[pick(EXTREME_TIMINGS.len() as u64) as usize])
+        .collect();
+    let change_timeout = 300 + pick(1_701);
+    let mut cfg = SimConfig::new(voters, seed);
+    cfg.observers = observers;
+    cfg.spares = spares;
+    cfg.latency = (ms(1), ms(5));
+    cfg.duplicate = 0.02;
+    cfg.long_tail = 0.005;
+    cfg.clock_skew_ppm = 1000;
+    let node_timing = timing.clone();
+    cfg.node_config = Rc::new(move |id, voters| {
+        let (heartbeat, death) = node_timing[(id - 1) as usize];
+        Config::new(id, voters.iter().copied())
+            .fencing(fencing)
+            .heartbeat_interval(ms(heartbeat))
+            .death_timeout(ms(death))
+            .membership_change_timeout(ms(change_timeout))
+    });
+    let bound = ms(3_000);
+    let operate = |goal: Goal| Fault::Operate(Operation::ChangeMembershipUntilDone { goal, bound });
+    let goal = |voters: Vec<NodeId>, removed: Vec<NodeId>| Goal { voters, removed };
+    let mut s = Scenario::new("extreme_change_sweep", ms(12_000));
+    let mut at = 1_000;
+    let observer = voters + 1;
+    while at < 9_000 {
+        s = s.with(ms(at), Fault::Heal).with(ms(at), Fault::RestartAll);
+        let node = |pick: &mut dyn FnMut(u64) -> u64| 1 + pick(all);
+        let new = node(&mut pick);
+        let old = (new + pick(all - 1)) % all + 1;
+        let (change, stage) = match pick(8) {
+            0 => (
+                operate(goal(vec![new], vec![old])),
+                ChangeStage::Reached(goal(vec![new], vec![old])),
+            ),
+            1 => {
+                let added = goal(vec![new], vec![]);
+                s = s.with(
+                    ms(at),
+                    Fault::WhenLeaderReaches {
+                        stage: ChangeStage::Reached(added.clone()),
+                        delay: Duration::ZERO,
+                        then: Box::new(operate(goal(vec![], vec![old]))),
+                    },
+                );
+                (
+                    operate(added),
+                    ChangeStage::Reached(goal(vec![new], vec![old])),
+                )
+            }
+            2 => (
+                operate(goal(vec![], vec![old])),
+                ChangeStage::Reached(goal(vec![], vec![old])),
+            ),
+            3 => (
+                Fault::Operate(Operation::ReplaceLeader { new, bound }),
+                ChangeStage::LeaderRemoved,
+            ),
+            4 | 5 => {
+                // An observer promoted: the configured one, or `new` added
+                // as an observer first.
+                let id = if observers > 0 && pick(2) == 0 {
+                    observer
+                } else {
+                    new
+                };
+                s = s.with(
+                    ms(at),
+                    Fault::ChangeMembership(MembershipChange::AddObserver {
+                        id,
+                        address: format!("n{id}"),
+                    }),
+                );
+                (
+                    Fault::ChangeMembership(MembershipChange::Promote { id }),
+                    ChangeStage::Reached(goal(vec![id], vec![])),
+                )
+            }
+            6 => {
+                let change = if pick(2) == 0 {
+                    MembershipChange::SetRankPolicy {
+                        policy: RankPolicy::ALL[pick(4) as usize],
+                    }
+                } else {
+                    MembershipChange::SetPriority {
+                        id: new,
+                        priority: pick(4) as u32,
+                    }
+                };
+                (Fault::ChangeMembership(change), ChangeStage::Joint)
+            }
+            _ => (
+                Fault::Input(old, tenure::Input::TransferLeadership { to: new }),
+                ChangeStage::Joint,
+            ),
+        };
+        // The promote comes a little after the observer step.
+        let change_at = at + pick(2) * (50 + pick(300));
+        s = s.with(ms(change_at), change);
+        if pick(4) != 0 {
+            let stage = match pick(3) {
+                0 => ChangeStage::Joint,
+                1 => ChangeStage::LeaderRemoved,
+                _ => stage,
+            };
+            let delay = match pick(3) {
+                0 => 0,
+                1 => pick(6),
+                _ => pick(301),
+            };
+            let then = match pick(6) {
+                0 => Fault::CrashLeader,
+                1 => Fault::CrashRestartLeader(ms(1 + pick(500))),
+                2 => Fault::IsolateLeaderWith(1),
+                3 => Fault::IsolateLeader,
+                4 => Fault::CrashRestart(new, ms(1 + pick(300))),
+                _ => Fault::Input(new, tenure::Input::Promote),
+            };
+            s = s.with(
+                ms(at),
+                Fault::WhenLeaderReaches {
+                    stage,
+                    delay: ms(delay),
+                    then: Box::new(then),
+                },
+            );
+        }
+        let next = at + 600 + pick(901);
+        let mut f = at + 200 + pick(400);
+        while f < next - 100 {
+            let n = node(&mut pick);
+            let fault = match pick(5) {
+                0 => Fault::CrashRestart(n, ms(1 + pick(500))),
+                1 => Fault::Crash(n),
+                2 => Fault::Isolate(n),
+                3 => Fault::Input(n, tenure::Input::Promote),
+                _ => Fault::IsolateLeader,
+            };
+            s = s.with(ms(f), fault);
+            f += 200 + pick(600);
+        }
+        at = next;
+    }
+    s = s
+        .with(ms(9_000), Fault::Heal)
+        .with(ms(9_000), Fault::RestartAll);
+    (fencing, timing, voters, cfg, s)
+}
+
+fn extreme_run(seed: u64, tally: &mut Tally) -> Option<String> {
+    let (fencing, timing, voters, cfg, scenario) = extreme_case(seed);
+    let mut cluster = Cluster::new(cfg);
+    let trace = std::env::var("TENURE_EXTREME_CHANGE_TRACE").is_ok();
+    if trace {
+        cluster.enable_trace();
+    }
+    let (report, _, log) = cluster.run_traced(&scenario);
+    tally.add(fencing, &report);
+    let v = report.violation?;
+    if trace {
+        common::print_trace_from(log.as_deref().unwrap_or(""), 0.0);
+    }
+    Some(format!(
+        "{v}\n  fencing {fencing:?}, {voters} voters, (heartbeat, death) ms per node {timing:?}\n  replay: TENURE_EXTREME_CHANGE_SEEDS={seed} TENURE_EXTREME_CHANGE_TRACE=1 cargo test --release --all-features --test membership_mixed_timing -- --exact {EXTREME_TEST} --nocapture"
+    ))
+}
+
+const EXTREME_TEST: &str =
+    "lease_follows_voter_sets_holds_under_changes_with_extreme_timing_observers_and_rank_changes";
+
+/// The extreme sweep, CI size (`TENURE_EXTREME_CHANGE_RUNS`,
+/// `TENURE_EXTREME_CHANGE_BASE`, `TENURE_EXTREME_CHANGE_SEEDS` as for the
+/// sweep above).
+#[test]
+fn lease_follows_voter_sets_holds_under_changes_with_extreme_timing_observers_and_rank_changes() {
+    let seeds = common::sweep_seeds("TENURE_EXTREME_CHANGE", 200, 0);
+    let mut tally = Tally::default();
+    let bad = common::run_sweep(&seeds, |seed| extreme_run(seed, &mut tally));
+    let [strict, soft, _] = tally.runs;
+    eprintln!(
+        "strict {strict}, soft {soft} runs; {} runs with a lease; {} changes done; {} elections mid-change",
+        tally.lease_runs, tally.changes_done, tally.elected_mid_change
+    );
+    common::assert_no_failing_seeds(&bad);
 }

@@ -266,3 +266,312 @@ fn rollback_abstains_in_a_term_a_leader_gave_before_the_answer() {
     let out = told(&mut m, 10, 3);
     assert!(out.events.is_empty() && out.persists.is_empty());
 }
+
+/// As [`restored_voter`], but node 2's copy is the disk it started from:
+/// term 0, as a VM image or a backup taken at provisioning holds it.
+fn restored_to_fresh_voter(seed: u64) -> tenure::sim::Report {
+    let mut cfg = SimConfig::new(3, seed);
+    cfg.node_config = std::rc::Rc::new(move |id, voters| {
+        let mode = if id == 2 {
+            Mode::Voter
+        } else {
+            Mode::Candidate
+        };
+        timing(id, voters.to_vec()).mode(mode).restart_probe(true)
+    });
+    let scenario = Scenario::new("voter restored to its first disk", ms(8_000))
+        .with(ms(0), Fault::Snapshot(2))
+        .with(ms(0), Fault::Isolate(3))
+        .with(ms(1_000), Fault::CrashRestart(1, ms(10)))
+        .with(ms(3_000), Fault::Input(1, Input::Demote))
+        .with(ms(3_100), Fault::RestoreSnapshot(2))
+        .with(ms(3_200), Fault::Crash(1))
+        .with(ms(3_200), Fault::Heal);
+    Cluster::new(cfg).run(&scenario)
+}
+
+/// A node put back on the disk it started from (term 0) counts as fresh:
+/// it neither waits out its restart promise nor probes, so node 1, alive
+/// and remembering the terms node 2 voted in, is never asked, and node 2
+/// votes a second time in a term it already voted in.
+#[test]
+fn rollback_seen_by_peers_a_voter_restored_to_its_first_disk_casts_no_second_vote() {
+    let mut failed = Vec::new();
+    for seed in 0..20 {
+        let report = restored_to_fresh_voter(seed);
+        if let Some(v) = report.violation {
+            failed.push(format!("seed {seed}: {v}"));
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "{} of 20 runs:\n{}",
+        failed.len(),
+        failed.join("\n")
+    );
+}
+
+/// Whether `net` saw node `id` win `term`.
+fn won<P: tenure::LogPosition>(net: &common::net::Net<P>, id: NodeId, term: u64) -> bool {
+    net.events_of(id)
+        .iter()
+        .any(|e| matches!(e, Event::BecameLeader { term: t, .. } if *t == term))
+}
+
+/// Voters 1..=3, pre-vote off (campaigns go straight to a vote round),
+/// probes on; node 2 promises 200 ms, the others 400 ms.
+fn same_term_config(id: NodeId) -> tenure::Config {
+    let c = timing(id, vec![1, 2, 3])
+        .rng_seed(id)
+        .pre_vote(false)
+        .restart_probe(true);
+    if id == 2 {
+        c.heartbeat_interval(ms(50)).death_timeout(ms(200))
+    } else {
+        c
+    }
+}
+
+/// Node 2 adopts term 5 in one write (refusing node 3, whose log is
+/// behind), and a copy of its disk is taken then: (5, no vote). It then
+/// votes for node 1 in term 5, and node 1 leads term 5. Node 2 is put back
+/// on the copy. Its probe shows term 5, which is all its peers saw of it:
+/// nobody can tell that it forgot its vote. Node 3, still a candidate in
+/// term 5, asks it again (a duplicate of its request that the network
+/// delayed; its first answer was lost), and node 2 votes a second time in
+/// term 5: two leaders of term 5.
+#[test]
+fn rollback_abstains_a_voter_restored_within_a_term_casts_no_second_vote_in_it() {
+    use common::net::Net;
+    let mut net: Net<u64> = Net::default();
+    for id in 1..=3 {
+        net.start(same_term_config(id), HardState::new(4, None));
+    }
+    for (id, position) in [(1, 10), (2, 10), (3, 5)] {
+        net.step(id, Input::LogPosition(position));
+    }
+    // Past every restart wait, nodes 1 and 3 both campaign for term 5.
+    net.advance_to(at(1_000));
+    net.step(1, Input::Promote);
+    net.step(3, Input::Promote);
+    assert_eq!(net.node(1).status().role, Role::Candidate);
+    assert_eq!(net.node(3).status().role, Role::Candidate);
+    assert_eq!(net.node(3).status().term, 5);
+    // Node 3's request reaches node 2 (and is duplicated in the network);
+    // node 2 adopts term 5 and refuses (log behind). The refusal is lost.
+    let dup: Vec<_> = net
+        .flights
+        .iter()
+        .filter(|f| f.from == 3 && f.to == 2)
+        .cloned()
+        .collect();
+    net.deliver(|f| f.from == 3 && f.to == 2);
+    net.drop_where(|f| f.from == 2 && f.to == 3);
+    assert_eq!(net.disks[&2].0, HardState::new(5, None));
+    let copy = net.disks[&2].0; // the backup
+    // Node 1's request reaches node 2: granted; node 1 leads term 5.
+    net.deliver(|f| f.from == 1 && f.to == 2);
+    assert_eq!(net.disks[&2].0, HardState::new(5, Some(1)));
+    net.deliver(|f| f.from == 2 && f.to == 1);
+    assert!(won(&net, 1, 5), "node 1 leads term 5");
+    // Node 1 is cut off from here on (or crashes).
+    net.drop_where(|f| f.from == 1 || f.to == 1);
+    // Node 2 is restored from the copy, with its log as it was then.
+    net.advance_to(at(1_010));
+    net.crash(2);
+    net.start(same_term_config(2), copy);
+    net.step(2, Input::LogPosition(4));
+    net.tick(2); // the restart probe
+    let probes: Vec<NodeId> = net
+        .flights
+        .iter()
+        .filter(|f| f.from == 2 && f.message.kind == MessageKind::RestartProbe)
+        .map(|f| f.to)
+        .collect();
+    assert_eq!(probes, vec![1, 3], "node 2 probes its peers");
+    net.deliver(|f| f.from == 2);
+    let told = net
+        .flights
+        .iter()
+        .any(|f| f.to == 2 && matches!(f.message.kind, MessageKind::TermSeen { .. }));
+    net.deliver(|f| f.to == 2);
+    // Past node 2's restart wait (200 ms), the delayed duplicate of node
+    // 3's request arrives; node 3's round (400 ms and more) still runs.
+    net.advance_to(at(1_300));
+    assert_eq!(net.node(3).status().role, Role::Candidate);
+    net.flights.extend(dup);
+    net.deliver(|f| f.from == 3 && f.to == 2);
+    net.deliver(|f| f.from == 2 && f.to == 3);
+    assert!(
+        !won(&net, 3, 5),
+        "node 2 voted twice in term 5 (disk {:?}; a peer told it a term: {told}): nodes 1 and 3 both lead term 5",
+        net.disks[&2].0
+    );
+}
+
+fn replaced_config(id: NodeId) -> tenure::Config {
+    let c = if id == 4 {
+        timing(4, vec![]).join().mode(Mode::Voter)
+    } else if id == 2 {
+        timing(id, vec![1, 2, 3])
+            .mode(Mode::Manual)
+            .heartbeat_interval(ms(50))
+            .death_timeout(ms(200))
+    } else {
+        timing(id, vec![1, 2, 3])
+    };
+    c.rng_seed(id).pre_vote(false).restart_probe(true)
+}
+
+/// Voter 3 of {1, 2, 3} is replaced by node 4 after a copy of node 2's
+/// disk was taken. Node 2 then leads term 2 with node 4's vote (node 1,
+/// which resigned, is cut off from both and never hears of term 2). Node
+/// 2 is put back on its copy: term 1 and the membership {1, 2, 3}. It
+/// probes the members that copy names, 1 and 3: node 3 is gone, node 1
+/// saw it only in term 1. Node 4, the one peer that saw it use term 2, is
+/// no member of the restored membership and is never asked (node 1, which
+/// holds the membership naming it, does not tell node 2 either). Node 2
+/// promises 200 ms, so its restart wait ends before node 4 shares the
+/// membership; node 1 then campaigns for term 2 and node 2 votes for it:
+/// two leaders of term 2.
+#[test]
+fn rollback_seen_by_peers_a_voter_restored_to_an_older_membership_casts_no_second_vote() {
+    use common::net::Net;
+    let mut net: Net<()> = Net::default();
+    for id in 1..=4 {
+        net.start(replaced_config(id), HardState::default());
+    }
+    net.step(1, Input::Promote);
+    net.run_until(at(500), |_, _| false);
+    assert_eq!(net.leader(), Some(1));
+    let (copy, copy_membership) = net.disks[&2].clone();
+    assert_eq!(copy.term, 1);
+    net.step(
+        1,
+        Input::ChangeMembership(tenure::MembershipChange::Replace {
+            old: 3,
+            new: 4,
+            address: "node4".into(),
+        }),
+    );
+    net.run_until(at(3_000), |_, _| false);
+    assert!(
+        net.events_of(1)
+            .iter()
+            .any(|e| matches!(e, Event::MembershipChangeCompleted { .. })),
+        "{:?}",
+        net.events_of(1)
+    );
+    assert_eq!(net.node(2).membership().voters, vec![1, 2, 4]);
+    net.crash(3);
+    // Node 1 resigns; then it is cut off from 2 and 4.
+    net.step(1, Input::Demote);
+    net.deliver(|f| f.from == 1);
+    let cut_1 = |a: NodeId, b: NodeId| (a == 1) != (b == 1);
+    net.step(2, Input::Promote);
+    net.run_until(at(3_100), cut_1);
+    assert!(won(&net, 2, 2), "node 2 leads term 2");
+    // Node 2 is put back on its copy; node 1 hears it again, node 4 still
+    // does not hear node 1.
+    net.crash(2);
+    net.drop_where(|f| f.from == 2 || f.to == 2);
+    let restored = replaced_config(2).membership(copy_membership.expect("a membership"));
+    net.start(restored, copy);
+    assert_eq!(net.node(2).status().term, 1);
+    let cut_14 = |a: NodeId, b: NodeId| (a == 1 && b == 4) || (a == 4 && b == 1);
+    net.run_until(at(3_310), cut_14);
+    let probed: Vec<NodeId> = net
+        .sent
+        .iter()
+        .filter(|f| f.from == 2 && f.message.kind == MessageKind::RestartProbe)
+        .map(|f| f.to)
+        .collect();
+    // Past node 2's restart wait, node 1 campaigns for term 2.
+    net.step(1, Input::Promote);
+    net.run_until(at(3_400), cut_14);
+    assert!(
+        !won(&net, 1, 2),
+        "node 2 voted twice in term 2 (probed {probed:?}; disk {:?}, membership {:?}): nodes 1 and 2 both led term 2",
+        net.disks[&2].0,
+        net.node(2).membership().voters
+    );
+}
+
+/// A sweep with no disk ever restored: crashes, quick restarts,
+/// isolations, 5% duplicates and 3% long-tail delays (messages from a
+/// node's previous life arrive after it restarted), promotes and
+/// transfers, probes on everywhere. No node may ever be told a term it
+/// did not use (`RollbackSuspected` would make it adopt a term and
+/// abstain for nothing), and every invariant holds.
+/// `TENURE_ROLLBACK_HONEST_RUNS` / `_BASE` / `_SEEDS` as for the other
+/// sweeps.
+#[test]
+fn rollback_seen_by_peers_never_suspects_a_node_that_lost_nothing() {
+    use rand_core::{Rng, SeedableRng};
+    let seeds = common::sweep_seeds("TENURE_ROLLBACK_HONEST", 100, 0);
+    let bad = common::run_sweep(&seeds, |seed| {
+        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(seed ^ 0x0B5E_55ED);
+        let mut pick = |n: u64| rng.next_u64() % n;
+        let n = 3 + pick(3);
+        let mut cfg = SimConfig::new(n, seed);
+        cfg.duplicate = 0.05;
+        cfg.long_tail = 0.03;
+        cfg.clock_skew_ppm = 1000;
+        let pre_vote = pick(2) == 0;
+        cfg.node_config = std::rc::Rc::new(move |id, voters| {
+            timing(id, voters.to_vec())
+                .restart_probe(true)
+                .pre_vote(pre_vote)
+        });
+        let mut c = Cluster::new(cfg);
+        c.enable_history();
+        let mut t = 500;
+        while t < 9_000 {
+            if let Err(v) = c.run_until(at(t)) {
+                return Some(format!("{v}"));
+            }
+            let id = 1 + pick(n);
+            let fault = match pick(7) {
+                0 => Fault::CrashRestart(id, ms(1 + pick(300))),
+                1 => Fault::Crash(id),
+                2 => Fault::Restart(id),
+                3 => Fault::Isolate(id),
+                4 => Fault::Heal,
+                5 => Fault::Input(id, Input::Promote),
+                _ => Fault::Input(id, Input::TransferLeadership { to: 1 + pick(n) }),
+            };
+            c.apply(fault);
+            t += 50 + pick(400);
+        }
+        c.apply(Fault::Heal);
+        c.apply(Fault::RestartAll);
+        if let Err(v) = c.run_until(at(12_000)) {
+            return Some(format!("{v}"));
+        }
+        let probes = c
+            .sent()
+            .iter()
+            .filter(|(_, _, _, m)| m.kind == MessageKind::RestartProbe)
+            .count();
+        let wins = c
+            .events()
+            .iter()
+            .filter(|(_, _, e)| matches!(e, Event::BecameLeader { .. }))
+            .count();
+        if std::env::var("TENURE_ROLLBACK_HONEST_VERBOSE").is_ok() {
+            eprintln!("seed {seed}: {probes} probes, {wins} elections");
+        }
+        if probes == 0 || wins == 0 {
+            return Some(format!(
+                "the run probed {probes} times and elected {wins} leaders"
+            ));
+        }
+        let suspected: Vec<_> = c
+            .events()
+            .iter()
+            .filter(|(_, _, e)| matches!(e, Event::RollbackSuspected { .. }))
+            .collect();
+        (!suspected.is_empty()).then(|| format!("{} nodes, pre-vote {pre_vote}: {suspected:?}", n))
+    });
+    common::assert_no_failing_seeds(&bad);
+}

@@ -7,6 +7,8 @@
 
 #![allow(dead_code)]
 
+pub mod net;
+
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
