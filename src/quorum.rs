@@ -144,6 +144,17 @@ impl Tally {
         self.answers.iter_mut().for_each(|a| *a = None);
     }
 
+    /// Forgets the refusals, keeping the grants: a round asked again
+    /// counts a voter's new answer, while a grant (a durable vote in this
+    /// term) stays valid.
+    pub(crate) fn forget_refusals(&mut self) {
+        for answer in &mut self.answers {
+            if *answer == Some(false) {
+                *answer = None;
+            }
+        }
+    }
+
     /// Records the first answer of the voter at `index`; later answers of the
     /// same voter in the same round are ignored (a duplicate must not count
     /// twice). Returns whether it was recorded.

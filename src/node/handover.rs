@@ -79,15 +79,21 @@ impl<P: LogPosition> Node<P> {
     /// (sent while this node was cut off), and would then only time out:
     /// a fresh round wins within one election timeout whenever a quorum
     /// hears this node. A pre-vote changes no term, so it simply starts
-    /// again; a vote round keeps its grants (valid for the whole term) and
-    /// asks again; a self-vote still being written starts its round once
-    /// durable anyway.
+    /// again; a vote round keeps its grants (valid for the whole term),
+    /// forgets its refusals (a voter that refused, say during its restart
+    /// wait, may grant now) and asks again; a self-vote still being written
+    /// starts its round once durable anyway.
     fn refresh_round(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
         match self.phase {
             Phase::PreVoting(_) => self.start_pre_vote(now, out),
             Phase::Candidate(round) => {
                 let deadline = now + self.round_length();
-                self.phase = Phase::Candidate(VoteRound { deadline, ..round });
+                self.phase = Phase::Candidate(VoteRound {
+                    deadline,
+                    split_handled: false,
+                    ..round
+                });
+                self.tally.forget_refusals();
                 slog::info!(self.log, "vote requests sent again for the promotion";
                     "rule" => Rule::PromoteOneCampaign, "term" => self.term);
                 let (term, transfer) = (self.term, round.transfer);

@@ -345,9 +345,17 @@ impl<P: LogPosition> Node<P> {
     /// before the new voters can act on the change.
     pub(super) fn rederive_anchors(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
         let before = self.lease_held_until(now);
+        // The new voters' promises may be shorter than any the rounds were
+        // paced for (rule `heartbeat_fits_promises`): the next round comes
+        // at the pace they need, or the deadline derived from them would
+        // pass before it.
+        let period = self.heartbeat_period();
         let Phase::Leader(l) = &mut self.phase else {
             return;
         };
+        if let Some(sent) = l.round_sent(l.seq) {
+            l.next_heartbeat = l.next_heartbeat.min(sent + period);
+        }
         let was = (l.strict_until, l.lease_until);
         l.strict_until = now;
         l.lease_until = None;
