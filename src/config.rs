@@ -563,15 +563,15 @@ impl Config {
         self
     }
 
-    /// Whether a restarted node (durable term above 0) asks every other
-    /// member, at its first tick, for the highest term they saw it use
-    /// (rule `rollback_seen_by_peers`): a node restarted from an older copy
-    /// of its state then learns it long before its restart wait lets it
-    /// vote, and abstains in the terms it may have voted in (rule
-    /// `rollback_abstains`). Default off in the core, so a restarting node
-    /// sends nothing until its restart wait ends; the std and tokio
-    /// drivers (and so `tenure node`) turn it on. Peers answer a
-    /// node that shows a lower term than before either way.
+    /// Whether a node asks every other member, at its first tick, for the
+    /// highest term they saw it use (rule `rollback_seen_by_peers`): a node
+    /// started from an older copy of its state (a restored backup or VM
+    /// image, even one from before its first term) then learns it, long
+    /// before its restart wait lets it vote, and abstains in the terms it
+    /// may have voted in (rule `rollback_abstains`). A new node's probe
+    /// goes unanswered. Default off in the core, so a starting node sends
+    /// nothing until it campaigns; the std and tokio drivers (and so
+    /// `tenure node`) turn it on. Peers answer a probe either way.
     pub fn restart_probe(mut self, enabled: bool) -> Config {
         self.restart_probe = enabled;
         self

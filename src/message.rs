@@ -130,7 +130,7 @@ pub enum MessageKind<P = ()> {
         /// Whether it would.
         ready: bool,
     },
-    /// Sent by a node that restarted with a durable term above 0, once, to
+    /// Sent by a starting node (with `Config::restart_probe`), once, to
     /// every other member (rule `rollback_seen_by_peers`): "this is my
     /// durable term". It moves no one's term: a peer that saw this node
     /// use a higher term answers [`MessageKind::TermSeen`].

@@ -109,11 +109,20 @@ fn rollback_seen_by_peers_a_restarted_node_probes_every_member_once() {
         step(&mut n, at(1_001), Input::Tick).sends.is_empty(),
         "once"
     );
-    // Off (the core's default), and for a fresh node: no probe.
+    // Off (the core's default): no probe.
     let mut off: Node = Node::new(config(false), HardState::new(3, Some(1)), at(1_000)).unwrap();
     assert!(step(&mut off, at(1_000), Input::Tick).sends.is_empty());
+    // A node starting at term 0 probes too: it may be a copy from before
+    // its first term.
     let mut fresh: Node = Node::new(config(true), HardState::default(), at(1_000)).unwrap();
-    assert!(step(&mut fresh, at(1_000), Input::Tick).sends.is_empty());
+    let out = step(&mut fresh, at(1_000), Input::Tick);
+    assert_eq!(
+        out.sends
+            .iter()
+            .filter(|(_, m)| m.kind == MessageKind::RestartProbe && m.term == 0)
+            .count(),
+        2
+    );
 }
 
 /// Node 2 of voters 1..=3, restarted at `term` with no vote.

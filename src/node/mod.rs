@@ -336,8 +336,8 @@ pub struct Node<P = ()> {
     /// The lease last announced with `LeaseAcquired` and not yet with
     /// `LeaseLost` (lease.rs).
     lease_announced: Option<FencingToken>,
-    /// A node restarted with a durable term above 0 asks its peers, at this
-    /// instant (its start), whether it used a higher term (rollback.rs).
+    /// With `Config::restart_probe`, a node asks its peers at this instant
+    /// (its start) whether it used a higher term (rollback.rs).
     restart_probe: Option<Instant>,
     /// The durable term this node started with, and the highest term it
     /// has put in a message since (rollback.rs): a peer that saw a higher
@@ -450,7 +450,7 @@ impl<P: LogPosition> Node<P> {
             transfer: None,
             conceded_for: 0,
             lease_announced: None,
-            restart_probe: (!fresh && config.effective_restart_probe()).then_some(now),
+            restart_probe: config.effective_restart_probe().then_some(now),
             start_term: state.term,
             term_sent: state.term,
             position: P::default(),

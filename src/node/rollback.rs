@@ -10,7 +10,7 @@
 //!
 //! - each node keeps in memory, per peer, the highest durable term that
 //!   peer's messages showed (rule `rollback_seen_by_peers`);
-//! - a node that restarted asks every member once (`RestartProbe`, at its
+//! - a starting node asks every member once (`RestartProbe`, at its
 //!   first tick, long before its restart wait lets it vote; on with
 //!   [`Config::restart_probe`](crate::Config::restart_probe), which the
 //!   drivers set), and a member that saw it use a higher term than the
@@ -144,10 +144,13 @@ impl<P: LogPosition> Node<P> {
         }
     }
 
-    /// Rule `rollback_seen_by_peers` (timer `restart_probe`): a node that
-    /// restarted with a durable term above 0 asks every other member, once,
-    /// whether it used a higher term before. The answers arrive long before
-    /// its restart wait (rule `restart_waits_death_timeout`) lets it vote.
+    /// Rule `rollback_seen_by_peers` (timer `restart_probe`): a starting
+    /// node asks every other member, once, whether it used a higher term
+    /// before. The answers arrive long before its restart wait (rule
+    /// `restart_waits_death_timeout`) lets it vote. A node starting at term
+    /// 0 has no such wait (rule `fresh_node_owes_no_promise`), yet may be a
+    /// copy from before its first term: it probes too, and is protected
+    /// once the answers are in.
     pub(super) fn send_restart_probes(&mut self, out: &mut Vec<Action<P>>) {
         self.restart_probe = None;
         slog::info!(self.log, "restarted: ask the members for the highest term they saw from this node";
