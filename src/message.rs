@@ -133,18 +133,26 @@ pub enum MessageKind<P = ()> {
     /// Sent by a starting node (with `Config::restart_probe`), once, to
     /// every other member (rule `rollback_seen_by_peers`): "this is my
     /// durable term". It moves no one's term: a peer that saw this node
-    /// use a higher term answers [`MessageKind::TermSeen`].
-    RestartProbe,
+    /// use a higher term, or that it granted its vote in this term to a
+    /// node other than `vote`, answers [`MessageKind::TermSeen`].
+    RestartProbe {
+        /// The durable vote it starts with, in the message's term.
+        vote: Option<crate::NodeId>,
+    },
     /// "You sent term `seen` before" (rule `rollback_seen_by_peers`): the
-    /// receiver showed a lower durable term than it once used. Terms never
-    /// go back at a node, so if `seen` is above the receiver's term, it
-    /// restarted from an older copy of its state and may already have voted
-    /// in a term up to `seen`: it adopts `seen` and abstains in it (rule
-    /// `rollback_abstains`). Otherwise (a reordered or duplicated message)
-    /// it changes nothing.
+    /// receiver's probe showed a lower durable term than it once used, or
+    /// no vote for the sender in a term in which it granted the sender its
+    /// vote. Terms never go back and a vote never changes within a term at
+    /// a node, so the receiver restarted from an older copy of its state
+    /// and may already have voted in a term up to `seen`: it abstains there
+    /// (rule `rollback_abstains`). An answer this node's own later messages
+    /// explain (a reordered or duplicated one) changes nothing.
     TermSeen {
         /// The highest durable term the receiver's messages showed.
         seen: u64,
+        /// The receiver granted the sender its vote in `seen` (a copy that
+        /// kept the term but lost the vote shows `seen` too).
+        granted: bool,
     },
 }
 

@@ -100,9 +100,13 @@ fn any_op(g: &mut Gen) -> Op {
                     ready: bool::arbitrary(g),
                 },
                 // Rollback detection, honest-looking or not.
-                10 => MessageKind::RestartProbe,
+                10 => MessageKind::RestartProbe {
+                    vote: (*g.choose(&[0, 1, 2, 3, 9]).unwrap() > 0)
+                        .then(|| *g.choose(&[1, 2, 3, 9]).unwrap()),
+                },
                 11 => MessageKind::TermSeen {
                     seen: small_term(g),
+                    granted: bool::arbitrary(g),
                 },
                 _ => MessageKind::TimeoutNow,
             };

@@ -41,7 +41,7 @@ fn step(n: &mut Node, now: Instant, input: Input) -> Out<()> {
 
 fn term_seen(out: &Out<()>, to: NodeId) -> Option<u64> {
     out.sends.iter().find_map(|(t, m)| match m.kind {
-        MessageKind::TermSeen { seen } if *t == to => Some(seen),
+        MessageKind::TermSeen { seen, .. } if *t == to => Some(seen),
         _ => None,
     })
 }
@@ -66,12 +66,20 @@ fn peer_that_saw_term_5() -> Node {
 #[test]
 fn rollback_seen_by_peers_answers_a_restart_probe_that_shows_a_lower_term() {
     let mut n = peer_that_saw_term_5();
-    let out = step(&mut n, at(20), rx(2, msg(3, MessageKind::RestartProbe)));
+    let out = step(
+        &mut n,
+        at(20),
+        rx(2, msg(3, MessageKind::RestartProbe { vote: None })),
+    );
     assert_eq!(term_seen(&out, 2), Some(5), "{:?}", out.sends);
     assert_eq!(n.status().term, 5, "a probe moves no term");
     // A probe that shows the term seen, or a higher one, needs no answer,
     // and moves no term either.
-    let out = step(&mut n, at(30), rx(3, msg(7, MessageKind::RestartProbe)));
+    let out = step(
+        &mut n,
+        at(30),
+        rx(3, msg(7, MessageKind::RestartProbe { vote: None })),
+    );
     assert!(out.sends.is_empty(), "{:?}", out.sends);
     assert_eq!(n.status().term, 5);
 }
@@ -101,7 +109,7 @@ fn rollback_seen_by_peers_a_restarted_node_probes_every_member_once() {
     let probed: Vec<NodeId> = out
         .sends
         .iter()
-        .filter(|(_, m)| m.kind == MessageKind::RestartProbe && m.term == 3)
+        .filter(|(_, m)| matches!(m.kind, MessageKind::RestartProbe { .. }) && m.term == 3)
         .map(|(to, _)| *to)
         .collect();
     assert_eq!(probed, vec![1, 3]);
@@ -119,7 +127,7 @@ fn rollback_seen_by_peers_a_restarted_node_probes_every_member_once() {
     assert_eq!(
         out.sends
             .iter()
-            .filter(|(_, m)| m.kind == MessageKind::RestartProbe && m.term == 0)
+            .filter(|(_, m)| matches!(m.kind, MessageKind::RestartProbe { .. }) && m.term == 0)
             .count(),
         2
     );
@@ -137,7 +145,20 @@ fn node_2_restarted_at(term: u64) -> Node {
 
 /// Node 1 tells `n` at `millis` that it saw it use term `seen`.
 fn told(n: &mut Node, millis: u64, seen: u64) -> Out<()> {
-    step(n, at(millis), rx(1, msg(5, MessageKind::TermSeen { seen })))
+    step(
+        n,
+        at(millis),
+        rx(
+            1,
+            msg(
+                5,
+                MessageKind::TermSeen {
+                    seen,
+                    granted: false,
+                },
+            ),
+        ),
+    )
 }
 
 #[test]
@@ -394,7 +415,7 @@ fn rollback_abstains_a_voter_restored_within_a_term_casts_no_second_vote_in_it()
     let probes: Vec<NodeId> = net
         .flights
         .iter()
-        .filter(|f| f.from == 2 && f.message.kind == MessageKind::RestartProbe)
+        .filter(|f| f.from == 2 && matches!(f.message.kind, MessageKind::RestartProbe { .. }))
         .map(|f| f.to)
         .collect();
     assert_eq!(probes, vec![1, 3], "node 2 probes its peers");
@@ -492,7 +513,7 @@ fn rollback_seen_by_peers_a_voter_restored_to_an_older_membership_casts_no_secon
     let probed: Vec<NodeId> = net
         .sent
         .iter()
-        .filter(|f| f.from == 2 && f.message.kind == MessageKind::RestartProbe)
+        .filter(|f| f.from == 2 && matches!(f.message.kind, MessageKind::RestartProbe { .. }))
         .map(|f| f.to)
         .collect();
     // Past node 2's restart wait, node 1 campaigns for term 2.
@@ -560,7 +581,7 @@ fn rollback_seen_by_peers_never_suspects_a_node_that_lost_nothing() {
         let probes = c
             .sent()
             .iter()
-            .filter(|(_, _, _, m)| m.kind == MessageKind::RestartProbe)
+            .filter(|(_, _, _, m)| matches!(m.kind, MessageKind::RestartProbe { .. }))
             .count();
         let wins = c
             .events()

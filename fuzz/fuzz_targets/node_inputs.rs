@@ -41,8 +41,8 @@ impl Kind {
                 successors: ids.into_iter().map(|i| u64::from(i % 7)).collect(),
             },
             Kind::HandBackReady(ready) => MessageKind::HandBackReady { ready },
-            Kind::RestartProbe => MessageKind::RestartProbe,
-            Kind::TermSeen(seen) => MessageKind::TermSeen { seen },
+            Kind::RestartProbe(vote) => MessageKind::RestartProbe { vote: vote.map(|v| u64::from(v % 7)) },
+            Kind::TermSeen(seen, granted) => MessageKind::TermSeen { seen, granted },
         }
     }
 }
@@ -62,8 +62,8 @@ enum Kind {
     Standings(Vec<u8>),
     HandBackReady(bool),
     /// Rollback detection's probe and answer, honest or not.
-    RestartProbe,
-    TermSeen(u64),
+    RestartProbe(Option<u8>),
+    TermSeen(u64, bool),
 }
 
 /// The fuzzer's encoding of `tenure::sim::Op` (the shared op type, run by

@@ -297,7 +297,7 @@ impl<P: LogPosition> Node<P> {
                 self.on_membership_update(now, from, msg_term, *membership, out);
             }
             // Read by `check_term_shown` before any term rule.
-            MessageKind::RestartProbe | MessageKind::TermSeen { .. } => {}
+            MessageKind::RestartProbe { .. } | MessageKind::TermSeen { .. } => {}
         }
     }
 

@@ -157,9 +157,11 @@ struct PeerFacts {
     /// Whether the peer said it would take leadership handed back to it
     /// (rule `rank_hand_back`).
     hand_back_ready: Option<bool>,
-    /// The highest durable term the peer's messages showed (rule
+    /// The highest durable term the peer's messages showed, and the
+    /// highest term in which it granted this node its vote (rule
     /// `rollback_seen_by_peers`; in memory only).
     term_shown: u64,
+    granted_in: u64,
 }
 
 impl PeerFacts {
@@ -180,6 +182,7 @@ impl PeerFacts {
                 promise: None,
                 hand_back_ready: None,
                 term_shown: 0,
+                granted_in: 0,
             })
             .collect()
     }

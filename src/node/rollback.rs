@@ -57,11 +57,12 @@ fn shown_term<P>(message: &Message<P>) -> Option<u64> {
 
 impl<P: LogPosition> Node<P> {
     /// Rule `rollback_seen_by_peers`: records the durable term a member's
-    /// message shows; a `RestartProbe` that shows a lower one than that
-    /// member showed before is answered with the higher one (`TermSeen`).
-    /// Handles `RestartProbe` and `TermSeen` completely (returns `true`:
-    /// nothing else reads them; neither moves this node's term by the usual
-    /// rules).
+    /// message shows, and the term of a vote it granted this node. A
+    /// `RestartProbe` that shows a lower term than that member showed
+    /// before, or no vote for this node in the term it granted this node
+    /// its vote, is answered (`TermSeen`). Handles `RestartProbe` and
+    /// `TermSeen` completely (returns `true`: nothing else reads them;
+    /// neither moves this node's term by the usual rules).
     pub(super) fn check_term_shown(
         &mut self,
         now: Instant,
@@ -69,49 +70,72 @@ impl<P: LogPosition> Node<P> {
         message: &Message<P>,
         out: &mut Vec<Action<P>>,
     ) -> bool {
-        if let MessageKind::TermSeen { seen } = message.kind {
-            self.on_term_seen(now, from, seen, out);
-            return true;
-        }
-        let probe = matches!(message.kind, MessageKind::RestartProbe);
+        let probe_vote = match message.kind {
+            MessageKind::TermSeen { seen, granted } => {
+                self.on_term_seen(now, from, seen, granted, out);
+                return true;
+            }
+            MessageKind::RestartProbe { vote } => Some(vote),
+            _ => None,
+        };
         let Some(shown) = shown_term(message) else {
-            return probe;
-        };
-        let Some(peer) = self.peers.iter_mut().find(|p| p.id == from) else {
-            return probe;
-        };
-        let seen = peer.term_shown;
-        if shown >= seen {
-            peer.term_shown = shown;
-            return probe;
-        }
-        if !probe {
-            // A late message of an earlier term: nothing to say.
             return false;
+        };
+        let me = self.id;
+        let Some(peer) = self.peers.iter_mut().find(|p| p.id == from) else {
+            return probe_vote.is_some();
+        };
+        if let MessageKind::VoteResponse { granted: true } = message.kind {
+            peer.granted_in = peer.granted_in.max(message.term);
         }
-        slog::warn!(self.log, "a restarted peer shows a lower term than it used before: tell it";
-            "rule" => Rule::RollbackSeenByPeers, "term" => self.term, "from" => from,
-            "message_term" => shown, "newest" => seen);
-        self.reply(from, MessageKind::TermSeen { seen }, out);
-        probe
+        let (seen, granted_in) = (peer.term_shown, peer.granted_in);
+        peer.term_shown = seen.max(shown);
+        let Some(vote) = probe_vote else {
+            // Any other message, early or late: nothing to say.
+            return false;
+        };
+        let answer = if shown < seen {
+            Some((seen, granted_in > 0 && granted_in == seen))
+        } else if granted_in > 0 && shown == granted_in && vote != Some(me) {
+            Some((shown, true))
+        } else {
+            None
+        };
+        if let Some((seen, granted)) = answer {
+            slog::warn!(self.log, "a restarted peer shows less than it used before: tell it";
+                "rule" => Rule::RollbackSeenByPeers, "term" => self.term, "from" => from,
+                "message_term" => shown, "newest" => seen, "granted" => granted);
+            self.reply(from, MessageKind::TermSeen { seen, granted }, out);
+        }
+        true
     }
 
-    /// Rule `rollback_abstains`: a peer saw this node use term `seen`,
-    /// above the term this node started with. Either the peer saw it from
-    /// an earlier life whose state this node lost, or from this life (the
-    /// probe was overtaken by this node's later messages). Abstaining is
-    /// safe either way: the node adopts `seen` if it is ahead and votes for
-    /// itself in it (no one else gets its vote there; older terms are
-    /// stale), or, if it already took `seen` from another message (a live
-    /// leader's heartbeat can overtake the answer) and has not voted, votes
-    /// for itself in it. [`Event::RollbackSuspected`] is reported when the
-    /// loss is certain: `seen` is above every term this life has put in a
-    /// message. A `seen` at or below the starting term changes nothing (a
-    /// late or duplicated answer); one more than `MAX_TERM_JUMP` ahead is
-    /// ignored, as any message that far ahead is.
-    fn on_term_seen(&mut self, now: Instant, from: NodeId, seen: u64, out: &mut Vec<Action<P>>) {
-        if seen <= self.start_term {
-            slog::debug!(self.log, "a peer saw a term this node started with: nothing lost";
+    /// Rule `rollback_abstains`: a peer saw this node use term `seen`
+    /// above the term it started with, or (`granted`) saw it grant that
+    /// peer its vote in `seen` while it starts with no vote for it there.
+    /// Either the peer saw it in an earlier life whose state this node
+    /// lost, or in this life (the probe was overtaken by this node's later
+    /// messages). Abstaining is safe either way: the node adopts `seen` if
+    /// it is ahead and votes for itself in it (no one else gets its vote
+    /// there; older terms are stale), or, if it already has `seen` (from
+    /// its own copy, or from a live leader's heartbeat that overtook the
+    /// answer) and has not voted, votes for itself in it.
+    /// [`Event::RollbackSuspected`] is reported when the loss is certain:
+    /// `seen` is above every term this life has put in a message, or the
+    /// granted vote is not the one this node holds. Anything else changes
+    /// nothing (a late or duplicated answer); a `seen` more than
+    /// `MAX_TERM_JUMP` ahead is ignored, as any message that far ahead is.
+    fn on_term_seen(
+        &mut self,
+        now: Instant,
+        from: NodeId,
+        seen: u64,
+        granted: bool,
+        out: &mut Vec<Action<P>>,
+    ) {
+        let lost_vote = granted && seen > 0 && seen == self.start_term && self.vote != Some(from);
+        if seen <= self.start_term && !lost_vote {
+            slog::debug!(self.log, "a peer saw what this node started with: nothing lost";
                 "rule" => Rule::RollbackAbstains, "term" => self.term, "from" => from,
                 "message_term" => seen);
             return;
@@ -123,11 +147,11 @@ impl<P: LogPosition> Node<P> {
             return;
         }
         let had = self.start_term;
-        let certain = seen > self.term_sent;
+        let certain = seen > self.term_sent || lost_vote;
         if certain {
-            slog::error!(self.log, "rollback suspected: a peer saw this node use a term it has no record of; abstain in it";
+            slog::error!(self.log, "rollback suspected: a peer saw this node use a term or cast a vote it has no record of; abstain";
                 "rule" => Rule::RollbackAbstains, "term" => self.term, "from" => from,
-                "message_term" => seen, "restarted_at" => had);
+                "message_term" => seen, "granted" => granted, "restarted_at" => had);
         } else {
             slog::warn!(self.log, "a peer saw a term from this node above its starting term (an earlier life's, or this one's): abstain in it";
                 "rule" => Rule::RollbackAbstains, "term" => self.term, "from" => from,
@@ -157,7 +181,8 @@ impl<P: LogPosition> Node<P> {
             "rule" => Rule::RollbackSeenByPeers, "term" => self.term);
         for to in self.membership.members() {
             if to != self.id {
-                self.reply(to, MessageKind::RestartProbe, out);
+                let vote = self.vote;
+                self.reply(to, MessageKind::RestartProbe { vote }, out);
             }
         }
     }

@@ -2111,7 +2111,7 @@ fn lift_kind<P: LogPosition>(kind: MessageKind) -> MessageKind<P> {
         }
         MessageKind::Standings { successors } => MessageKind::Standings { successors },
         MessageKind::HandBackReady { ready } => MessageKind::HandBackReady { ready },
-        MessageKind::RestartProbe => MessageKind::RestartProbe,
-        MessageKind::TermSeen { seen } => MessageKind::TermSeen { seen },
+        MessageKind::RestartProbe { vote } => MessageKind::RestartProbe { vote },
+        MessageKind::TermSeen { seen, granted } => MessageKind::TermSeen { seen, granted },
     }
 }

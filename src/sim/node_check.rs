@@ -532,7 +532,7 @@ fn kind_name<P>(kind: &MessageKind<P>) -> &'static str {
         MessageKind::MembershipUpdate { .. } => "MembershipUpdate",
         MessageKind::Standings { .. } => "Standings",
         MessageKind::HandBackReady { .. } => "HandBackReady",
-        MessageKind::RestartProbe => "RestartProbe",
+        MessageKind::RestartProbe { .. } => "RestartProbe",
         MessageKind::TermSeen { .. } => "TermSeen",
     }
 }
