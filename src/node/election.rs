@@ -63,7 +63,7 @@ impl<P: LogPosition> Node<P> {
             self.answer_newer_candidate(from, sender, &message, out);
             return;
         }
-        if self.check_term_shown(now, from, &message, out) {
+        if self.check_term_shown(now, from, sender, &message, out) {
             return;
         }
         // Only voters ask for votes, answer them, lead or hand over.

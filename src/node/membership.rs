@@ -203,6 +203,7 @@ impl<P: LogPosition> Node<P> {
             self.phase = Phase::Follower;
             self.end_promotion(Some(PromoteFailure::NotAllowed), out);
         }
+        self.probe_new_members(&old_members, out);
         self.emit(
             Event::MembershipChanged {
                 epoch: self.membership.epoch,

@@ -347,6 +347,8 @@ pub struct Node<P = ()> {
     /// one saw it from an earlier life.
     start_term: u64,
     term_sent: u64,
+    /// Whether this node sent its restart probes (rollback.rs).
+    probed: bool,
     position: P,
     /// Every other voter and observer, in configuration order; a leader's
     /// per-peer acknowledgements are index-aligned with it.
@@ -456,6 +458,7 @@ impl<P: LogPosition> Node<P> {
             restart_probe: config.effective_restart_probe().then_some(now),
             start_term: state.term,
             term_sent: state.term,
+            probed: false,
             position: P::default(),
             peers,
             membership_id: membership.id(),

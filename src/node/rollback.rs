@@ -38,6 +38,7 @@ use alloc::vec::Vec;
 
 use super::{Action, Node};
 use crate::NodeId;
+use crate::membership::MembershipId;
 use crate::message::{MAX_TERM_JUMP, Message, MessageKind};
 use crate::position::LogPosition;
 use crate::rule::Rule;
@@ -60,13 +61,17 @@ impl<P: LogPosition> Node<P> {
     /// message shows, and the term of a vote it granted this node. A
     /// `RestartProbe` that shows a lower term than that member showed
     /// before, or no vote for this node in the term it granted this node
-    /// its vote, is answered (`TermSeen`). Handles `RestartProbe` and
+    /// its vote, is answered (`TermSeen`); one stamped with an older
+    /// membership than this node's gets this node's membership too, so the
+    /// prober learns (and probes) members its copy did not know. Handles
+    /// `RestartProbe` and
     /// `TermSeen` completely (returns `true`: nothing else reads them;
     /// neither moves this node's term by the usual rules).
     pub(super) fn check_term_shown(
         &mut self,
         now: Instant,
         from: NodeId,
+        sender: MembershipId,
         message: &Message<P>,
         out: &mut Vec<Action<P>>,
     ) -> bool {
@@ -106,6 +111,11 @@ impl<P: LogPosition> Node<P> {
                 "rule" => Rule::RollbackSeenByPeers, "term" => self.term, "from" => from,
                 "message_term" => shown, "newest" => seen, "granted" => granted);
             self.reply(from, MessageKind::TermSeen { seen, granted }, out);
+        }
+        if self.membership_id.is_newer_than(&sender) {
+            // Its copy may hold an older membership: the members it does
+            // not know may be the ones that saw what it forgot.
+            self.send_membership(from, out);
         }
         true
     }
@@ -177,9 +187,37 @@ impl<P: LogPosition> Node<P> {
     /// once the answers are in.
     pub(super) fn send_restart_probes(&mut self, out: &mut Vec<Action<P>>) {
         self.restart_probe = None;
+        self.probed = true;
         slog::info!(self.log, "restarted: ask the members for the highest term they saw from this node";
             "rule" => Rule::RollbackSeenByPeers, "term" => self.term);
-        for to in self.membership.members() {
+        self.probe(self.membership.members(), out);
+    }
+
+    /// Rule `rollback_seen_by_peers`: a node that probed at its start and
+    /// now uses a membership with members it did not probe (its copy held
+    /// an older membership; a peer sent it the newer one) probes those too:
+    /// they may be the only ones that saw the terms it forgot.
+    pub(super) fn probe_new_members(&mut self, before: &[NodeId], out: &mut Vec<Action<P>>) {
+        if !self.probed {
+            return;
+        }
+        let new: Vec<NodeId> = self
+            .membership
+            .members()
+            .into_iter()
+            .filter(|id| !before.contains(id))
+            .collect();
+        if !new.is_empty() {
+            slog::info!(self.log, "new members since the start: ask them too";
+                "rule" => Rule::RollbackSeenByPeers, "term" => self.term, "voters" => ?new);
+            self.probe(new, out);
+        }
+    }
+
+    /// Sends `RestartProbe` with this node's term and vote to each of `to`
+    /// but itself.
+    fn probe(&mut self, to: Vec<NodeId>, out: &mut Vec<Action<P>>) {
+        for to in to {
             if to != self.id {
                 let vote = self.vote;
                 self.reply(to, MessageKind::RestartProbe { vote }, out);
