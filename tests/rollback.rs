@@ -97,7 +97,7 @@ fn rollback_seen_by_peers_says_nothing_to_a_late_message_of_an_earlier_term() {
 }
 
 #[test]
-fn rollback_seen_by_peers_a_restarted_node_probes_every_member_once() {
+fn rollback_seen_by_peers_a_restarted_node_probes_every_member_until_its_wait_ends() {
     let config = |probe| timing(2, vec![1, 2, 3]).rng_seed(2).restart_probe(probe);
     let mut n: Node = Node::new(config(true), HardState::new(3, Some(1)), at(1_000)).unwrap();
     assert_eq!(
@@ -105,18 +105,27 @@ fn rollback_seen_by_peers_a_restarted_node_probes_every_member_once() {
         Some(at(1_000)),
         "the probe is due at once"
     );
-    let out = step(&mut n, at(1_000), Input::Tick);
-    let probed: Vec<NodeId> = out
-        .sends
-        .iter()
-        .filter(|(_, m)| matches!(m.kind, MessageKind::RestartProbe { .. }) && m.term == 3)
-        .map(|(to, _)| *to)
-        .collect();
-    assert_eq!(probed, vec![1, 3]);
-    assert!(
-        step(&mut n, at(1_001), Input::Tick).sends.is_empty(),
-        "once"
-    );
+    let probed = |out: &Out<()>| -> Vec<NodeId> {
+        out.sends
+            .iter()
+            .filter(|(_, m)| m.kind == MessageKind::RestartProbe { vote: Some(1) } && m.term == 3)
+            .map(|(to, _)| *to)
+            .collect()
+    };
+    assert_eq!(probed(&step(&mut n, at(1_000), Input::Tick)), vec![1, 3]);
+    assert!(step(&mut n, at(1_001), Input::Tick).sends.is_empty());
+    // Again every heartbeat interval (100 ms): a new run's first frames may
+    // be dropped. Not after the restart wait (400 ms).
+    let mut rounds = 1;
+    let mut now = at(1_001);
+    while let Some(next) = n.next_deadline().filter(|&d| d < at(1_400)) {
+        now = next;
+        if !probed(&step(&mut n, now, Input::Tick)).is_empty() {
+            rounds += 1;
+        }
+    }
+    assert_eq!(rounds, 4, "at 1000, 1100, 1200 and 1300 ms");
+    assert!(now < at(1_400));
     // Off (the core's default): no probe.
     let mut off: Node = Node::new(config(false), HardState::new(3, Some(1)), at(1_000)).unwrap();
     assert!(step(&mut off, at(1_000), Input::Tick).sends.is_empty());
@@ -604,4 +613,32 @@ fn rollback_seen_by_peers_never_suspects_a_node_that_lost_nothing() {
         (!suspected.is_empty()).then(|| format!("{} nodes, pre-vote {pre_vote}: {suspected:?}", n))
     });
     common::assert_no_failing_seeds(&bad);
+}
+
+#[test]
+fn rollback_seen_by_peers_a_later_probe_is_answered_when_the_first_is_lost() {
+    // An authenticated transport drops a new run's first frames: node 2's
+    // first probes are lost, the next round reaches node 1.
+    let mut peer = peer_that_saw_term_5();
+    let config = timing(2, vec![1, 2, 3]).rng_seed(2).restart_probe(true);
+    let mut n: Node = Node::new(config, HardState::new(3, None), at(1_000)).unwrap();
+    step(&mut n, at(1_000), Input::Tick);
+    let again = step(&mut n, at(1_100), Input::Tick);
+    let (_, probe) = again
+        .sends
+        .iter()
+        .find(|(to, _)| *to == 1)
+        .expect("a second probe to node 1");
+    let answer = step(&mut peer, at(1_101), rx(2, probe.clone()));
+    let (_, term_seen) = answer
+        .sends
+        .iter()
+        .find(|(to, _)| *to == 2)
+        .expect("node 1 answers");
+    let out = step(&mut n, at(1_102), rx(1, term_seen.clone()));
+    assert_eq!(
+        out.events,
+        vec![Event::RollbackSuspected { seen: 5, had: 3 }]
+    );
+    assert_eq!(n.status().persisted, HardState::new(5, Some(2)));
 }

@@ -189,6 +189,9 @@ impl<P: LogPosition> Node<P> {
         ));
         self.promotion = None;
         self.transfer = None;
+        // The restart probes are a follower's timer (rollback.rs): a node
+        // elected this early has sent its first ones already.
+        self.restart_probe = None;
         slog::info!(self.log, "enter leader state, heartbeat at once"; "rule" => Rule::LeaderHeartbeatsAtOnce,
             "term" => self.term, "quorum" => self.voters.quorum());
         let token = FencingToken {

@@ -339,9 +339,13 @@ pub struct Node<P = ()> {
     /// The lease last announced with `LeaseAcquired` and not yet with
     /// `LeaseLost` (lease.rs).
     lease_announced: Option<FencingToken>,
-    /// With `Config::restart_probe`, a node asks its peers at this instant
-    /// (its start) whether it used a higher term (rollback.rs).
+    /// With `Config::restart_probe`, when this node next asks its peers
+    /// whether it used a higher term (rollback.rs): at its start, then
+    /// every heartbeat interval until `probe_until`.
     restart_probe: Option<Instant>,
+    probe_until: Instant,
+    /// The highest term reported in `RollbackSuspected` (reported once).
+    rollback_reported: u64,
     /// The durable term this node started with, and the highest term it
     /// has put in a message since (rollback.rs): a peer that saw a higher
     /// one saw it from an earlier life.
@@ -456,6 +460,8 @@ impl<P: LogPosition> Node<P> {
             conceded_for: 0,
             lease_announced: None,
             restart_probe: config.effective_restart_probe().then_some(now),
+            probe_until: now + timing.death,
+            rollback_reported: 0,
             start_term: state.term,
             term_sent: state.term,
             probed: false,

@@ -157,7 +157,11 @@ impl<P: LogPosition> Node<P> {
             return;
         }
         let had = self.start_term;
-        let certain = seen > self.term_sent || lost_vote;
+        // This life never granted `from` a vote in `seen` if it holds
+        // another (or none) there now: the grant `from` saw is an earlier
+        // life's.
+        let grant_lost = granted && seen == self.term && self.vote != Some(from);
+        let certain = seen > self.term_sent || lost_vote || grant_lost;
         if certain {
             slog::error!(self.log, "rollback suspected: a peer saw this node use a term or cast a vote it has no record of; abstain";
                 "rule" => Rule::RollbackAbstains, "term" => self.term, "from" => from,
@@ -173,20 +177,25 @@ impl<P: LogPosition> Node<P> {
         } else if seen == self.term && self.vote.is_none() {
             self.vote = Some(self.id);
         }
-        if certain {
+        if certain && seen > self.rollback_reported {
+            self.rollback_reported = seen;
             self.emit(Event::RollbackSuspected { seen, had }, out);
         }
     }
 
     /// Rule `rollback_seen_by_peers` (timer `restart_probe`): a starting
-    /// node asks every other member, once, whether it used a higher term
-    /// before. The answers arrive long before its restart wait (rule
-    /// `restart_waits_death_timeout`) lets it vote. A node starting at term
-    /// 0 has no such wait (rule `fresh_node_owes_no_promise`), yet may be a
-    /// copy from before its first term: it probes too, and is protected
-    /// once the answers are in.
-    pub(super) fn send_restart_probes(&mut self, out: &mut Vec<Action<P>>) {
-        self.restart_probe = None;
+    /// node asks every other member whether it used a higher term before,
+    /// at once and then every heartbeat interval for a death timeout: the
+    /// first frames of a new run may be dropped (an authenticated
+    /// transport drops them until the peers learn the new session), and
+    /// answers change nothing twice. They arrive long before its restart
+    /// wait (rule `restart_waits_death_timeout`) lets it vote. A node
+    /// starting at term 0 has no such wait (rule
+    /// `fresh_node_owes_no_promise`), yet may be a copy from before its
+    /// first term: it probes too, and is protected once an answer is in.
+    pub(super) fn send_restart_probes(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
+        let next = now + self.timing.heartbeat;
+        self.restart_probe = (next < self.probe_until).then_some(next);
         self.probed = true;
         slog::info!(self.log, "restarted: ask the members for the highest term they saw from this node";
             "rule" => Rule::RollbackSeenByPeers, "term" => self.term);

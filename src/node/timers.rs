@@ -209,7 +209,7 @@ impl<P: LogPosition> Node<P> {
             Timer::StepDown => self.fencing_step_down(out),
             // Nothing to do but notice: the step announces `LeaseLost`.
             Timer::LeaseEnd => {}
-            Timer::RestartProbe => self.send_restart_probes(out),
+            Timer::RestartProbe => self.send_restart_probes(now, out),
             Timer::LeaderDeath => self.declare_leader_dead(out),
             Timer::Transfer => self.transfer_timed_out(now, out),
             Timer::Promotion => self.promotion_timed_out(now, out),
