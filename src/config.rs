@@ -563,8 +563,9 @@ impl Config {
         self
     }
 
-    /// Whether a node asks every other member, at its first tick, for the
-    /// highest term they saw it use (rule `rollback_seen_by_peers`): a node
+    /// Whether a node asks every other member, at its first tick and then
+    /// every heartbeat interval for a death timeout, for the highest term
+    /// they saw it use (rule `rollback_seen_by_peers`): a node
     /// started from an older copy of its state (a restored backup or VM
     /// image, even one from before its first term) then learns it, long
     /// before its restart wait lets it vote, and abstains in the terms it

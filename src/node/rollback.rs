@@ -9,30 +9,39 @@
 //! term and shows nothing), and a node's durable term never goes back. So:
 //!
 //! - each node keeps in memory, per peer, the highest durable term that
-//!   peer's messages showed (rule `rollback_seen_by_peers`);
-//! - a starting node asks every member once (`RestartProbe`, at its
-//!   first tick, long before its restart wait lets it vote; on with
-//!   [`Config::restart_probe`](crate::Config::restart_probe), which the
-//!   drivers set), and a member that saw it use a higher term than the
-//!   probe shows answers with that term (`TermSeen`). Only a probe is
-//!   answered: it is sent once per start, so an ordinary message that
-//!   arrives late, showing an older term, never causes an answer;
-//! - a node told a term above its own adopts it and abstains in it, as
-//!   `tenure recover` would make it (rule `rollback_abstains`).
+//!   peer's messages showed and the last term in which it granted this
+//!   node its vote (rule `rollback_seen_by_peers`);
+//! - a starting node asks every member (`RestartProbe { vote }`, at its
+//!   first tick and every heartbeat interval until its restart wait ends;
+//!   on with [`Config::restart_probe`](crate::Config::restart_probe), which
+//!   the drivers set), and a member that saw it use a higher term than the
+//!   probe shows, or grant a vote in the probe's term that the probe does
+//!   not show, answers (`TermSeen`); one that holds a newer membership
+//!   sends it too, and the node probes the members it learns of. Only a
+//!   probe is answered, so an ordinary message that arrives late, showing
+//!   an older term, never causes an answer;
+//! - a node told a term above the one it started with, or a vote it does
+//!   not hold in it, abstains there (a self-vote, as `tenure recover`
+//!   would make it), and reports it when the loss is certain (rule
+//!   `rollback_abstains`).
 //!
-//! **Sound against reordering and duplicates.** A `TermSeen` carries a term
-//! the receiver really sent at some point. If the receiver never lost
-//! state, its term is already at least that high (terms only rise), so a
-//! late, duplicated or reordered `TermSeen`, or the answer to a probe of an
-//! earlier start, changes nothing. Only a node whose term really went back
-//! acts on it, and what it does (a higher term, no vote for anyone else)
-//! is what any higher-term message may do.
+//! **Sound against reordering and duplicates.** A `TermSeen` names a term
+//! or vote the node really used. At a node that lost nothing, terms only
+//! rise and a vote never changes within a term, so a late, duplicated or
+//! reordered answer (or one to a probe of an earlier start) is explained
+//! by its own state: it changes nothing, or at most makes the node abstain
+//! in its current term, where it has not voted yet (safe: it withholds one
+//! vote in one term) without reporting anything. Only an answer no message
+//! of this life can explain is reported. What the node does (a higher term,
+//! no vote for anyone else) is what any higher-term message may do.
 //!
 //! **Limit.** Only what a live peer remembers can be detected: the memory
 //! is volatile, so a rollback seen by no peer that is up and reachable
 //! when the node restarts (every peer restarted since, or none ever heard
-//! the lost terms, or the probes were lost) goes unnoticed. It is a safety
-//! net, not a licence: never restore a data directory from a backup.
+//! the lost terms, or every probe was lost) goes unnoticed, and a vote
+//! request that arrives before any answer (a node starting at term 0 has
+//! no restart wait) can still be granted. It is a safety net, not a
+//! licence: never restore a data directory from a backup.
 
 use alloc::vec::Vec;
 
