@@ -152,7 +152,13 @@ impl<P: LogPosition> Node<P> {
         granted: bool,
         out: &mut Vec<Action<P>>,
     ) {
-        let lost_vote = granted && seen > 0 && seen == self.start_term && self.vote != Some(from);
+        // `self.vote` is this node's vote in its current term: a grant in an
+        // earlier term can be judged only while the node is still in it.
+        let lost_vote = granted
+            && seen > 0
+            && seen == self.start_term
+            && seen == self.term
+            && self.vote != Some(from);
         if seen <= self.start_term && !lost_vote {
             slog::debug!(self.log, "a peer saw what this node started with: nothing lost";
                 "rule" => Rule::RollbackAbstains, "term" => self.term, "from" => from,
