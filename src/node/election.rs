@@ -486,6 +486,12 @@ impl<P: LogPosition> Node<P> {
             self.become_leader(now, out);
             return;
         }
+        self.request_votes(transfer, out);
+    }
+
+    /// Asks every other voter for its vote in the current term (once the
+    /// self-vote is durable: rule `self_vote_durable_before_candidacy`).
+    pub(super) fn request_votes(&mut self, transfer: bool, out: &mut Vec<Action<P>>) {
         let term = self.term;
         self.send_to_other_voters(
             term,

@@ -96,13 +96,7 @@ impl<P: LogPosition> Node<P> {
                 self.tally.forget_refusals();
                 slog::info!(self.log, "vote requests sent again for the promotion";
                     "rule" => Rule::PromoteOneCampaign, "term" => self.term);
-                let (term, transfer) = (self.term, round.transfer);
-                self.send_to_other_voters(
-                    term,
-                    true,
-                    |position| MessageKind::VoteRequest { position, transfer },
-                    out,
-                );
+                self.request_votes(round.transfer, out);
             }
             _ => {}
         }

@@ -152,14 +152,14 @@ impl<P: LogPosition> Node<P> {
         granted: bool,
         out: &mut Vec<Action<P>>,
     ) {
-        // `self.vote` is this node's vote in its current term: a grant in an
-        // earlier term can be judged only while the node is still in it.
-        let lost_vote = granted
-            && seen > 0
-            && seen == self.start_term
-            && seen == self.term
-            && self.vote != Some(from);
-        if seen <= self.start_term && !lost_vote {
+        // This life never granted `from` a vote in `seen` if it holds
+        // another (or none) there now: the grant `from` saw is an earlier
+        // life's. `self.vote` is the vote of the current term, so a grant
+        // can be judged only while the node is still in its term.
+        let grant_lost = granted && seen > 0 && seen == self.term && self.vote != Some(from);
+        // At or below the starting term only a lost grant is news (the
+        // term is then the starting one: terms only rise).
+        if seen <= self.start_term && !grant_lost {
             slog::debug!(self.log, "a peer saw what this node started with: nothing lost";
                 "rule" => Rule::RollbackAbstains, "term" => self.term, "from" => from,
                 "message_term" => seen);
@@ -172,11 +172,7 @@ impl<P: LogPosition> Node<P> {
             return;
         }
         let had = self.start_term;
-        // This life never granted `from` a vote in `seen` if it holds
-        // another (or none) there now: the grant `from` saw is an earlier
-        // life's.
-        let grant_lost = granted && seen == self.term && self.vote != Some(from);
-        let certain = seen > self.term_sent || lost_vote || grant_lost;
+        let certain = seen > self.term_sent || grant_lost;
         if certain {
             slog::error!(self.log, "rollback suspected: a peer saw this node use a term or cast a vote it has no record of; abstain";
                 "rule" => Rule::RollbackAbstains, "term" => self.term, "from" => from,
