@@ -231,10 +231,11 @@ fn rollback_abstains_ignores_a_term_already_covered_or_far_ahead() {
 
 /// Node 1 leads term 2 with node 2's vote while node 3 is cut off and
 /// never hears of term 2; node 2 is then restarted from a copy of its
-/// disk taken in term 1, node 1 goes down, and node 3 comes back. Unless
-/// node 2 learns the term it forgot, it votes in term 2 a second time and
-/// node 3 becomes a second leader of term 2.
-fn restored_voter(probe: bool, seed: u64) -> tenure::sim::Report {
+/// disk taken at `snapshot_at` (term 1 at 1 s, term 0 at the start), node
+/// 1 goes down, and node 3 comes back. Unless node 2 learns the term it
+/// forgot, it votes in term 2 a second time and node 3 becomes a second
+/// leader of term 2.
+fn restored_voter(probe: bool, snapshot_at: u64, seed: u64) -> tenure::sim::Report {
     let mut cfg = SimConfig::new(3, seed);
     cfg.node_config = std::rc::Rc::new(move |id, voters| {
         let mode = if id == 2 {
@@ -246,7 +247,7 @@ fn restored_voter(probe: bool, seed: u64) -> tenure::sim::Report {
     });
     let scenario = Scenario::new("restored voter", ms(8_000))
         .with(ms(0), Fault::Isolate(3))
-        .with(ms(1_000), Fault::Snapshot(2))
+        .with(ms(snapshot_at), Fault::Snapshot(2))
         // Node 1 comes back in term 1 and wins term 2 with node 2's vote.
         .with(ms(1_000), Fault::CrashRestart(1, ms(10)))
         .with(ms(3_000), Fault::Input(1, Input::Demote))
@@ -259,7 +260,7 @@ fn restored_voter(probe: bool, seed: u64) -> tenure::sim::Report {
 #[test]
 fn rollback_abstains_a_restored_voter_casts_no_second_vote_in_the_simulator() {
     for seed in 0..20 {
-        let report = restored_voter(true, seed);
+        let report = restored_voter(true, 1_000, seed);
         assert!(
             report.violation.is_none(),
             "seed {seed}: {:?}",
@@ -270,7 +271,7 @@ fn rollback_abstains_a_restored_voter_casts_no_second_vote_in_the_simulator() {
     // scenario produces the double vote the rule prevents.
     let broken = (0..20)
         .filter(|&seed| {
-            restored_voter(false, seed)
+            restored_voter(false, 1_000, seed)
                 .violation
                 .is_some_and(|v| v.invariant == "one_leader_per_term")
         })
@@ -306,38 +307,15 @@ fn rollback_abstains_in_a_term_a_leader_gave_before_the_answer() {
     assert!(out.events.is_empty() && out.persists.is_empty());
 }
 
-/// As [`restored_voter`], but node 2's copy is the disk it started from:
-/// term 0, as a VM image or a backup taken at provisioning holds it.
-fn restored_to_fresh_voter(seed: u64) -> tenure::sim::Report {
-    let mut cfg = SimConfig::new(3, seed);
-    cfg.node_config = std::rc::Rc::new(move |id, voters| {
-        let mode = if id == 2 {
-            Mode::Voter
-        } else {
-            Mode::Candidate
-        };
-        timing(id, voters.to_vec()).mode(mode).restart_probe(true)
-    });
-    let scenario = Scenario::new("voter restored to its first disk", ms(8_000))
-        .with(ms(0), Fault::Snapshot(2))
-        .with(ms(0), Fault::Isolate(3))
-        .with(ms(1_000), Fault::CrashRestart(1, ms(10)))
-        .with(ms(3_000), Fault::Input(1, Input::Demote))
-        .with(ms(3_100), Fault::RestoreSnapshot(2))
-        .with(ms(3_200), Fault::Crash(1))
-        .with(ms(3_200), Fault::Heal);
-    Cluster::new(cfg).run(&scenario)
-}
-
-/// A node put back on the disk it started from (term 0) counts as fresh:
-/// it neither waits out its restart promise nor probes, so node 1, alive
-/// and remembering the terms node 2 voted in, is never asked, and node 2
-/// votes a second time in a term it already voted in.
+/// A node put back on the disk it started from (term 0), as a VM image or
+/// a backup taken at provisioning holds it, counts as fresh: it has no
+/// restart wait, but it probes too, so node 1, alive and remembering the
+/// terms node 2 voted in, tells it before node 3 asks for its vote.
 #[test]
 fn rollback_seen_by_peers_a_voter_restored_to_its_first_disk_casts_no_second_vote() {
     let mut failed = Vec::new();
     for seed in 0..20 {
-        let report = restored_to_fresh_voter(seed);
+        let report = restored_voter(true, 0, seed);
         if let Some(v) = report.violation {
             failed.push(format!("seed {seed}: {v}"));
         }

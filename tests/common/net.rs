@@ -145,18 +145,23 @@ impl<P: LogPosition> Net<P> {
         self.flights = rest;
         let n = chosen.len();
         for f in chosen {
-            if self.nodes.contains_key(&f.to) {
-                self.step(
-                    f.to,
-                    Input::ReceiveStamped {
-                        from: f.from,
-                        stamp: f.stamp,
-                        message: f.message,
-                    },
-                );
-            }
+            self.receive(f);
         }
         n
+    }
+
+    /// Hands `f` to its receiver, if that node is up.
+    fn receive(&mut self, f: Flight<P>) {
+        if self.nodes.contains_key(&f.to) {
+            self.step(
+                f.to,
+                Input::ReceiveStamped {
+                    from: f.from,
+                    stamp: f.stamp,
+                    message: f.message,
+                },
+            );
+        }
     }
 
     /// Delivers everything in flight between the nodes of `among`
@@ -178,17 +183,9 @@ impl<P: LogPosition> Net<P> {
             self.now = (self.now + std::time::Duration::from_millis(1)).min(until);
             let flights = std::mem::take(&mut self.flights);
             for f in flights {
-                if cut(f.from, f.to) || !self.nodes.contains_key(&f.to) {
-                    continue;
+                if !cut(f.from, f.to) {
+                    self.receive(f);
                 }
-                self.step(
-                    f.to,
-                    Input::ReceiveStamped {
-                        from: f.from,
-                        stamp: f.stamp,
-                        message: f.message,
-                    },
-                );
             }
             let due: Vec<NodeId> = self
                 .nodes
