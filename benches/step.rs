@@ -1,16 +1,33 @@
-//! CPU cost of the core: a follower's heartbeat `step_into` (the hot path),
-//! a strict leader of five taking acknowledgements (the leader's hot path:
-//! fencing anchors recomputed per ack), and a whole 3-node election round
-//! in memory (construction included, as raft-rs's campaign benches do).
+//! CPU cost of the core. The three hot paths carry the names of the
+//! side-by-side harness against raft-rs (`bench-vs-raft-rs`):
+//! `follower_heartbeat` (a follower's `step_into` of one heartbeat),
+//! `leader_heartbeat_round/5` (a leader of five ticks, its four followers
+//! answer, it takes the four acknowledgements) and `election_in_memory/3`
+//! (a whole 3-node election in memory, construction included, as raft-rs's
+//! campaign benches do). Also the same round under a rank policy with
+//! strict fencing (`leader_heartbeat_round/5_strict_ranked`) and after a
+//! membership change (`leader_heartbeat_round/4_after_membership_change`),
+//! and a strict leader of five taking one acknowledgement
+//! (`step_into/strict_leader_of_five_ack`, fencing anchors recomputed per
+//! ack). `tests/no_alloc.rs` checks that these rounds do not allocate.
 //! With feature `adapters`, the `auth` group: the per-datagram cost of
 //! authenticated framing (sealing, accepting, and each kind of rejection).
 
+use std::collections::VecDeque;
 use std::hint::black_box;
+use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use tenure::{
-    Action, Config, Fencing, HardState, Input, Instant, Message, MessageKind, Node, Role,
+    Action, Config, Event, Fencing, HardState, Input, Instant, MembershipChange, MembershipId,
+    Message, MessageKind, Node, NodeId, RankPolicy, Role,
 };
+
+/// The hand-driven in-memory network of the integration tests, used here
+/// to elect a cluster and run a membership change before measuring.
+#[allow(dead_code)]
+#[path = "../tests/common/net.rs"]
+mod net;
 
 fn follower_heartbeat(c: &mut Criterion) {
     let mut node: Node = Node::new(
@@ -21,7 +38,7 @@ fn follower_heartbeat(c: &mut Criterion) {
     .unwrap();
     let mut out: Vec<Action> = Vec::with_capacity(16);
     let mut seq = 0u64;
-    c.bench_function("step_into/follower_heartbeat", |b| {
+    c.bench_function("follower_heartbeat", |b| {
         b.iter(|| {
             seq += 1;
             let input = Input::Receive {
@@ -56,7 +73,7 @@ fn strict_leader_of_five(ranked: bool) -> (Node, Instant) {
     let mut config = Config::new(1, voters).fencing(Fencing::Strict).rng_seed(1);
     if ranked {
         config = config
-            .rank_policy(tenure::RankPolicy::Priority)
+            .rank_policy(RankPolicy::Priority)
             .priorities([(1, 9)]);
     }
     let mut node: Node = Node::new(config, HardState::default(), Instant::ZERO).unwrap();
@@ -166,10 +183,170 @@ fn elect_three() -> u64 {
     }
 }
 
-fn election_round(c: &mut Criterion) {
-    c.bench_function("cluster/three_node_election", |b| {
-        b.iter(|| black_box(elect_three()))
+fn election_in_memory(c: &mut Criterion) {
+    let mut g = c.benchmark_group("election_in_memory");
+    g.bench_function("3", |b| b.iter(|| black_box(elect_three())));
+    g.finish();
+}
+
+/// Real nodes `1..=n` (index `id - 1`) with one leader, instant delivery
+/// and synchronous disks; every buffer is reused.
+struct Cluster {
+    nodes: Vec<Node>,
+    leader: NodeId,
+    now: Instant,
+    /// Messages in flight: (from, sender's stamp, to, message).
+    queue: VecDeque<(NodeId, MembershipId, NodeId, Message)>,
+    out: Vec<Action>,
+}
+
+impl Cluster {
+    /// Elects a leader among the nodes `configs` makes (ids `1..=n`),
+    /// runs `then` on the network, and takes the nodes out of it.
+    fn elect(
+        configs: impl IntoIterator<Item = Config>,
+        then: impl FnOnce(&mut net::Net, NodeId),
+    ) -> Cluster {
+        let mut net = net::Net::default();
+        for config in configs {
+            net.start(config, HardState::default());
+        }
+        let mut leader = None;
+        for _ in 0..50 {
+            let until = net.now + Duration::from_millis(100);
+            net.run_until(until, |_, _| false);
+            leader = net.leader();
+            if leader.is_some() {
+                break;
+            }
+        }
+        let leader = leader.expect("a leader");
+        then(&mut net, leader);
+        assert_eq!(net.leader(), Some(leader), "the same leader");
+        let nodes: Vec<Node> = std::mem::take(&mut net.nodes).into_values().collect();
+        assert!(
+            nodes
+                .iter()
+                .enumerate()
+                .all(|(i, n)| n.id() == i as u64 + 1)
+        );
+        let mut cluster = Cluster {
+            nodes,
+            leader,
+            now: net.now,
+            queue: VecDeque::with_capacity(64),
+            out: Vec::with_capacity(64),
+        };
+        // Settle (standings, leases) before measuring.
+        for _ in 0..40 {
+            cluster.round();
+        }
+        cluster
+    }
+
+    /// Steps `id` with `input` and executes its actions: writes confirmed
+    /// at once, messages queued with the sender's membership stamp.
+    fn step(&mut self, id: NodeId, input: Input) {
+        let now = self.now;
+        let node = &mut self.nodes[id as usize - 1];
+        node.step_into(now, input, &mut self.out);
+        while let Some(action) = (!self.out.is_empty()).then(|| self.out.remove(0)) {
+            match action {
+                Action::Send { to, message } => {
+                    self.queue
+                        .push_back((id, node.membership_id(), to, message));
+                }
+                Action::Persist(s) => node.step_into(now, Input::Persisted(s), &mut self.out),
+                Action::Event(Event::PersistMembership(m)) => {
+                    node.step_into(now, Input::PersistedMembership(m.id()), &mut self.out);
+                }
+                Action::Event(_) => {}
+            }
+        }
+    }
+
+    /// One heartbeat round: the leader ticks at its next deadline, every
+    /// message is delivered until none is left (the followers' answers,
+    /// the leader taking them), and a follower whose deadline came ticks.
+    fn round(&mut self) {
+        let leader = self.leader;
+        let due = self.nodes[leader as usize - 1]
+            .next_deadline()
+            .expect("a deadline");
+        self.now = self.now.max(due);
+        self.step(leader, Input::Tick);
+        while let Some((from, stamp, to, message)) = self.queue.pop_front() {
+            self.step(
+                to,
+                Input::ReceiveStamped {
+                    from,
+                    stamp,
+                    message,
+                },
+            );
+        }
+        for id in 1..=self.nodes.len() as NodeId {
+            if id != leader
+                && self.nodes[id as usize - 1]
+                    .next_deadline()
+                    .is_some_and(|d| d <= self.now)
+            {
+                self.step(id, Input::Tick);
+            }
+        }
+    }
+}
+
+fn leader_heartbeat_round(c: &mut Criterion) {
+    let mut g = c.benchmark_group("leader_heartbeat_round");
+    // The side-by-side harness's configuration: defaults, seed = id.
+    let five = || (1..=5).map(|id| Config::new(id, 1..=5).rng_seed(id));
+    let mut plain = Cluster::elect(five(), |_, _| {});
+    g.bench_function("5", |b| b.iter(|| plain.round()));
+    // Strict fencing under the priority policy, node 1 ranked first: each
+    // round also computes the standings (sent every 10th round).
+    let ranked = five().map(|c| {
+        c.fencing(Fencing::Strict)
+            .rank_policy(RankPolicy::Priority)
+            .priorities([(1, 9), (2, 5), (3, 4), (4, 3), (5, 2)])
     });
+    let mut ranked = Cluster::elect(ranked, |_, _| {});
+    assert_eq!(ranked.leader, 1, "the best-ranked voter leads");
+    g.bench_function("5_strict_ranked", |b| b.iter(|| ranked.round()));
+    // Voters {1, 2, 3}, strict fencing; the leader added node 4 as a voter
+    // (a joint membership, then the final one, epoch 3).
+    let three_and_a_joiner = (1..=4).map(|id| {
+        let c = if id == 4 {
+            Config::new(4, []).join()
+        } else {
+            Config::new(id, [1, 2, 3])
+        };
+        c.fencing(Fencing::Strict).rng_seed(id)
+    });
+    let mut changed = Cluster::elect(three_and_a_joiner, |net, leader| {
+        let add = MembershipChange::AddVoter {
+            id: 4,
+            address: "n4".into(),
+        };
+        net.step(leader, Input::ChangeMembership(add));
+        let until = net.now + Duration::from_secs(5);
+        net.run_until(until, |_, _| false);
+        assert!(
+            net.events_of(leader)
+                .iter()
+                .any(|e| matches!(e, Event::MembershipChangeCompleted { .. })),
+            "the change completes"
+        );
+    });
+    assert_eq!(changed.nodes[0].membership().voters, vec![1, 2, 3, 4]);
+    g.bench_function("4_after_membership_change", |b| b.iter(|| changed.round()));
+    g.finish();
+    for cluster in [&plain, &ranked, &changed] {
+        assert_eq!(
+            cluster.nodes[cluster.leader as usize - 1].status().role,
+            Role::Leader
+        );
+    }
 }
 
 /// The per-datagram cost of authenticated frames (`adapters::auth`): two
@@ -346,10 +523,17 @@ mod auth {
 criterion_group!(
     benches,
     follower_heartbeat,
+    leader_heartbeat_round,
     leader_ack,
-    election_round,
+    election_in_memory,
     auth::frames
 );
 #[cfg(not(feature = "adapters"))]
-criterion_group!(benches, follower_heartbeat, leader_ack, election_round);
+criterion_group!(
+    benches,
+    follower_heartbeat,
+    leader_heartbeat_round,
+    leader_ack,
+    election_in_memory
+);
 criterion_main!(benches);
