@@ -100,18 +100,45 @@ impl VoterSet {
 
     /// Each voter set as (its bit, its quorum): one outside a joint phase,
     /// two during it.
+    #[inline]
     pub(crate) fn sets(&self) -> impl Iterator<Item = (u8, usize)> + '_ {
+        let joint = usize::from(self.outgoing_quorum > 0);
         [(INCOMING, self.quorum), (OUTGOING, self.outgoing_quorum)]
             .into_iter()
-            .filter(|&(_, q)| q > 0)
+            .take(1 + joint)
     }
 }
 
-/// The `k`-th largest of `values` (1-based), reordering them; `None` when
-/// there are fewer than `k` (or `k` is 0). With the leader's own value
-/// counted apart, `k = quorum − 1` gives the value a whole quorum reaches.
-pub(crate) fn kth_largest(values: &mut [u64], k: usize) -> Option<u64> {
-    values.sort_unstable_by(|a, b| b.cmp(a));
+/// The `k`-th largest of `values` (1-based); `None` when there are fewer
+/// than `k` (or `k` is 0). With the leader's own value counted apart,
+/// `k = quorum − 1` gives the value a whole quorum reaches. Sorts in a
+/// stack buffer when there are few values: this runs on acknowledgements
+/// and must not allocate.
+#[inline]
+pub(crate) fn kth_largest(values: impl IntoIterator<Item = u64>, k: usize) -> Option<u64> {
+    const STACK: usize = 8;
+    let mut buf = [0u64; STACK];
+    let mut n = 0;
+    let mut values = values.into_iter();
+    for v in values.by_ref() {
+        if n == STACK {
+            // A large voter set (rare): sort them all.
+            let mut all: Vec<u64> = buf.iter().copied().chain([v]).chain(values).collect();
+            all.sort_unstable_by(|a, b| b.cmp(a));
+            return all.get(k.checked_sub(1)?).copied();
+        }
+        buf[n] = v;
+        n += 1;
+    }
+    let values = &mut buf[..n];
+    // Insertion sort, largest first: a handful of values.
+    for i in 1..values.len() {
+        let mut j = i;
+        while j > 0 && values[j - 1] < values[j] {
+            values.swap(j - 1, j);
+            j -= 1;
+        }
+    }
     values.get(k.checked_sub(1)?).copied()
 }
 
@@ -261,12 +288,41 @@ mod tests {
 
     #[test]
     fn kth_largest_counts_from_the_top() {
-        let mut v = vec![3, 9, 1, 7];
-        assert_eq!(kth_largest(&mut v, 1), Some(9));
-        assert_eq!(kth_largest(&mut v, 2), Some(7));
-        assert_eq!(kth_largest(&mut v, 4), Some(1));
-        assert_eq!(kth_largest(&mut v, 5), None);
-        assert_eq!(kth_largest(&mut v, 0), None);
+        let v = [3, 9, 1, 7, 7];
+        assert_eq!(kth_largest(v, 1), Some(9));
+        assert_eq!(kth_largest(v, 2), Some(7));
+        assert_eq!(kth_largest(v, 3), Some(7));
+        assert_eq!(kth_largest(v, 4), Some(3));
+        assert_eq!(kth_largest(v, 5), Some(1));
+        assert_eq!(kth_largest(v, 6), None);
+        assert_eq!(kth_largest(v, 0), None);
+    }
+
+    /// The bounded top-k agrees with sorting, for any order and for `k`
+    /// beyond the stack buffer.
+    #[test]
+    fn kth_largest_agrees_with_sorting() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for n in 0..40usize {
+            let values: Vec<u64> = (0..n)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x % 50
+                })
+                .collect();
+            let mut sorted = values.clone();
+            sorted.sort_unstable_by(|a, b| b.cmp(a));
+            for k in 0..=n + 1 {
+                let expected = k.checked_sub(1).and_then(|i| sorted.get(i).copied());
+                assert_eq!(
+                    kth_largest(values.iter().copied(), k),
+                    expected,
+                    "{values:?} k={k}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -51,12 +51,18 @@ impl Instant {
 }
 
 /// Converts a duration to nanoseconds, saturating at `u64::MAX` (~584 years).
+#[inline]
 pub(crate) fn duration_nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+    // In u64 arithmetic (no 128-bit product): this runs on every step.
+    d.as_secs()
+        .checked_mul(1_000_000_000)
+        .and_then(|n| n.checked_add(u64::from(d.subsec_nanos())))
+        .unwrap_or(u64::MAX)
 }
 
 impl Add<Duration> for Instant {
     type Output = Instant;
+    #[inline]
     fn add(self, rhs: Duration) -> Instant {
         Instant(self.0.saturating_add(duration_nanos(rhs)))
     }

@@ -156,7 +156,7 @@ impl<P: LogPosition> Node<P> {
         };
         // Rule `rollback_abstains`: what this life has shown (counted when
         // decided, even if held: an undercount only hides a rollback).
-        self.term_sent = self.term_sent.max(self.term);
+        self.rollback.note_sent(self.term);
         if self.durable.covers(&needed) {
             out.push(Action::Send { to, message });
             return;
@@ -188,8 +188,8 @@ impl<P: LogPosition> Node<P> {
     pub(super) fn ack_heartbeat(&mut self, to: NodeId, seq: u64, out: &mut Vec<Action<P>>) {
         let kind = MessageKind::HeartbeatAck {
             seq,
-            position: self.position.clone(),
-            promise_nanos: self.timing.promise_nanos,
+            position: self.tracker.position().clone(),
+            promise_nanos: self.cfg.timing.promise_nanos,
             can_lead: self.mode_may_lead(),
         };
         self.reply(to, kind, out);
@@ -203,10 +203,11 @@ impl<P: LogPosition> Node<P> {
         make: impl Fn(P) -> MessageKind<P>,
         out: &mut Vec<Action<P>>,
     ) {
-        for i in 0..self.voters.len() {
-            let to = self.voters.ids()[i];
-            if to != self.id {
-                let kind = make(self.position.clone());
+        for i in 0..self.tracker.peers().len() {
+            let peer = &self.tracker.peers()[i];
+            if peer.is_voter() {
+                let to = peer.id();
+                let kind = make(self.tracker.position().clone());
                 self.send(to, msg_term, kind, needs_vote, out);
             }
         }
@@ -215,8 +216,8 @@ impl<P: LogPosition> Node<P> {
     /// Sends `kind` as leader of the current term to every peer, voters and
     /// observers.
     pub(super) fn send_to_peers(&mut self, kind: &MessageKind<P>, out: &mut Vec<Action<P>>) {
-        for i in 0..self.peers.len() {
-            let to = self.peers[i].id;
+        for i in 0..self.tracker.peers().len() {
+            let to = self.tracker.peers()[i].id();
             self.send_with_vote(to, kind.clone(), out);
         }
     }

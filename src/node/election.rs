@@ -1,10 +1,11 @@
 //! Terms, pre-vote, votes and candidacy (Raft §5.2, §5.4.1; thesis §9.6).
 
+#[cfg(feature = "sim")]
+use super::fingerprint::{Fnv, Relative};
 use alloc::vec::Vec;
 use core::cmp::Ordering;
 use core::time::Duration;
 
-use super::phase::{PreVoteRound, VoteRound};
 use super::{Ack, Action, Node, Phase};
 use crate::NodeId;
 use crate::config::Mode;
@@ -18,6 +19,72 @@ use crate::time::Instant;
 
 /// Why a (pre-)vote is refused: the rule that decides, and a reason.
 type Refusal = (Rule, &'static str);
+
+/// A pre-vote round.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) struct PreVoteRound {
+    /// The term proposed: the current term + 1.
+    proposed: u64,
+    /// When the round gives up.
+    deadline: Instant,
+}
+
+impl PreVoteRound {
+    pub(super) fn proposed(&self) -> u64 {
+        self.proposed
+    }
+
+    pub(super) fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    #[cfg(feature = "sim")]
+    pub(super) fn fingerprint(&self, rel: &Relative, h: &mut Fnv) {
+        use core::hash::Hash;
+        let PreVoteRound { proposed, deadline } = self;
+        (proposed, rel.expiry(*deadline)).hash(h);
+    }
+}
+
+/// A vote round in the current term.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) struct VoteRound {
+    /// When the round gives up.
+    deadline: Instant,
+    /// The split-vote shortcut is taken at most once per round.
+    split_handled: bool,
+    /// Started by `TimeoutNow`: voters skip stickiness.
+    transfer: bool,
+}
+
+impl VoteRound {
+    pub(super) fn new(deadline: Instant, transfer: bool) -> Self {
+        VoteRound {
+            deadline,
+            split_handled: false,
+            transfer,
+        }
+    }
+
+    pub(super) fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    pub(super) fn transfer(&self) -> bool {
+        self.transfer
+    }
+
+    #[cfg(feature = "sim")]
+    pub(super) fn fingerprint(&self, rel: &Relative, h: &mut Fnv) {
+        use core::hash::Hash;
+        let VoteRound {
+            deadline,
+            split_handled,
+            transfer,
+        } = self;
+        (rel.expiry(*deadline), split_handled, transfer).hash(h);
+    }
+}
 
 impl<P: LogPosition> Node<P> {
     /// Entry point for every peer message. Rules `members_only` (a sender
@@ -43,8 +110,52 @@ impl<P: LogPosition> Node<P> {
         if let Some(stamp) = stamp {
             self.check_stamp(from, stamp, out);
         }
+        let index = self.tracker.index_of(from);
+        // The common case first: a heartbeat of this term's known leader.
+        // It passes every check below (rule `members_only` lets the known
+        // leader through, it asks for no vote, its term is the current
+        // one, and a follower is no leader to count stamps); what applies
+        // is rule `rollback_seen_by_peers` (the term it shows) and the
+        // heartbeat rules. Taken here, a follower's heartbeat skips the
+        // dispatch.
+        if let MessageKind::Heartbeat { seq } = message.kind
+            && message.term == self.term
+            && self.leader == Some(from)
+        {
+            if let Some(i) = index {
+                self.tracker.peer_at_mut(i).note_term_shown(message.term, 0);
+            }
+            self.on_heartbeat(now, from, seq, out);
+            return;
+        }
         // An unstamped message stands for the bootstrap membership.
         let sender = stamp.unwrap_or_default();
+        // The other common case: an acknowledgement of this leader's round
+        // by a member. It too passes every check below (members and
+        // observers acknowledge, its term is the current one); what
+        // applies is rule `rollback_seen_by_peers`, the stamp this
+        // leadership records, and the acknowledgement rules.
+        if let (
+            MessageKind::HeartbeatAck {
+                seq,
+                promise_nanos,
+                can_lead,
+                ..
+            },
+            Some(i),
+        ) = (&message.kind, index)
+            && message.term == self.term
+            && self.phase.is_leader()
+        {
+            let ack = Ack::new(*seq, Duration::from_nanos(*promise_nanos), *can_lead);
+            self.tracker.peer_at_mut(i).note_term_shown(message.term, 0);
+            self.note_peer_stamp(i, sender);
+            let MessageKind::HeartbeatAck { position, .. } = message.kind else {
+                return;
+            };
+            self.on_heartbeat_ack(now, from, index, ack, position, out);
+            return;
+        }
         // Rule `members_only`, with two exceptions that move no term by
         // themselves being accepted: a leader's membership (a lagging or
         // joining node learns of members added since), and the known
@@ -53,17 +164,17 @@ impl<P: LogPosition> Node<P> {
         let update = matches!(message.kind, MessageKind::MembershipUpdate { .. });
         let known_leader = (self.leader == Some(from) && message.term == self.term)
             || self.removed_leader(stamp, &message.kind);
-        if !update && !known_leader && !self.is_member(from) {
+        if !update && !known_leader && index.is_none() {
             slog::debug!(self.log, "message from a non-member ignored";
                 "rule" => Rule::MembersOnly, "term" => self.term, "from" => from);
-            if self.phase.is_leader() && self.membership_id.is_newer_than(&sender) {
+            if self.phase.is_leader() && self.membership_id().is_newer_than(&sender) {
                 // A removed node learns that it was removed.
                 self.send_membership(from, out);
             }
             self.answer_newer_candidate(from, sender, &message, out);
             return;
         }
-        if self.check_term_shown(now, from, sender, &message, out) {
+        if self.check_term_shown(now, from, index, sender, &message, out) {
             return;
         }
         // Only voters ask for votes, answer them, lead or hand over.
@@ -71,7 +182,7 @@ impl<P: LogPosition> Node<P> {
             message.kind,
             MessageKind::HeartbeatResponse { .. } | MessageKind::HeartbeatAck { .. }
         );
-        if voter_only && !update && !known_leader && !self.voters.contains(from) {
+        if voter_only && !update && !known_leader && !self.tracker.is_voter_id(from) {
             slog::debug!(self.log, "election message from a non-voter ignored";
                 "rule" => Rule::VotersOnly, "term" => self.term, "from" => from);
             self.answer_newer_candidate(from, sender, &message, out);
@@ -86,8 +197,8 @@ impl<P: LogPosition> Node<P> {
                 "from" => from, "message_term" => message.term);
             return;
         }
-        if message.term == self.term && self.phase.is_leader() {
-            self.note_peer_stamp(from, sender);
+        if let Some(i) = index.filter(|_| message.term == self.term && self.phase.is_leader()) {
+            self.note_peer_stamp(i, sender);
         }
         let refused = matches!(
             message.kind,
@@ -118,9 +229,10 @@ impl<P: LogPosition> Node<P> {
         matches!(
             kind,
             MessageKind::Heartbeat { .. } | MessageKind::TimeoutNow
-        ) && self.membership_id.epoch > 0
-            && stamp
-                .is_some_and(|s| s == self.membership_id || s.is_newer_than(&self.membership_id))
+        ) && self.membership_id().epoch > 0
+            && stamp.is_some_and(|s| {
+                s == self.membership_id() || s.is_newer_than(&self.membership_id())
+            })
     }
 
     /// Rules `members_only` and `voters_only`, answered: a (pre-)vote
@@ -168,7 +280,7 @@ impl<P: LogPosition> Node<P> {
             "from" => from, "message_term" => message.term);
         match message.kind {
             MessageKind::Heartbeat { .. } => {
-                let position = self.position.clone();
+                let position = self.tracker.position().clone();
                 self.reply(
                     from,
                     MessageKind::HeartbeatResponse { seq: 0, position },
@@ -278,7 +390,8 @@ impl<P: LogPosition> Node<P> {
             } => {
                 let promise = Duration::from_nanos(promise_nanos);
                 let ack = Ack::new(seq, promise, can_lead);
-                self.on_heartbeat_ack(now, from, ack, position, out);
+                let index = self.tracker.index_of(from);
+                self.on_heartbeat_ack(now, from, index, ack, position, out);
             }
             // The older acknowledgement states no promise, so it backs no
             // strict lease: an older node also sent it in answer to stale
@@ -286,7 +399,8 @@ impl<P: LogPosition> Node<P> {
             // names no round.
             MessageKind::HeartbeatResponse { seq, position } if seq > 0 => {
                 let ack = Ack::new(seq, Duration::ZERO, true);
-                self.on_heartbeat_ack(now, from, ack, position, out);
+                let index = self.tracker.index_of(from);
+                self.on_heartbeat_ack(now, from, index, ack, position, out);
             }
             MessageKind::HeartbeatResponse { .. } => {}
             MessageKind::Resign => self.on_resign(now, from, out),
@@ -310,17 +424,18 @@ impl<P: LogPosition> Node<P> {
         let old_term = self.term;
         // A transfer that already sent TimeoutNow expects this term change;
         // any other transfer is aborted by it.
-        let handed_over = self.transfer.is_some_and(|t| t.timeout_now_sent);
+        let handed_over = self.handover.handed_over();
         if !handed_over {
             self.fail_transfer(TransferFailure::TermChanged, out);
         }
         self.term = term;
         self.vote = None;
-        self.newest_round = 0;
+        self.gates.new_term();
+        let change = self.take_change();
         let was_leader = core::mem::replace(&mut self.phase, Phase::Follower).is_leader();
         self.drop_stale_held();
         if was_leader {
-            self.fail_change_on_step_down(out);
+            self.fail_change_on_step_down(change, out);
             let reason = if handed_over {
                 StepDownReason::Transferred
             } else {
@@ -351,17 +466,17 @@ impl<P: LogPosition> Node<P> {
     /// Whether the mode and voter status allow campaigning at all right now
     /// (a promotion counts).
     pub(super) fn may_ever_campaign(&self) -> bool {
-        self.self_index.is_some()
-            && self.membership.rank_allows_leading(self.id)
-            && (self.mode == Mode::Candidate
-                || (self.mode == Mode::Manual && self.promotion.is_some()))
+        self.tracker.is_voter()
+            && self.membership().rank_allows_leading(self.id)
+            && (self.cfg.mode == Mode::Candidate
+                || (self.cfg.mode == Mode::Manual && self.handover.is_promoted()))
     }
 
     /// Whether a new campaign may start now (every gate open).
     fn may_campaign(&self, now: Instant) -> bool {
         self.may_ever_campaign()
             && self.leader.is_none()
-            && now >= self.gates.no_campaign_before
+            && now >= self.gates.no_campaign_before()
             && !self.promise_active(now)
     }
 
@@ -372,7 +487,7 @@ impl<P: LogPosition> Node<P> {
         slog::info!(self.log, "election round timed out";
             "rule" => Rule::ElectionTimeout, "term" => self.term,
             "role" => ?self.phase.role());
-        if self.promotion.is_some() {
+        if self.handover.is_promoted() {
             // A promotion is one campaign; never retried in a loop
             // (Tarantool dd89c57e78).
             self.abandon_round(now);
@@ -387,28 +502,29 @@ impl<P: LogPosition> Node<P> {
     /// Back to follower; the next own attempt waits a randomized round.
     pub(super) fn abandon_round(&mut self, now: Instant) {
         self.phase = Phase::Follower;
-        self.gates.campaign_at = now + self.round_length();
+        self.gates.campaign_after_round(now);
     }
 
     /// Rule `pre_vote` (thesis §9.6): ask for term + 1 without changing
     /// anyone's term or vote. A pre-candidate forgets its leader (etcd #9586).
     pub(super) fn start_pre_vote(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
-        if !self.pre_vote {
+        if !self.cfg.pre_vote {
             self.start_campaign(now, false, out);
             return;
         }
-        let Some(me) = self.self_index else { return };
+        if !self.tracker.is_voter() {
+            return;
+        }
         let Some(proposed) = self.term_space_left(now) else {
             return;
         };
         self.set_leader(None, out);
-        let deadline = now + self.round_length();
+        let deadline = now + self.gates.round_length();
         self.phase = Phase::PreVoting(PreVoteRound { proposed, deadline });
-        self.tally.reset();
-        self.tally.record(me, true);
+        self.tracker.start_round();
         slog::info!(self.log, "start pre-vote";
             "rule" => Rule::PreVote, "term" => self.term, "proposed" => proposed);
-        if self.tally.outcome(&self.voters) == Outcome::Won {
+        if self.tracker.outcome() == Outcome::Won {
             self.start_campaign(now, false, out);
             return;
         }
@@ -429,7 +545,7 @@ impl<P: LogPosition> Node<P> {
         transfer: bool,
         out: &mut Vec<Action<P>>,
     ) {
-        if self.self_index.is_none() {
+        if !self.tracker.is_voter() {
             return;
         }
         let Some(term) = self.term_space_left(now) else {
@@ -437,7 +553,7 @@ impl<P: LogPosition> Node<P> {
         };
         self.term = term;
         self.vote = Some(self.id);
-        self.newest_round = 0;
+        self.gates.new_term();
         self.phase = Phase::AwaitingSelfVote { transfer };
         self.drop_stale_held();
         self.set_leader(None, out);
@@ -470,19 +586,16 @@ impl<P: LogPosition> Node<P> {
         transfer: bool,
         out: &mut Vec<Action<P>>,
     ) {
-        let Some(me) = self.self_index else { return };
-        let deadline = now + self.round_length();
-        self.phase = Phase::Candidate(VoteRound {
-            deadline,
-            split_handled: false,
-            transfer,
-        });
-        self.tally.reset();
-        self.tally.record(me, true);
+        if !self.tracker.is_voter() {
+            return;
+        }
+        let deadline = now + self.gates.round_length();
+        self.phase = Phase::Candidate(VoteRound::new(deadline, transfer));
+        self.tracker.start_round();
         slog::info!(self.log, "enter candidate state with 1 self vote";
             "rule" => Rule::SelfVoteDurableBeforeCandidacy, "term" => self.term);
         self.emit(Event::CampaignStarted { term: self.term }, out);
-        if self.tally.outcome(&self.voters) == Outcome::Won {
+        if self.tracker.outcome() == Outcome::Won {
             self.become_leader(now, out);
             return;
         }
@@ -525,7 +638,7 @@ impl<P: LogPosition> Node<P> {
                 Rule::MembershipUpToDate,
                 "the candidate's membership was made in the term it asks for, or later",
             ))
-        } else if self.mode == Mode::Off || self.self_index.is_none() {
+        } else if self.cfg.mode == Mode::Off || !self.tracker.is_voter() {
             Some((
                 Rule::VotersOnly,
                 "this node does not vote (mode off or observer)",
@@ -540,7 +653,7 @@ impl<P: LogPosition> Node<P> {
                 Rule::MembershipUpToDate,
                 "the candidate's membership is older than this node's",
             ))
-        } else if !position.is_at_least(&self.position) {
+        } else if !position.is_at_least(self.tracker.position()) {
             Some((
                 Rule::LogUpToDate,
                 "the candidate's log position is behind this node's",
@@ -579,14 +692,13 @@ impl<P: LogPosition> Node<P> {
             self.share_newer_membership(from, candidate, out);
             return;
         }
-        let conceded = self.conceded_for >= proposed;
-        let dueling = matches!(self.phase, Phase::PreVoting(r) if r.proposed == proposed);
+        let conceded = self.gates.conceded(proposed);
+        let dueling = matches!(self.phase, Phase::PreVoting(r) if r.proposed() == proposed);
         if dueling && !self.settle_duel(now, from, candidate, proposed, position, conceded, out) {
             return;
         }
         if !conceded && self.phase.is_follower() {
-            self.conceded_for = proposed;
-            self.gates.defer_campaign(now + self.timing.election);
+            self.gates.concede(now, proposed);
         } else if conceded && !dueling {
             slog::info!(self.log, "already conceded this term: grant without deferring";
                 "rule" => Rule::PreVoteDefersOnce, "term" => self.term, "from" => from,
@@ -678,20 +790,20 @@ impl<P: LogPosition> Node<P> {
     /// rule `rank_orders_campaigns`). Both sides evaluate the same order, so exactly one
     /// yields and the other can win without a split vote.
     fn outranks(&self, other: NodeId, other_membership: MembershipId, other_position: &P) -> bool {
-        if other_membership.is_newer_than(&self.membership_id) {
+        if other_membership.is_newer_than(&self.membership_id()) {
             return false;
         }
-        if self.membership_id.is_newer_than(&other_membership) {
+        if self.membership_id().is_newer_than(&other_membership) {
             return true;
         }
-        let mine_newer = !other_position.is_at_least(&self.position);
-        let theirs_newer = !self.position.is_at_least(other_position);
+        let mine_newer = !other_position.is_at_least(self.tracker.position());
+        let theirs_newer = !self.tracker.position().is_at_least(other_position);
         match (mine_newer, theirs_newer) {
             (true, false) => true,
             (false, true) => false,
             // Equal (or incomparable, which the log check already refused):
             // the better rank (unranked: the lower id).
-            _ => self.membership.rank_of(self.id) > self.membership.rank_of(other),
+            _ => self.membership().rank_of(self.id) > self.membership().rank_of(other),
         }
     }
 
@@ -705,19 +817,16 @@ impl<P: LogPosition> Node<P> {
         granted: bool,
         out: &mut Vec<Action<P>>,
     ) {
-        if !matches!(self.phase, Phase::PreVoting(r) if r.proposed == proposed) {
+        if !matches!(self.phase, Phase::PreVoting(r) if r.proposed() == proposed) {
             return;
         }
-        let Some(index) = self.voters.index_of(from) else {
+        let Some(outcome) = self.tracker.record_vote(from, granted) else {
             return;
         };
-        if !self.tally.record(index, granted) {
-            return;
-        }
-        match self.tally.outcome(&self.voters) {
+        match outcome {
             Outcome::Won => {
                 slog::info!(self.log, "pre-vote won"; "rule" => Rule::PreVote,
-                    "term" => self.term, "granted" => self.tally.granted());
+                    "term" => self.term, "granted" => self.tracker.granted());
                 self.start_campaign(now, false, out);
             }
             Outcome::Lost => {
@@ -772,7 +881,7 @@ impl<P: LogPosition> Node<P> {
             self.phase = Phase::Follower;
             self.end_promotion(Some(PromoteFailure::OtherLeader { leader: None }), out);
         }
-        self.gates.campaign_at = now + self.round_length();
+        self.gates.campaign_after_round(now);
         self.send_with_vote(from, MessageKind::VoteResponse { granted: true }, out);
     }
 
@@ -790,20 +899,17 @@ impl<P: LogPosition> Node<P> {
         if !matches!(self.phase, Phase::Candidate(_)) {
             return;
         }
-        let Some(index) = self.voters.index_of(from) else {
+        let Some(outcome) = self.tracker.record_vote(from, granted) else {
             return;
         };
-        if !self.tally.record(index, granted) {
-            return;
-        }
-        match self.tally.outcome(&self.voters) {
+        match outcome {
             Outcome::Won => {
                 slog::info!(self.log, "quorum of votes"; "rule" => Rule::QuorumWins,
-                    "term" => self.term, "votes" => self.tally.granted(),
-                    "quorum" => self.voters.quorum());
+                    "term" => self.term, "votes" => self.tracker.granted(),
+                    "quorum" => self.tracker.quorum());
                 self.become_leader(now, out);
             }
-            Outcome::Lost if self.promotion.is_some() => {
+            Outcome::Lost if self.handover.is_promoted() => {
                 slog::info!(self.log, "promotion lost the vote"; "rule" => Rule::SplitVoteEndsRound,
                     "term" => self.term);
                 self.abandon_round(now);
@@ -820,13 +926,14 @@ impl<P: LogPosition> Node<P> {
         if !matches!(self.phase, Phase::Candidate(r) if !r.split_handled) {
             return;
         }
-        let retry = now + self.jitter.up_to(self.timing.jitter);
+        let retry = now + self.gates.short_delay();
         let Phase::Candidate(round) = &mut self.phase else {
             return;
         };
         round.split_handled = true;
         round.deadline = round.deadline.min(retry);
+        let retry_at = round.deadline;
         slog::info!(self.log, "split vote is discovered"; "rule" => Rule::SplitVoteEndsRound,
-            "term" => self.term, "retry_at" => %round.deadline);
+            "term" => self.term, "retry_at" => %retry_at);
     }
 }

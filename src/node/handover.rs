@@ -1,9 +1,11 @@
 //! Promote, demote, leadership transfer and TimeoutNow.
 
+#[cfg(feature = "sim")]
+use super::fingerprint::{Fnv, Relative};
 use alloc::vec::Vec;
 
-use super::phase::VoteRound;
-use super::{Action, Node, Phase, Transfer};
+use super::election::VoteRound;
+use super::{Action, Node, Phase};
 use crate::NodeId;
 use crate::config::Fencing;
 use crate::config::Mode;
@@ -12,6 +14,83 @@ use crate::position::LogPosition;
 use crate::rule::Rule;
 use crate::status::{Event, PromoteFailure, StepDownReason, TransferFailure};
 use crate::time::Instant;
+
+/// A leadership transfer in progress.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Transfer {
+    to: NodeId,
+    /// One election timeout after it started.
+    deadline: Instant,
+    /// Whether `TimeoutNow` went out (the lease is then gone for the term).
+    timeout_now_sent: bool,
+}
+
+/// A promotion (one campaign) and a transfer in progress. A transfer is
+/// started by a leader and outlives its leadership once `TimeoutNow` went
+/// out, until the target is seen leading (or it times out); a promotion
+/// ends when the node leads or its one campaign fails.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub(super) struct Handover {
+    /// A promotion in progress: when it gives up.
+    promotion: Option<Instant>,
+    transfer: Option<Transfer>,
+}
+
+impl Handover {
+    pub(super) fn promotion(&self) -> Option<Instant> {
+        self.promotion
+    }
+
+    pub(super) fn is_promoted(&self) -> bool {
+        self.promotion.is_some()
+    }
+
+    /// The voter leadership is being handed to, if a transfer runs.
+    pub(super) fn transfer(&self) -> Option<NodeId> {
+        self.transfer.map(|t| t.to)
+    }
+
+    pub(super) fn transfer_deadline(&self) -> Option<Instant> {
+        self.transfer.map(|t| t.deadline)
+    }
+
+    /// Whether a transfer waits for `to` to catch up (no `TimeoutNow` yet).
+    pub(super) fn transfer_waits_for(&self, to: NodeId) -> bool {
+        self.transfer
+            .is_some_and(|t| t.to == to && !t.timeout_now_sent)
+    }
+
+    /// Whether a running transfer already sent `TimeoutNow`.
+    pub(super) fn handed_over(&self) -> bool {
+        self.transfer.is_some_and(|t| t.timeout_now_sent)
+    }
+
+    /// This node leads: neither a promotion nor an earlier transfer runs.
+    pub(super) fn leading(&mut self) {
+        self.promotion = None;
+        self.transfer = None;
+    }
+
+    /// The state as the model checker sees it (see `fingerprint.rs`).
+    #[cfg(feature = "sim")]
+    pub(super) fn fingerprint(&self, rel: &Relative, h: &mut Fnv) {
+        use core::hash::Hash;
+        let Handover {
+            promotion,
+            transfer,
+        } = self;
+        promotion.map(|p| rel.expiry(p)).hash(h);
+        transfer.is_some().hash(h);
+        if let Some(Transfer {
+            to,
+            deadline,
+            timeout_now_sent,
+        }) = transfer
+        {
+            (to, rel.expiry(*deadline), timeout_now_sent).hash(h);
+        }
+    }
+}
 
 impl<P: LogPosition> Node<P> {
     /// Rule `promote_one_campaign` (Tarantool box.ctl.promote): in `Manual`
@@ -25,7 +104,7 @@ impl<P: LogPosition> Node<P> {
     pub(super) fn on_promote(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
         if !self.may_lead_if_asked() {
             slog::info!(self.log, "promote refused: mode or observer status forbids campaigning";
-                "rule" => Rule::PromoteOneCampaign, "term" => self.term, "mode" => ?self.mode);
+                "rule" => Rule::PromoteOneCampaign, "term" => self.term, "mode" => ?self.cfg.mode);
             self.emit(
                 Event::PromoteFailed {
                     reason: PromoteFailure::NotAllowed,
@@ -45,17 +124,17 @@ impl<P: LogPosition> Node<P> {
                 // (no term inflation), with its own deadline: its outcome
                 // is reported within one election timeout from now. A
                 // promotion already running keeps its deadline and round.
-                if self.promotion.is_none() {
+                if self.handover.promotion.is_none() {
                     slog::info!(self.log, "promoted: the running campaign counts, in a fresh round";
                         "rule" => Rule::PromoteOneCampaign, "term" => self.term);
-                    self.promotion = Some(now + self.timing.election);
+                    self.handover.promotion = Some(now + self.cfg.timing.election);
                     self.refresh_round(now, out);
                 }
                 return;
             }
             Phase::Follower => {}
         }
-        if self.fencing == Fencing::Strict && self.promise_active(now) {
+        if self.cfg.fencing == Fencing::Strict && self.promise_active(now) {
             slog::info!(self.log, "promote refused: a leader may still be alive";
                 "rule" => Rule::PromoteOneCampaign, "term" => self.term, "leader" => ?self.leader);
             let leader = self.leader;
@@ -69,7 +148,7 @@ impl<P: LogPosition> Node<P> {
         }
         slog::info!(self.log, "promoted: campaign for one term";
             "rule" => Rule::PromoteOneCampaign, "term" => self.term);
-        self.promotion = Some(now + self.timing.election);
+        self.handover.promotion = Some(now + self.cfg.timing.election);
         self.start_pre_vote(now, out);
     }
 
@@ -87,16 +166,12 @@ impl<P: LogPosition> Node<P> {
         match self.phase {
             Phase::PreVoting(_) => self.start_pre_vote(now, out),
             Phase::Candidate(round) => {
-                let deadline = now + self.round_length();
-                self.phase = Phase::Candidate(VoteRound {
-                    deadline,
-                    split_handled: false,
-                    ..round
-                });
-                self.tally.forget_refusals();
+                let deadline = now + self.gates.round_length();
+                self.phase = Phase::Candidate(VoteRound::new(deadline, round.transfer()));
+                self.tracker.forget_refusals();
                 slog::info!(self.log, "vote requests sent again for the promotion";
                     "rule" => Rule::PromoteOneCampaign, "term" => self.term);
-                self.request_votes(round.transfer, out);
+                self.request_votes(round.transfer(), out);
             }
             _ => {}
         }
@@ -105,15 +180,15 @@ impl<P: LogPosition> Node<P> {
     /// Whether this node campaigns when asked to (Promote, TimeoutNow): a
     /// voter in mode `Candidate` or `Manual`.
     pub(super) fn may_lead_if_asked(&self) -> bool {
-        self.self_index.is_some() && self.mode_may_lead()
+        self.tracker.is_voter() && self.mode_may_lead()
     }
 
     /// Whether this node's mode lets it lead, voter or not (what its
     /// acknowledgements tell the leader: an observer about to be promoted
     /// counts as a possible leader).
     pub(super) fn mode_may_lead(&self) -> bool {
-        matches!(self.mode, Mode::Candidate | Mode::Manual)
-            && self.membership.rank_allows_leading(self.id)
+        matches!(self.cfg.mode, Mode::Candidate | Mode::Manual)
+            && self.membership().rank_allows_leading(self.id)
     }
 
     /// Rule `promote_one_campaign`: ends a promotion, reporting `failure`
@@ -123,7 +198,7 @@ impl<P: LogPosition> Node<P> {
         failure: Option<PromoteFailure>,
         out: &mut Vec<Action<P>>,
     ) {
-        if self.promotion.take().is_none() {
+        if self.handover.promotion.take().is_none() {
             return;
         }
         if let Some(reason) = failure {
@@ -138,7 +213,7 @@ impl<P: LogPosition> Node<P> {
     /// death timeout, so another node takes over. On a (pre-)candidate it
     /// cancels the campaign; on any node it starts the same embargo.
     pub(super) fn on_demote(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
-        self.gates.no_campaign_before = now + self.timing.death;
+        self.gates.demote(now);
         match self.phase {
             Phase::Leader(_) => {
                 // `step_down` fails a running transfer (`SteppedDown`).
@@ -154,14 +229,13 @@ impl<P: LogPosition> Node<P> {
             Phase::Follower => {
                 slog::info!(self.log, "demote on a follower: no campaign for a death timeout";
                     "rule" => Rule::DemoteMovesLeadership, "term" => self.term);
-                if let Some(leader) = self.leader.filter(|_| self.membership.rank.is_ranked()) {
+                if let Some(leader) = self.leader.filter(|_| self.membership().rank.is_ranked()) {
                     // A ranked leader must not hand leadership back to it
                     // within the embargo.
                     self.send_hand_back_ready(leader, out);
                 }
             }
         }
-        self.gates.defer_campaign(self.gates.no_campaign_before);
     }
 
     /// Rule `timeout_now_campaigns`: the leader of this term hands over; a
@@ -175,7 +249,7 @@ impl<P: LogPosition> Node<P> {
         }
         slog::info!(self.log, "leadership handed over: campaign now"; "rule" => Rule::TimeoutNowCampaigns,
             "term" => self.term, "from" => from);
-        self.rank.handed_campaign = true;
+        self.rank.note_handed_campaign();
         self.start_campaign(now, true, out);
     }
 
@@ -195,13 +269,13 @@ impl<P: LogPosition> Node<P> {
             Some(TransferFailure::NotLeader)
         } else if to == self.id {
             Some(TransferFailure::TargetIsSelf)
-        } else if !self.voters.contains(to) {
+        } else if !self.tracker.is_voter_id(to) {
             Some(TransferFailure::NotAVoter)
-        } else if !self.membership.rank_allows_leading(to)
+        } else if !self.membership().rank_allows_leading(to)
             || self
-                .peers
-                .iter()
-                .any(|p| p.id == to && p.can_lead == Some(false))
+                .tracker
+                .peer(to)
+                .is_some_and(|p| p.can_lead() == Some(false))
         {
             // Its last acknowledgement said it never campaigns (mode Voter
             // or Off): TimeoutNow would be ignored and the lease lost.
@@ -215,7 +289,7 @@ impl<P: LogPosition> Node<P> {
             self.emit(Event::TransferFailed { to, reason }, out);
             return;
         }
-        if let Some(current) = self.transfer {
+        if let Some(current) = self.handover.transfer {
             if current.to == to {
                 // Same target again: does not extend the deadline (etcd).
                 return;
@@ -225,11 +299,12 @@ impl<P: LogPosition> Node<P> {
         slog::info!(self.log, "transfer leadership: lease given up"; "rule" => Rule::TransferLeadership,
             "term" => self.term, "to" => to);
         if let Some(l) = self.phase.leadership_mut() {
-            l.drop_lease();
+            l.fence_mut().drop_lease();
         }
-        self.transfer = Some(Transfer {
+        self.tracker.drop_lease();
+        self.handover.transfer = Some(Transfer {
             to,
-            deadline: now + self.timing.election,
+            deadline: now + self.cfg.timing.election,
             timeout_now_sent: false,
         });
         self.maybe_send_timeout_now(to, out);
@@ -240,28 +315,27 @@ impl<P: LogPosition> Node<P> {
     /// the rest of the term (the target's voters may skip stickiness).
     pub(super) fn maybe_send_timeout_now(&mut self, from: NodeId, out: &mut Vec<Action<P>>) {
         let Some(transfer) = self
+            .handover
             .transfer
             .filter(|t| t.to == from && !t.timeout_now_sent)
         else {
             return;
         };
-        let Some(l) = self.phase.leadership_mut() else {
+        let caught_up = self
+            .tracker
+            .peer(transfer.to)
+            .and_then(|p| p.position())
+            .is_some_and(|pos| pos.is_at_least(self.tracker.position()));
+        let Some(l) = self.phase.leadership_mut().filter(|_| caught_up) else {
             return;
         };
-        let target = self.peers.iter().position(|p| p.id == transfer.to);
-        let caught_up = target
-            .and_then(|i| l.acks[i].position.as_ref())
-            .is_some_and(|pos| pos.is_at_least(&self.position));
-        if !caught_up {
-            return;
-        }
         // From here on the target's voters may skip stickiness: no lease
         // for the rest of this term.
-        l.lease_forfeited = true;
-        l.drop_lease();
+        l.fence_mut().forfeit();
+        self.tracker.drop_lease();
         slog::info!(self.log, "target caught up: TimeoutNow"; "rule" => Rule::TransferLeadership,
             "term" => self.term, "to" => transfer.to);
-        self.transfer = Some(Transfer {
+        self.handover.transfer = Some(Transfer {
             timeout_now_sent: true,
             ..transfer
         });
@@ -272,17 +346,17 @@ impl<P: LogPosition> Node<P> {
     /// leader that already stepped down for it and waits to see the target
     /// lead.
     pub(super) fn transfer_timed_out(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
-        let Some(transfer) = self.transfer else {
+        let Some(transfer) = self.handover.transfer else {
             return;
         };
         self.fail_transfer(TransferFailure::TimedOut, out);
-        let fencing = self.fencing;
+        let fencing = self.cfg.fencing;
         let Some(l) = self.phase.leadership_mut() else {
             return;
         };
         // `lease_forfeited` also covers a transfer that replaced one whose
         // TimeoutNow already went out: this term's lease is gone either way.
-        if transfer.timeout_now_sent || l.lease_forfeited {
+        if transfer.timeout_now_sent || l.fence().forfeited() {
             if fencing == Fencing::Strict {
                 // No lease can be regained this term: leading on without
                 // one is pointless under strict fencing.
@@ -291,15 +365,15 @@ impl<P: LogPosition> Node<P> {
         } else {
             // Only rounds sent from now on may restore the lease: rounds
             // acknowledged during the transfer do not (issue 8, defect 7).
-            l.lease_floor = now;
-            l.drop_lease();
+            l.fence_mut().restart_lease(now);
+            self.tracker.drop_lease();
         }
     }
 
     /// Rule `transfer_leadership`: ends a running transfer with `reason`
     /// (one `TransferFailed` per transfer).
     pub(super) fn fail_transfer(&mut self, reason: TransferFailure, out: &mut Vec<Action<P>>) {
-        if let Some(t) = self.transfer.take() {
+        if let Some(t) = self.handover.transfer.take() {
             slog::info!(self.log, "transfer failed"; "rule" => Rule::TransferLeadership,
                 "term" => self.term, "to" => t.to, "reason" => ?reason);
             self.emit(Event::TransferFailed { to: t.to, reason }, out);
@@ -311,9 +385,9 @@ impl<P: LogPosition> Node<P> {
     /// handed-over transfer was pending; it completed if the leader is the
     /// target, and failed otherwise.
     pub(super) fn transfer_saw_leader(&mut self, leader: NodeId, out: &mut Vec<Action<P>>) {
-        match self.transfer {
+        match self.handover.transfer {
             Some(t) if !self.phase.is_leader() && t.to == leader => {
-                self.transfer = None;
+                self.handover.transfer = None;
                 slog::info!(self.log, "transfer completed"; "rule" => Rule::TransferLeadership,
                     "term" => self.term, "to" => leader);
                 self.emit(Event::TransferCompleted { to: leader }, out);

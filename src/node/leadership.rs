@@ -1,10 +1,15 @@
 //! Following a leader, leading, heartbeats, acknowledgements and stepping
-//! down.
+//! down. [`Leadership`] is everything a leader keeps, built in one place
+//! when it wins and dropped when it steps down.
 
+#[cfg(feature = "sim")]
+use super::fingerprint::{Fnv, Relative};
 use alloc::vec::Vec;
 use core::time::Duration;
 
-use super::phase::Leadership;
+use super::lease::LeaderFence;
+use super::membership::Change;
+use super::rank::RankLeading;
 use super::{Ack, Action, Node, Phase};
 use crate::NodeId;
 use crate::fence::FencingToken;
@@ -13,6 +18,148 @@ use crate::position::LogPosition;
 use crate::rule::Rule;
 use crate::status::{Event, PromoteFailure, StepDownReason, TransferFailure};
 use crate::time::Instant;
+
+/// Everything a leader keeps, built in one place ([`Leadership::new`])
+/// when it wins and dropped when it steps down. The acknowledgements of
+/// this leadership live with the peers in the tracker, cleared when it
+/// starts.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Leadership<P> {
+    /// When this leadership began.
+    since: Instant,
+    /// When the next heartbeat round goes out.
+    next_heartbeat: Instant,
+    /// The newest round sent; rounds are numbered from 1 in each
+    /// leadership (0 names no round; rule `acks_name_their_round`).
+    seq: u64,
+    /// Send times of recent heartbeat rounds, indexed by `seq % len`.
+    rounds: Vec<(u64, Instant)>,
+    /// The fencing anchors and the lease (lease.rs).
+    fence: LeaderFence,
+    /// A peer's message showed a membership newer than this leader's, made
+    /// in an earlier term (see `Node::inherited_membership`). Kept here,
+    /// set as stamps arrive, so the check on every acknowledgement reads
+    /// one flag instead of every peer's stamp.
+    newer_stamp_seen: bool,
+    /// The membership change this leader is making (membership.rs).
+    change: Option<Change>,
+    /// The standings sent and the hand-back watch (rank.rs).
+    rank: RankLeading<P>,
+}
+
+impl<P> Leadership<P> {
+    /// A leadership won at `now`: no round sent, no acknowledgement heard,
+    /// no lease; the strict step-down deadline is one lease away (the
+    /// promises of the votes that elected it).
+    pub(super) fn new(now: Instant, lease: Duration, round_slots: usize) -> Self {
+        Leadership {
+            since: now,
+            next_heartbeat: now,
+            seq: 0,
+            rounds: alloc::vec![(0, Instant::ZERO); round_slots],
+            fence: LeaderFence::new(now, lease),
+            newer_stamp_seen: false,
+            change: None,
+            rank: RankLeading::default(),
+        }
+    }
+
+    pub(super) fn since(&self) -> Instant {
+        self.since
+    }
+
+    pub(super) fn next_heartbeat(&self) -> Instant {
+        self.next_heartbeat
+    }
+
+    /// Brings the next round forward to no later than `at`.
+    pub(super) fn heartbeat_by(&mut self, at: Instant) {
+        self.next_heartbeat = self.next_heartbeat.min(at);
+    }
+
+    /// The newest round sent (0: none yet).
+    pub(super) fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// Records the send time of the next round and returns its number.
+    fn start_round(&mut self, now: Instant) -> u64 {
+        self.seq += 1;
+        let len = self.rounds.len() as u64;
+        self.rounds[(self.seq % len) as usize] = (self.seq, now);
+        self.seq
+    }
+
+    /// When round `seq` of this leadership was sent, if it is recent enough
+    /// to matter (older rounds cannot back a lease that has not expired).
+    pub(super) fn round_sent(&self, seq: u64) -> Option<Instant> {
+        let len = self.rounds.len() as u64;
+        let (s, at) = self.rounds[(seq % len) as usize];
+        (s == seq && seq > 0).then_some(at)
+    }
+
+    pub(super) fn fence(&self) -> &LeaderFence {
+        &self.fence
+    }
+
+    pub(super) fn fence_mut(&mut self) -> &mut LeaderFence {
+        &mut self.fence
+    }
+
+    pub(super) fn newer_stamp_seen(&self) -> bool {
+        self.newer_stamp_seen
+    }
+
+    pub(super) fn note_newer_stamp(&mut self) {
+        self.newer_stamp_seen = true;
+    }
+
+    pub(super) fn change(&self) -> Option<&Change> {
+        self.change.as_ref()
+    }
+
+    pub(super) fn change_mut(&mut self) -> &mut Option<Change> {
+        &mut self.change
+    }
+
+    pub(super) fn rank(&self) -> &RankLeading<P> {
+        &self.rank
+    }
+
+    pub(super) fn rank_mut(&mut self) -> &mut RankLeading<P> {
+        &mut self.rank
+    }
+
+    /// The state as the model checker sees it (see `fingerprint.rs`).
+    #[cfg(feature = "sim")]
+    pub(super) fn fingerprint(&self, rel: &Relative, h: &mut Fnv)
+    where
+        P: core::hash::Hash,
+    {
+        use core::hash::Hash;
+        let Leadership {
+            since,
+            next_heartbeat,
+            seq,
+            rounds,
+            fence,
+            newer_stamp_seen,
+            change,
+            rank,
+        } = self;
+        newer_stamp_seen.hash(h);
+        (rel.anchor(*since), rel.expiry(*next_heartbeat), seq).hash(h);
+        for &(seq, sent) in rounds {
+            (seq, rel.anchor(sent)).hash(h);
+        }
+        fence.fingerprint(rel, h);
+        change.is_some().hash(h);
+        if let Some(change) = change {
+            change.fingerprint(rel, h);
+        }
+        rank.fingerprint(rel, h);
+    }
+}
 
 impl<P: LogPosition> Node<P> {
     /// Rule `follow_leader` (Raft §5.2): a heartbeat of a round newer than
@@ -28,7 +175,6 @@ impl<P: LogPosition> Node<P> {
         if self.conflicting_leader(from, out) || self.old_round(from, seq, out) {
             return;
         }
-        self.newest_round = seq;
         if !self.phase.is_follower() {
             slog::info!(self.log, "leader of my term found, concede"; "rule" => Rule::FollowLeader,
                 "term" => self.term, "leader" => from);
@@ -43,8 +189,7 @@ impl<P: LogPosition> Node<P> {
                 "term" => self.term, "leader" => from);
         }
         self.set_leader(Some(from), out);
-        self.gates.leader_contact = Some(now);
-        self.gates.campaign_at = now + self.timing.death + self.death_jitter + self.rank.delay;
+        self.gates.heard_leader(now, seq, self.rank.delay());
         self.ack_heartbeat(from, seq, out);
     }
 
@@ -80,15 +225,16 @@ impl<P: LogPosition> Node<P> {
     /// is acknowledged again (its acknowledgement may have been lost); its
     /// promise already runs.
     fn old_round(&mut self, from: NodeId, seq: u64, out: &mut Vec<Action<P>>) -> bool {
-        if seq > self.newest_round {
+        let newest = self.gates.newest_round();
+        if seq > newest {
             return false;
         }
-        if seq == self.newest_round && self.leader == Some(from) {
+        if seq == newest && self.leader == Some(from) {
             self.ack_heartbeat(from, seq, out);
         } else {
             slog::debug!(self.log, "heartbeat round older than one already seen: ignored";
                 "rule" => Rule::OldRoundsIgnored, "term" => self.term, "from" => from,
-                "seq" => seq, "newest" => self.newest_round);
+                "seq" => seq, "newest" => newest);
         }
         true
     }
@@ -102,11 +248,11 @@ impl<P: LogPosition> Node<P> {
         &mut self,
         now: Instant,
         from: NodeId,
+        index: Option<usize>,
         ack: Ack,
         position: P,
         out: &mut Vec<Action<P>>,
     ) {
-        let index = self.peers.iter().position(|p| p.id == from);
         let (index, sent) = match (&self.phase, index) {
             (Phase::Leader(l), Some(index)) if ack.seq > 0 && ack.seq <= l.seq => {
                 (index, l.round_sent(ack.seq))
@@ -119,32 +265,42 @@ impl<P: LogPosition> Node<P> {
             }
         };
         self.note_promise(index, ack.promise);
-        self.peers[index].can_lead = Some(ack.can_lead);
-        self.record_ack(now, index, sent, ack.promise, position);
-        self.recompute_anchors();
-        self.maybe_send_timeout_now(from, out);
-        if self.change.is_some()
-            || self.membership.is_joint()
-            || self.self_index.is_none()
-            || self.inherited_membership()
-        {
+        if self.record_ack(now, index, sent, ack.promise, ack.can_lead, position) {
+            self.recompute_anchors();
+        }
+        if self.handover.transfer_waits_for(from) {
+            self.maybe_send_timeout_now(from, out);
+        }
+        if self.change_pending() {
             self.advance_change(now, out);
         }
     }
 
-    /// Records an acknowledgement from the peer at `index` of a round sent
-    /// at `sent` (`None`: too old to be remembered; it then backs nothing,
-    /// but its position is still news): when the peer was heard (soft
-    /// fencing) and until when its promise backs this leadership (strict
-    /// fencing).
+    /// Whether a membership step may be due: a change runs, the membership
+    /// is joint or inherited, or this leader is no voter of its own
+    /// membership. None of these: nothing to advance (the common case).
+    fn change_pending(&self) -> bool {
+        self.phase.leadership().is_some_and(|l| l.change.is_some())
+            || self.members.current().is_joint()
+            || !self.tracker.is_voter()
+            || self.inherited_membership()
+    }
+
+    /// Records an acknowledgement from the peer at `index` of a round sent at `sent`
+    /// (`None`: too old to be remembered; it then backs nothing, but its
+    /// position is still news): when the peer was heard (soft fencing) and
+    /// until when its promise backs this leadership (strict fencing).
+    /// Returns whether the fencing anchors may move (a value rose above
+    /// the anchor it feeds; otherwise the quorum's value cannot change).
     fn record_ack(
         &mut self,
         now: Instant,
         index: usize,
         sent: Option<Instant>,
         promise: Duration,
+        can_lead: bool,
         position: P,
-    ) {
+    ) -> bool {
         // A zero promise (the older `HeartbeatResponse`) backs nothing; an
         // instant that saturated at the end of time proves nothing either.
         let promised = sent
@@ -154,27 +310,21 @@ impl<P: LogPosition> Node<P> {
         // only for a round sent within the last death timeout: one delayed
         // longer says nothing about now, and would keep a deaf leader in
         // office for as long as such acknowledgements trickle in.
-        let recent = sent.filter(|&s| now.saturating_duration_since(s) <= self.timing.death);
-        if let Some(s) = recent {
-            self.peers[index].rtt = Some(now.saturating_duration_since(s));
-        }
-        let Some(l) = self.phase.leadership_mut() else {
-            return;
+        let rtt = sent
+            .map(|s| now.as_nanos().saturating_sub(s.as_nanos()))
+            .filter(|&rtt| rtt <= self.cfg.timing.promise_nanos);
+        let fencing = self.cfg.fencing;
+        let Some(l) = self.phase.leadership() else {
+            return false;
         };
-        let backs_lease = !l.lease_forfeited && sent.is_some_and(|s| s >= l.lease_floor);
-        let acks = &mut l.acks[index];
-        acks.position = Some(position);
-        if recent.is_some() {
-            // `now` never goes back (`observe_time`): the newest is `now`.
-            acks.heard_at = Some(now);
-        }
-        if let Some(until) = promised {
-            // `None` orders below every `Some`: these only move forward.
-            acks.promised_until = acks.promised_until.max(Some(until));
-            if backs_lease {
-                acks.lease_until = acks.lease_until.max(Some(until));
-            }
-        }
+        let backs_lease = l.fence.backs_lease(sent);
+        let moves = l
+            .fence
+            .moved_by(fencing, rtt.map(|_| now), promised, backs_lease);
+        let peer = self.tracker.peer_at_mut(index);
+        peer.note_can_lead(can_lead);
+        peer.record_ack(now, rtt, (promised, backs_lease), position);
+        moves
     }
 
     /// Rule `leader_heartbeats_at_once`: a new leader announces itself
@@ -183,17 +333,16 @@ impl<P: LogPosition> Node<P> {
     pub(super) fn become_leader(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
         self.phase = Phase::Leader(Leadership::new(
             now,
-            self.timing.lease,
-            self.peers.len(),
-            self.timing.round_slots,
+            self.cfg.timing.lease,
+            self.cfg.timing.round_slots,
         ));
-        self.promotion = None;
-        self.transfer = None;
+        self.tracker.start_leadership();
+        self.handover.leading();
         // The restart probes are a follower's timer (rollback.rs): a node
         // elected this early has sent its first ones already.
-        self.restart_probe = None;
+        self.rollback.stop_probing();
         slog::info!(self.log, "enter leader state, heartbeat at once"; "rule" => Rule::LeaderHeartbeatsAtOnce,
-            "term" => self.term, "quorum" => self.voters.quorum());
+            "term" => self.term, "quorum" => self.tracker.quorum());
         let token = FencingToken {
             term: self.term,
             leader: self.id,
@@ -219,20 +368,20 @@ impl<P: LogPosition> Node<P> {
         };
         let seq = l.start_round(now);
         l.next_heartbeat = now + period;
-        self.gates.leader_contact = Some(now);
+        self.gates.leading(now);
         self.send_to_peers(&MessageKind::Heartbeat { seq }, out);
-        self.recompute_anchors();
-        if self.membership.epoch > 0 {
+        if self.tracker.alone_is_quorum() {
+            // Its own round is all a single-voter quorum needs; otherwise
+            // only acknowledgements move the anchors.
+            self.recompute_anchors();
+        }
+        if self.members.current().epoch > 0 {
             self.resend_membership(out);
         }
-        if self.change.is_some()
-            || self.membership.is_joint()
-            || self.self_index.is_none()
-            || self.inherited_membership()
-        {
+        if self.change_pending() {
             self.advance_change(now, out);
         }
-        if self.membership.rank.is_ranked() {
+        if self.members.current().rank.is_ranked() {
             self.record_round_position();
             self.publish_standings(now, out);
             self.maybe_hand_back(now, out);
@@ -246,11 +395,11 @@ impl<P: LogPosition> Node<P> {
         slog::warn!(self.log, "resigning from leader state"; "rule" => Rule::StepDown,
             "term" => self.term, "reason" => ?reason);
         self.fail_transfer(TransferFailure::SteppedDown, out);
-        self.fail_change_on_step_down(out);
+        let change = self.take_change();
+        self.fail_change_on_step_down(change, out);
         self.phase = Phase::Follower;
-        self.gates.leader_contact = None;
         // Campaigning at once would only repeat what just failed.
-        self.gates.campaign_at = self.now + self.round_length();
+        self.gates.stepped_down(self.now);
         self.emit(
             Event::SteppedDown {
                 term: self.term,
@@ -266,7 +415,7 @@ impl<P: LogPosition> Node<P> {
     pub(super) fn declare_leader_dead(&mut self, out: &mut Vec<Action<P>>) {
         slog::info!(self.log, "leader declared dead";
             "rule" => Rule::LeaderDeath, "term" => self.term, "leader" => ?self.leader,
-            "last_heard" => ?self.gates.leader_contact);
+            "last_heard" => ?self.gates.leader_contact());
         self.set_leader(None, out);
     }
 
@@ -281,7 +430,6 @@ impl<P: LogPosition> Node<P> {
         slog::info!(self.log, "the leader has resigned"; "rule" => Rule::ResignReleasesFollowers,
             "term" => self.term, "leader" => from);
         self.set_leader(None, out);
-        self.gates.leader_contact = None;
-        self.gates.campaign_at = now + self.jitter.up_to(self.timing.jitter) + self.rank.delay;
+        self.gates.leader_resigned(now, self.rank.delay());
     }
 }

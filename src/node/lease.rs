@@ -12,19 +12,148 @@
 //! leader believes it leads, but another leader may be elected before it
 //! notices: there is no lease.
 
+#[cfg(feature = "sim")]
+use super::fingerprint::{Fnv, Relative};
 use alloc::vec::Vec;
 
 use core::time::Duration;
 
-use super::phase::PeerAcks;
+use super::tracker::Anchor;
 use super::{Action, Node, Phase};
 use crate::config::{Fencing, lease_length};
 use crate::fence::{FencingToken, Lease};
 use crate::position::LogPosition;
-use crate::quorum::kth_largest;
 use crate::rule::Rule;
 use crate::status::{Event, StepDownReason};
 use crate::time::Instant;
+
+/// A leader's fencing anchors: until when it may lead (soft: a quorum
+/// heard; strict: a quorum's promises) and the lease it may report. The
+/// anchors only rise, except where [`Node::rederive_anchors`] derives them
+/// again for new voter sets, and the lease is given up by a transfer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct LeaderFence {
+    /// Soft fencing: the newest instant by which a quorum was heard; `None`
+    /// when this node alone is a quorum (it never loses it).
+    soft_anchor: Option<Instant>,
+    /// Strict fencing: until when a quorum's acknowledged promises cover
+    /// this leadership (from its start on); the step-down deadline.
+    strict_until: Instant,
+    /// The same, restricted to rounds that may back a reported lease.
+    lease_until: Option<Instant>,
+    /// Rounds sent before this do not back a reported lease.
+    lease_floor: Instant,
+    /// `TimeoutNow` was sent this term: no lease until the term ends.
+    lease_forfeited: bool,
+}
+
+impl LeaderFence {
+    /// A leadership's anchors at its start `now`: the votes that elected
+    /// it promise one `lease` (strict step-down), nothing backs a lease.
+    pub(super) fn new(now: Instant, lease: Duration) -> Self {
+        LeaderFence {
+            soft_anchor: Some(now),
+            strict_until: now + lease,
+            lease_until: None,
+            lease_floor: now,
+            lease_forfeited: false,
+        }
+    }
+
+    /// Whether an acknowledgement of a round sent at `sent` may back a
+    /// reported lease.
+    pub(super) fn backs_lease(&self, sent: Option<Instant>) -> bool {
+        !self.lease_forfeited && sent.is_some_and(|s| s >= self.lease_floor)
+    }
+
+    /// Whether a peer's value rising to `heard` (soft) or `promised`
+    /// (strict, also the lease's if `backs_lease`) can move an anchor of
+    /// `fencing`. An anchor is the quorum-th largest value (the least over
+    /// the voter sets), never lowered by a rise: one value rising to at
+    /// most the anchor leaves it where it is.
+    pub(super) fn moved_by(
+        &self,
+        fencing: Fencing,
+        heard: Option<Instant>,
+        promised: Option<Instant>,
+        backs_lease: bool,
+    ) -> bool {
+        match fencing {
+            Fencing::Soft => match (heard, self.soft_anchor) {
+                (Some(h), Some(anchor)) => h > anchor,
+                _ => false,
+            },
+            Fencing::Strict => promised.is_some_and(|p| {
+                p > self.strict_until || (backs_lease && self.lease_until.is_none_or(|l| p > l))
+            }),
+            _ => false,
+        }
+    }
+
+    /// Gives up the reported lease for good this term (`TimeoutNow` went
+    /// out).
+    pub(super) fn forfeit(&mut self) {
+        self.lease_forfeited = true;
+        self.lease_until = None;
+    }
+
+    pub(super) fn forfeited(&self) -> bool {
+        self.lease_forfeited
+    }
+
+    /// Gives up the reported lease; only rounds sent from `floor` on may
+    /// bring it back.
+    pub(super) fn restart_lease(&mut self, floor: Instant) {
+        self.lease_floor = floor;
+        self.lease_until = None;
+    }
+
+    /// Gives up the reported lease (a transfer started).
+    pub(super) fn drop_lease(&mut self) {
+        self.lease_until = None;
+    }
+
+    pub(super) fn lease_until(&self) -> Option<Instant> {
+        self.lease_until
+    }
+
+    /// When fencing makes this leader step down (rule `soft_fencing` or
+    /// `strict_lease`), or `None` with fencing off.
+    pub(super) fn step_down_at(&self, fencing: Fencing, death: Duration) -> Option<Instant> {
+        match fencing {
+            Fencing::Soft => self.soft_anchor.map(|a| a + death),
+            Fencing::Strict => Some(self.strict_until),
+            _ => None,
+        }
+    }
+
+    /// A reported lease never outlives the step-down deadline, and a
+    /// forfeited one is not reported.
+    #[cfg(debug_assertions)]
+    pub(super) fn debug_check(&self) {
+        debug_assert!(
+            self.lease_until
+                .is_none_or(|until| until <= self.strict_until)
+        );
+        debug_assert!(!self.lease_forfeited || self.lease_until.is_none());
+    }
+
+    /// The state as the model checker sees it (see `fingerprint.rs`).
+    #[cfg(feature = "sim")]
+    pub(super) fn fingerprint(&self, rel: &Relative, h: &mut Fnv) {
+        use core::hash::Hash;
+        let LeaderFence {
+            soft_anchor,
+            strict_until,
+            lease_until,
+            lease_floor,
+            lease_forfeited,
+        } = self;
+        soft_anchor.map(|t| rel.anchor(t)).hash(h);
+        (rel.expiry(*strict_until), rel.live(*lease_until)).hash(h);
+        (rel.anchor(*lease_floor), lease_forfeited).hash(h);
+    }
+}
 
 /// The shortest heartbeat period `heartbeat_fits_promises` uses: a quarter
 /// of the configured interval, and never zero (a zero period would be a
@@ -176,14 +305,24 @@ impl<P: LogPosition> Node<P> {
     /// When the lease held at `now` ends, if one is held (what
     /// [`Node::lease`] reports, without building it).
     fn lease_held_until(&self, now: Instant) -> Option<Instant> {
-        let leadership = self.phase.leadership()?;
-        if self.fencing != Fencing::Strict || self.transfer.is_some() || leadership.lease_forfeited
+        let fence = self.phase.leadership()?.fence();
+        if self.cfg.fencing != Fencing::Strict
+            || self.handover.transfer().is_some()
+            || fence.lease_forfeited
         {
             return None;
         }
-        let valid_until = leadership.lease_until?;
-        debug_assert!(valid_until <= leadership.strict_until);
+        let valid_until = fence.lease_until?;
+        debug_assert!(valid_until <= fence.strict_until);
         (now < valid_until).then_some(valid_until)
+    }
+
+    /// When fencing makes this leader step down (rule `soft_fencing` or
+    /// `strict_lease`), or `None` with fencing off or when not leading.
+    #[inline]
+    pub(super) fn step_down_deadline(&self) -> Option<Instant> {
+        let fence = self.phase.leadership()?.fence();
+        fence.step_down_at(self.cfg.fencing, self.cfg.timing.death)
     }
 
     /// This node's leadership token, while it leads.
@@ -197,10 +336,14 @@ impl<P: LogPosition> Node<P> {
     /// How long after a round's send time a voter's promise of `promise`
     /// backs the lease: `min(promise, E) / ρ − margin`.
     pub(super) fn lease_for_promise(&self, promise: Duration) -> Duration {
-        if promise >= self.timing.death {
-            self.timing.lease
+        if promise >= self.cfg.timing.death {
+            self.cfg.timing.lease
         } else {
-            lease_length(promise, self.timing.drift_ppm, self.timing.lease_margin)
+            lease_length(
+                promise,
+                self.cfg.timing.drift_ppm,
+                self.cfg.timing.lease_margin,
+            )
         }
     }
 
@@ -209,19 +352,15 @@ impl<P: LogPosition> Node<P> {
     /// than this node's own, and warns when it cannot back a continuous
     /// lease even at the fastest heartbeat.
     pub(super) fn note_promise(&mut self, index: usize, promise: Duration) {
-        let peer = &mut self.peers[index];
-        if promise.is_zero() || peer.promise == Some(promise) {
-            return;
-        }
-        peer.promise = Some(promise);
-        let from = peer.id;
-        if promise >= self.timing.death {
+        let peer = self.tracker.peer_at_mut(index);
+        let from = peer.id();
+        if !peer.note_promise(promise) || promise >= self.cfg.timing.death {
             return;
         }
         slog::info!(self.log, "a voter promises less than this node's death timeout";
             "rule" => Rule::HeartbeatFitsPromises, "term" => self.term, "from" => from,
-            "promise" => ?promise, "death_timeout" => ?self.timing.death);
-        let fastest = min_heartbeat_period(self.timing.heartbeat);
+            "promise" => ?promise, "death_timeout" => ?self.cfg.timing.death);
+        let fastest = min_heartbeat_period(self.cfg.timing.heartbeat);
         if self.lease_for_promise(promise) < fastest.saturating_mul(2) {
             slog::warn!(self.log, "a voter's promise cannot back a continuous lease: raise its death_timeout";
                 "rule" => Rule::HeartbeatFitsPromises, "term" => self.term, "from" => from,
@@ -239,17 +378,18 @@ impl<P: LogPosition> Node<P> {
     /// zero): a voter whose promise is shorter than that cannot back a
     /// continuous lease from this leader.
     pub(super) fn heartbeat_period(&self) -> Duration {
-        let configured = self.timing.heartbeat;
-        if self.fencing != Fencing::Strict {
+        let configured = self.cfg.timing.heartbeat;
+        if self.cfg.fencing != Fencing::Strict {
             return configured;
         }
         // What each short promise leaves once its acknowledgement is back.
         let tightest = self
-            .peers
+            .tracker
+            .peers()
             .iter()
-            .filter(|p| p.is_voter)
-            .filter_map(|p| Some((p.promise?, p.rtt.unwrap_or_default())))
-            .filter(|&(promise, _)| promise < self.timing.death)
+            .filter(|p| p.is_voter())
+            .filter_map(|p| Some((p.promise()?, p.rtt().unwrap_or_default())))
+            .filter(|&(promise, _)| promise < self.cfg.timing.death)
             .map(|(promise, rtt)| self.lease_for_promise(promise).saturating_sub(rtt))
             .min();
         match tightest {
@@ -267,59 +407,34 @@ impl<P: LogPosition> Node<P> {
         let Phase::Leader(l) = &mut self.phase else {
             return;
         };
-        let mine = self.voters.groups_of(self.id);
-        // Rule `joint_quorums`: every voter set must reach a value; the
-        // anchor is the least of them. A set the leader alone is a quorum
-        // of sets no bound.
-        let needed = |bit: u8, quorum: usize| quorum - usize::from(mine & bit != 0);
-        if self.voters.sets().all(|(bit, q)| needed(bit, q) == 0) {
-            // The leader alone is a quorum.
-            l.soft_anchor = None;
-            if let Some(sent) = l.round_sent(l.seq) {
-                let until = sent + self.timing.lease;
-                l.strict_until = l.strict_until.max(until);
-                if !l.lease_forfeited && sent >= l.lease_floor {
-                    l.lease_until = l.lease_until.max(Some(until));
+        if self.tracker.alone_is_quorum() {
+            // Rule `joint_quorums`: this node alone reaches every set.
+            let sent = l.round_sent(l.seq());
+            let fence = l.fence_mut();
+            fence.soft_anchor = None;
+            if let Some(sent) = sent {
+                let until = sent + self.cfg.timing.lease;
+                fence.strict_until = fence.strict_until.max(until);
+                if !fence.lease_forfeited && sent >= fence.lease_floor {
+                    fence.lease_until = fence.lease_until.max(Some(until));
                 }
             }
             return;
         }
-        let scratch = &mut self.scratch;
-        let peers = &self.peers;
-        let voters = &self.voters;
-        let value = |value: &dyn Fn(&PeerAcks<P>) -> Option<Instant>, scratch: &mut Vec<u64>| {
-            let mut least: Option<Instant> = None;
-            for (bit, quorum) in voters.sets() {
-                let needed = needed(bit, quorum);
-                if needed == 0 {
-                    continue;
-                }
-                let acks = peers
-                    .iter()
-                    .zip(&l.acks)
-                    .filter(|(p, _)| p.groups & bit != 0)
-                    .map(|(_, a)| a);
-                let v = quorum_value(scratch, acks, needed, value)?;
-                least = Some(least.map_or(v, |l| l.min(v)));
-            }
-            least
-        };
-        match self.fencing {
+        let since = l.since();
+        let fence = l.fence_mut();
+        match self.cfg.fencing {
             Fencing::Soft => {
-                let since = l.since;
-                let heard = |a: &PeerAcks<P>| Some(a.heard_at.unwrap_or(since));
-                if let Some(t) = value(&heard, scratch) {
-                    l.soft_anchor = Some(t);
+                if let Some(t) = self.tracker.quorum_anchor(Anchor::Heard { since }) {
+                    fence.soft_anchor = Some(t);
                 }
             }
             Fencing::Strict => {
-                let promised = |a: &PeerAcks<P>| a.promised_until;
-                if let Some(t) = value(&promised, scratch) {
-                    l.strict_until = l.strict_until.max(t);
+                if let Some(t) = self.tracker.quorum_anchor(Anchor::Promised) {
+                    fence.strict_until = fence.strict_until.max(t);
                 }
-                let leased = |a: &PeerAcks<P>| a.lease_until;
-                if let Some(t) = value(&leased, scratch) {
-                    l.lease_until = l.lease_until.max(Some(t));
+                if let Some(t) = self.tracker.quorum_anchor(Anchor::Leased) {
+                    fence.lease_until = fence.lease_until.max(Some(t));
                 }
             }
             _ => {}
@@ -353,20 +468,21 @@ impl<P: LogPosition> Node<P> {
         let Phase::Leader(l) = &mut self.phase else {
             return;
         };
-        if let Some(sent) = l.round_sent(l.seq) {
-            l.next_heartbeat = l.next_heartbeat.min(sent + period);
+        if let Some(sent) = l.round_sent(l.seq()) {
+            l.heartbeat_by(sent + period);
         }
-        let was = (l.strict_until, l.lease_until);
-        l.strict_until = now;
-        l.lease_until = None;
+        let fence = l.fence_mut();
+        let was = (fence.strict_until, fence.lease_until);
+        fence.strict_until = now;
+        fence.lease_until = None;
         self.recompute_anchors();
         let Some(l) = self.phase.leadership() else {
             return;
         };
         slog::info!(self.log, "voter sets changed: fencing anchors derived again";
             "rule" => Rule::LeaseFollowsVoterSets, "term" => self.term,
-            "step_down_was" => ?was.0, "step_down" => ?l.strict_until,
-            "lease_was" => ?was.1, "lease" => ?l.lease_until);
+            "step_down_was" => ?was.0, "step_down" => ?l.fence().strict_until,
+            "lease_was" => ?was.1, "lease" => ?l.fence().lease_until);
         let after = self.lease_held_until(now);
         if let (Some(shorter), Some(token)) = (after, self.lease_announced)
             && before.is_some_and(|b| shorter < b)
@@ -387,11 +503,21 @@ impl<P: LogPosition> Node<P> {
     /// (`LeaseLost`: it ran out, a transfer started, or leadership ended).
     /// Timer `lease_end` makes the step that notices the lease running out
     /// happen on time.
+    #[inline(always)]
     pub(super) fn announce_lease(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
-        // This runs after every step: compare without building the lease.
-        if self.lease_held_until(now).is_some() == self.lease_announced.is_some() {
+        // This runs after every step: compare without building the lease
+        // (a follower that announced none has nothing to compare).
+        if (self.lease_announced.is_none() && !self.phase.is_leader())
+            || self.lease_held_until(now).is_some() == self.lease_announced.is_some()
+        {
             return;
         }
+        self.announce_lease_change(now, out);
+    }
+
+    /// Rule `strict_lease`: the lease held changed since it was last
+    /// announced; say so.
+    fn announce_lease_change(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
         let held = self.lease(now);
         if let Some(token) = self.lease_announced.take() {
             slog::info!(self.log, "lease lost"; "rule" => Rule::StrictLease,
@@ -413,7 +539,7 @@ impl<P: LogPosition> Node<P> {
     /// leader lost its quorum (soft) or its promises ran out (strict), and
     /// steps down in the same term.
     pub(super) fn fencing_step_down(&mut self, out: &mut Vec<Action<P>>) {
-        let (reason, rule) = if self.fencing == Fencing::Strict {
+        let (reason, rule) = if self.cfg.fencing == Fencing::Strict {
             (StepDownReason::LeaseExpired, Rule::StrictLease)
         } else {
             (StepDownReason::QuorumLost, Rule::SoftFencing)
@@ -422,22 +548,4 @@ impl<P: LogPosition> Node<P> {
             "term" => self.term, "deadline" => ?self.step_down_deadline());
         self.step_down(reason, out);
     }
-}
-
-/// The `needed`-th largest `value` among `acks` (one voter set's peers)
-/// that have one. `scratch` is a reused buffer: no allocation per
-/// acknowledgement.
-fn quorum_value<'a, P: 'a>(
-    scratch: &mut Vec<u64>,
-    acks: impl Iterator<Item = &'a PeerAcks<P>>,
-    needed: usize,
-    value: &dyn Fn(&PeerAcks<P>) -> Option<Instant>,
-) -> Option<Instant> {
-    scratch.clear();
-    for a in acks {
-        if let Some(v) = value(a) {
-            scratch.push(v.as_nanos());
-        }
-    }
-    kth_largest(scratch, needed).map(Instant::from_nanos)
 }

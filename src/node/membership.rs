@@ -9,26 +9,103 @@
 //! is first written ([`Event::PersistMembership`]); one write at a time,
 //! the newest waiting one superseding older ones.
 
+#[cfg(feature = "sim")]
+use super::fingerprint::{Fnv, Relative};
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 
-use super::phase::PeerAcks;
-use super::{Action, Node, PeerFacts, Phase};
+use super::leadership::Leadership;
+use super::{Action, Node, Phase};
 use crate::NodeId;
 use crate::membership::{MAX_EPOCH, Membership, MembershipChange, MembershipFailure, MembershipId};
 use crate::message::MessageKind;
 use crate::position::LogPosition;
-use crate::quorum::{Tally, VoterSet};
 use crate::rank::RankPolicy;
 use crate::rule::Rule;
 use crate::status::{Event, PromoteFailure, StepDownReason};
 use crate::time::Instant;
 
-/// The membership write in flight and the newest one waiting for it.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
-pub(super) struct MembershipWrites {
-    pub(super) in_flight: Option<Membership>,
-    pub(super) waiting: Option<Membership>,
+/// The durable membership, its writes, and what peers' stamps said of it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Members {
+    /// The durable membership in use, and its id.
+    current: Membership,
+    id: MembershipId,
+    /// The membership write in flight and the newest one waiting for it.
+    in_flight: Option<Membership>,
+    waiting: Option<Membership>,
+    /// A configured quorum that is not a majority (bootstrap only).
+    custom_quorum: Option<usize>,
+    /// Started with no membership; waits for one that names it.
+    joining: bool,
+    /// Messages whose stamp conflicted with this membership.
+    conflicts: u64,
+    /// The last conflicting stamp reported, per peer.
+    conflicts_reported: Vec<(NodeId, MembershipId)>,
+}
+
+impl Members {
+    pub(super) fn new(current: Membership, custom_quorum: Option<usize>, joining: bool) -> Self {
+        Members {
+            id: current.id(),
+            current,
+            in_flight: None,
+            waiting: None,
+            custom_quorum,
+            joining,
+            conflicts: 0,
+            conflicts_reported: Vec::new(),
+        }
+    }
+
+    pub(super) fn current(&self) -> &Membership {
+        &self.current
+    }
+
+    pub(super) fn id(&self) -> MembershipId {
+        self.id
+    }
+
+    /// Messages whose stamp conflicted with this membership.
+    pub(super) fn conflicts(&self) -> u64 {
+        self.conflicts
+    }
+
+    /// The newest membership known here: the durable one, or a newer one
+    /// being written.
+    fn newest_id(&self) -> MembershipId {
+        self.waiting
+            .as_ref()
+            .or(self.in_flight.as_ref())
+            .map_or(self.id, Membership::id)
+    }
+
+    /// The newest membership known here: waiting, in flight, or durable.
+    fn newest(&self) -> &Membership {
+        self.waiting
+            .as_ref()
+            .or(self.in_flight.as_ref())
+            .unwrap_or(&self.current)
+    }
+
+    /// The state as the model checker sees it (`conflicts` is a counter
+    /// that decides nothing).
+    #[cfg(feature = "sim")]
+    pub(super) fn fingerprint(&self, h: &mut Fnv) {
+        use core::hash::Hash;
+        let Members {
+            current,
+            id,
+            in_flight,
+            waiting,
+            custom_quorum,
+            joining,
+            conflicts: _,
+            conflicts_reported,
+        } = self;
+        (current, id, in_flight, waiting, custom_quorum, joining).hash(h);
+        conflicts_reported.hash(h);
+    }
 }
 
 /// A change the leader is making, one step at a time (rule
@@ -36,24 +113,45 @@ pub(super) struct MembershipWrites {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(super) struct Change {
     /// What the operator asked for.
-    pub(super) request: MembershipChange,
+    request: MembershipChange,
     /// The voters and observers the change ends with.
-    pub(super) voters: Vec<NodeId>,
-    pub(super) observers: Vec<NodeId>,
+    voters: Vec<NodeId>,
+    observers: Vec<NodeId>,
     /// The step it is at.
-    pub(super) step: Step,
+    step: Step,
     /// The membership this step waits for: durable here and stored by a
     /// quorum of each of its voter sets.
-    pub(super) awaiting: Option<MembershipId>,
+    awaiting: Option<MembershipId>,
     /// When it fails unless it reached the final membership (rule
     /// `membership_change_bounded`).
-    pub(super) deadline: Instant,
+    deadline: Instant,
     /// The observers before the change: a first step that did not finish
     /// in time is undone to them.
-    pub(super) observers_before: Vec<NodeId>,
+    observers_before: Vec<NodeId>,
     /// The rank policy and priorities before the change, undone to the
     /// same way.
-    pub(super) rank_before: (RankPolicy, Vec<(NodeId, u32)>),
+    rank_before: (RankPolicy, Vec<(NodeId, u32)>),
+}
+
+impl Change {
+    /// The state as the model checker sees it (see `fingerprint.rs`).
+    #[cfg(feature = "sim")]
+    pub(super) fn fingerprint(&self, rel: &Relative, h: &mut Fnv) {
+        use core::hash::Hash;
+        let Change {
+            request,
+            voters,
+            observers,
+            step,
+            awaiting,
+            deadline,
+            observers_before,
+            rank_before,
+        } = self;
+        (request, voters, observers, step, awaiting, observers_before).hash(h);
+        rank_before.hash(h);
+        rel.expiry(*deadline).hash(h);
+    }
 }
 
 /// The steps of a change.
@@ -74,7 +172,7 @@ impl<P: LogPosition> Node<P> {
     /// The durable membership this node acts on.
     #[must_use]
     pub fn membership(&self) -> &Membership {
-        &self.membership
+        &self.members.current
     }
 
     /// The id of the durable membership: the stamp a driver attaches to
@@ -82,16 +180,35 @@ impl<P: LogPosition> Node<P> {
     /// [`Input::ReceiveStamped`](crate::Input::ReceiveStamped)).
     #[must_use]
     pub fn membership_id(&self) -> MembershipId {
-        self.membership_id
+        self.members.id
+    }
+
+    /// The membership change this leader is making.
+    fn change(&self) -> Option<&Change> {
+        self.phase.leadership().and_then(Leadership::change)
+    }
+
+    fn change_mut(&mut self) -> Option<&mut Change> {
+        self.phase
+            .leadership_mut()
+            .and_then(|l| l.change_mut().as_mut())
+    }
+
+    /// Sets the change this leader makes (nothing when not leading).
+    fn set_change(&mut self, change: Option<Change>) {
+        if let Some(l) = self.phase.leadership_mut() {
+            *l.change_mut() = change;
+        }
+    }
+
+    pub(super) fn take_change(&mut self) -> Option<Change> {
+        self.phase.leadership_mut()?.change_mut().take()
     }
 
     /// The newest membership known here: the durable one, or a newer one
     /// being written.
     pub(super) fn newest_membership_id(&self) -> MembershipId {
-        let pending = self.membership_writes.waiting.as_ref();
-        pending
-            .or(self.membership_writes.in_flight.as_ref())
-            .map_or(self.membership_id, Membership::id)
+        self.members.newest_id()
     }
 
     /// Rule `membership_durable_before_use`: asks storage for `next`
@@ -99,20 +216,20 @@ impl<P: LogPosition> Node<P> {
     /// storage confirms it.
     pub(super) fn stage_membership(&mut self, next: Membership, out: &mut Vec<Action<P>>) {
         debug_assert!(next.id().is_newer_than(&self.newest_membership_id()));
-        self.membership_writes.waiting = Some(next);
+        self.members.waiting = Some(next);
         self.flush_membership_write(out);
     }
 
     /// Rule `membership_durable_before_use`: starts the write of the newest
     /// waiting membership unless one is in flight.
     fn flush_membership_write(&mut self, out: &mut Vec<Action<P>>) {
-        if self.membership_writes.in_flight.is_some() {
+        if self.members.in_flight.is_some() {
             return;
         }
-        if let Some(next) = self.membership_writes.waiting.take() {
+        if let Some(next) = self.members.waiting.take() {
             slog::info!(self.log, "persist membership"; "rule" => Rule::MembershipDurableBeforeUse,
                 "term" => self.term, "epoch" => next.epoch, "membership_term" => next.term);
-            self.membership_writes.in_flight = Some(next.clone());
+            self.members.in_flight = Some(next.clone());
             self.emit(Event::PersistMembership(next), out);
         }
     }
@@ -127,7 +244,7 @@ impl<P: LogPosition> Node<P> {
         out: &mut Vec<Action<P>>,
     ) {
         let matches = self
-            .membership_writes
+            .members
             .in_flight
             .as_ref()
             .is_some_and(|m| m.id() == id);
@@ -136,7 +253,7 @@ impl<P: LogPosition> Node<P> {
                 "rule" => Rule::PersistAckMatchesWrite, "term" => self.term, "acked" => %id);
             return;
         }
-        let Some(membership) = self.membership_writes.in_flight.take() else {
+        let Some(membership) = self.members.in_flight.take() else {
             return;
         };
         self.install_membership(now, membership, out);
@@ -154,61 +271,35 @@ impl<P: LogPosition> Node<P> {
         membership: Membership,
         out: &mut Vec<Action<P>>,
     ) {
-        let old_members = self.peers.iter().map(|p| p.id).collect::<Vec<_>>();
-        let voters = voter_set(&membership, self.custom_quorum);
-        let sets_changed = voters != self.voters;
-        self.voters = voters;
-        self.self_index = self.voters.index_of(self.id);
-        self.tally = Tally::new(&self.voters);
-        self.scratch = Vec::with_capacity(self.voters.len());
-        let peers = PeerFacts::of_peers(self.id, &self.voters, &membership.observers);
-        let peers = peers
-            .into_iter()
-            .map(|fresh| {
-                match self.peers.iter().find(|p| p.id == fresh.id) {
-                    // Keep what was learned; take the new roles.
-                    Some(known) => PeerFacts {
-                        groups: fresh.groups,
-                        is_voter: fresh.is_voter,
-                        ..known.clone()
-                    },
-                    None => fresh,
-                }
-            })
+        let old_members = self
+            .tracker
+            .peers()
+            .iter()
+            .map(|p| p.id())
             .collect::<Vec<_>>();
-        if let Phase::Leader(l) = &mut self.phase {
-            let acks = peers
-                .iter()
-                .map(|p| match self.peers.iter().position(|q| q.id == p.id) {
-                    Some(i) => l.acks[i].clone(),
-                    None => PeerAcks::NONE,
-                })
-                .collect();
-            l.acks = acks;
-        }
-        self.peers = peers;
-        self.membership_id = membership.id();
-        self.membership = membership;
+        let sets_changed = self.tracker.apply(&membership, self.members.custom_quorum);
+        self.members.id = membership.id();
+        self.members.current = membership;
         slog::info!(self.log, "membership durable, in use"; "rule" => Rule::MembershipDurableBeforeUse,
-            "term" => self.term, "epoch" => self.membership.epoch,
-            "membership_term" => self.membership.term,
-            "voters" => ?self.membership.voters, "outgoing" => ?self.membership.outgoing,
-            "observers" => ?self.membership.observers);
+            "term" => self.term, "epoch" => self.members.current.epoch,
+            "membership_term" => self.members.current.term,
+            "voters" => ?self.members.current.voters, "outgoing" => ?self.members.current.outgoing,
+            "observers" => ?self.members.current.observers);
         if matches!(self.phase, Phase::PreVoting(_) | Phase::Candidate(_)) {
             // Votes were counted over the old voters: start over (a
             // promotion keeps its deadline and reports its outcome).
             self.abandon_round(now);
         }
-        if self.self_index.is_none() && !self.phase.is_leader() {
+        if !self.tracker.is_voter() && !self.phase.is_leader() {
             self.phase = Phase::Follower;
             self.end_promotion(Some(PromoteFailure::NotAllowed), out);
         }
         self.probe_new_members(&old_members, out);
         self.emit(
             Event::MembershipChanged {
-                epoch: self.membership.epoch,
-                voters: self.membership.voters.clone(),
-                observers: self.membership.observers.clone(),
+                epoch: self.members.current.epoch,
+                voters: self.members.current.voters.clone(),
+                observers: self.members.current.observers.clone(),
             },
             out,
         );
@@ -222,7 +313,7 @@ impl<P: LogPosition> Node<P> {
             }
             // Every peer, and those just removed, so they learn it now.
             let mut to = old_members;
-            to.extend(self.peers.iter().map(|p| p.id));
+            to.extend(self.tracker.peers().iter().map(|p| p.id()));
             to.sort_unstable();
             to.dedup();
             for id in to {
@@ -239,7 +330,7 @@ impl<P: LogPosition> Node<P> {
             return;
         }
         let kind = MessageKind::MembershipUpdate {
-            membership: Box::new(self.membership.clone()),
+            membership: Box::new(self.members.current.clone()),
         };
         if self.phase.is_leader() {
             self.send_with_vote(to, kind, out);
@@ -253,7 +344,7 @@ impl<P: LogPosition> Node<P> {
     /// known (see [`Node::share_membership_when_leaderless`]): only once
     /// the membership changed (epoch > 0) and the node is no joiner.
     pub(super) fn shares_membership_when_leaderless(&self) -> bool {
-        self.membership.epoch > 0 && !self.joining
+        self.members.current.epoch > 0 && !self.members.joining
     }
 
     /// Rule `membership_adopt_newer`, from a node that cannot campaign:
@@ -268,14 +359,14 @@ impl<P: LogPosition> Node<P> {
         now: Instant,
         out: &mut Vec<Action<P>>,
     ) {
-        let to = self.membership.members();
+        let to = self.members.current.members();
         slog::debug!(self.log, "no leader and no campaign of my own: share the membership";
             "rule" => Rule::MembershipAdoptNewer, "term" => self.term,
-            "epoch" => self.membership.epoch);
+            "epoch" => self.members.current.epoch);
         for id in to {
             self.send_membership(id, out);
         }
-        self.gates.campaign_at = now + self.round_length();
+        self.gates.campaign_after_round(now);
     }
 
     /// Rule `membership_adopt_newer`, between a candidate and a voter that
@@ -293,7 +384,7 @@ impl<P: LogPosition> Node<P> {
         theirs: MembershipId,
         out: &mut Vec<Action<P>>,
     ) {
-        if self.membership_id.is_newer_than(&theirs) {
+        if self.members.id.is_newer_than(&theirs) {
             slog::info!(self.log, "refusal with an older membership on the other side: send ours";
                 "rule" => Rule::MembershipAdoptNewer, "term" => self.term, "to" => to);
             self.send_membership(to, out);
@@ -305,21 +396,18 @@ impl<P: LogPosition> Node<P> {
     /// one than this leader's is sent it. A cluster that never changed its
     /// membership (epoch 0) has no peer to catch up.
     pub(super) fn resend_membership(&mut self, out: &mut Vec<Action<P>>) {
-        let Some(l) = self.phase.leadership() else {
+        if !self.phase.is_leader() {
             return;
-        };
-        let mine = self.membership_id;
-        let behind: Vec<NodeId> = self
-            .peers
-            .iter()
-            .zip(&l.acks)
-            .filter(|(_, a)| a.membership.is_none_or(|m| mine.is_newer_than(&m)))
-            .map(|(p, _)| p.id)
-            .collect();
-        for id in behind {
-            slog::debug!(self.log, "peer behind this membership: send it";
-                "rule" => Rule::MembershipAdoptNewer, "term" => self.term, "to" => id);
-            self.send_membership(id, out);
+        }
+        let mine = self.members.id;
+        for i in 0..self.tracker.peers().len() {
+            let peer = &self.tracker.peers()[i];
+            if peer.membership().is_none_or(|m| mine.is_newer_than(&m)) {
+                let id = peer.id();
+                slog::debug!(self.log, "peer behind this membership: send it";
+                    "rule" => Rule::MembershipAdoptNewer, "term" => self.term, "to" => id);
+                self.send_membership(id, out);
+            }
         }
     }
 
@@ -352,7 +440,7 @@ impl<P: LogPosition> Node<P> {
             Some("membership made in a term after the message's, or epoch beyond 2^62")
         } else if !id.is_newer_than(&self.newest_membership_id()) {
             None
-        } else if self.joining && !membership.is_member(self.id) {
+        } else if self.members.joining && !membership.is_member(self.id) {
             Some("a joining node waits for a membership that names it")
         } else {
             if membership.term > self.term {
@@ -367,7 +455,7 @@ impl<P: LogPosition> Node<P> {
             slog::info!(self.log, "newer membership from the leader: store it";
                 "rule" => Rule::MembershipAdoptNewer, "term" => self.term, "from" => from,
                 "epoch" => id.epoch, "membership_term" => id.term);
-            self.joining = false;
+            self.members.joining = false;
             self.stage_membership(membership, out);
             return;
         };
@@ -388,16 +476,18 @@ impl<P: LogPosition> Node<P> {
         stamp: MembershipId,
         out: &mut Vec<Action<P>>,
     ) {
-        if self.joining || !stamp.conflicts_with(&self.membership_id) {
+        if self.members.joining || !stamp.conflicts_with(&self.members.id) {
             return;
         }
-        self.membership_conflicts = self.membership_conflicts.saturating_add(1);
-        if self.conflicts_reported.contains(&(from, stamp)) {
+        self.members.conflicts = self.members.conflicts.saturating_add(1);
+        if self.members.conflicts_reported.contains(&(from, stamp)) {
             return;
         }
-        self.conflicts_reported.retain(|(peer, _)| *peer != from);
-        self.conflicts_reported.push((from, stamp));
-        let mine = self.membership_id;
+        self.members
+            .conflicts_reported
+            .retain(|(peer, _)| *peer != from);
+        self.members.conflicts_reported.push((from, stamp));
+        let mine = self.members.id;
         slog::error!(self.log, "a peer disagrees about the membership at the same epoch";
             "rule" => Rule::MembershipConflictReported, "term" => self.term, "from" => from,
             "epoch" => mine.epoch, "mine" => %mine, "theirs" => %stamp);
@@ -411,22 +501,16 @@ impl<P: LogPosition> Node<P> {
         );
     }
 
-    /// The leader records the membership a peer's message of its term
-    /// shows (the highest seen in this leadership).
-    pub(super) fn note_peer_stamp(&mut self, from: NodeId, stamp: MembershipId) {
-        let Some(index) = self.peers.iter().position(|p| p.id == from) else {
-            return;
-        };
-        let (mine, term) = (self.membership_id, self.term);
+    /// The leader records the membership a message of its term from the
+    /// peer at `index` shows (the highest seen in this leadership).
+    pub(super) fn note_peer_stamp(&mut self, index: usize, stamp: MembershipId) {
+        let (mine, term) = (self.members.id, self.term);
         let Some(l) = self.phase.leadership_mut() else {
             return;
         };
-        let known = &mut l.acks[index].membership;
-        if known.is_none_or(|k| stamp.is_newer_than(&k)) {
-            *known = Some(stamp);
-        }
+        self.tracker.peer_at_mut(index).note_stamp(stamp);
         if stamp.is_newer_than(&mine) && stamp.term < term {
-            l.newer_stamp_seen = true;
+            l.note_newer_stamp();
         }
     }
 
@@ -434,46 +518,28 @@ impl<P: LogPosition> Node<P> {
     /// each voter set of this node's durable membership, as their messages
     /// of this leadership show.
     fn stored(&self, version: MembershipId) -> bool {
-        let Some(l) = self.phase.leadership() else {
-            return false;
-        };
         let holds = |m: &MembershipId| !version.is_newer_than(m);
-        if !holds(&self.membership_id) {
-            return false;
-        }
-        let mine = self.voters.groups_of(self.id);
-        self.voters.sets().all(|(bit, quorum)| {
-            let peers = self
-                .peers
-                .iter()
-                .zip(&l.acks)
-                .filter(|(p, a)| p.groups & bit != 0 && a.membership.as_ref().is_some_and(holds))
-                .count();
-            peers + usize::from(mine & bit != 0) >= quorum
-        })
+        self.phase.is_leader()
+            && holds(&self.members.id)
+            && self
+                .tracker
+                .has_quorum(true, |p| p.membership().as_ref().is_some_and(holds))
     }
 
     /// Rule `new_voter_catches_up`: `id` acknowledged a round sent within
     /// the last death timeout, with this membership and a log position at
     /// least the leader's (the gate a leadership transfer uses).
     fn caught_up(&self, now: Instant, id: NodeId) -> bool {
-        let (Some(l), Some(index)) = (
-            self.phase.leadership(),
-            self.peers.iter().position(|p| p.id == id),
-        ) else {
+        let Some(peer) = self.tracker.peer(id).filter(|_| self.phase.is_leader()) else {
             return false;
         };
-        let acks = &l.acks[index];
-        let recent = acks
-            .heard_at
-            .is_some_and(|t| now.saturating_duration_since(t) <= self.timing.death);
-        let current = acks
-            .membership
-            .is_some_and(|m| !self.membership_id.is_newer_than(&m));
-        let position = acks
-            .position
-            .as_ref()
-            .is_some_and(|p| p.is_at_least(&self.position));
+        let recent = peer.heard_within(now, self.cfg.timing.death);
+        let current = peer
+            .membership()
+            .is_some_and(|m| !self.members.id.is_newer_than(&m));
+        let position = peer
+            .position()
+            .is_some_and(|p| p.is_at_least(self.tracker.position()));
         recent && current && position
     }
 
@@ -486,10 +552,9 @@ impl<P: LogPosition> Node<P> {
             ranks.rank_allows_leading(*v)
                 && (*v == self.id
                     || self
-                        .peers
-                        .iter()
-                        .find(|p| p.id == *v)
-                        .is_none_or(|p| p.can_lead != Some(false)))
+                        .tracker
+                        .peer(*v)
+                        .is_none_or(|p| p.can_lead() != Some(false)))
         })
     }
 
@@ -499,19 +564,18 @@ impl<P: LogPosition> Node<P> {
     /// stored, and its leader could not keep its quorum (rule
     /// `joint_quorums`): it is not entered.
     fn live_majority(&self, now: Instant, voters: &[NodeId]) -> bool {
-        let Some(l) = self.phase.leadership() else {
+        if !self.phase.is_leader() {
             return false;
-        };
+        }
+        let death = self.cfg.timing.death;
         let alive = voters
             .iter()
             .filter(|&&id| {
                 id == self.id
-                    || self.peers.iter().zip(&l.acks).any(|(p, a)| {
-                        p.id == id
-                            && a.heard_at.is_some_and(|t| {
-                                now.saturating_duration_since(t) <= self.timing.death
-                            })
-                    })
+                    || self
+                        .tracker
+                        .peer(id)
+                        .is_some_and(|p| p.heard_within(now, death))
             })
             .count();
         alive > voters.len() / 2
@@ -534,19 +598,19 @@ impl<P: LogPosition> Node<P> {
                     leader: self.leader,
                 },
             ))
-        } else if self.change.is_some()
-            || self.membership.is_joint()
-            || self.newest_membership_id() != self.membership_id
+        } else if self.change().is_some()
+            || self.members.current.is_joint()
+            || self.newest_membership_id() != self.members.id
         {
             Some((Rule::OneChangeAtATime, MembershipFailure::ChangeInProgress))
-        } else if self.custom_quorum.is_some() && self.membership.epoch == 0 {
+        } else if self.members.custom_quorum.is_some() && self.members.current.epoch == 0 {
             // The custom quorum applies to the bootstrap membership only
             // (see `voter_set`), which such a cluster never leaves.
             Some((Rule::OneChangeAtATime, MembershipFailure::CustomQuorum))
-        } else if self.membership.epoch > MAX_EPOCH - 3 {
+        } else if self.members.current.epoch > MAX_EPOCH - 3 {
             // A change takes up to three epochs (observer, joint, final).
             Some((Rule::OneChangeAtATime, MembershipFailure::Invalid))
-        } else if self.inherited_membership() || !self.stored(self.membership_id) {
+        } else if self.inherited_membership() || !self.stored(self.members.id) {
             Some((
                 Rule::ChangeAfterOwnMembershipStored,
                 MembershipFailure::NotEstablished,
@@ -571,7 +635,7 @@ impl<P: LogPosition> Node<P> {
             self.emit(Event::MembershipChangeFailed { reason }, out);
             return;
         };
-        if !self.some_voter_may_lead(&self.membership, &voters) {
+        if !self.some_voter_may_lead(&self.members.current, &voters) {
             slog::info!(self.log, "membership change refused"; "rule" => Rule::OneChangeAtATime,
                 "term" => self.term, "change" => ?request, "voters" => ?voters,
                 "reason" => "no voter of the new set may lead");
@@ -592,8 +656,8 @@ impl<P: LogPosition> Node<P> {
             Step::Observers { then_catch_up } => {
                 // Add the new node as an observer (or drop one): no voter
                 // set changes, so no joint phase.
-                let current = &self.membership;
-                let observers = match (then_catch_up, &self.change) {
+                let current = &self.members.current;
+                let observers = match (then_catch_up, self.change()) {
                     (Some(id), _) => {
                         crate::membership::sorted(current.observers.iter().copied().chain([id]))
                     }
@@ -614,7 +678,10 @@ impl<P: LogPosition> Node<P> {
 
     /// The membership's rank settings, as a change records them to undo.
     fn rank_before(&self) -> (RankPolicy, Vec<(NodeId, u32)>) {
-        (self.membership.rank, self.membership.priorities.clone())
+        (
+            self.members.current.rank,
+            self.members.current.priorities.clone(),
+        )
     }
 
     /// The membership a rank change (`SetRankPolicy`, `SetPriority` of a
@@ -622,7 +689,7 @@ impl<P: LogPosition> Node<P> {
     /// for any other request, and for a priority of a non-member (which
     /// `plan` then refuses as invalid).
     fn plan_rank_change(&self, request: &MembershipChange) -> Option<Membership> {
-        let m = &self.membership;
+        let m = &self.members.current;
         let same = || m.successor(self.term, m.voters.clone(), Vec::new(), m.observers.clone());
         match request {
             MembershipChange::SetRankPolicy { policy } => Some(Membership {
@@ -680,17 +747,18 @@ impl<P: LogPosition> Node<P> {
         step: Step,
     ) {
         slog::info!(self.log, "membership change started"; "rule" => Rule::OneChangeAtATime,
-            "term" => self.term, "change" => ?request, "epoch" => self.membership.epoch);
-        self.change = Some(Change {
+            "term" => self.term, "change" => ?request, "epoch" => self.members.current.epoch);
+        let change = Some(Change {
             request,
             voters,
             observers,
             step,
             awaiting: None,
-            deadline: now + self.timing.change,
-            observers_before: self.membership.observers.clone(),
+            deadline: now + self.cfg.timing.change,
+            observers_before: self.members.current.observers.clone(),
             rank_before: self.rank_before(),
         });
+        self.set_change(change);
     }
 
     /// The voters and observers `request` ends with, its first step, and
@@ -705,7 +773,7 @@ impl<P: LogPosition> Node<P> {
         Step,
         Option<(NodeId, alloc::string::String)>,
     )> {
-        let m = &self.membership;
+        let m = &self.members.current;
         let without = |list: &[NodeId], id: NodeId| -> Vec<NodeId> {
             list.iter().copied().filter(|&x| x != id).collect()
         };
@@ -795,7 +863,7 @@ impl<P: LogPosition> Node<P> {
     /// Proposes `next` (this leader's, epoch + 1): written, then used.
     fn propose(&mut self, next: Membership, out: &mut Vec<Action<P>>) {
         let id = next.id();
-        if let Some(change) = &mut self.change {
+        if let Some(change) = self.change_mut() {
             change.awaiting = Some(id);
         }
         self.stage_membership(next, out);
@@ -805,12 +873,12 @@ impl<P: LogPosition> Node<P> {
     /// its voters vote beside the current ones, and every quorum needs a
     /// majority of both.
     fn propose_joint(&mut self, out: &mut Vec<Action<P>>) {
-        let Some(change) = &mut self.change else {
+        let Some(change) = self.change_mut() else {
             return;
         };
         change.step = Step::Joint;
         let (voters, observers) = (change.voters.clone(), change.observers.clone());
-        let current = &self.membership;
+        let current = &self.members.current;
         // A new voter leaves the observers as it starts voting.
         let observers = observers
             .into_iter()
@@ -831,7 +899,7 @@ impl<P: LogPosition> Node<P> {
     /// every heartbeat round and every membership this leader starts
     /// using.
     pub(super) fn advance_change(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
-        if !self.phase.is_leader() || self.newest_membership_id() != self.membership_id {
+        if !self.phase.is_leader() || self.newest_membership_id() != self.members.id {
             // Not leading, or a proposal of ours is still being written.
             self.check_change_deadline(now, out);
             return;
@@ -840,9 +908,9 @@ impl<P: LogPosition> Node<P> {
             self.rewrite_inherited_membership(out);
             return;
         }
-        if self.membership.is_joint() {
-            if self.stored(self.membership_id) {
-                let current = &self.membership;
+        if self.members.current.is_joint() {
+            if self.stored(self.members.id) {
+                let current = &self.members.current;
                 let next = current.successor(
                     self.term,
                     current.voters.clone(),
@@ -852,7 +920,7 @@ impl<P: LogPosition> Node<P> {
                 slog::info!(self.log, "joint membership stored by both majorities: leave it";
                     "rule" => Rule::JointLeftWhenStored, "term" => self.term,
                     "epoch" => next.epoch, "voters" => ?next.voters);
-                if let Some(change) = &mut self.change {
+                if let Some(change) = self.change_mut() {
                     change.step = Step::Final;
                 }
                 self.propose(next, out);
@@ -861,7 +929,7 @@ impl<P: LogPosition> Node<P> {
             }
             return;
         }
-        let Some(change) = &self.change else {
+        let Some(change) = self.change() else {
             // An inherited change removed this leader (rule
             // `removed_leader_hands_over`): it hands over once the
             // membership is stored, or a change timeout into its
@@ -869,8 +937,8 @@ impl<P: LogPosition> Node<P> {
             let overdue = self
                 .phase
                 .leadership()
-                .is_some_and(|l| now >= l.since + self.timing.change);
-            if self.self_index.is_none() && (overdue || self.stored(self.membership_id)) {
+                .is_some_and(|l| now >= l.since() + self.cfg.timing.change);
+            if !self.tracker.is_voter() && (overdue || self.stored(self.members.id)) {
                 self.hand_over_if_removed(out);
             }
             return;
@@ -881,20 +949,22 @@ impl<P: LogPosition> Node<P> {
             Step::Observers {
                 then_catch_up: Some(id),
             } => {
-                if let Some(change) = &mut self.change {
+                if let Some(change) = self.change_mut() {
                     change.step = Step::CatchUp { id };
                 }
                 self.advance_change(now, out);
             }
             Step::CatchUp { id } => {
                 let voters = change.voters.clone();
-                if self.caught_up(now, id) && !self.some_voter_may_lead(&self.membership, &voters) {
+                if self.caught_up(now, id)
+                    && !self.some_voter_may_lead(&self.members.current, &voters)
+                {
                     // Heard now: the new voter's mode does not allow leading
                     // either (rule `one_change_at_a_time`); it stays an
                     // observer.
                     slog::info!(self.log, "membership change failed"; "rule" => Rule::OneChangeAtATime,
                         "term" => self.term, "reason" => "no voter of the new set may lead");
-                    self.change = None;
+                    self.set_change(None);
                     let reason = MembershipFailure::NoLeaderLeft;
                     self.emit(Event::MembershipChangeFailed { reason }, out);
                 } else if self.caught_up(now, id) && self.live_majority(now, &voters) {
@@ -930,9 +1000,12 @@ impl<P: LogPosition> Node<P> {
     /// a stamp counts only while it is of an earlier term than this
     /// leader's, so at most one write per leadership follows.
     pub(super) fn inherited_membership(&self) -> bool {
-        self.membership.term < self.term
-            && (self.membership.epoch > 0
-                || self.phase.leadership().is_some_and(|l| l.newer_stamp_seen))
+        self.members.current.term < self.term
+            && (self.members.current.epoch > 0
+                || self
+                    .phase
+                    .leadership()
+                    .is_some_and(|l| l.newer_stamp_seen()))
     }
 
     /// Rules `joint_left_when_stored` and
@@ -948,7 +1021,7 @@ impl<P: LogPosition> Node<P> {
     /// every newer stamp it shows descends from the copy. Raft's new leader
     /// commits an entry of its own term the same way.
     fn rewrite_inherited_membership(&mut self, out: &mut Vec<Action<P>>) {
-        let current = &self.membership;
+        let current = &self.members.current;
         let next = current.successor(
             self.term,
             current.voters.clone(),
@@ -966,10 +1039,10 @@ impl<P: LogPosition> Node<P> {
     /// `removed_leader_hands_over`: a leader that is no longer a voter
     /// hands leadership to the best-placed voter of the new set.
     fn complete_change(&mut self, out: &mut Vec<Action<P>>) {
-        let Some(change) = self.change.take() else {
+        let Some(change) = self.take_change() else {
             return;
         };
-        let epoch = self.membership.epoch;
+        let epoch = self.members.current.epoch;
         slog::info!(self.log, "membership change complete"; "rule" => Rule::OneChangeAtATime,
             "term" => self.term, "change" => ?change.request, "epoch" => epoch);
         self.emit(Event::MembershipChangeCompleted { epoch }, out);
@@ -984,20 +1057,17 @@ impl<P: LogPosition> Node<P> {
     /// would never hear the new leader. If `TimeoutNow` is lost, the new
     /// voters elect a leader after a death timeout.
     pub(super) fn hand_over_if_removed(&mut self, out: &mut Vec<Action<P>>) {
-        let Some(l) = self.phase.leadership() else {
-            return;
-        };
-        if self.self_index.is_some() {
+        if !self.phase.is_leader() || self.tracker.is_voter() {
             return;
         }
         let target = self
-            .peers
+            .tracker
+            .peers()
             .iter()
-            .zip(&l.acks)
-            .filter(|(p, _)| p.is_voter && p.can_lead != Some(false))
-            .map(|(p, a)| (a.position.clone(), p.id))
+            .filter(|p| p.is_voter() && p.can_lead() != Some(false))
+            .map(|p| (p.position(), p.id()))
             .reduce(|best, next| {
-                let newer = match (&next.0, &best.0) {
+                let newer = match (next.0, best.0) {
                     (Some(n), Some(b)) => !b.is_at_least(n),
                     (Some(_), None) => true,
                     _ => false,
@@ -1024,7 +1094,7 @@ impl<P: LogPosition> Node<P> {
     /// afterwards: the outcome reports that the change did not complete in
     /// time, not that nothing changed.
     fn check_change_deadline(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
-        let Some(change) = &self.change else {
+        let Some(change) = self.change() else {
             return;
         };
         if now < change.deadline {
@@ -1038,7 +1108,7 @@ impl<P: LogPosition> Node<P> {
         let request = change.request.clone();
         let observers_before = change.observers_before.clone();
         let rank_before = change.rank_before.clone();
-        self.change = None;
+        self.set_change(None);
         slog::warn!(self.log, "membership change timed out"; "rule" => Rule::MembershipChangeBounded,
             "term" => self.term, "change" => ?request, "reason" => ?reason);
         self.emit(Event::MembershipChangeFailed { reason }, out);
@@ -1110,33 +1180,22 @@ impl<P: LogPosition> Node<P> {
 
     /// The newest membership known here: waiting, in flight, or durable.
     fn newest_membership(&self) -> Membership {
-        self.membership_writes
-            .waiting
-            .clone()
-            .or_else(|| self.membership_writes.in_flight.clone())
-            .unwrap_or_else(|| self.membership.clone())
+        self.members.newest().clone()
     }
 
     /// Rule `one_change_at_a_time`: a running change fails because this
     /// node stopped leading. A joint
     /// membership it wrote is finished by the next leader.
-    pub(super) fn fail_change_on_step_down(&mut self, out: &mut Vec<Action<P>>) {
-        if let Some(change) = self.change.take() {
+    pub(super) fn fail_change_on_step_down(
+        &mut self,
+        change: Option<Change>,
+        out: &mut Vec<Action<P>>,
+    ) {
+        if let Some(change) = change {
             let reason = MembershipFailure::SteppedDown;
             slog::info!(self.log, "membership change failed"; "rule" => Rule::OneChangeAtATime,
                 "term" => self.term, "change" => ?change.request, "reason" => ?reason);
             self.emit(Event::MembershipChangeFailed { reason }, out);
         }
-    }
-}
-
-/// The voter sets of `membership`: a configured (non-majority) quorum
-/// applies to the bootstrap membership only.
-pub(super) fn voter_set(membership: &Membership, custom_quorum: Option<usize>) -> VoterSet {
-    match custom_quorum {
-        Some(quorum) if membership.epoch == 0 && !membership.is_joint() => {
-            VoterSet::new(membership.voters.clone(), quorum)
-        }
-        _ => VoterSet::joint(&membership.voters, &membership.outgoing),
     }
 }

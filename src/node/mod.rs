@@ -30,13 +30,17 @@ mod phase;
 mod rank;
 mod rollback;
 mod timers;
+mod tracker;
 
 use durable::Durability;
 use gates::CampaignGates;
+use handover::Handover;
 use lease::min_heartbeat_period;
-use membership::{Change, MembershipWrites};
+use membership::Members;
 use phase::Phase;
 use rank::RankState;
+use rollback::Rollback;
+use tracker::PeerTracker;
 
 use alloc::vec::Vec;
 use core::time::Duration;
@@ -47,10 +51,9 @@ use crate::NodeId;
 use crate::config::{Config, ConfigError, Fencing, Mode};
 use crate::fence::FencingToken;
 use crate::hard_state::HardState;
-use crate::membership::{Membership, MembershipChange, MembershipId};
+use crate::membership::{MembershipChange, MembershipId};
 use crate::message::Message;
 use crate::position::LogPosition;
-use crate::quorum::{Tally, VoterSet};
 use crate::rng::Jitter;
 use crate::rule::Rule;
 use crate::status::{Event, Status};
@@ -89,7 +92,7 @@ pub enum Input<P = ()> {
     },
     /// Storage confirmed the membership of the last
     /// [`Event::PersistMembership`] (named by its
-    /// [`Membership::id`]).
+    /// [`Membership::id`](crate::Membership::id)).
     PersistedMembership(MembershipId),
     /// Change the membership (on the leader): see [`MembershipChange`]. The
     /// outcome is exactly one [`Event::MembershipChangeCompleted`] or
@@ -137,55 +140,6 @@ pub enum Action<P = ()> {
     },
     /// Tell the application.
     Event(Event),
-}
-
-/// What the leader's bookkeeping keeps of one peer across leaderships:
-/// its membership and what it said of itself.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct PeerFacts {
-    id: NodeId,
-    is_voter: bool,
-    /// The voter sets it belongs to (`quorum::INCOMING`, `OUTGOING`).
-    groups: u8,
-    /// Round trip of the latest acknowledgement of a round sent within the
-    /// last death timeout.
-    rtt: Option<Duration>,
-    /// Whether the peer said it would campaign if handed leadership.
-    can_lead: Option<bool>,
-    /// The promise the peer said it keeps (its death timeout).
-    promise: Option<Duration>,
-    /// Whether the peer said it would take leadership handed back to it
-    /// (rule `rank_hand_back`).
-    hand_back_ready: Option<bool>,
-    /// The highest durable term the peer's messages showed, and the
-    /// highest term in which it granted this node its vote (rule
-    /// `rollback_seen_by_peers`; in memory only).
-    term_shown: u64,
-    granted_in: u64,
-}
-
-impl PeerFacts {
-    /// Every voter and observer but `me`, with nothing learned yet: the
-    /// voters first, then the observers.
-    fn of_peers(me: NodeId, voters: &VoterSet, observers: &[NodeId]) -> Vec<PeerFacts> {
-        voters
-            .ids()
-            .iter()
-            .chain(observers)
-            .filter(|&&p| p != me)
-            .map(|&id| PeerFacts {
-                id,
-                is_voter: voters.contains(id),
-                groups: voters.groups_of(id),
-                rtt: None,
-                can_lead: None,
-                promise: None,
-                hand_back_ready: None,
-                term_shown: 0,
-                granted_in: 0,
-            })
-            .collect()
-    }
 }
 
 /// What a peer's heartbeat acknowledgement says (see
@@ -264,16 +218,6 @@ impl Timing {
     }
 }
 
-/// A leadership transfer in progress.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-struct Transfer {
-    to: NodeId,
-    /// One election timeout after it started.
-    deadline: Instant,
-    /// Whether `TimeoutNow` went out (the lease is then gone for the term).
-    timeout_now_sent: bool,
-}
-
 /// One member of an election group: a pure state machine.
 ///
 /// # Driving it
@@ -294,23 +238,14 @@ struct Transfer {
 /// sends makes `step` panic.
 #[derive(Clone)]
 pub struct Node<P = ()> {
-    // Configuration.
     id: NodeId,
-    mode: Mode,
-    fencing: Fencing,
-    timing: Timing,
-    pre_vote: bool,
-    voters: VoterSet,
-    /// Index of this node in `voters`, `None` for an observer.
-    self_index: Option<usize>,
     log: Logger,
-    jitter: Jitter,
+    /// What the configuration fixed.
+    cfg: Settings,
     /// Largest `now` seen.
     now: Instant,
-
     /// Durable state, the write in flight and held messages (durable.rs).
     durable: Durability<P>,
-
     // Volatile state: decisions are made on these.
     term: u64,
     vote: Option<NodeId>,
@@ -318,70 +253,34 @@ pub struct Node<P = ()> {
     /// Following, pre-voting, awaiting the self-vote, campaigning or
     /// leading, with the state only that phase has (phase.rs).
     phase: Phase<P>,
-    /// When this node may help elect anyone, and campaign (gates.rs).
+    /// Following a leader, and when this node may help elect anyone and
+    /// campaign (gates.rs).
     gates: CampaignGates,
-    /// The newest heartbeat round seen from the current term's leader (0:
-    /// none); older rounds are ignored (rule `old_rounds_ignored`).
-    newest_round: u64,
-    /// Random extra wait after the leader's death, drawn per leader.
-    death_jitter: Duration,
-    /// The answers of the running pre-vote or vote round (a buffer reused
-    /// across rounds, so counting never allocates).
-    tally: Tally,
-    /// A promotion in progress (one campaign): when it gives up.
-    promotion: Option<Instant>,
-    /// A leadership transfer in progress; it outlives the leadership that
-    /// started it until the target is seen leading (handover.rs).
-    transfer: Option<Transfer>,
-    /// The highest proposed term for which this node already made its one
-    /// concession to a pre-candidate (rule `pre_vote_defers_once`).
-    conceded_for: u64,
+    /// The voter sets, the tally, this node's and every peer's progress
+    /// (tracker.rs).
+    tracker: PeerTracker<P>,
+    /// The durable membership and its writes (membership.rs).
+    members: Members,
+    /// The leader's standings and this node's rank delay (rank.rs).
+    rank: RankState,
+    /// Promotion, transfer and hand-back (handover.rs).
+    handover: Handover,
+    /// Restart probes and what peers saw of this node (rollback.rs).
+    rollback: Rollback,
     /// The lease last announced with `LeaseAcquired` and not yet with
     /// `LeaseLost` (lease.rs).
     lease_announced: Option<FencingToken>,
-    /// With `Config::restart_probe`, when this node next asks its peers
-    /// whether it used a higher term (rollback.rs): at its start, then
-    /// every heartbeat interval until `probe_until`.
-    restart_probe: Option<Instant>,
-    probe_until: Instant,
-    /// The highest term reported in `RollbackSuspected` (reported once).
-    rollback_reported: u64,
-    /// The durable term this node started with, and the highest term it
-    /// has put in a message since (rollback.rs): a peer that saw a higher
-    /// one saw it from an earlier life.
-    start_term: u64,
-    term_sent: u64,
-    /// Whether this node sent its restart probes (rollback.rs).
-    probed: bool,
-    position: P,
-    /// Every other voter and observer, in configuration order; a leader's
-    /// per-peer acknowledgements are index-aligned with it.
-    peers: Vec<PeerFacts>,
-    /// Reused buffer for quorum computations (no allocation per ack).
-    scratch: Vec<u64>,
+}
 
-    // Membership (membership.rs).
-    /// The durable membership in use, and its id.
-    membership: Membership,
-    membership_id: MembershipId,
-    /// The membership write in flight and the newest waiting.
-    membership_writes: MembershipWrites,
-    /// A configured quorum that is not a majority (bootstrap only).
-    custom_quorum: Option<usize>,
-    /// Started with no membership; waits for one that names it.
-    joining: bool,
-    /// The membership change this leader is making.
-    change: Option<Change>,
-    /// Messages whose stamp conflicted with this membership.
-    membership_conflicts: u64,
-    /// The last conflicting stamp reported, per peer.
-    conflicts_reported: Vec<(NodeId, MembershipId)>,
-
-    // Rank (rank.rs).
+/// What the configuration fixed: never changes after [`Node::new`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Settings {
+    mode: Mode,
+    fencing: Fencing,
+    timing: Timing,
+    pre_vote: bool,
     /// Whether this node hands leadership back (rule `rank_hand_back`).
     hand_back: bool,
-    /// Standings, the rank delay and the hand-back watch.
-    rank: RankState<P>,
 }
 
 impl<P: LogPosition> Node<P> {
@@ -409,15 +308,12 @@ impl<P: LogPosition> Node<P> {
         // voters stays "no custom quorum" after the membership grew.
         let majority = config.voters().len() / 2 + 1;
         let custom_quorum = config.explicit_quorum().filter(|&q| q != majority);
-        let voters = membership::voter_set(&membership, custom_quorum);
         let timing = Timing::new(&config);
         let log = match config.take_logger() {
             Some(root) => root.new(o!("node" => id)),
             None => Logger::root(slog::Discard, o!()),
         };
-        let mut jitter = Jitter::new(config.effective_rng_seed(), id);
-        let death_jitter = jitter.up_to(timing.jitter);
-        let peers = PeerFacts::of_peers(id, &voters, &membership.observers);
+        let jitter = Jitter::new(config.effective_rng_seed(), id);
         // Rule `fresh_node_owes_no_promise`: a node whose durable term is 0
         // never acknowledged a leader (an acknowledgement needs its term
         // durable first, and every leader's term is at least 1), so it has
@@ -425,18 +321,22 @@ impl<P: LogPosition> Node<P> {
         // promised a live leader not to help depose it for a death timeout.
         let fresh = state.term == 0;
         let embargo = if fresh { Duration::ZERO } else { timing.death };
+        let gates = CampaignGates::new(
+            now,
+            (timing.death, timing.election, timing.jitter),
+            embargo,
+            jitter,
+        );
         let mut node = Node {
             id,
-            mode: config.effective_mode(),
-            fencing: config.effective_fencing(),
-            timing,
-            pre_vote: config.effective_pre_vote(),
-            self_index: voters.index_of(id),
-            tally: Tally::new(&voters),
-            scratch: Vec::with_capacity(voters.len()),
-            voters,
             log,
-            jitter,
+            cfg: Settings {
+                mode: config.effective_mode(),
+                fencing: config.effective_fencing(),
+                timing,
+                pre_vote: config.effective_pre_vote(),
+                hand_back: config.effective_hand_back(),
+            },
             now,
             durable: Durability::new(state),
             // The membership and the term are separate writes: a crash may
@@ -452,40 +352,26 @@ impl<P: LogPosition> Node<P> {
             },
             leader: None,
             phase: Phase::Follower,
-            gates: CampaignGates::new(now, timing.death, embargo, death_jitter),
-            newest_round: 0,
-            death_jitter,
-            promotion: None,
-            transfer: None,
-            conceded_for: 0,
-            lease_announced: None,
-            restart_probe: config.effective_restart_probe().then_some(now),
-            probe_until: now + timing.death,
-            rollback_reported: 0,
-            start_term: state.term,
-            term_sent: state.term,
-            probed: false,
-            position: P::default(),
-            peers,
-            membership_id: membership.id(),
-            membership,
-            membership_writes: MembershipWrites::default(),
-            custom_quorum,
-            joining: config.effective_join(),
-            change: None,
-            membership_conflicts: 0,
-            conflicts_reported: Vec::new(),
-            hand_back: config.effective_hand_back(),
+            gates,
+            tracker: PeerTracker::new(id, &membership, custom_quorum),
+            members: Members::new(membership, custom_quorum, config.effective_join()),
             rank: RankState::default(),
+            handover: Handover::default(),
+            rollback: Rollback::new(
+                now,
+                state.term,
+                config.effective_restart_probe(),
+                timing.death,
+            ),
+            lease_announced: None,
         };
         node.refresh_rank_delay();
         // Rule `rank_orders_campaigns`: a cold start elects by rank too.
-        node.gates
-            .defer_campaign(node.gates.campaign_at + node.rank.delay);
+        node.gates.delay_first_campaign(node.rank.delay());
         slog::info!(node.log, "start as follower";
             "rule" => if fresh { Rule::FreshNodeOwesNoPromise } else { Rule::RestartWaitsDeathTimeout },
             "term" => node.term, "vote" => ?node.vote,
-            "no_votes_until" => %node.gates.restart_embargo_until);
+            "no_votes_until" => %node.gates.restart_embargo_until());
         Ok(node)
     }
 
@@ -539,7 +425,7 @@ impl<P: LogPosition> Node<P> {
             Input::Promote => self.on_promote(now, out),
             Input::Demote => self.on_demote(now, out),
             Input::TransferLeadership { to } => self.on_transfer(now, to, out),
-            Input::LogPosition(position) => self.position = position,
+            Input::LogPosition(position) => self.tracker.set_position(position),
         }
         self.announce_lease(now, out);
         // Coalesce this step's decisions into at most one write.
@@ -557,6 +443,11 @@ impl<P: LogPosition> Node<P> {
         // Durable state never runs ahead of the decision it records; one
         // write in flight; held messages wait for the current term only.
         self.durable.debug_check(self.term);
+        // The tracker counts with the durable membership.
+        debug_assert_eq!(
+            self.tracker.is_voter(),
+            self.members.current().is_voter(self.id)
+        );
         // Candidacy and leadership stand on a durable self-vote.
         if matches!(self.phase, Phase::Candidate(_) | Phase::Leader(_)) {
             debug_assert_eq!(
@@ -565,7 +456,7 @@ impl<P: LogPosition> Node<P> {
             );
         }
         if let Phase::PreVoting(round) = &self.phase {
-            debug_assert_eq!(round.proposed, self.term + 1, "pre-vote for another term");
+            debug_assert_eq!(round.proposed(), self.term + 1, "pre-vote for another term");
         }
         // An announced lease is held, and a held lease announced.
         debug_assert_eq!(
@@ -574,10 +465,11 @@ impl<P: LogPosition> Node<P> {
             "lease events out of step with the lease"
         );
         if let Phase::Leader(l) = &self.phase {
-            // A reported lease never outlives the step-down deadline.
-            debug_assert!(l.lease_until.is_none_or(|until| until <= l.strict_until));
-            debug_assert!(!l.lease_forfeited || l.lease_until.is_none());
-            debug_assert!(self.promotion.is_none(), "a leader is not being promoted");
+            l.fence().debug_check();
+            debug_assert!(
+                !self.handover.is_promoted(),
+                "a leader is not being promoted"
+            );
             debug_assert_eq!(self.leader, Some(self.id), "a leader knows itself");
         }
     }
@@ -624,17 +516,17 @@ impl<P: LogPosition> Node<P> {
                 Some(Duration::ZERO)
             } else {
                 self.gates
-                    .leader_contact
+                    .leader_contact()
                     .map(|c| self.now.saturating_duration_since(c))
             },
-            mode: self.mode,
-            is_voter: self.self_index.is_some(),
-            fencing: self.fencing,
+            mode: self.cfg.mode,
+            is_voter: self.tracker.is_voter(),
+            fencing: self.cfg.fencing,
             lease_until: self.lease(self.now).map(|l| l.valid_until),
             fencing_token: self.token(),
-            transferring_to: self.transfer.map(|t| t.to),
-            membership: self.membership.clone(),
-            membership_conflicts: self.membership_conflicts,
+            transferring_to: self.handover.transfer(),
+            membership: self.members.current().clone(),
+            membership_conflicts: self.members.conflicts(),
         }
     }
 
@@ -647,7 +539,7 @@ impl<P: LogPosition> Node<P> {
     /// The log position last reported with [`Input::LogPosition`].
     #[must_use]
     pub fn position(&self) -> &P {
-        &self.position
+        self.tracker.position()
     }
 
     /// Rule `monotonic_time`: an earlier `now` than one already seen acts as
@@ -664,52 +556,42 @@ impl<P: LogPosition> Node<P> {
         self.now
     }
 
-    /// Whether `id` is a voter or observer of the durable membership
-    /// (anyone else is ignored, but for the exceptions of rule
-    /// `members_only`).
-    fn is_member(&self, id: NodeId) -> bool {
-        self.membership.is_member(id)
-    }
-
     fn emit(&self, event: Event, out: &mut Vec<Action<P>>) {
         out.push(Action::Event(event));
     }
 
     /// Sets the known leader, reporting a change.
+    #[inline]
     fn set_leader(&mut self, leader: Option<NodeId>, out: &mut Vec<Action<P>>) {
         if self.leader != leader {
-            self.leader = leader;
-            if leader.is_some() {
-                // Fresh tie-breaking delay for this leader's eventual death.
-                self.death_jitter = self.jitter.up_to(self.timing.jitter);
-            }
-            if self.membership.rank.is_ranked() && leader.is_some() {
-                // The standings were the last leader's; the static order
-                // excludes the leader now known. A leader that died or
-                // resigned leaves its standings in force.
-                self.rank.successors.clear();
-                self.refresh_rank_delay();
-            }
-            self.emit(
-                Event::LeaderChanged {
-                    term: self.term,
-                    leader,
-                },
-                out,
-            );
-            if let Some(leader) = leader {
-                self.transfer_saw_leader(leader, out);
-                self.note_handed_campaign_outcome(leader);
-            }
+            self.change_leader(leader, out);
         }
     }
 
-    /// A fresh randomized round length: the election timeout plus jitter
-    /// (saturating: a huge configured timeout means "never").
-    pub(super) fn round_length(&mut self) -> Duration {
-        self.timing
-            .election
-            .saturating_add(self.jitter.up_to(self.timing.jitter))
+    fn change_leader(&mut self, leader: Option<NodeId>, out: &mut Vec<Action<P>>) {
+        self.leader = leader;
+        if leader.is_some() {
+            // Fresh tie-breaking delay for this leader's eventual death.
+            self.gates.new_leader();
+        }
+        if self.members.current().rank.is_ranked() && leader.is_some() {
+            // The standings were the last leader's; the static order
+            // excludes the leader now known. A leader that died or
+            // resigned leaves its standings in force.
+            self.rank.forget_standings();
+            self.refresh_rank_delay();
+        }
+        self.emit(
+            Event::LeaderChanged {
+                term: self.term,
+                leader,
+            },
+            out,
+        );
+        if let Some(leader) = leader {
+            self.transfer_saw_leader(leader, out);
+            self.note_handed_campaign_outcome(leader);
+        }
     }
 }
 

@@ -8,6 +8,8 @@
 //! exactly as to any other, so rank cannot produce two leaders in a term
 //! or overlapping leases.
 
+#[cfg(feature = "sim")]
+use super::fingerprint::{Fnv, Relative};
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use core::time::Duration;
@@ -37,61 +39,124 @@ const CAUGHT_UP_ROUNDS: usize = 2;
 /// this many hand-back periods.
 const MAX_HAND_BACK_BACKOFF: u32 = 64;
 
-/// What rank-aware elections keep between steps.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(super) struct RankState<P> {
+/// What rank-aware elections keep between steps, leading or not.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub(super) struct RankState {
     /// The standings last heard from this term's leader: the voters that
     /// would take over, best first (rule `rank_standings`).
-    pub(super) successors: Vec<NodeId>,
+    successors: Vec<NodeId>,
     /// This node's rank delay, kept current so the follower's heartbeat
     /// path only adds it.
-    pub(super) delay: Duration,
-    /// Leader: the standings last sent, and rounds since.
-    pub(super) sent: Vec<NodeId>,
-    pub(super) rounds_since_sent: u32,
-    /// Leader: the better-ranked voter watched for hand-back, and since
-    /// when it has been alive and caught up without a break.
-    pub(super) watch: Option<(NodeId, Instant)>,
+    delay: Duration,
     /// Leader: when this node last started a hand-back.
-    pub(super) last_hand_back: Option<Instant>,
-    /// Leader: its own log position at the start of the last rounds,
-    /// oldest first (at most `CAUGHT_UP_ROUNDS + 1`).
-    pub(super) past_positions: VecDeque<P>,
+    last_hand_back: Option<Instant>,
     /// The voter a hand-back of this node is going to, until its transfer
     /// ends.
-    pub(super) handing_to: Option<NodeId>,
+    handing_to: Option<NodeId>,
     /// Voters a hand-back to failed: how many times in a row, and when the
     /// next may start (doubling hand-back periods, up to
     /// `MAX_HAND_BACK_BACKOFF`). A voter the leader hears but that cannot
     /// win (cut off from the rest) is tried ever more rarely, not forever.
-    pub(super) failed: Vec<(NodeId, u32, Instant)>,
+    failed: Vec<(NodeId, u32, Instant)>,
     /// Target: this node campaigns because leadership was handed to it
     /// (`TimeoutNow`), and has not yet seen who won.
-    pub(super) handed_campaign: bool,
+    handed_campaign: bool,
     /// Target: handed campaigns lost in a row, and until when it answers
     /// that it is not ready (doubling hand-back periods, up to
     /// `MAX_HAND_BACK_BACKOFF`): every leader then holds off, not only the
     /// one whose hand-back failed.
-    pub(super) lost_handed: u32,
-    pub(super) unready_until: Instant,
+    lost_handed: u32,
+    unready_until: Instant,
 }
 
-impl<P> Default for RankState<P> {
+impl RankState {
+    /// This node's rank delay (rule `rank_orders_campaigns`).
+    pub(super) fn delay(&self) -> Duration {
+        self.delay
+    }
+
+    /// This node campaigns because leadership was handed to it.
+    pub(super) fn note_handed_campaign(&mut self) {
+        self.handed_campaign = true;
+    }
+
+    /// The standings were the last leader's: forget them.
+    pub(super) fn forget_standings(&mut self) {
+        self.successors.clear();
+    }
+
+    /// The state as the model checker sees it (see `fingerprint.rs`).
+    #[cfg(feature = "sim")]
+    pub(super) fn fingerprint(&self, rel: &Relative, hand_back_after: Duration, h: &mut Fnv) {
+        use core::hash::Hash;
+        let RankState {
+            successors,
+            delay,
+            last_hand_back,
+            handing_to,
+            failed,
+            handed_campaign,
+            lost_handed,
+            unready_until,
+        } = self;
+        // The hand-back timers, as the instants they open.
+        let opens = |t: Instant| rel.expiry(t + hand_back_after);
+        (successors, delay).hash(h);
+        last_hand_back.map(opens).hash(h);
+        (handing_to, handed_campaign, lost_handed).hash(h);
+        rel.expiry(*unready_until).hash(h);
+        for (id, failures, not_before) in failed {
+            (id, failures, rel.expiry(*not_before)).hash(h);
+        }
+    }
+}
+
+/// What a ranked leader keeps: the standings it sent, the voter it
+/// watches for hand-back, and its own recent log positions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct RankLeading<P> {
+    /// The standings last sent, and rounds since.
+    sent: Vec<NodeId>,
+    rounds_since_sent: u32,
+    /// The buffer this round's standings are counted in.
+    next: Vec<NodeId>,
+    /// The better-ranked voter watched for hand-back, and since when it
+    /// has been alive and caught up without a break.
+    watch: Option<(NodeId, Instant)>,
+    /// Its own log position at the start of the last rounds, oldest first
+    /// (at most `CAUGHT_UP_ROUNDS + 1`).
+    past_positions: VecDeque<P>,
+}
+
+impl<P> Default for RankLeading<P> {
     fn default() -> Self {
-        RankState {
-            successors: Vec::new(),
-            delay: Duration::ZERO,
+        RankLeading {
             sent: Vec::new(),
             rounds_since_sent: 0,
+            next: Vec::new(),
             watch: None,
-            last_hand_back: None,
             past_positions: VecDeque::new(),
-            handing_to: None,
-            failed: Vec::new(),
-            handed_campaign: false,
-            lost_handed: 0,
-            unready_until: Instant::ZERO,
         }
+    }
+}
+
+impl<P> RankLeading<P> {
+    /// The state as the model checker sees it (see `fingerprint.rs`).
+    #[cfg(feature = "sim")]
+    pub(super) fn fingerprint(&self, rel: &Relative, h: &mut Fnv)
+    where
+        P: core::hash::Hash,
+    {
+        use core::hash::Hash;
+        let RankLeading {
+            sent,
+            rounds_since_sent,
+            next: _,
+            watch,
+            past_positions,
+        } = self;
+        (sent, rounds_since_sent, past_positions).hash(h);
+        watch.map(|(id, since)| (id, rel.anchor(since))).hash(h);
     }
 }
 
@@ -106,8 +171,8 @@ impl<P: LogPosition> Node<P> {
     /// excepted. Places beyond what fits in an election round share the
     /// last slot.
     pub(super) fn rank_place(&self) -> u32 {
-        let m = &self.membership;
-        if !m.rank.is_ranked() || self.self_index.is_none() {
+        let m = &self.membership();
+        if !m.rank.is_ranked() || !self.tracker.is_voter() {
             return 0;
         }
         let place = if self.rank.successors.is_empty() {
@@ -125,8 +190,12 @@ impl<P: LogPosition> Node<P> {
             let s = &self.rank.successors;
             s.iter().position(|&id| id == self.id).unwrap_or(s.len())
         };
-        let room = self.timing.election.saturating_sub(self.timing.jitter);
-        let slots = (room.as_nanos() / self.timing.rank_step.as_nanos().max(1)).max(1);
+        let room = self
+            .cfg
+            .timing
+            .election
+            .saturating_sub(self.cfg.timing.jitter);
+        let slots = (room.as_nanos() / self.cfg.timing.rank_step.as_nanos().max(1)).max(1);
         u32::try_from((place as u128).min(slots)).unwrap_or(u32::MAX)
     }
 
@@ -134,7 +203,7 @@ impl<P: LogPosition> Node<P> {
     /// (after the standings, the leader or the membership changed).
     pub(super) fn refresh_rank_delay(&mut self) {
         let place = self.rank_place();
-        let delay = self.timing.rank_step.saturating_mul(place);
+        let delay = self.cfg.timing.rank_step.saturating_mul(place);
         if delay != self.rank.delay {
             slog::debug!(self.log, "rank delay"; "rule" => Rule::RankOrdersCampaigns,
                 "term" => self.term, "place" => place, "delay" => ?delay);
@@ -151,14 +220,14 @@ impl<P: LogPosition> Node<P> {
         successors: Vec<NodeId>,
         out: &mut Vec<Action<P>>,
     ) {
-        if self.leader != Some(from) || successors.len() > self.voters.len() {
+        if self.leader != Some(from) || successors.len() > self.tracker.voters().len() {
             slog::debug!(self.log, "standings ignored"; "rule" => Rule::RankStandings,
                 "term" => self.term, "from" => from);
             return;
         }
         let successors = successors
             .into_iter()
-            .filter(|&id| self.membership.is_voter(id))
+            .filter(|&id| self.membership().is_voter(id))
             .collect();
         self.rank.successors = successors;
         let before = self.rank.delay;
@@ -166,9 +235,8 @@ impl<P: LogPosition> Node<P> {
         // The campaign instant set by this round's heartbeat used the old
         // delay: it follows the new one at once, not a round later.
         let moved = self.rank.delay != before && self.phase.is_follower();
-        if let Some(contact) = self.gates.leader_contact.filter(|_| moved) {
-            self.gates.campaign_at =
-                contact + self.timing.death + self.death_jitter + self.rank.delay;
+        if moved {
+            self.gates.rank_delay_moved(self.rank.delay);
         }
         self.send_hand_back_ready(from, out);
     }
@@ -178,10 +246,10 @@ impl<P: LogPosition> Node<P> {
     /// (a `Manual` node leads only when promoted), allowed to lead by its
     /// rank, and not within a demote's embargo.
     pub(super) fn ready_for_hand_back(&self, now: Instant) -> bool {
-        self.self_index.is_some()
-            && self.mode == Mode::Candidate
-            && self.membership.rank_allows_leading(self.id)
-            && now >= self.gates.no_campaign_before
+        self.tracker.is_voter()
+            && self.cfg.mode == Mode::Candidate
+            && self.membership().rank_allows_leading(self.id)
+            && now >= self.gates.no_campaign_before()
             && now >= self.rank.unready_until
     }
 
@@ -192,7 +260,7 @@ impl<P: LogPosition> Node<P> {
         let periods = 1u32
             .checked_shl(failures)
             .map_or(MAX_HAND_BACK_BACKOFF, |p| p.min(MAX_HAND_BACK_BACKOFF));
-        self.now + self.timing.hand_back_after.saturating_mul(periods)
+        self.now + self.cfg.timing.hand_back_after.saturating_mul(periods)
     }
 
     /// Rule `rank_hand_back`, the target's side: a campaign started because
@@ -230,8 +298,8 @@ impl<P: LogPosition> Node<P> {
         if !self.phase.is_leader() {
             return;
         }
-        if let Some(p) = self.peers.iter_mut().find(|p| p.id == from) {
-            p.hand_back_ready = Some(ready);
+        if let Some(p) = self.tracker.peer_mut(from) {
+            p.set_hand_back_ready(ready);
         }
     }
 
@@ -267,73 +335,81 @@ impl<P: LogPosition> Node<P> {
     /// leader's of two rounds ago, best rank first.
     /// Sent when they change, and every few rounds anyway.
     pub(super) fn publish_standings(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
-        let standings = self.standings(now);
-        self.rank.rounds_since_sent += 1;
-        if standings == self.rank.sent && self.rank.rounds_since_sent < STANDINGS_RESEND_ROUNDS {
+        // Counted in a buffer kept from the last round: a round whose
+        // standings did not change allocates nothing.
+        let Some(mut standings) = self
+            .phase
+            .leadership_mut()
+            .map(|l| core::mem::take(&mut l.rank_mut().next))
+        else {
+            return;
+        };
+        self.standings(now, &mut standings);
+        let Some(l) = self.phase.leadership_mut() else {
+            return;
+        };
+        let rank = l.rank_mut();
+        rank.rounds_since_sent += 1;
+        let changed = standings != rank.sent;
+        if !changed && rank.rounds_since_sent < STANDINGS_RESEND_ROUNDS {
+            rank.next = standings;
             return;
         }
-        if standings != self.rank.sent {
+        rank.rounds_since_sent = 0;
+        rank.next = core::mem::replace(&mut rank.sent, standings);
+        let successors = rank.sent.clone();
+        if changed {
             slog::debug!(self.log, "standings changed"; "rule" => Rule::RankStandings,
-                "term" => self.term, "successors" => ?standings);
+                "term" => self.term, "successors" => ?successors);
         }
-        self.rank.rounds_since_sent = 0;
-        self.rank.sent = standings.clone();
-        self.send_to_peers(
-            &MessageKind::Standings {
-                successors: standings,
-            },
-            out,
-        );
+        self.send_to_peers(&MessageKind::Standings { successors }, out);
     }
 
     /// What a peer's acknowledged log position must reach to count as
     /// caught up: the leader's own position `CAUGHT_UP_ROUNDS` rounds ago
     /// (or its oldest recorded one).
     fn caught_up_reference(&self) -> &P {
-        self.rank.past_positions.front().unwrap_or(&self.position)
+        self.phase
+            .leadership()
+            .and_then(|l| l.rank().past_positions.front())
+            .unwrap_or(self.tracker.position())
     }
 
     /// Records the leader's own position at the start of a round.
     pub(super) fn record_round_position(&mut self) {
-        self.rank.past_positions.push_back(self.position.clone());
-        while self.rank.past_positions.len() > CAUGHT_UP_ROUNDS + 1 {
-            self.rank.past_positions.pop_front();
+        let position = self.tracker.position().clone();
+        let Some(l) = self.phase.leadership_mut() else {
+            return;
+        };
+        let past = &mut l.rank_mut().past_positions;
+        if past.len() > CAUGHT_UP_ROUNDS {
+            past.pop_front();
         }
+        past.push_back(position);
     }
 
     /// The standings: see [`Node::publish_standings`].
-    fn standings(&self, now: Instant) -> Vec<NodeId> {
-        let Some(l) = self.phase.leadership() else {
-            return Vec::new();
-        };
-        let m = &self.membership;
+    fn standings(&self, now: Instant, standings: &mut Vec<NodeId>) {
+        standings.clear();
+        if !self.phase.is_leader() {
+            return;
+        }
+        let m = &self.membership();
         let live = |heard: Option<Instant>| {
             heard.is_some_and(|t| {
-                now.saturating_duration_since(t) <= self.timing.heartbeat.saturating_mul(2)
+                now.saturating_duration_since(t) <= self.cfg.timing.heartbeat.saturating_mul(2)
             })
         };
-        let candidates: Vec<(NodeId, &P)> = self
-            .peers
-            .iter()
-            .zip(&l.acks)
-            .filter(|(p, a)| p.is_voter && live(a.heard_at))
-            .filter_map(|(p, a)| a.position.as_ref().map(|pos| (p.id, pos)))
-            .collect();
-        let may_lead = |id: NodeId| {
-            m.rank_allows_leading(id)
-                && self
-                    .peers
-                    .iter()
-                    .any(|p| p.id == id && p.can_lead == Some(true))
-        };
         let reference = self.caught_up_reference();
-        let mut standings: Vec<NodeId> = candidates
-            .iter()
-            .filter(|(id, pos)| may_lead(*id) && pos.is_at_least(reference))
-            .map(|(id, _)| *id)
-            .collect();
+        let peers = self.tracker.peers().iter().filter(|p| {
+            p.is_voter()
+                && live(p.heard_at())
+                && p.position().is_some_and(|pos| pos.is_at_least(reference))
+                && m.rank_allows_leading(p.id())
+                && p.can_lead() == Some(true)
+        });
+        standings.extend(peers.map(|p| p.id()));
         standings.sort_unstable_by_key(|&id| core::cmp::Reverse(m.rank_of(id)));
-        standings
     }
 
     /// Rule `rank_hand_back`: the leader hands leadership to the best voter
@@ -355,17 +431,23 @@ impl<P: LogPosition> Node<P> {
     /// without the stable period and even with hand-back turned off; only
     /// the rate limit, one election timeout, applies.
     pub(super) fn maybe_hand_back(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
-        let may_lead = self.membership.rank_allows_leading(self.id);
-        if (may_lead && !self.hand_back) || self.transfer.is_some() || self.change.is_some() {
-            self.rank.watch = None;
+        let may_lead = self.membership().rank_allows_leading(self.id);
+        let Some(l) = self.phase.leadership_mut() else {
+            return;
+        };
+        if (may_lead && !self.cfg.hand_back)
+            || self.handover.transfer().is_some()
+            || l.change().is_some()
+        {
+            l.rank_mut().watch = None;
             return;
         }
         let Some(l) = self.phase.leadership() else {
             return;
         };
-        let m = &self.membership;
+        let m = &self.membership();
         let mine = m.rank_of(self.id);
-        let heartbeat = self.timing.heartbeat;
+        let heartbeat = self.cfg.timing.heartbeat;
         let reference = self.caught_up_reference();
         let backed_off = |id: NodeId| {
             self.rank
@@ -374,45 +456,47 @@ impl<P: LogPosition> Node<P> {
                 .any(|&(f, _, not_before)| f == id && now < not_before)
         };
         let best = self
-            .peers
+            .tracker
+            .peers()
             .iter()
-            .zip(&l.acks)
-            .filter(|(p, a)| {
-                p.is_voter
-                    && p.can_lead == Some(true)
-                    && p.hand_back_ready == Some(true)
-                    && m.rank_allows_leading(p.id)
-                    && m.rank_of(p.id).class > mine.class
+            .filter(|p| {
+                p.is_voter()
+                    && p.can_lead() == Some(true)
+                    && p.hand_back_ready() == Some(true)
+                    && m.rank_allows_leading(p.id())
+                    && m.rank_of(p.id()).class > mine.class
                     // Acknowledged the last round: a missed one breaks the
                     // stable period (half a round of slack for late timers).
-                    && a.heard_at.is_some_and(|t| {
-                        now.saturating_duration_since(t) <= heartbeat.saturating_add(heartbeat / 2)
-                    })
-                    && a.position
-                        .as_ref()
-                        .is_some_and(|pos| pos.is_at_least(reference))
+                    && p.heard_within(now, heartbeat.saturating_add(heartbeat / 2))
+                    && p.position().is_some_and(|pos| pos.is_at_least(reference))
                     // Not older than the leader's and not a conflicting one
                     // of the same version, which ranks differently:
                     // leadership would bounce between the two views. (A
                     // newer one is possible: a follower may adopt a past
                     // leader's membership from a late message.)
-                    && a.membership.is_some_and(|s| {
-                        !self.membership_id.is_newer_than(&s)
-                            && !s.conflicts_with(&self.membership_id)
+                    && p.membership().is_some_and(|s| {
+                        !self.members.id().is_newer_than(&s)
+                            && !s.conflicts_with(&self.members.id())
                     })
-                    && !backed_off(p.id)
+                    && !backed_off(p.id())
             })
-            .map(|(p, _)| p.id)
+            .map(|p| p.id())
             .max_by_key(|&id| m.rank_of(id));
         let after = if may_lead {
-            self.timing.hand_back_after
+            self.cfg.timing.hand_back_after
         } else {
             Duration::ZERO
         };
-        let rest = after.max(self.timing.election);
-        let since_leading = now.saturating_duration_since(l.since);
-        match (best, self.rank.watch) {
-            (None, _) => self.rank.watch = None,
+        let rest = after.max(self.cfg.timing.election);
+        let since_leading = now.saturating_duration_since(l.since());
+        let watch = l.rank().watch;
+        let set_watch = |node: &mut Self, watch| {
+            if let Some(l) = node.phase.leadership_mut() {
+                l.rank_mut().watch = watch;
+            }
+        };
+        match (best, watch) {
+            (None, _) => set_watch(self, None),
             (Some(id), Some((watched, stable_since))) if watched == id || !may_lead => {
                 let stable = now.saturating_duration_since(stable_since) >= after;
                 let rested = self
@@ -427,11 +511,11 @@ impl<P: LogPosition> Node<P> {
                     };
                     slog::info!(self.log, "hand leadership back"; "rule" => Rule::RankHandBack,
                         "term" => self.term, "to" => id, "reason" => ?reason);
-                    self.rank.watch = None;
+                    set_watch(self, None);
                     self.rank.last_hand_back = Some(now);
                     self.emit(Event::HandingBack { to: id, reason }, out);
                     self.on_transfer(now, id, out);
-                    if self.transfer.is_some_and(|t| t.to == id) {
+                    if self.handover.transfer() == Some(id) {
                         self.rank.handing_to = Some(id);
                     }
                 }
@@ -439,7 +523,7 @@ impl<P: LogPosition> Node<P> {
             (Some(id), _) => {
                 slog::debug!(self.log, "better-ranked voter is up: watch it";
                     "rule" => Rule::RankHandBack, "term" => self.term, "to" => id);
-                self.rank.watch = Some((id, now));
+                set_watch(self, Some((id, now)));
             }
         }
     }

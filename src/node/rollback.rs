@@ -43,6 +43,8 @@
 //! no restart wait) can still be granted. It is a safety net, not a
 //! licence: never restore a data directory from a backup.
 
+#[cfg(feature = "sim")]
+use super::fingerprint::{Fnv, Relative};
 use alloc::vec::Vec;
 
 use super::{Action, Node};
@@ -53,6 +55,76 @@ use crate::position::LogPosition;
 use crate::rule::Rule;
 use crate::status::Event;
 use crate::time::Instant;
+
+/// What a node knows of its own restart: the probes it sends, and the
+/// terms it started with and has shown since.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Rollback {
+    /// With `Config::restart_probe`, when this node next asks its peers
+    /// whether it used a higher term: at its start, then every heartbeat
+    /// interval until `probe_until`.
+    next_probe: Option<Instant>,
+    probe_until: Instant,
+    /// Whether this node sent its restart probes.
+    probed: bool,
+    /// The durable term this node started with, and the highest term it
+    /// has put in a message since: a peer that saw a higher one saw it
+    /// from an earlier life.
+    start_term: u64,
+    term_sent: u64,
+    /// The highest term reported in `RollbackSuspected` (reported once).
+    reported: u64,
+}
+
+impl Rollback {
+    /// A node started at `now` from durable `term`, probing its peers at
+    /// once (`probe`) for up to `window`.
+    pub(super) fn new(now: Instant, term: u64, probe: bool, window: core::time::Duration) -> Self {
+        Rollback {
+            next_probe: probe.then_some(now),
+            probe_until: now + window,
+            probed: false,
+            start_term: term,
+            term_sent: term,
+            reported: 0,
+        }
+    }
+
+    /// When the next restart probe goes out (timer `restart_probe`).
+    pub(super) fn next_probe(&self) -> Option<Instant> {
+        self.next_probe
+    }
+
+    /// The restart probes are a follower's timer: a node elected this
+    /// early has sent its first ones already.
+    pub(super) fn stop_probing(&mut self) {
+        self.next_probe = None;
+    }
+
+    /// This node put `term` in a message (counted when decided, even if
+    /// held: an undercount only hides a rollback).
+    #[inline]
+    pub(super) fn note_sent(&mut self, term: u64) {
+        self.term_sent = self.term_sent.max(term);
+    }
+
+    /// The state as the model checker sees it (see `fingerprint.rs`).
+    #[cfg(feature = "sim")]
+    pub(super) fn fingerprint(&self, rel: &Relative, h: &mut Fnv) {
+        use core::hash::Hash;
+        let Rollback {
+            next_probe,
+            probe_until,
+            probed,
+            start_term,
+            term_sent,
+            reported,
+        } = self;
+        next_probe.map(|p| rel.expiry(p)).hash(h);
+        rel.expiry(*probe_until).hash(h);
+        (probed, start_term, term_sent, reported).hash(h);
+    }
+}
 
 /// The durable term `message` shows of its sender, if it shows one: a
 /// pre-vote request proposes the sender's term plus one; a granted pre-vote
@@ -80,6 +152,7 @@ impl<P: LogPosition> Node<P> {
         &mut self,
         now: Instant,
         from: NodeId,
+        index: Option<usize>,
         sender: MembershipId,
         message: &Message<P>,
         out: &mut Vec<Action<P>>,
@@ -96,14 +169,16 @@ impl<P: LogPosition> Node<P> {
             return false;
         };
         let me = self.id;
-        let Some(peer) = self.peers.iter_mut().find(|p| p.id == from) else {
+        let Some(i) = index else {
             return probe_vote.is_some();
         };
-        if let MessageKind::VoteResponse { granted: true } = message.kind {
-            peer.granted_in = peer.granted_in.max(message.term);
-        }
-        let (seen, granted_in) = (peer.term_shown, peer.granted_in);
-        peer.term_shown = seen.max(shown);
+        let peer = self.tracker.peer_at_mut(i);
+        let granted = match message.kind {
+            MessageKind::VoteResponse { granted: true } => message.term,
+            _ => 0,
+        };
+        let (seen, granted_before) = peer.note_term_shown(shown, granted);
+        let granted_in = granted_before.max(granted);
         let Some(vote) = probe_vote else {
             // Any other message, early or late: nothing to say.
             return false;
@@ -121,7 +196,7 @@ impl<P: LogPosition> Node<P> {
                 "message_term" => shown, "newest" => seen, "granted" => granted);
             self.reply(from, MessageKind::TermSeen { seen, granted }, out);
         }
-        if self.membership_id.is_newer_than(&sender) {
+        if self.members.id().is_newer_than(&sender) {
             // Its copy may hold an older membership: the members it does
             // not know may be the ones that saw what it forgot.
             self.send_membership(from, out);
@@ -159,7 +234,7 @@ impl<P: LogPosition> Node<P> {
         let grant_lost = granted && seen > 0 && seen == self.term && self.vote != Some(from);
         // At or below the starting term only a lost grant is news (the
         // term is then the starting one: terms only rise).
-        if seen <= self.start_term && !grant_lost {
+        if seen <= self.rollback.start_term && !grant_lost {
             slog::debug!(self.log, "a peer saw what this node started with: nothing lost";
                 "rule" => Rule::RollbackAbstains, "term" => self.term, "from" => from,
                 "message_term" => seen);
@@ -171,8 +246,8 @@ impl<P: LogPosition> Node<P> {
                 "message_term" => seen);
             return;
         }
-        let had = self.start_term;
-        let certain = seen > self.term_sent || grant_lost;
+        let had = self.rollback.start_term;
+        let certain = seen > self.rollback.term_sent || grant_lost;
         if certain {
             slog::error!(self.log, "rollback suspected: a peer saw this node use a term or cast a vote it has no record of; abstain";
                 "rule" => Rule::RollbackAbstains, "term" => self.term, "from" => from,
@@ -188,8 +263,8 @@ impl<P: LogPosition> Node<P> {
         } else if seen == self.term && self.vote.is_none() {
             self.vote = Some(self.id);
         }
-        if certain && seen > self.rollback_reported {
-            self.rollback_reported = seen;
+        if certain && seen > self.rollback.reported {
+            self.rollback.reported = seen;
             self.emit(Event::RollbackSuspected { seen, had }, out);
         }
     }
@@ -205,12 +280,12 @@ impl<P: LogPosition> Node<P> {
     /// `fresh_node_owes_no_promise`), yet may be a copy from before its
     /// first term: it probes too, and is protected once an answer is in.
     pub(super) fn send_restart_probes(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
-        let next = now + self.timing.heartbeat;
-        self.restart_probe = (next < self.probe_until).then_some(next);
-        self.probed = true;
+        let next = now + self.cfg.timing.heartbeat;
+        self.rollback.next_probe = (next < self.rollback.probe_until).then_some(next);
+        self.rollback.probed = true;
         slog::info!(self.log, "restarted: ask the members for the highest term they saw from this node";
             "rule" => Rule::RollbackSeenByPeers, "term" => self.term);
-        self.probe(self.membership.members(), out);
+        self.probe(self.membership().members(), out);
     }
 
     /// Rule `rollback_seen_by_peers`: a node that probed at its start and
@@ -218,11 +293,11 @@ impl<P: LogPosition> Node<P> {
     /// an older membership; a peer sent it the newer one) probes those too:
     /// they may be the only ones that saw the terms it forgot.
     pub(super) fn probe_new_members(&mut self, before: &[NodeId], out: &mut Vec<Action<P>>) {
-        if !self.probed {
+        if !self.rollback.probed {
             return;
         }
         let new: Vec<NodeId> = self
-            .membership
+            .membership()
             .members()
             .into_iter()
             .filter(|id| !before.contains(id))

@@ -11,7 +11,6 @@
 use alloc::vec::Vec;
 
 use super::{Action, Node, Phase};
-use crate::config::Fencing;
 use crate::position::LogPosition;
 use crate::rule::Rule;
 use crate::time::Instant;
@@ -95,6 +94,16 @@ impl Timer {
     }
 }
 
+/// The earlier of two optional deadlines (`None`: not armed).
+#[inline]
+fn earlier(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, None) => a,
+        (None, b) => b,
+    }
+}
+
 impl<P: LogPosition> Node<P> {
     /// The timer table: when `timer` fires next, or `None` if it is not
     /// armed. Election timers (the round and the campaign) are frozen while
@@ -108,14 +117,14 @@ impl<P: LogPosition> Node<P> {
             Timer::LeaseEnd => self
                 .lease_announced
                 .and(self.phase.leadership())
-                .and_then(|l| l.lease_until),
-            Timer::RestartProbe => self.restart_probe,
+                .and_then(|l| l.fence().lease_until()),
+            Timer::RestartProbe => self.rollback.next_probe(),
             Timer::LeaderDeath => self
                 .leader
                 .filter(|_| !self.phase.is_leader())
                 .and(self.gates.leader_death_at()),
-            Timer::Transfer => self.transfer.map(|t| t.deadline),
-            Timer::Promotion => self.promotion,
+            Timer::Transfer => self.handover.transfer_deadline(),
+            Timer::Promotion => self.handover.promotion(),
             Timer::ElectionRound if frozen => None,
             Timer::ElectionRound => self.phase.round_deadline(),
             Timer::Campaign => (!frozen
@@ -123,40 +132,49 @@ impl<P: LogPosition> Node<P> {
                 && self.leader.is_none()
                 && (self.may_ever_campaign() || self.shares_membership_when_leaderless()))
             .then(|| self.gates.earliest_campaign()),
-            Timer::Heartbeat => self.phase.leadership().map(|l| l.next_heartbeat),
-        }
-    }
-
-    /// When fencing makes this leader step down (rule `soft_fencing` or
-    /// `strict_lease`), or `None` with fencing off or when not leading.
-    #[inline]
-    pub(super) fn step_down_deadline(&self) -> Option<Instant> {
-        let leadership = self.phase.leadership()?;
-        match self.fencing {
-            Fencing::Soft => leadership.soft_anchor.map(|a| a + self.timing.death),
-            Fencing::Strict => Some(leadership.strict_until),
-            _ => None,
+            Timer::Heartbeat => self.phase.leadership().map(|l| l.next_heartbeat()),
         }
     }
 
     /// The earliest armed entry of the timer table. Only the timers the
     /// current phase can arm are read (the others are `None` by
-    /// construction). A leader's three are read directly: this runs on
-    /// every turn of a driver's loop, and debug builds check it against
-    /// the table.
+    /// construction), each directly: this runs on every turn of a driver's
+    /// loop, and debug builds check it against the table.
     pub(super) fn earliest_deadline(&self) -> Option<Instant> {
         let Phase::Leader(l) = &self.phase else {
-            return Timer::NOT_LEADING
-                .iter()
-                .filter_map(|&t| self.deadline(t))
-                .min();
+            let frozen = self.durable.in_flight().is_some();
+            let leader_death = self.leader.and(self.gates.leader_death_at());
+            let round = self.phase.round_deadline().filter(|_| !frozen);
+            let campaign = (!frozen && self.phase.is_follower() && self.leader.is_none())
+                .then(|| self.deadline(Timer::Campaign))
+                .flatten();
+            let earliest = [
+                self.rollback.next_probe(),
+                leader_death,
+                self.handover.transfer_deadline(),
+                self.handover.promotion(),
+                round,
+            ]
+            .into_iter()
+            .fold(campaign, earlier);
+            debug_assert_eq!(
+                earliest,
+                Timer::NOT_LEADING
+                    .iter()
+                    .filter_map(|&t| self.deadline(t))
+                    .min()
+            );
+            return earliest;
         };
-        let transfer = self.transfer.map(|t| t.deadline);
-        let lease_end = self.lease_announced.and(l.lease_until);
-        let earliest = [self.step_down_deadline(), lease_end, transfer]
+        let transfer = self.handover.transfer_deadline();
+        let lease_end = self.lease_announced.and(l.fence().lease_until());
+        let step_down = l
+            .fence()
+            .step_down_at(self.cfg.fencing, self.cfg.timing.death);
+        let earliest = [step_down, lease_end, transfer]
             .into_iter()
             .flatten()
-            .fold(l.next_heartbeat, Instant::min);
+            .fold(l.next_heartbeat(), Instant::min);
         debug_assert_eq!(
             Some(earliest),
             Timer::LEADING
