@@ -995,8 +995,13 @@ impl Config {
             {
                 return Err(ConfigError::PriorityForNonMember { id });
             }
-            let m = self.effective_membership();
-            if !m.voters.is_empty() && !m.voters.iter().any(|&v| m.rank_allows_leading(v)) {
+            // Only an explicit priority of 0 can keep a voter from leading.
+            let m = || self.effective_membership();
+            if !self.priorities.is_empty()
+                && let m = m()
+                && !m.voters.is_empty()
+                && !m.voters.iter().any(|&v| m.rank_allows_leading(v))
+            {
                 return Err(ConfigError::NoVoterMayLead);
             }
         }

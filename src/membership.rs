@@ -438,6 +438,7 @@ impl Membership {
     /// Whether the rank policy lets `id` lead: only priority 0 under
     /// [`RankPolicy::Priority`] forbids it.
     #[must_use]
+    #[inline]
     pub fn rank_allows_leading(&self, id: NodeId) -> bool {
         self.rank != RankPolicy::Priority || self.priority(id) > 0
     }

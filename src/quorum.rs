@@ -1,4 +1,5 @@
-//! Vote and acknowledgement tallies over the voters of a membership.
+//! Voter sets, quorums and the quorum-th value (the tallies themselves
+//! live with the peers, in `node/tracker.rs`).
 //!
 //! Invariant kept here (rule `joint_quorums`): only voters count, each at
 //! most once per round, and a quorum is a quorum of **every** voter set of
@@ -8,7 +9,6 @@
 //! candidates cannot both win one term; a candidate of either of two
 //! consecutive memberships needs a majority of a set they share.
 
-use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::NodeId;
@@ -21,9 +21,9 @@ pub(crate) const OUTGOING: u8 = 2;
 /// The voters of a membership (every voter set, merged) and what wins.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct VoterSet {
-    ids: Vec<NodeId>,
-    /// Per voter, index-aligned with `ids`: which sets it belongs to.
-    groups: Vec<u8>,
+    /// Each voter, sorted by id, with the sets it belongs to
+    /// ([`INCOMING`], [`OUTGOING`] bits).
+    voters: Vec<(NodeId, u8)>,
     /// The quorum of the incoming (or only) set.
     quorum: usize,
     /// The quorum of the outgoing set; 0 outside a joint phase.
@@ -33,11 +33,10 @@ pub(crate) struct VoterSet {
 impl VoterSet {
     /// One voter set: `ids` must be sorted and deduplicated (as `Config`
     /// keeps them).
-    pub(crate) fn new(ids: Vec<NodeId>, quorum: usize) -> VoterSet {
+    pub(crate) fn new(ids: &[NodeId], quorum: usize) -> VoterSet {
         debug_assert!(ids.windows(2).all(|w| w[0] < w[1]));
         VoterSet {
-            groups: vec![INCOMING; ids.len()],
-            ids,
+            voters: ids.iter().map(|&id| (id, INCOMING)).collect(),
             quorum,
             outgoing_quorum: 0,
         }
@@ -46,23 +45,26 @@ impl VoterSet {
     /// A joint voter set: majorities of both `incoming` and `outgoing`
     /// (each sorted and deduplicated; `outgoing` empty outside a change).
     pub(crate) fn joint(incoming: &[NodeId], outgoing: &[NodeId]) -> VoterSet {
+        if outgoing.is_empty() && incoming.windows(2).all(|w| w[0] < w[1]) {
+            // One set (no change running): its majority.
+            return VoterSet::new(incoming, incoming.len() / 2 + 1);
+        }
         let ids = crate::membership::sorted(incoming.iter().chain(outgoing).copied());
-        let groups = ids
+        let voters = ids
             .iter()
-            .map(|id| {
+            .map(|&id| {
                 let mut g = 0;
-                if incoming.binary_search(id).is_ok() {
+                if incoming.binary_search(&id).is_ok() {
                     g |= INCOMING;
                 }
-                if outgoing.binary_search(id).is_ok() {
+                if outgoing.binary_search(&id).is_ok() {
                     g |= OUTGOING;
                 }
-                g
+                (id, g)
             })
             .collect();
         VoterSet {
-            ids,
-            groups,
+            voters,
             quorum: incoming.len() / 2 + 1,
             outgoing_quorum: if outgoing.is_empty() {
                 0
@@ -72,16 +74,12 @@ impl VoterSet {
         }
     }
 
-    pub(crate) fn index_of(&self, id: NodeId) -> Option<usize> {
-        self.ids.binary_search(&id).ok()
-    }
-
     pub(crate) fn contains(&self, id: NodeId) -> bool {
-        self.index_of(id).is_some()
+        self.groups_of(id) != 0
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.ids.len()
+        self.voters.len()
     }
 
     /// The quorum of the incoming (or only) voter set.
@@ -89,13 +87,16 @@ impl VoterSet {
         self.quorum
     }
 
-    pub(crate) fn ids(&self) -> &[NodeId] {
-        &self.ids
+    /// Each voter with the sets it belongs to, by id.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (NodeId, u8)> + '_ {
+        self.voters.iter().copied()
     }
 
     /// The sets `id` votes in ([`INCOMING`], [`OUTGOING`] bits; 0: none).
     pub(crate) fn groups_of(&self, id: NodeId) -> u8 {
-        self.index_of(id).map_or(0, |i| self.groups[i])
+        self.voters
+            .binary_search_by_key(&id, |&(v, _)| v)
+            .map_or(0, |i| self.voters[i].1)
     }
 
     /// Each voter set as (its bit, its quorum): one outside a joint phase,
@@ -153,137 +154,22 @@ pub(crate) enum Outcome {
     Pending,
 }
 
-/// Per-voter answers of one round. Allocated once per node and reset per
-/// round, so counting never allocates.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct Tally {
-    answers: Vec<Option<bool>>,
-}
-
-impl Tally {
-    pub(crate) fn new(voters: &VoterSet) -> Tally {
-        Tally {
-            answers: vec![None; voters.len()],
-        }
-    }
-
-    pub(crate) fn reset(&mut self) {
-        self.answers.iter_mut().for_each(|a| *a = None);
-    }
-
-    /// Forgets the refusals, keeping the grants: a round asked again
-    /// counts a voter's new answer, while a grant (a durable vote in this
-    /// term) stays valid.
-    pub(crate) fn forget_refusals(&mut self) {
-        for answer in &mut self.answers {
-            if *answer == Some(false) {
-                *answer = None;
-            }
-        }
-    }
-
-    /// Records the first answer of the voter at `index`; later answers of the
-    /// same voter in the same round are ignored (a duplicate must not count
-    /// twice). Returns whether it was recorded.
-    pub(crate) fn record(&mut self, index: usize, granted: bool) -> bool {
-        match self.answers.get_mut(index) {
-            Some(slot @ None) => {
-                *slot = Some(granted);
-                true
-            }
-            _ => false,
-        }
-    }
-
-    pub(crate) fn granted(&self) -> usize {
-        self.answers.iter().filter(|a| **a == Some(true)).count()
-    }
-
-    /// Where the round stands over every voter set of `voters` (rule
-    /// `joint_quorums`): won once each set granted a quorum, lost once any
-    /// set can no longer.
-    pub(crate) fn outcome(&self, voters: &VoterSet) -> Outcome {
-        let mut won = true;
-        for (bit, quorum) in voters.sets() {
-            let (mut granted, mut unknown) = (0, 0);
-            for (answer, groups) in self.answers.iter().zip(&voters.groups) {
-                if groups & bit != 0 {
-                    match answer {
-                        Some(true) => granted += 1,
-                        None => unknown += 1,
-                        Some(false) => {}
-                    }
-                }
-            }
-            if granted + unknown < quorum {
-                return Outcome::Lost;
-            }
-            won &= granted >= quorum;
-        }
-        if won { Outcome::Won } else { Outcome::Pending }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn five() -> VoterSet {
-        VoterSet::new(vec![1, 2, 3, 4, 5], 3)
-    }
-
     #[test]
-    fn majority_wins_and_split_is_detected() {
-        let v = five();
-        let mut t = Tally::new(&v);
-        t.record(0, true);
-        t.record(1, true);
-        assert_eq!(t.outcome(&v), Outcome::Pending);
-        t.record(2, true);
-        assert_eq!(t.outcome(&v), Outcome::Won);
-
-        t.reset();
-        t.record(0, true);
-        t.record(1, false);
-        t.record(2, false);
-        assert_eq!(t.outcome(&v), Outcome::Pending);
-        t.record(3, false);
-        assert_eq!(t.outcome(&v), Outcome::Lost);
-    }
-
-    #[test]
-    fn joint_quorums_need_a_majority_of_both_sets() {
-        // Old {1, 2, 3}, new {3, 4, 5}: ids 1..=5, 3 in both.
+    fn joint_sets_know_each_voters_sets() {
+        // Old {1, 2, 3}, new {3, 4, 5}: 3 is in both.
         let v = VoterSet::joint(&[3, 4, 5], &[1, 2, 3]);
-        let mut t = Tally::new(&v);
-        // A majority of the old set alone does not win.
-        t.record(0, true);
-        t.record(1, true);
-        assert_eq!(t.outcome(&v), Outcome::Pending);
-        // Nor the new set's: 3 and 4 are a new majority, 3 completes both.
-        t.record(3, true);
-        assert_eq!(t.outcome(&v), Outcome::Pending);
-        t.record(2, true);
-        assert_eq!(t.outcome(&v), Outcome::Won);
-        // Losing either set loses the round.
-        t.reset();
-        t.record(3, false);
-        t.record(4, false);
-        assert_eq!(t.outcome(&v), Outcome::Lost);
         assert_eq!(v.groups_of(3), INCOMING | OUTGOING);
         assert_eq!(v.groups_of(1), OUTGOING);
         assert_eq!(v.groups_of(9), 0);
-    }
-
-    #[test]
-    fn a_voter_counts_once_per_round() {
-        let v = five();
-        let mut t = Tally::new(&v);
-        assert!(t.record(0, true));
-        assert!(!t.record(0, true));
-        assert!(!t.record(0, false));
-        assert!(!t.record(99, true));
-        assert_eq!(t.granted(), 1);
+        assert_eq!(v.sets().collect::<Vec<_>>(), [(INCOMING, 2), (OUTGOING, 2)]);
+        let one = VoterSet::joint(&[1, 2, 3, 4, 5], &[]);
+        assert_eq!(one, VoterSet::new(&[1, 2, 3, 4, 5], 3));
+        assert_eq!(one.sets().collect::<Vec<_>>(), [(INCOMING, 3)]);
+        assert!(one.contains(5) && !one.contains(0));
     }
 
     #[test]
@@ -323,13 +209,5 @@ mod tests {
                 );
             }
         }
-    }
-
-    #[test]
-    fn only_configured_voters_have_an_index() {
-        let v = five();
-        assert_eq!(v.index_of(3), Some(2));
-        assert_eq!(v.index_of(6), None);
-        assert!(!v.contains(0));
     }
 }

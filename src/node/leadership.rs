@@ -266,7 +266,7 @@ impl<P: LogPosition> Node<P> {
         };
         self.note_promise(index, ack.promise);
         if self.record_ack(now, index, sent, ack.promise, ack.can_lead, position) {
-            self.recompute_anchors();
+            self.raise_anchors();
         }
         if self.handover.transfer_waits_for(from) {
             self.maybe_send_timeout_now(from, out);

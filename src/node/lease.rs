@@ -441,6 +441,35 @@ impl<P: LogPosition> Node<P> {
         }
     }
 
+    /// The anchors after an acknowledgement raised one peer's values (see
+    /// [`LeaderFence::moved_by`]): an anchor moves only if every voter set
+    /// now has a quorum of values above it, which one pass over the peers
+    /// tells; only then is the quorum's value computed.
+    pub(super) fn raise_anchors(&mut self) {
+        let Phase::Leader(l) = &self.phase else {
+            return;
+        };
+        let fence = l.fence();
+        let due = self.tracker.alone_is_quorum()
+            || match self.cfg.fencing {
+                Fencing::Soft => {
+                    let heard = Anchor::Heard { since: l.since() };
+                    fence
+                        .soft_anchor
+                        .is_some_and(|a| self.tracker.quorum_above(heard, Some(a)))
+                }
+                Fencing::Strict => {
+                    self.tracker
+                        .quorum_above(Anchor::Promised, Some(fence.strict_until))
+                        || self.tracker.quorum_above(Anchor::Leased, fence.lease_until)
+                }
+                _ => false,
+            };
+        if due {
+            self.recompute_anchors();
+        }
+    }
+
     /// Rule `lease_follows_voter_sets`: this leader now counts with other
     /// voter sets (a change stepped into or out of its joint phase, or
     /// added or removed a voter). The lease argument above ("every quorum

@@ -21,7 +21,7 @@ use core::time::Duration;
 
 use crate::NodeId;
 use crate::membership::{Membership, MembershipId};
-use crate::quorum::{Outcome, Tally, VoterSet, kth_largest};
+use crate::quorum::{Outcome, VoterSet, kth_largest};
 use crate::time::Instant;
 
 /// What this leadership heard from one peer. Cleared when a leadership
@@ -78,6 +78,9 @@ pub(super) struct Peer<P> {
     /// `rollback_seen_by_peers`; in memory only).
     term_shown: u64,
     granted_in: u64,
+    /// Its answer in the running pre-vote or vote round (rule
+    /// `joint_quorums`: a voter counts once per round).
+    answer: Option<bool>,
     acks: Acks<P>,
 }
 
@@ -92,6 +95,7 @@ impl<P> Peer<P> {
             hand_back_ready: None,
             term_shown: 0,
             granted_in: 0,
+            answer: None,
             acks: Acks::NONE,
         }
     }
@@ -225,14 +229,12 @@ pub(super) enum Anchor {
 pub(super) struct PeerTracker<P> {
     me: NodeId,
     voters: VoterSet,
-    /// This node's index in `voters`; `None` for an observer.
-    self_index: Option<usize>,
-    /// The voter sets this node belongs to.
+    /// The voter sets this node belongs to (0: an observer). In a round
+    /// it runs, this node grants itself.
     mine: u8,
-    /// Every other member: voters first, then observers.
+    /// Every other member: voters first, then observers. Each peer's
+    /// answer in the running round is the tally.
     peers: Vec<Peer<P>>,
-    /// The answers of the running pre-vote or vote round.
-    tally: Tally,
     /// This node's own log position (the last entry it holds durably).
     position: P,
 }
@@ -244,10 +246,8 @@ impl<P: Clone + Default> PeerTracker<P> {
         let voters = voter_set(membership, custom_quorum);
         let mut tracker = PeerTracker {
             me,
-            self_index: None,
             mine: 0,
             peers: Vec::with_capacity(voters.len() + membership.observers.len()),
-            tally: Tally::new(&voters),
             voters,
             position: P::default(),
         };
@@ -256,12 +256,13 @@ impl<P: Clone + Default> PeerTracker<P> {
     }
 
     fn fill_peers(&mut self, observers: &[NodeId]) {
-        self.self_index = self.voters.index_of(self.me);
         self.mine = self.voters.groups_of(self.me);
         let me = self.me;
-        for &id in self.voters.ids().iter().chain(observers) {
+        let voters = self.voters.iter();
+        let observers = observers.iter().map(|&id| (id, 0));
+        for (id, groups) in voters.chain(observers) {
             if id != me {
-                self.peers.push(Peer::new(id, self.voters.groups_of(id)));
+                self.peers.push(Peer::new(id, groups));
             }
         }
     }
@@ -273,14 +274,16 @@ impl<P: Clone + Default> PeerTracker<P> {
         let voters = voter_set(membership, custom_quorum);
         let changed = voters != self.voters;
         let old = core::mem::take(&mut self.peers);
-        self.tally = Tally::new(&voters);
         self.voters = voters;
         self.peers = Vec::with_capacity(self.voters.len() + membership.observers.len());
         self.fill_peers(&membership.observers);
         for peer in &mut self.peers {
             if let Some(known) = old.iter().find(|p| p.id == peer.id) {
+                // A running round counted over the old voters: its
+                // answers do not carry over.
                 *peer = Peer {
                     groups: peer.groups,
+                    answer: None,
                     ..known.clone()
                 };
             }
@@ -296,7 +299,7 @@ impl<P> PeerTracker<P> {
 
     /// Whether this node is a voter of the durable membership.
     pub(super) fn is_voter(&self) -> bool {
-        self.self_index.is_some()
+        self.mine != 0
     }
 
     /// Whether `id` is a voter of the durable membership.
@@ -362,34 +365,62 @@ impl<P> PeerTracker<P> {
     /// Starts a (pre-)vote round with this node's own grant; `false` if
     /// this node is no voter.
     pub(super) fn start_round(&mut self) -> bool {
-        let Some(me) = self.self_index else {
-            return false;
-        };
-        self.tally.reset();
-        self.tally.record(me, true);
-        true
+        for peer in &mut self.peers {
+            peer.answer = None;
+        }
+        self.is_voter()
     }
 
     /// Records `from`'s first answer in the running round; `None` if it is
-    /// no voter or answered already, else where the round stands.
+    /// no voter or answered already (a duplicate must not count twice),
+    /// else where the round stands.
     pub(super) fn record_vote(&mut self, from: NodeId, granted: bool) -> Option<Outcome> {
-        let index = self.voters.index_of(from)?;
-        self.tally
-            .record(index, granted)
-            .then(|| self.tally.outcome(&self.voters))
+        let peer = self.peer_mut(from).filter(|p| p.is_voter())?;
+        if peer.answer.is_some() {
+            return None;
+        }
+        peer.answer = Some(granted);
+        Some(self.outcome())
     }
 
-    /// Where the running round stands (rule `joint_quorums`).
+    /// Where the running round stands over every voter set (rule
+    /// `joint_quorums`): won once each set granted a quorum (this node
+    /// granting itself), lost once any set can no longer.
     pub(super) fn outcome(&self) -> Outcome {
-        self.tally.outcome(&self.voters)
+        let mut won = true;
+        for (bit, quorum) in self.voters.sets() {
+            let mut granted = usize::from(self.mine & bit != 0);
+            let mut unknown = 0;
+            for peer in self.peers.iter().filter(|p| p.groups & bit != 0) {
+                match peer.answer {
+                    Some(true) => granted += 1,
+                    None => unknown += 1,
+                    Some(false) => {}
+                }
+            }
+            if granted + unknown < quorum {
+                return Outcome::Lost;
+            }
+            won &= granted >= quorum;
+        }
+        if won { Outcome::Won } else { Outcome::Pending }
     }
 
+    /// The grants of the running round, this node's own included.
     pub(super) fn granted(&self) -> usize {
-        self.tally.granted()
+        let peers = self.peers.iter().filter(|p| p.answer == Some(true));
+        peers.count() + usize::from(self.is_voter())
     }
 
+    /// Forgets the refusals, keeping the grants: a round asked again
+    /// counts a voter's new answer, while a grant (a durable vote in this
+    /// term) stays valid.
     pub(super) fn forget_refusals(&mut self) {
-        self.tally.forget_refusals();
+        for peer in &mut self.peers {
+            if peer.answer == Some(false) {
+                peer.answer = None;
+            }
+        }
     }
 
     /// Whether this node alone is a quorum of every voter set.
@@ -428,6 +459,22 @@ impl<P> PeerTracker<P> {
             }
             Anchor::Promised => self.quorum_value(|p| p.acks.promised_until),
             Anchor::Leased => self.quorum_value(|p| p.acks.lease_until),
+        }
+    }
+
+    /// Whether every voter set has a quorum whose `anchor` values lie
+    /// above `floor` (`None`: any value does), this node counting in the
+    /// sets it belongs to. The quorum-th value of a set rises above
+    /// `floor` exactly then, so this one pass tells whether
+    /// [`PeerTracker::quorum_anchor`] can exceed an anchor at `floor`.
+    pub(super) fn quorum_above(&self, anchor: Anchor, floor: Option<Instant>) -> bool {
+        let above = |v: Option<Instant>| v > floor;
+        match anchor {
+            Anchor::Heard { since } => {
+                self.has_quorum(true, |p| above(Some(p.acks.heard_at.unwrap_or(since))))
+            }
+            Anchor::Promised => self.has_quorum(true, |p| above(p.acks.promised_until)),
+            Anchor::Leased => self.has_quorum(true, |p| above(p.acks.lease_until)),
         }
     }
 
@@ -490,13 +537,11 @@ impl<P: core::hash::Hash> PeerTracker<P> {
         let PeerTracker {
             me,
             voters,
-            self_index,
             mine,
             peers,
-            tally,
             position,
         } = self;
-        (me, voters, self_index, mine, tally, position).hash(h);
+        (me, voters, mine, position).hash(h);
         for Peer {
             id,
             groups,
@@ -506,11 +551,12 @@ impl<P: core::hash::Hash> PeerTracker<P> {
             hand_back_ready,
             term_shown,
             granted_in,
+            answer,
             acks,
         } in peers
         {
             (id, groups, rtt, can_lead, promise, hand_back_ready).hash(h);
-            (term_shown, granted_in).hash(h);
+            (term_shown, granted_in, answer).hash(h);
             if leading {
                 let Acks {
                     heard_at,
@@ -531,8 +577,108 @@ impl<P: core::hash::Hash> PeerTracker<P> {
 pub(super) fn voter_set(membership: &Membership, custom_quorum: Option<usize>) -> VoterSet {
     match custom_quorum {
         Some(quorum) if membership.epoch == 0 && !membership.is_joint() => {
-            VoterSet::new(membership.voters.clone(), quorum)
+            VoterSet::new(&membership.voters, quorum)
         }
         _ => VoterSet::joint(&membership.voters, &membership.outgoing),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec;
+
+    fn tracker(voters: &[NodeId], outgoing: &[NodeId]) -> PeerTracker<()> {
+        let membership = Membership {
+            voters: voters.to_vec(),
+            outgoing: outgoing.to_vec(),
+            ..Membership::default()
+        };
+        PeerTracker::new(1, &membership, None)
+    }
+
+    #[test]
+    fn joint_quorums_majority_wins_and_split_is_detected() {
+        let mut t = tracker(&[1, 2, 3, 4, 5], &[]);
+        assert!(t.start_round());
+        assert_eq!(t.record_vote(2, true), Some(Outcome::Pending));
+        assert_eq!(t.record_vote(3, true), Some(Outcome::Won));
+
+        t.start_round();
+        assert_eq!(t.record_vote(2, false), Some(Outcome::Pending));
+        assert_eq!(t.record_vote(3, false), Some(Outcome::Pending));
+        assert_eq!(t.record_vote(4, false), Some(Outcome::Lost));
+    }
+
+    #[test]
+    fn joint_quorums_need_a_majority_of_both_sets() {
+        // Old {1, 2, 3}, new {3, 4, 5}: this node (1) is an old voter.
+        let mut t = tracker(&[3, 4, 5], &[1, 2, 3]);
+        t.start_round();
+        // A majority of the old set alone does not win.
+        assert_eq!(t.record_vote(2, true), Some(Outcome::Pending));
+        // 3 and 4 are a new majority, and 3 completes the old one.
+        assert_eq!(t.record_vote(4, true), Some(Outcome::Pending));
+        assert_eq!(t.record_vote(3, true), Some(Outcome::Won));
+        // Losing either set loses the round.
+        t.start_round();
+        assert_eq!(t.record_vote(4, false), Some(Outcome::Pending));
+        assert_eq!(t.record_vote(5, false), Some(Outcome::Lost));
+    }
+
+    #[test]
+    fn joint_quorums_a_voter_counts_once_per_round() {
+        let mut t = tracker(&[1, 2, 3, 4, 5], &[]);
+        t.start_round();
+        assert!(t.record_vote(2, true).is_some());
+        assert_eq!(t.record_vote(2, true), None);
+        assert_eq!(t.record_vote(2, false), None);
+        assert_eq!(t.record_vote(99, true), None);
+        assert_eq!(t.granted(), 2, "this node and 2");
+        // Refusals are forgotten, grants kept.
+        assert!(t.record_vote(3, false).is_some());
+        t.forget_refusals();
+        assert_eq!(t.record_vote(3, true), Some(Outcome::Won));
+    }
+
+    #[test]
+    fn joint_quorums_an_observer_has_no_vote() {
+        let membership = Membership {
+            voters: vec![1, 2, 3],
+            observers: vec![4],
+            ..Membership::default()
+        };
+        let mut t: PeerTracker<()> = PeerTracker::new(4, &membership, None);
+        assert!(!t.start_round());
+        assert!(!t.is_voter());
+        let mut t: PeerTracker<()> = PeerTracker::new(1, &membership, None);
+        t.start_round();
+        assert_eq!(
+            t.record_vote(4, true),
+            None,
+            "an observer's grant counts for nothing"
+        );
+    }
+
+    #[test]
+    fn membership_durable_before_use_apply_keeps_what_was_learned() {
+        let mut t = tracker(&[1, 2, 3], &[]);
+        t.peer_mut(2).unwrap().note_promise(Duration::from_secs(1));
+        t.start_round();
+        t.record_vote(2, false);
+        let next = Membership {
+            voters: vec![1, 2, 4],
+            ..Membership::default()
+        };
+        assert!(t.apply(&next, None), "the voter sets changed");
+        let ids: Vec<NodeId> = t.peers().iter().map(Peer::id).collect();
+        assert_eq!(ids, [2, 4]);
+        assert_eq!(t.peer(2).unwrap().promise(), Some(Duration::from_secs(1)));
+        assert_eq!(
+            t.peer(2).unwrap().answer,
+            None,
+            "a round's answers do not carry over"
+        );
+        assert!(!t.apply(&next, None), "the same sets again");
     }
 }
