@@ -426,3 +426,71 @@ fn rank_config_derived_step_saturates_at_the_end_of_time() {
     assert_eq!(config.effective_rank_step(), Duration::MAX);
     let _ = config.validate();
 }
+
+/// One run of [`rank_hand_back_watch_age_is_in_the_fingerprint`]: voters
+/// 1 (leads, promoted), 2 (mode voter) and 3 (best ranked, started fresh
+/// at `start_3`); returns the net at `at` (the leader is node 1).
+#[cfg(feature = "sim")]
+fn hand_back_watch_run(start_3: Duration, at: Duration) -> common::net::Net {
+    use tenure::{HardState, Instant, Mode};
+    let config = |id: NodeId| {
+        let c = Config::new(id, [1, 2, 3])
+            .heartbeat_interval(ms(100))
+            .death_timeout(ms(400))
+            .rng_seed(id * 31)
+            .rank_policy(RankPolicy::HighestId)
+            .hand_back_after(ms(3_000));
+        if id == 2 { c.mode(Mode::Voter) } else { c }
+    };
+    let mut net = common::net::Net::default();
+    net.start(config(1), HardState::default());
+    net.start(config(2), HardState::default());
+    net.step(1, Input::Promote);
+    net.run_until(Instant::ZERO + ms(400), |_, _| false);
+    assert_eq!(net.leader(), Some(1));
+    net.run_until(Instant::ZERO + start_3, |_, _| false);
+    net.start(config(3), HardState::default());
+    net.run_until(Instant::ZERO + at, |_, _| false);
+    assert_eq!(net.leader(), Some(1));
+    net
+}
+
+/// Rule `rank_hand_back`, seen by the model checker: the leader's watch
+/// on a better-ranked voter decides when it hands back (`hand_back_after`
+/// after the watch began, here 7.5 death timeouts), so two leaders whose
+/// watches began 2 s and 1 s ago (both more than a death timeout ago) are
+/// different states and must not share a fingerprint. a0342fc hashed the
+/// watch's start as an anchor clamped to one death timeout ago (ff19504
+/// hashed the instant the hand-back opens); the two states then hashed
+/// alike though one hands back a second before the other.
+#[cfg(feature = "sim")]
+#[test]
+fn rank_hand_back_watch_age_is_in_the_fingerprint() {
+    use tenure::Instant;
+    // Node 3 starts ten heartbeat rounds later in `late`, on the same
+    // phase of the leader's rounds: everything but the watch's start
+    // matches at `at`.
+    let (early, late, at) = (ms(1_000), ms(2_000), ms(3_050));
+    let a = hand_back_watch_run(early, at);
+    let b = hand_back_watch_run(late, at);
+    let t = Instant::ZERO + at;
+    let differ = a.node(1).protocol_fingerprint(t) != b.node(1).protocol_fingerprint(t);
+    // They do behave differently: the early watch hands back first.
+    let handed = |net: &common::net::Net| {
+        net.events
+            .iter()
+            .any(|(_, n, e)| *n == 1 && matches!(e, Event::HandingBack { to: 3, .. }))
+    };
+    let (mut a, mut b) = (a, b);
+    let then = Instant::ZERO + early + ms(3_500);
+    a.run_until(then, |_, _| false);
+    b.run_until(then, |_, _| false);
+    assert!(
+        handed(&a) && !handed(&b),
+        "the two watches hand back at different times"
+    );
+    assert!(
+        differ,
+        "two leaders that hand back at different times share a fingerprint"
+    );
+}
