@@ -50,6 +50,15 @@ impl Instant {
     }
 }
 
+impl Instant {
+    /// `self` plus `nanos` nanoseconds, saturating (what `+ Duration` does,
+    /// for a duration kept in nanoseconds on a hot path).
+    #[inline]
+    pub(crate) const fn add_nanos(self, nanos: u64) -> Instant {
+        Instant(self.0.saturating_add(nanos))
+    }
+}
+
 /// Converts a duration to nanoseconds, saturating at `u64::MAX` (~584 years).
 #[inline]
 pub(crate) fn duration_nanos(d: Duration) -> u64 {

@@ -459,10 +459,8 @@ fn hand_back_watch_run(start_3: Duration, at: Duration) -> common::net::Net {
 /// on a better-ranked voter decides when it hands back (`hand_back_after`
 /// after the watch began, here 7.5 death timeouts), so two leaders whose
 /// watches began 2 s and 1 s ago (both more than a death timeout ago) are
-/// different states and must not share a fingerprint. a0342fc hashed the
-/// watch's start as an anchor clamped to one death timeout ago (ff19504
-/// hashed the instant the hand-back opens); the two states then hashed
-/// alike though one hands back a second before the other.
+/// different states and must not share a fingerprint (an anchor clamped
+/// to one death timeout ago would hash them alike).
 #[cfg(feature = "sim")]
 #[test]
 fn rank_hand_back_watch_age_is_in_the_fingerprint() {

@@ -113,7 +113,7 @@ impl<P: LogPosition + Hash> Node<P> {
         let mut h = Fnv(0xcbf2_9ce4_8422_2325);
         (id, cfg).hash(&mut h);
         (durable, term, vote, leader, lease_announced).hash(&mut h);
-        phase.fingerprint(&rel, &mut h);
+        phase.fingerprint(&rel, &cfg.timing, &mut h);
         gates.fingerprint(&rel, &mut h);
         tracker.fingerprint(&rel, phase.is_leader(), &mut h);
         members.fingerprint(&mut h);

@@ -120,8 +120,10 @@ impl CampaignGates {
     }
 
     /// When the current leader is declared dead, if one was heard.
+    #[inline]
     pub(super) fn leader_death_at(&self) -> Option<Instant> {
-        self.leader_contact.map(|c| c + self.death)
+        let death = crate::time::duration_nanos(self.death);
+        self.leader_contact.map(|c| c.add_nanos(death))
     }
 
     pub(super) fn leader_contact(&self) -> Option<Instant> {

@@ -132,7 +132,7 @@ impl<P> Leadership<P> {
 
     /// The state as the model checker sees it (see `fingerprint.rs`).
     #[cfg(feature = "sim")]
-    pub(super) fn fingerprint(&self, rel: &Relative, h: &mut Fnv)
+    pub(super) fn fingerprint(&self, rel: &Relative, timing: &super::Timing, h: &mut Fnv)
     where
         P: core::hash::Hash,
     {
@@ -149,6 +149,10 @@ impl<P> Leadership<P> {
         } = self;
         newer_stamp_seen.hash(h);
         (rel.anchor(*since), rel.expiry(*next_heartbeat), seq).hash(h);
+        // How long it has led also decides past a death timeout: when a
+        // hand-back may start and when an inherited change is overdue.
+        let led_for = |d: Duration| rel.expiry(*since + d);
+        (led_for(timing.hand_back_after), led_for(timing.change)).hash(h);
         for &(seq, sent) in rounds {
             (seq, rel.anchor(sent)).hash(h);
         }
@@ -157,7 +161,7 @@ impl<P> Leadership<P> {
         if let Some(change) = change {
             change.fingerprint(rel, h);
         }
-        rank.fingerprint(rel, h);
+        rank.fingerprint(rel, timing.hand_back_after, h);
     }
 }
 

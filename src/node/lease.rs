@@ -119,9 +119,10 @@ impl LeaderFence {
 
     /// When fencing makes this leader step down (rule `soft_fencing` or
     /// `strict_lease`), or `None` with fencing off.
-    pub(super) fn step_down_at(&self, fencing: Fencing, death: Duration) -> Option<Instant> {
+    #[inline]
+    pub(super) fn step_down_at(&self, fencing: Fencing, death_nanos: u64) -> Option<Instant> {
         match fencing {
-            Fencing::Soft => self.soft_anchor.map(|a| a + death),
+            Fencing::Soft => self.soft_anchor.map(|a| a.add_nanos(death_nanos)),
             Fencing::Strict => Some(self.strict_until),
             _ => None,
         }
@@ -322,7 +323,7 @@ impl<P: LogPosition> Node<P> {
     #[inline]
     pub(super) fn step_down_deadline(&self) -> Option<Instant> {
         let fence = self.phase.leadership()?.fence();
-        fence.step_down_at(self.cfg.fencing, self.cfg.timing.death)
+        fence.step_down_at(self.cfg.fencing, self.cfg.timing.promise_nanos)
     }
 
     /// This node's leadership token, while it leads.
@@ -454,6 +455,19 @@ impl<P: LogPosition> Node<P> {
             || match self.cfg.fencing {
                 Fencing::Soft => {
                     let heard = Anchor::Heard { since: l.since() };
+                    // Nobody was heard after `now`: once a quorum of every
+                    // set was heard at `now`, that is the anchor.
+                    let now = self.now;
+                    let below_now = Instant::from_nanos(now.as_nanos().saturating_sub(1));
+                    if now.as_nanos() > 0
+                        && fence.soft_anchor.is_some_and(|a| a < now)
+                        && self.tracker.quorum_above(heard, Some(below_now))
+                    {
+                        if let Some(l) = self.phase.leadership_mut() {
+                            l.fence_mut().soft_anchor = Some(now);
+                        }
+                        return;
+                    }
                     fence
                         .soft_anchor
                         .is_some_and(|a| self.tracker.quorum_above(heard, Some(a)))

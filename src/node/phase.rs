@@ -82,7 +82,7 @@ impl<P> Phase<P> {
 
     /// The state as the model checker sees it (see `fingerprint.rs`).
     #[cfg(feature = "sim")]
-    pub(super) fn fingerprint(&self, rel: &Relative, h: &mut Fnv)
+    pub(super) fn fingerprint(&self, rel: &Relative, timing: &super::Timing, h: &mut Fnv)
     where
         P: core::hash::Hash,
     {
@@ -93,7 +93,7 @@ impl<P> Phase<P> {
             Phase::PreVoting(round) => round.fingerprint(rel, h),
             Phase::AwaitingSelfVote { transfer } => transfer.hash(h),
             Phase::Candidate(round) => round.fingerprint(rel, h),
-            Phase::Leader(leadership) => leadership.fingerprint(rel, h),
+            Phase::Leader(leadership) => leadership.fingerprint(rel, timing, h),
         }
     }
 }

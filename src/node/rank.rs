@@ -143,7 +143,7 @@ impl<P> Default for RankLeading<P> {
 impl<P> RankLeading<P> {
     /// The state as the model checker sees it (see `fingerprint.rs`).
     #[cfg(feature = "sim")]
-    pub(super) fn fingerprint(&self, rel: &Relative, h: &mut Fnv)
+    pub(super) fn fingerprint(&self, rel: &Relative, hand_back_after: Duration, h: &mut Fnv)
     where
         P: core::hash::Hash,
     {
@@ -156,7 +156,10 @@ impl<P> RankLeading<P> {
             past_positions,
         } = self;
         (sent, rounds_since_sent, past_positions).hash(h);
-        watch.map(|(id, since)| (id, rel.anchor(since))).hash(h);
+        // The watch decides when the hand-back opens, up to
+        // `hand_back_after` (longer than a death timeout) after it began.
+        let opens = |since: Instant| rel.expiry(since + hand_back_after);
+        watch.map(|(id, since)| (id, opens(since))).hash(h);
     }
 }
 

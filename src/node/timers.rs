@@ -170,7 +170,7 @@ impl<P: LogPosition> Node<P> {
         let lease_end = self.lease_announced.and(l.fence().lease_until());
         let step_down = l
             .fence()
-            .step_down_at(self.cfg.fencing, self.cfg.timing.death);
+            .step_down_at(self.cfg.fencing, self.cfg.timing.promise_nanos);
         let earliest = [step_down, lease_end, transfer]
             .into_iter()
             .flatten()

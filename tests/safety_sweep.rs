@@ -1,5 +1,4 @@
-//! A broad randomized sweep over the peer-tracker refactor (a0342fc):
-//! mixed death timeouts, every fencing mode, every rank policy with
+//! A broad randomized sweep across features at once: mixed death timeouts, every fencing mode, every rank policy with
 //! hand-back, observers and spares joining through membership changes
 //! (joint phases), transfers, promotes, demotes, restarts (crash-restart
 //! and crash then restart from the HardState), long-tail delays that
@@ -9,10 +8,10 @@
 //! Every run must keep every invariant the simulator checks (one leader
 //! per term, no overlapping strict leases, every per-node rule).
 //!
-//! `TENURE_REFACTOR_RUNS` (default 60) and `TENURE_REFACTOR_BASE` (first
-//! seed) size the sweep; `TENURE_REFACTOR_PRINT=1` prints one line per
+//! `TENURE_SWEEP_RUNS` (default 60) and `TENURE_SWEEP_BASE` (first
+//! seed) size the sweep; `TENURE_SWEEP_PRINT=1` prints one line per
 //! run with a hash of its event log, so two builds can be compared run by
-//! run (`TENURE_REFACTOR_TRACE=<seed>` prints that run's log).
+//! run (`TENURE_SWEEP_TRACE=<seed>` prints that run's log).
 
 #![cfg(feature = "sim")]
 
@@ -61,10 +60,10 @@ fn case(seed: u64) -> (SimConfig, Scenario, String) {
             }
         })
         .collect();
-    // `TENURE_REFACTOR_UNRANKED`: never ranked (for comparing two builds
-    // run by run: a0342fc resets a leader's standings and hand-back watch
+    // `TENURE_SWEEP_UNRANKED`: never ranked (for comparing two builds
+    // run by run, where one of them changed what a ranked leader keeps
     // at each leadership, which moves every ranked run).
-    let unranked = std::env::var("TENURE_REFACTOR_UNRANKED").is_ok();
+    let unranked = std::env::var("TENURE_SWEEP_UNRANKED").is_ok();
     let policy = if unranked {
         RankPolicy::Unranked
     } else {
@@ -131,7 +130,7 @@ fn case(seed: u64) -> (SimConfig, Scenario, String) {
     );
     let duration = 14_000;
     let quiet = 11_000;
-    let mut s = Scenario::new("refactor_sweep", ms(duration));
+    let mut s = Scenario::new("safety_sweep", ms(duration));
     let node = |pick: &mut dyn FnMut(u64) -> u64| 1 + pick(all);
     let operate =
         |goal: Goal, bound| Fault::Operate(Operation::ChangeMembershipUntilDone { goal, bound });
@@ -268,7 +267,7 @@ fn run(seed: u64) -> (Option<String>, u64, String) {
     cluster.enable_trace();
     let (report, _, log) = cluster.run_traced(&scenario);
     let log = log.unwrap_or_default();
-    if env_u64("TENURE_REFACTOR_TRACE") == Some(seed) {
+    if env_u64("TENURE_SWEEP_TRACE") == Some(seed) {
         println!("{log}");
     }
     let mut h = DefaultHasher::new();
@@ -291,10 +290,10 @@ fn run(seed: u64) -> (Option<String>, u64, String) {
 }
 
 #[test]
-fn one_leader_per_term_and_strict_lease_hold_across_the_tracker_refactor_sweep() {
-    let runs = env_u64("TENURE_REFACTOR_RUNS").unwrap_or(60);
-    let base = env_u64("TENURE_REFACTOR_BASE").unwrap_or(0);
-    let print = std::env::var("TENURE_REFACTOR_PRINT").is_ok();
+fn one_leader_per_term_and_strict_leases_never_overlap_in_a_random_sweep() {
+    let runs = env_u64("TENURE_SWEEP_RUNS").unwrap_or(60);
+    let base = env_u64("TENURE_SWEEP_BASE").unwrap_or(0);
+    let print = std::env::var("TENURE_SWEEP_PRINT").is_ok();
     let mut failed = Vec::new();
     let mut leases = 0;
     for seed in base..base + runs {
