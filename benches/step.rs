@@ -257,7 +257,7 @@ impl Cluster {
                         .push_back((id, node.membership_id(), to, message));
                 }
                 Action::Persist(s) => node.step_into(now, Input::Persisted(s), &mut self.out),
-                Action::Event(Event::PersistMembership(m)) => {
+                Action::PersistMembership(m) => {
                     node.step_into(now, Input::PersistedMembership(m.id()), &mut self.out);
                 }
                 Action::Event(_) => {}

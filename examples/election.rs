@@ -64,6 +64,14 @@ impl Cluster {
                         }
                         self.in_flight.push((self.now + LATENCY, id, to, message));
                     }
+                    // This cluster never changes its membership; a node
+                    // that did would write it durably, then confirm it.
+                    Action::PersistMembership(membership) => next.extend(
+                        self.nodes
+                            .get_mut(&id)
+                            .unwrap()
+                            .step(self.now, Input::PersistedMembership(membership.id())),
+                    ),
                     Action::Event(event) => println!(
                         "{:>9}  node {id}  ** {}",
                         fmt(self.now),

@@ -429,7 +429,7 @@ impl Config {
     }
 
     /// The membership storage last confirmed (a
-    /// [`Event::PersistMembership`](crate::Event::PersistMembership) that
+    /// [`Action::PersistMembership`](crate::Action::PersistMembership) that
     /// was acknowledged), restored at restart. It replaces the voters and
     /// observers given to [`Config::new`], which are only the bootstrap
     /// membership of a cluster that never changed.

@@ -72,6 +72,11 @@
 //!                     node.step_into(now, Input::Persisted(state), actions);
 //!                 }
 //!                 Action::Send { to, message } => sends.push((id, to, message)),
+//!                 Action::PersistMembership(membership) => {
+//!                     // store it beside the HardState, fsync, then:
+//!                     let id = Input::PersistedMembership(membership.id());
+//!                     node.step_into(now, id, actions);
+//!                 }
 //!                 Action::Event(Event::BecameLeader { term, .. }) => {
 //!                     println!("node {id} leads term {term}");
 //!                 }

@@ -218,20 +218,6 @@ pub enum Event {
         /// Why.
         reason: TransferFailure,
     },
-    /// **A write request, not only news:** durably store this membership
-    /// (beside the [`HardState`]; the adapters' state file holds both),
-    /// then feed [`Input::PersistedMembership`](crate::Input::PersistedMembership)
-    /// with its [`Membership::id`]. The node acts on it, and stamps its
-    /// messages with it, only after that. At most one is outstanding; a
-    /// driver that never acknowledges it leaves the node on its old
-    /// membership (safe, but membership changes then cannot complete).
-    /// Restart a node with the last one confirmed
-    /// ([`Config::membership`](crate::Config::membership)).
-    ///
-    /// It is an event rather than an action so that drivers written for the
-    /// three [`Action`](crate::Action)s keep compiling; every driver in this
-    /// crate executes it.
-    PersistMembership(Membership),
     /// The membership this node acts on changed (it is durable): its new
     /// `epoch` and `voters` (during the joint phase of a change, the voters
     /// after it; [`Status::membership`] has the voters before it too) and

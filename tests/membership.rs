@@ -41,8 +41,8 @@ fn step(node: &mut Node, now: Instant, input: Input, hold_membership: bool) -> O
             match action {
                 Action::Persist(s) => next.extend(node.step(now, Input::Persisted(s))),
                 Action::Send { to, message } => out.sends.push((to, message)),
-                Action::Event(Event::PersistMembership(m)) => {
-                    out.membership_writes.push(m.clone());
+                Action::PersistMembership(m) => {
+                    out.membership_writes.push((*m).clone());
                     if !hold_membership {
                         next.extend(node.step(now, Input::PersistedMembership(m.id())));
                     }

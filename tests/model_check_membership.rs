@@ -9,7 +9,7 @@
 //! fencing, crashes that keep only what was fsynced, nodes compared by
 //! `Node::protocol_fingerprint`), extended with what membership adds:
 //!
-//! - **Membership storage.** `Event::PersistMembership(m)` starts a write
+//! - **Membership storage.** `Action::PersistMembership(m)` starts a write
 //!   of its own; it completes on a separate `FsyncMembership` step (so a
 //!   crash can land between the request and the acknowledgement, with the
 //!   term-and-vote write in flight or not), which stores it, then feeds
@@ -849,7 +849,7 @@ impl MembershipModel {
                         ));
                     }
                 }
-                Action::Event(Event::PersistMembership(m)) => {
+                Action::PersistMembership(m) => {
                     if m.term == after.term && after.role == Role::Leader {
                         // Made here: built on the membership one epoch
                         // older that this leader knew.
@@ -860,13 +860,13 @@ impl MembershipModel {
                             .find(|p| p.epoch + 1 == m.epoch)
                             .cloned();
                         if let Some(parent) = parent {
-                            made.push((m.clone(), parent));
+                            made.push(((*m).clone(), parent));
                         }
                     }
                     if self.variant.ack_membership_early {
                         early_acks.push(m.id());
                     }
-                    running.pending_membership = Some(m);
+                    running.pending_membership = Some(*m);
                 }
                 Action::Event(Event::MembershipChangeCompleted { .. }) => {
                     cluster.completed = cluster.completed.saturating_add(1).min(3);

@@ -247,9 +247,7 @@ impl Cluster {
                     None
                 }
                 Action::Persist(s) => Some(Input::Persisted(s)),
-                Action::Event(Event::PersistMembership(m)) => {
-                    Some(Input::PersistedMembership(m.id()))
-                }
+                Action::PersistMembership(m) => Some(Input::PersistedMembership(m.id())),
                 Action::Event(_) => None,
             };
             if let Some(input) = confirm {
@@ -590,7 +588,7 @@ fn election_allocations(n: u64) -> u64 {
                     total.set(total.get() + c);
                 }
                 Action::Send { to, message } => queue.push_back((id, to, message)),
-                Action::Event(_) => {}
+                Action::PersistMembership(_) | Action::Event(_) => {}
             }
         }
     };

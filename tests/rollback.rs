@@ -31,6 +31,7 @@ fn step(n: &mut Node, now: Instant, input: Input) -> Out<()> {
                     next.extend(n.step(now, Input::Persisted(s)));
                 }
                 Action::Send { to, message } => out.sends.push((to, message)),
+                Action::PersistMembership(m) => out.memberships.push(*m),
                 Action::Event(e) => out.events.push(e),
             }
         }

@@ -763,6 +763,7 @@ fn ticks(n: &mut Node, until: Instant) -> Out<()> {
     let mut all = Out {
         persists: vec![],
         sends: vec![],
+        memberships: vec![],
         events: vec![],
     };
     while let Some(d) = n.next_deadline().filter(|&d| d <= until) {

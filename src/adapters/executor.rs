@@ -117,11 +117,11 @@ pub trait Effects<P: LogPosition = ()> {
     /// Delivers `event` to the application. `node` is already in the state
     /// the event announces: publish its status and lease before waking the
     /// application, so no reader sees an event newer than the status.
-    /// [`Event::PersistMembership`] never comes here: it goes to
+    /// [`Action::PersistMembership`] never comes here: it goes to
     /// [`Effects::persist_membership`].
     fn event(&mut self, node: &Node<P>, now: Instant, event: Event);
 
-    /// Makes `membership` durable ([`Event::PersistMembership`]), or starts
+    /// Makes `membership` durable ([`Action::PersistMembership`]), or starts
     /// doing so; as [`Effects::persist`]. The default never completes it:
     /// the node stays on its old membership (safe; membership changes
     /// cannot complete through it).
@@ -237,7 +237,7 @@ impl<P: LogPosition> Executor<P> {
                     Write::Pending => self.pending = Some(state),
                 },
                 Action::Send { to, message } => effects.send(to, &message),
-                Action::Event(Event::PersistMembership(membership)) => {
+                Action::PersistMembership(membership) => {
                     match effects.persist_membership(&membership)? {
                         Write::Durable => {
                             let id = Input::PersistedMembership(membership.id());

@@ -8,7 +8,7 @@
 //! format 2: "TNRS" | 2 | postcard(StateOwner) | postcard(HardState) | CRC-32 (LE)
 //! ```
 //!
-//! The membership ([`Event::PersistMembership`](crate::Event::PersistMembership))
+//! The membership ([`Action::PersistMembership`](crate::Action::PersistMembership))
 //! lives beside it in `tenure.membership`, written the same way:
 //!
 //! ```text
@@ -218,7 +218,7 @@ pub trait Storage {
     }
 
     /// Durably replaces the saved membership
-    /// ([`Event::PersistMembership`](crate::Event::PersistMembership));
+    /// ([`Action::PersistMembership`](crate::Action::PersistMembership));
     /// returns only once it survives a crash. The default refuses with
     /// [`StorageErrorKind::MembershipUnsupported`]: the drivers then leave
     /// the node on its old membership (safe; membership changes cannot

@@ -6,7 +6,7 @@
 //! acknowledgements, grants votes and stamps its messages with the
 //! membership storage confirmed (rule `membership_durable_before_use`).
 //! A newer one, proposed by this node as leader or received from a leader,
-//! is first written ([`Event::PersistMembership`]); one write at a time,
+//! is first written ([`Action::PersistMembership`](crate::Action::PersistMembership)); one write at a time,
 //! the newest waiting one superseding older ones.
 
 #[cfg(feature = "sim")]
@@ -230,7 +230,7 @@ impl<P: LogPosition> Node<P> {
             slog::info!(self.log, "persist membership"; "rule" => Rule::MembershipDurableBeforeUse,
                 "term" => self.term, "epoch" => next.epoch, "membership_term" => next.term);
             self.members.in_flight = Some(next.clone());
-            self.emit(Event::PersistMembership(next), out);
+            out.push(Action::PersistMembership(Box::new(next)));
         }
     }
 

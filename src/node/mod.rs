@@ -42,6 +42,7 @@ use rank::RankState;
 use rollback::Rollback;
 use tracker::PeerTracker;
 
+use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::time::Duration;
 
@@ -51,7 +52,7 @@ use crate::NodeId;
 use crate::config::{Config, ConfigError, Fencing, Mode};
 use crate::fence::FencingToken;
 use crate::hard_state::HardState;
-use crate::membership::{MembershipChange, MembershipId};
+use crate::membership::{Membership, MembershipChange, MembershipId};
 use crate::message::Message;
 use crate::position::LogPosition;
 use crate::rng::Jitter;
@@ -91,7 +92,7 @@ pub enum Input<P = ()> {
         message: Message<P>,
     },
     /// Storage confirmed the membership of the last
-    /// [`Event::PersistMembership`] (named by its
+    /// [`Action::PersistMembership`] (named by its
     /// [`Membership::id`](crate::Membership::id)).
     PersistedMembership(MembershipId),
     /// Change the membership (on the leader): see [`MembershipChange`]. The
@@ -138,6 +139,20 @@ pub enum Action<P = ()> {
         /// The message.
         message: Message<P>,
     },
+    /// Durably store this membership (beside the [`HardState`]; the
+    /// adapters' state file holds both), then feed
+    /// [`Input::PersistedMembership`] with its
+    /// [`Membership::id`](crate::Membership::id). The node acts on it, and
+    /// stamps its messages with it, only after that (rule
+    /// `membership_durable_before_use`). At most one is outstanding; a
+    /// driver that never acknowledges it leaves the node on its old
+    /// membership (safe, but membership changes then cannot complete).
+    /// Restart a node with the last one confirmed
+    /// ([`Config::membership`](crate::Config::membership)).
+    ///
+    /// Boxed: it is rare and large, and every action is moved through the
+    /// driver's queue, so the common ones stay small.
+    PersistMembership(Box<Membership>),
     /// Tell the application.
     Event(Event),
 }

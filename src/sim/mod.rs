@@ -1104,9 +1104,9 @@ impl<P: LogPosition> Cluster<P> {
                     );
                 }
             }
-            Action::Event(Event::PersistMembership(membership)) => {
+            Action::PersistMembership(membership) => {
                 self.log(id, format_args!("persist membership {:?}", membership.id()));
-                self.write_membership(i, membership);
+                self.write_membership(i, *membership);
             }
             Action::Event(event) => {
                 self.log(id, format_args!("{event:?}"));

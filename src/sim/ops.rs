@@ -9,7 +9,7 @@ use core::time::Duration;
 
 use super::{NodeChecker, NodeViolation};
 use crate::{
-    Action, Config, ConfigError, Event, HardState, Input, Instant, LogPosition, Membership,
+    Action, Config, ConfigError, HardState, Input, Instant, LogPosition, Membership,
     MembershipChange, MembershipId, Message, Node, NodeId,
 };
 
@@ -132,10 +132,10 @@ impl<P: LogPosition> OpRunner<P> {
             self.in_flight = Some(write);
         }
         if let Some(m) = self.actions.iter().rev().find_map(|a| match a {
-            Action::Event(Event::PersistMembership(m)) => Some(m),
+            Action::PersistMembership(m) => Some(m),
             _ => None,
         }) {
-            self.membership_in_flight = Some(m.clone());
+            self.membership_in_flight = Some((**m).clone());
         }
         Ok(&self.actions)
     }

@@ -282,6 +282,7 @@ impl<P: LogPosition> Sim<P> {
 pub struct Out<P> {
     pub persists: Vec<HardState>,
     pub sends: Vec<(NodeId, Message<P>)>,
+    pub memberships: Vec<tenure::Membership>,
     pub events: Vec<Event>,
 }
 
@@ -289,12 +290,14 @@ pub fn split<P>(actions: Vec<Action<P>>) -> Out<P> {
     let mut out = Out {
         persists: vec![],
         sends: vec![],
+        memberships: vec![],
         events: vec![],
     };
     for a in actions {
         match a {
             Action::Persist(s) => out.persists.push(s),
             Action::Send { to, message } => out.sends.push((to, message)),
+            Action::PersistMembership(m) => out.memberships.push(*m),
             Action::Event(e) => out.events.push(e),
         }
     }
@@ -316,7 +319,7 @@ pub fn drive<P: LogPosition>(
             match a {
                 Action::Persist(s) => next.extend(n.step(now, Input::Persisted(s))),
                 Action::Send { to, message } => sends.push((to, message)),
-                Action::Event(_) => {}
+                Action::PersistMembership(_) | Action::Event(_) => {}
             }
         }
         pending = next;

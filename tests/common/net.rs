@@ -87,11 +87,9 @@ impl<P: LogPosition> Net<P> {
                         self.sent.push(f.clone());
                         self.flights.push(f);
                     }
-                    Action::Event(Event::PersistMembership(m)) => {
+                    Action::PersistMembership(m) => {
                         let mid = m.id();
-                        self.disks.get_mut(&id).expect("disk").1 = Some(m.clone());
-                        events.push(Event::PersistMembership(m.clone()));
-                        self.events.push((now, id, Event::PersistMembership(m)));
+                        self.disks.get_mut(&id).expect("disk").1 = Some(*m);
                         next.extend(node.step(now, Input::PersistedMembership(mid)));
                     }
                     Action::Event(e) => {
