@@ -87,6 +87,12 @@ impl VoterSet {
         self.quorum
     }
 
+    /// The quorum of the incoming (or only) set and of the outgoing set
+    /// (0 outside a joint phase).
+    pub(crate) fn quorums(&self) -> (usize, usize) {
+        (self.quorum, self.outgoing_quorum)
+    }
+
     /// Each voter with the sets it belongs to, by id.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (NodeId, u8)> + '_ {
         self.voters.iter().copied()

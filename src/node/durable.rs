@@ -216,10 +216,25 @@ impl<P: LogPosition> Node<P> {
     /// Sends `kind` as leader of the current term to every peer, voters and
     /// observers.
     pub(super) fn send_to_peers(&mut self, kind: &MessageKind<P>, out: &mut Vec<Action<P>>) {
-        for i in 0..self.tracker.peers().len() {
-            let to = self.tracker.peers()[i].id();
-            self.send_with_vote(to, kind.clone(), out);
+        let needed = HardState::new(self.term, self.vote);
+        if !self.durable.covers(&needed) {
+            for i in 0..self.tracker.peers().len() {
+                let to = self.tracker.peers()[i].id();
+                self.send_with_vote(to, kind.clone(), out);
+            }
+            return;
         }
+        // Durable already (a leader's round, almost always): what `send`
+        // does for each, once.
+        self.rollback.note_sent(self.term);
+        let term = self.term;
+        out.extend(self.tracker.peers().iter().map(|peer| Action::Send {
+            to: peer.id(),
+            message: Message {
+                term,
+                kind: kind.clone(),
+            },
+        }));
     }
 
     /// Rule `persist_before_send`, the write side: emits a `Persist` when

@@ -12,6 +12,7 @@ use super::membership::Change;
 use super::rank::RankLeading;
 use super::{Ack, Action, Node, Phase};
 use crate::NodeId;
+use crate::config::Fencing;
 use crate::fence::FencingToken;
 use crate::message::MessageKind;
 use crate::position::LogPosition;
@@ -307,9 +308,12 @@ impl<P: LogPosition> Node<P> {
     ) -> bool {
         // A zero promise (the older `HeartbeatResponse`) backs nothing; an
         // instant that saturated at the end of time proves nothing either.
+        // Only strict fencing reads promises.
+        let fencing = self.cfg.fencing;
         let promised = sent
+            .filter(|_| fencing == Fencing::Strict && !promise.is_zero())
             .map(|s| s + self.lease_for_promise(promise))
-            .filter(|&until| !promise.is_zero() && until < Instant::MAX);
+            .filter(|&until| until < Instant::MAX);
         // Soft fencing hears a peer when its acknowledgement arrives, but
         // only for a round sent within the last death timeout: one delayed
         // longer says nothing about now, and would keep a deaf leader in
@@ -317,7 +321,6 @@ impl<P: LogPosition> Node<P> {
         let rtt = sent
             .map(|s| now.as_nanos().saturating_sub(s.as_nanos()))
             .filter(|&rtt| rtt <= self.cfg.timing.promise_nanos);
-        let fencing = self.cfg.fencing;
         let Some(l) = self.phase.leadership() else {
             return false;
         };

@@ -21,7 +21,7 @@ use core::time::Duration;
 
 use crate::NodeId;
 use crate::membership::{Membership, MembershipId};
-use crate::quorum::{Outcome, VoterSet, kth_largest};
+use crate::quorum::{INCOMING, OUTGOING, Outcome, VoterSet, kth_largest};
 use crate::time::Instant;
 
 /// What this leadership heard from one peer. Cleared when a leadership
@@ -433,18 +433,21 @@ impl<P> PeerTracker<P> {
     /// Rule `joint_quorums`: whether every voter set has a quorum of
     /// voters for which `pred` holds, this node counting as `me`.
     pub(super) fn has_quorum(&self, me: bool, pred: impl Fn(&Peer<P>) -> bool) -> bool {
-        self.voters.sets().all(|(bit, quorum)| {
-            let mut count = usize::from(me && self.mine & bit != 0);
-            for peer in &self.peers {
-                if count >= quorum {
-                    break;
-                }
-                if peer.groups & bit != 0 && pred(peer) {
-                    count += 1;
-                }
+        // Both sets in one pass, each voter's `pred` asked once.
+        let (incoming, outgoing) = self.voters.quorums();
+        let mine = if me { self.mine } else { 0 };
+        let mut count_in = usize::from(mine & INCOMING != 0);
+        let mut count_out = usize::from(mine & OUTGOING != 0);
+        for peer in &self.peers {
+            if count_in >= incoming && count_out >= outgoing {
+                return true;
             }
-            count >= quorum
-        })
+            if peer.groups != 0 && pred(peer) {
+                count_in += usize::from(peer.groups & INCOMING != 0);
+                count_out += usize::from(peer.groups & OUTGOING != 0);
+            }
+        }
+        count_in >= incoming && count_out >= outgoing
     }
 
     /// The largest instant that a quorum of every voter set reaches for
