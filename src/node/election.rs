@@ -125,7 +125,12 @@ impl<P: LogPosition> Node<P> {
             if let Some(i) = index {
                 self.tracker.peer_at_mut(i).note_term_shown(message.term, 0);
             }
-            self.on_heartbeat(now, from, seq, out);
+            // A known leader is followed (and is not this node): no
+            // conflict, no phase or leader to change (`on_heartbeat`).
+            if !self.old_round(from, seq, out) {
+                self.follow_round(now, from, seq);
+                self.ack_heartbeat(from, seq, out);
+            }
             return;
         }
         // An unstamped message stands for the bootstrap membership.

@@ -194,8 +194,18 @@ impl<P: LogPosition> Node<P> {
                 "term" => self.term, "leader" => from);
         }
         self.set_leader(Some(from), out);
-        self.gates.heard_leader(now, seq, self.rank.delay());
+        self.follow_round(now, from, seq);
         self.ack_heartbeat(from, seq, out);
+    }
+
+    /// Round `seq` of `from`, this term's known leader, which this node
+    /// follows: its promise starts again (rule `follow_leader`). What a
+    /// follower does for every new round before acknowledging it; the
+    /// caller checked that the round is new (rule `old_rounds_ignored`).
+    #[inline]
+    pub(super) fn follow_round(&mut self, now: Instant, from: NodeId, seq: u64) {
+        debug_assert!(self.phase.is_follower() && self.leader == Some(from));
+        self.gates.heard_leader(now, seq, self.rank.delay());
     }
 
     /// Rule `one_leader_per_term` (Raft §5.2, Election Safety): a second
@@ -229,7 +239,7 @@ impl<P: LogPosition> Node<P> {
     /// leader contact nor revives a leader declared dead. The newest round
     /// is acknowledged again (its acknowledgement may have been lost); its
     /// promise already runs.
-    fn old_round(&mut self, from: NodeId, seq: u64, out: &mut Vec<Action<P>>) -> bool {
+    pub(super) fn old_round(&mut self, from: NodeId, seq: u64, out: &mut Vec<Action<P>>) -> bool {
         let newest = self.gates.newest_round();
         if seq > newest {
             return false;
