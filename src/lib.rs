@@ -73,9 +73,12 @@
 //!                 }
 //!                 Action::Send { to, message } => sends.push((id, to, message)),
 //!                 Action::PersistMembership(membership) => {
-//!                     // store it beside the HardState, fsync, then:
-//!                     let id = Input::PersistedMembership(membership.id());
-//!                     node.step_into(now, id, actions);
+//!                     // Store it beside the HardState, fsync, then confirm
+//!                     // it. A cluster that changes its membership also
+//!                     // stamps frames (`Input::ReceiveStamped`): see the
+//!                     // README's "Membership in your own loop".
+//!                     let stored = Input::PersistedMembership(membership.id());
+//!                     node.step_into(now, stored, actions);
 //!                 }
 //!                 Action::Event(Event::BecameLeader { term, .. }) => {
 //!                     println!("node {id} leads term {term}");
@@ -153,13 +156,13 @@
 //! ## Features
 //! - `std` (default): `std::error::Error` for errors, std support in slog.
 //! - `serde` (default): serde derives on messages and durable state.
-//!
 //! - `sim`: the `sim` module, a deterministic cluster simulator.
 //! - `adapters`: the `adapters` module: wire codec, crash-safe file storage,
 //!   UDP transport, the std driver and the TOML node configuration.
 //! - `tokio`: the tokio driver.
-//! - `cli` (default): the `tenure` binary (`demo`, `node`, `sim`); turn
-//!   default features off to keep its dependencies out of a library build.
+//!
+//! The `tenure` binary is the separate `tenure-cli` package (the `cli/`
+//! workspace member), so a library build never compiles its dependencies.
 //!
 //! Without default features the crate is `no_std` + `alloc`.
 
