@@ -632,31 +632,12 @@ impl Config {
         &self.observers
     }
 
-    /// Old name of [`Config::effective_observers`].
-    #[deprecated(
-        since = "0.2.0",
-        note = "renamed `effective_observers`: getters are named after their setter"
-    )]
-    #[must_use]
-    pub fn observer_ids(&self) -> &[NodeId] {
-        self.effective_observers()
-    }
-
     /// The mode (setter [`Config::mode`]).
     #[must_use]
     pub fn effective_mode(&self) -> Mode {
         self.mode
     }
 
-    /// Old name of [`Config::effective_mode`].
-    #[deprecated(
-        since = "0.2.0",
-        note = "renamed `effective_mode`: getters are named after their setter"
-    )]
-    #[must_use]
-    pub fn election_mode(&self) -> Mode {
-        self.effective_mode()
-    }
 
     /// The fencing mode (setter [`Config::fencing`]).
     #[must_use]
@@ -664,15 +645,6 @@ impl Config {
         self.fencing
     }
 
-    /// Old name of [`Config::effective_fencing`].
-    #[deprecated(
-        since = "0.2.0",
-        note = "renamed `effective_fencing`: getters are named after their setter"
-    )]
-    #[must_use]
-    pub fn fencing_mode(&self) -> Fencing {
-        self.effective_fencing()
-    }
 
     /// The heartbeat interval (setter [`Config::heartbeat_interval`]).
     #[must_use]
@@ -680,15 +652,6 @@ impl Config {
         self.heartbeat_interval
     }
 
-    /// Old name of [`Config::effective_heartbeat_interval`].
-    #[deprecated(
-        since = "0.2.0",
-        note = "renamed `effective_heartbeat_interval`: getters are named after their setter"
-    )]
-    #[must_use]
-    pub fn heartbeat(&self) -> Duration {
-        self.effective_heartbeat_interval()
-    }
 
     /// The death timeout (setter [`Config::death_timeout`]; default 4 ×
     /// the heartbeat interval).
@@ -727,15 +690,6 @@ impl Config {
         self.clock_drift_ppm
     }
 
-    /// Old name of [`Config::effective_clock_drift_ppm`].
-    #[deprecated(
-        since = "0.2.0",
-        note = "renamed `effective_clock_drift_ppm`: getters are named after their setter"
-    )]
-    #[must_use]
-    pub fn drift_ppm(&self) -> u32 {
-        self.effective_clock_drift_ppm()
-    }
 
     /// The lease margin (setter [`Config::lease_margin`]; default a
     /// quarter of the heartbeat interval).
@@ -770,15 +724,6 @@ impl Config {
         self.pre_vote
     }
 
-    /// Old name of [`Config::effective_pre_vote`].
-    #[deprecated(
-        since = "0.2.0",
-        note = "renamed `effective_pre_vote`: getters are named after their setter"
-    )]
-    #[must_use]
-    pub fn pre_vote_enabled(&self) -> bool {
-        self.effective_pre_vote()
-    }
 
     /// The PRNG seed (setter [`Config::rng_seed`]).
     #[must_use]
@@ -786,15 +731,6 @@ impl Config {
         self.rng_seed
     }
 
-    /// Old name of [`Config::effective_rng_seed`].
-    #[deprecated(
-        since = "0.2.0",
-        note = "renamed `effective_rng_seed`: getters are named after their setter"
-    )]
-    #[must_use]
-    pub fn seed(&self) -> u64 {
-        self.effective_rng_seed()
-    }
 
     /// The membership the node starts with: the stored one
     /// ([`Config::membership`]), an empty one for a joining node
