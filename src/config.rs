@@ -638,20 +638,17 @@ impl Config {
         self.mode
     }
 
-
     /// The fencing mode (setter [`Config::fencing`]).
     #[must_use]
     pub fn effective_fencing(&self) -> Fencing {
         self.fencing
     }
 
-
     /// The heartbeat interval (setter [`Config::heartbeat_interval`]).
     #[must_use]
     pub fn effective_heartbeat_interval(&self) -> Duration {
         self.heartbeat_interval
     }
-
 
     /// The death timeout (setter [`Config::death_timeout`]; default 4 ×
     /// the heartbeat interval).
@@ -690,7 +687,6 @@ impl Config {
         self.clock_drift_ppm
     }
 
-
     /// The lease margin (setter [`Config::lease_margin`]; default a
     /// quarter of the heartbeat interval).
     #[must_use]
@@ -724,13 +720,11 @@ impl Config {
         self.pre_vote
     }
 
-
     /// The PRNG seed (setter [`Config::rng_seed`]).
     #[must_use]
     pub fn effective_rng_seed(&self) -> u64 {
         self.rng_seed
     }
-
 
     /// The membership the node starts with: the stored one
     /// ([`Config::membership`]), an empty one for a joining node
