@@ -414,11 +414,16 @@ impl<P: LogPosition> Node<P> {
     /// // A lone voter campaigns at its first deadline.
     /// let now = node.next_deadline().expect("a follower waits for something");
     /// node.step_into(now, Input::Tick, &mut out);
-    /// while let Some(action) = out.pop() {
-    ///     if let Action::Persist(state) = action {
-    ///         disk = state; // write and fsync here
-    ///         node.step_into(now, Input::Persisted(state), &mut out);
+    /// // In order, first to last; what a step adds is executed after.
+    /// let mut next = Vec::new();
+    /// while !out.is_empty() {
+    ///     for action in out.drain(..) {
+    ///         if let Action::Persist(state) = action {
+    ///             disk = state; // write and fsync here
+    ///             node.step_into(now, Input::Persisted(state), &mut next);
+    ///         }
     ///     }
+    ///     std::mem::swap(&mut out, &mut next);
     /// }
     /// assert_eq!(node.status().role, tenure::Role::Leader);
     /// assert_eq!(disk, node.status().persisted);
