@@ -304,6 +304,14 @@ pub enum MembershipFailure {
     /// is known (from its acknowledgements) to be in mode voter or off, so
     /// the cluster would never elect a leader again.
     NoLeaderLeft,
+    /// Like `NoQuorum`, but `peer`'s messages carry no membership stamp: the
+    /// driver feeds them as [`Input::Receive`](crate::Input::Receive)
+    /// instead of [`Input::ReceiveStamped`](crate::Input::ReceiveStamped),
+    /// so the leader cannot see that they stored the change.
+    Unstamped {
+        /// A member whose messages carried no stamp.
+        peer: NodeId,
+    },
 }
 
 impl Membership {

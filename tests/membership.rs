@@ -1000,3 +1000,75 @@ fn removed_leader_hands_over_after_an_inherited_change() {
         }
     )));
 }
+
+/// Rule `membership_change_bounded`, pointing the right way: a driver that
+/// feeds peers' messages unstamped (`Input::Receive` after a change
+/// started) leaves the leader unable to see the change stored; the change
+/// fails naming an unstamped peer, not a missing quorum.
+#[test]
+fn membership_change_bounded_names_an_unstamped_peer() {
+    let bootstrap = Membership::bootstrap([1, 2, 3], []);
+    let mut nodes: Vec<Node> = (1..=3).map(|id| voter(id, &bootstrap)).collect();
+    let mut queue: Vec<(NodeId, NodeId, Message)> = Vec::new();
+    let mut now = Instant::ZERO;
+    let mut failed = None;
+    let mut asked = false;
+    let mut leader_id = None;
+    for _ in 0..100_000 {
+        if let Some(reason) = failed {
+            assert!(
+                matches!(reason, MembershipFailure::Unstamped { peer }
+                    if (1..=3).contains(&peer) && Some(peer) != leader_id),
+                "{reason:?}"
+            );
+            return;
+        }
+        // Once a leader has led for a while (its own membership stored).
+        let leader = nodes.iter().position(|n| n.status().role == Role::Leader);
+        if let (Some(l), false) = (leader, asked || now < Instant::ZERO + ms(2_000)) {
+            asked = true;
+            leader_id = Some(l as NodeId + 1);
+            let change = MembershipChange::AddObserver {
+                id: 4,
+                address: "node-4".into(),
+            };
+            let out = step(&mut nodes[l], now, Input::ChangeMembership(change), false);
+            let refused = out
+                .events
+                .iter()
+                .find(|e| matches!(e, Event::MembershipChangeFailed { .. }));
+            assert!(refused.is_none(), "{refused:?}");
+            queue.extend(
+                out.sends
+                    .into_iter()
+                    .map(|(to, m)| (l as NodeId + 1, to, m)),
+            );
+            continue;
+        }
+        let (from, to, input) = if queue.is_empty() {
+            now = nodes.iter().filter_map(Node::next_deadline).min().unwrap();
+            let i = nodes
+                .iter()
+                .position(|n| n.next_deadline() == Some(now))
+                .unwrap();
+            (i as NodeId + 1, i as NodeId + 1, Input::Tick)
+        } else {
+            let (from, to, message) = queue.remove(0);
+            (from, to, Input::Receive { from, message })
+        };
+        let Some(node) = nodes.get_mut(to as usize - 1) else {
+            continue; // the new observer is never started
+        };
+        debug_assert!(from != 0);
+        let out = step(node, now, input, false);
+        for e in &out.events {
+            match e {
+                Event::MembershipChangeFailed { reason } => failed = Some(*reason),
+                Event::MembershipChangeCompleted { .. } => panic!("completed unstamped: {e:?}"),
+                _ => {}
+            }
+        }
+        queue.extend(out.sends.into_iter().map(|(t, m)| (to, t, m)));
+    }
+    panic!("the change neither completed nor failed (asked: {asked})");
+}

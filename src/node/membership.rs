@@ -502,13 +502,26 @@ impl<P: LogPosition> Node<P> {
     }
 
     /// The leader records the membership a message of its term from the
-    /// peer at `index` shows (the highest seen in this leadership).
+    /// peer at `index` shows (the highest seen in this leadership). Rule
+    /// `membership_adopt_newer` needs stamps to tell who holds what: a peer
+    /// whose messages carry none once the membership changed is logged
+    /// (once per leadership).
     pub(super) fn note_peer_stamp(&mut self, index: usize, stamp: MembershipId) {
         let (mine, term) = (self.members.id, self.term);
         let Some(l) = self.phase.leadership_mut() else {
             return;
         };
-        self.tracker.peer_at_mut(index).note_stamp(stamp);
+        let peer = self.tracker.peer_at_mut(index);
+        let first = peer.membership().is_none();
+        peer.note_stamp(stamp);
+        if first && stamp == MembershipId::default() && mine.epoch > 0 {
+            // An unstamped message stands for the bootstrap membership: a
+            // change can never be seen stored through this peer.
+            let from = peer.id();
+            slog::warn!(self.log, "a peer's messages carry no membership stamp: feed Input::ReceiveStamped";
+                "rule" => Rule::MembershipAdoptNewer, "term" => self.term, "from" => from,
+                "epoch" => mine.epoch);
+        }
         if stamp.is_newer_than(&mine) && stamp.term < term {
             l.note_newer_stamp();
         }
@@ -1100,9 +1113,16 @@ impl<P: LogPosition> Node<P> {
         if now < change.deadline {
             return;
         }
-        let reason = match change.step {
-            Step::CatchUp { .. } => MembershipFailure::NotCaughtUp,
-            _ => MembershipFailure::NoQuorum,
+        let unstamped = self
+            .tracker
+            .peers()
+            .iter()
+            .find(|p| p.membership() == Some(MembershipId::default()))
+            .map(|p| p.id());
+        let reason = match (change.step, unstamped) {
+            (Step::CatchUp { .. }, _) => MembershipFailure::NotCaughtUp,
+            (_, Some(peer)) => MembershipFailure::Unstamped { peer },
+            (_, None) => MembershipFailure::NoQuorum,
         };
         let step = change.step;
         let request = change.request.clone();
