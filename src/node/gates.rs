@@ -21,11 +21,9 @@ pub(super) struct CampaignGates {
     jitter_max: Duration,
     /// The seeded PRNG every random delay is drawn from.
     jitter: Jitter,
-    /// Random extra wait after the leader's death, drawn per leader.
-    death_jitter: Duration,
-    /// The death timeout plus `death_jitter`: how long after a leader's
-    /// round the campaign waits (computed once per leader; it is on the
-    /// follower's hot path).
+    /// The death timeout plus a random extra wait drawn per leader: how
+    /// long after a leader's round the campaign waits (kept summed: it is
+    /// on the follower's hot path).
     follow_wait: Duration,
     /// When a leader message was last accepted (or, on a leader, when it
     /// last sent a round). Rule `leader_stickiness`: no votes for a death
@@ -62,7 +60,6 @@ impl CampaignGates {
             election,
             jitter_max,
             jitter,
-            death_jitter,
             follow_wait: death.saturating_add(death_jitter),
             leader_contact: None,
             newest_round: 0,
@@ -151,8 +148,8 @@ impl CampaignGates {
     /// A new leader became known: a fresh tie-breaking delay for its
     /// eventual death.
     pub(super) fn new_leader(&mut self) {
-        self.death_jitter = self.jitter.up_to(self.jitter_max);
-        self.follow_wait = self.death.saturating_add(self.death_jitter);
+        let death_jitter = self.jitter.up_to(self.jitter_max);
+        self.follow_wait = self.death.saturating_add(death_jitter);
     }
 
     /// Rule `follow_leader`: round `seq` of this term's leader arrived at
@@ -173,7 +170,7 @@ impl CampaignGates {
     /// follows it at once, not a round later.
     pub(super) fn rank_delay_moved(&mut self, rank_delay: Duration) {
         if let Some(contact) = self.leader_contact {
-            self.campaign_at = contact + self.death + self.death_jitter + rank_delay;
+            self.campaign_at = contact + self.follow_wait + rank_delay;
         }
     }
 
@@ -224,8 +221,7 @@ impl CampaignGates {
             election,
             jitter_max,
             jitter,
-            death_jitter,
-            follow_wait: _,
+            follow_wait,
             leader_contact,
             newest_round,
             restart_embargo_until,
@@ -237,7 +233,7 @@ impl CampaignGates {
             death,
             election,
             jitter_max,
-            death_jitter,
+            follow_wait,
             newest_round,
             conceded_for,
         )

@@ -223,6 +223,18 @@ pub(super) enum Anchor {
     Leased,
 }
 
+impl Anchor {
+    /// This anchor's value for `peer`.
+    #[inline]
+    fn of<P>(self, peer: &Peer<P>) -> Option<Instant> {
+        match self {
+            Anchor::Heard { since } => Some(peer.acks.heard_at.unwrap_or(since)),
+            Anchor::Promised => peer.acks.promised_until,
+            Anchor::Leased => peer.acks.lease_until,
+        }
+    }
+}
+
 /// The voter sets in force, this node's place in them, the tally of the
 /// running round and every peer (see the module docs for the invariants).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -456,13 +468,7 @@ impl<P> PeerTracker<P> {
     /// The caller handles a node that alone is a quorum
     /// ([`PeerTracker::alone_is_quorum`]).
     pub(super) fn quorum_anchor(&self, anchor: Anchor) -> Option<Instant> {
-        match anchor {
-            Anchor::Heard { since } => {
-                self.quorum_value(|p| Some(p.acks.heard_at.unwrap_or(since)))
-            }
-            Anchor::Promised => self.quorum_value(|p| p.acks.promised_until),
-            Anchor::Leased => self.quorum_value(|p| p.acks.lease_until),
-        }
+        self.quorum_value(|p| anchor.of(p))
     }
 
     /// Whether every voter set has a quorum whose `anchor` values lie
@@ -471,14 +477,7 @@ impl<P> PeerTracker<P> {
     /// `floor` exactly then, so this one pass tells whether
     /// [`PeerTracker::quorum_anchor`] can exceed an anchor at `floor`.
     pub(super) fn quorum_above(&self, anchor: Anchor, floor: Option<Instant>) -> bool {
-        let above = |v: Option<Instant>| v > floor;
-        match anchor {
-            Anchor::Heard { since } => {
-                self.has_quorum(true, |p| above(Some(p.acks.heard_at.unwrap_or(since))))
-            }
-            Anchor::Promised => self.has_quorum(true, |p| above(p.acks.promised_until)),
-            Anchor::Leased => self.has_quorum(true, |p| above(p.acks.lease_until)),
-        }
+        self.has_quorum(true, |p| anchor.of(p) > floor)
     }
 
     /// See [`PeerTracker::quorum_anchor`]: `value` of each voter.
