@@ -411,6 +411,9 @@ impl App {
             }
         }
         if let Some(token) = token {
+            // The first append of a leadership (empty if the followers
+            // hold the whole log) is its barrier: every replica's fence
+            // moves to this token before any new write.
             let end = self.store.last()?.1 + 1;
             let followers = self.voters.iter().copied().filter(|&v| v != self.id);
             self.leading = Some(Leading {
@@ -427,11 +430,11 @@ impl App {
     fn handle_msg(&mut self, msg: Msg) -> rusqlite::Result<()> {
         match msg {
             Msg::Propose { key, value, reply } => self.propose(key, value, reply)?,
-            // Raft's "reply false if term < currentTerm": a node that has
-            // moved to a newer election term (it may have voted in it)
-            // takes nothing from an older leadership, even one its fence
-            // has not seen yet.
-            Msg::Append { token, .. } if token.term < self.handle.status().term => {
+            // The replica check (`Handle::admits`, Raft's "reply false if
+            // term < currentTerm"): a node that has moved to a newer
+            // election term (it may have voted in it) takes nothing from an
+            // older leadership, even one its fence has not seen yet.
+            Msg::Append { token, .. } if !self.handle.admits(token) => {
                 self.counters.fenced.fetch_add(1, Ordering::SeqCst);
             }
             Msg::Append {
@@ -442,6 +445,15 @@ impl App {
             } => match self.store.append(token.as_u64(), prev, &entries)? {
                 Appended::Stored { matched, last } => {
                     self.handle.set_position(last);
+                    // Checked again before acknowledging, once the driver
+                    // took the new position (`sync`): a vote cast meanwhile
+                    // (for a candidate that may lack these entries)
+                    // withholds the acknowledgement; any later vote is
+                    // decided with the new position.
+                    if !self.handle.sync() || !self.handle.admits(token) {
+                        self.counters.fenced.fetch_add(1, Ordering::SeqCst);
+                        return Ok(());
+                    }
                     self.net.send(
                         self.id,
                         from,

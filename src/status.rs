@@ -311,3 +311,13 @@ pub struct Status {
     /// other voter sets (see [`Event::MembershipConflict`]).
     pub membership_conflicts: u64,
 }
+
+impl Status {
+    /// Whether a replica beside this node may take a write made under
+    /// `token`, as [`Node::admits`](crate::Node::admits) answers it from
+    /// this snapshot (the drivers publish one after every step).
+    #[must_use]
+    pub fn admits(&self, token: FencingToken) -> bool {
+        crate::fence::admits(self.term, self.leader, token)
+    }
+}

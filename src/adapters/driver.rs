@@ -58,8 +58,8 @@ use serde::de::DeserializeOwned;
 
 use super::executor::{Effects, Executor, Write};
 use crate::{
-    Config, ConfigError, Event, HardState, Input, Instant, Lease, LogPosition, Membership,
-    MembershipChange, MembershipId, Message, Node, NodeId, Status,
+    Config, ConfigError, Event, FencingToken, HardState, Input, Instant, Lease, LogPosition,
+    Membership, MembershipChange, MembershipId, Message, Node, NodeId, Status,
 };
 
 /// A log position the drivers can carry: the wire codec (postcard) encodes
@@ -550,6 +550,9 @@ pub(crate) enum Command<P> {
     PeerAddr(NodeId, SocketAddr),
     /// `Handle::set_keys`.
     Keys(Box<KeyRing>),
+    /// `Handle::sync`: answered once the status is published after every
+    /// command sent before it.
+    Sync(mpsc::Sender<()>),
     Stop,
 }
 
@@ -636,6 +639,14 @@ impl<P> Handle<P> {
     /// The node's status after its last step.
     pub fn status(&self) -> Status {
         self.shared().status.clone()
+    }
+
+    /// Whether the replica this node guards may take a write made under
+    /// `token` ([`Node::admits`](crate::Node::admits) on the status of the
+    /// node's last step): a replica checks it before it writes and again
+    /// before it acknowledges (see [`Fence::admit`](crate::Fence::admit)).
+    pub fn admits(&self, token: FencingToken) -> bool {
+        self.shared().status.admits(token)
     }
 
     /// The lease, if this node may act as the only leader right now.
@@ -735,6 +746,23 @@ impl<P> Handle<P> {
     /// down for a death timeout as the storage docs say.
     pub fn set_position(&self, position: P) {
         self.send(Command::Input(Input::LogPosition(position)));
+    }
+
+    /// Waits until the driver has applied every command sent before this
+    /// call and published its status; `false` if the driver stopped.
+    ///
+    /// Commands are asynchronous: after `set_position(p)` a vote may still
+    /// be decided with the older position until the driver takes the
+    /// command. After `set_position(p); sync()`, every vote the node casts
+    /// is decided with `p`, and [`Handle::admits`] reflects every vote cast
+    /// before: the replica's check before it acknowledges a write (see the
+    /// crate docs' write path). It blocks for one turn of the driver's loop
+    /// (microseconds while the node is idle); in async code call it on the
+    /// blocking pool.
+    pub fn sync(&self) -> bool {
+        let (tx, rx) = mpsc::channel();
+        self.send(Command::Sync(tx));
+        rx.recv().is_ok()
     }
 
     /// Stops the node and waits until it has stopped: its thread (std
@@ -938,11 +966,13 @@ fn run<S: Storage, P: WirePosition>(
     clock: &SuspendAwareClock,
 ) -> Result<(), DriverError> {
     let mut known = None;
+    let mut syncs = Vec::new();
     loop {
         follow_membership(driver.exec.node(), &mut transport.framing, &mut known);
         let now = clock.now();
         loop {
             match commands.try_recv() {
+                Ok(Command::Sync(reply)) => syncs.push(reply),
                 // A dropped handle stops the node too (within a second:
                 // the receive below waits at most that long).
                 Ok(Command::Stop) | Err(mpsc::TryRecvError::Disconnected) => return Ok(()),
@@ -964,6 +994,9 @@ fn run<S: Storage, P: WirePosition>(
             })?;
         }
         driver.publish(now, &transport.framing);
+        for reply in syncs.drain(..) {
+            let _ = reply.send(());
+        }
         let wait = driver
             .exec
             .next_deadline()
@@ -1021,5 +1054,33 @@ mod tests {
         }
         stepper.join().unwrap();
         assert!(seen, "no BecameLeader");
+    }
+
+    /// `Handle::sync` returns once the commands sent before it are applied
+    /// and published: a promote of a manual single-node cluster shows in
+    /// the status at once, and a stopped driver answers `false`.
+    #[test]
+    fn sync_returns_after_earlier_commands_are_published() {
+        for _ in 0..20 {
+            let setup = NodeSetup {
+                config: Config::new(1, [1]).mode(crate::Mode::Manual).rng_seed(5),
+                cluster_id: 1,
+                listen: "127.0.0.1:0".parse().unwrap(),
+                peers: BTreeMap::new(),
+                storage: MemStorage::new(),
+            };
+            let (handle, _events) = spawn(setup).unwrap();
+            assert_eq!(handle.status().term, 0);
+            handle.promote();
+            assert!(handle.sync());
+            assert!(
+                handle.status().term >= 1,
+                "promote not applied before sync returned"
+            );
+            handle.send(Command::Stop);
+            // The driver has stopped once its command channel is gone.
+            let stopped = (0..1000).any(|_| !handle.sync());
+            assert!(stopped, "sync answered after the driver stopped");
+        }
     }
 }

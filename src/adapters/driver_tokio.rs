@@ -453,6 +453,7 @@ async fn run<S: Storage + Send + 'static, P: WirePosition>(
     let mut requested = Writes::default();
     let mut writing: Option<Writing<S>> = None;
     let mut known = None;
+    let mut syncs: Vec<std::sync::mpsc::Sender<()>> = Vec::new();
     loop {
         follow_membership(driver.exec.node(), &mut framing, &mut known);
         let now = clock.now();
@@ -462,6 +463,9 @@ async fn run<S: Storage + Send + 'static, P: WirePosition>(
         start_write(&life, &mut requested, &mut storage, &mut writing);
         flush(&socket, &mut framing, &mut outbox).await;
         driver.publish(now, &framing);
+        for reply in syncs.drain(..) {
+            let _ = reply.send(());
+        }
         let wait = driver
             .exec
             .next_deadline()
@@ -482,6 +486,7 @@ async fn run<S: Storage + Send + 'static, P: WirePosition>(
                 Some(Command::Keys(keys)) => {
                     framing.set_keys(*keys);
                 }
+                Some(Command::Sync(reply)) => syncs.push(reply),
             },
             done = async { writing.as_mut().expect("guarded by the branch condition").await }, if writing.is_some() => {
                 writing = None;
