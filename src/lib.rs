@@ -241,7 +241,7 @@ pub use position::{LogPosition, VClock};
 pub use rank::{Rank, RankPolicy};
 pub use rule::Rule;
 pub use status::{
-    Event, HandBackReason, PromoteFailure, Role, Status, StepDownReason, TransferFailure,
+    Event, HandBackReason, PromoteFailure, Refusals, Role, Status, StepDownReason, TransferFailure,
 };
 pub use time::Instant;
 

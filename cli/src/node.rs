@@ -754,6 +754,10 @@ impl Running {
             "rank": rank_json(&st.membership, &self.rank_local),
             "member": member,
             "membership_conflicts": st.membership_conflicts,
+            "refusals": {
+                "votes": by_rule(&st.refusals.by_vote),
+                "pre_votes": by_rule(&st.refusals.by_pre_vote),
+            },
             // Null unless a peer told this node, since it started, that it
             // had used a higher term than it restarted with.
             "rollback_suspected": self.rollback.as_ref().map(Rollback::json),
@@ -968,6 +972,15 @@ pub fn rank_json(m: &tenure::Membership, local: &Value) -> Value {
 }
 
 /// The drop counters as JSON, by reason.
+/// Refusal counts by rule name, for the status.
+fn by_rule(counts: &[(tenure::Rule, u64)]) -> Value {
+    counts
+        .iter()
+        .map(|(rule, n)| (rule.name().to_string(), json!(n)))
+        .collect::<serde_json::Map<_, _>>()
+        .into()
+}
+
 fn drops_json(d: DropCounts) -> Value {
     Value::Object(
         d.by_reason()

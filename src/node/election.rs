@@ -784,6 +784,7 @@ impl<P: LogPosition> Node<P> {
     fn refuse_pre_vote(&mut self, from: NodeId, (rule, reason): Refusal, out: &mut Vec<Action<P>>) {
         slog::info!(self.log, "pre-vote refused"; "rule" => rule,
             "term" => self.term, "from" => from, "reason" => reason);
+        self.refusals.pre_vote_refused(rule);
         self.reply(from, MessageKind::PreVoteResponse { granted: false }, out);
     }
 
@@ -874,6 +875,7 @@ impl<P: LogPosition> Node<P> {
         if let Some((rule, reason)) = reason {
             slog::info!(self.log, "vote refused"; "rule" => rule,
                 "term" => term, "from" => from, "reason" => reason);
+            self.refusals.vote_refused(rule);
             self.reply(from, MessageKind::VoteResponse { granted: false }, out);
             self.share_newer_membership(from, candidate, out);
             return;
