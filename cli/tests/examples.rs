@@ -345,8 +345,8 @@ fn the_example_cluster_elects_a_leader() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Every process whose command line mentions `dir` (a node the
-/// walk-through started), by pid.
+/// Every live process that runs in `dir` or names it on its command line
+/// (a node the walk-through started), by pid.
 fn processes_under(dir: &Path) -> Vec<u32> {
     let needle = dir.to_string_lossy().into_owned();
     let me = std::process::id();
@@ -355,8 +355,10 @@ fn processes_under(dir: &Path) -> Vec<u32> {
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .filter(|&pid| pid != me)
         .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&needle))
+            let cwd = std::fs::read_link(format!("/proc/{pid}/cwd"));
+            cwd.is_ok_and(|c| c.starts_with(dir))
+                || std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&needle))
         })
         .collect()
 }
