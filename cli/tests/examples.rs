@@ -198,6 +198,50 @@ fn every_toml_block_in_the_readme_and_the_book_is_a_node_file() {
     assert!(checked >= 3, "only {checked} toml blocks found");
 }
 
+/// The keys the node-file loader knows, as its error for an unknown key
+/// lists them (`extra` goes where an unknown key is tried).
+fn known_keys(extra: &str) -> Vec<String> {
+    let text = format!(
+        "id = 1\ncluster_id = 1\nlisten = \"127.0.0.1:1\"\ndata_dir = \"d\"\n{extra}zz_unknown = 1\n"
+    );
+    let e = NodeFile::parse(&text).expect_err("an unknown key is refused");
+    let list = e
+        .split("expected one of ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{e}"));
+    list.split(", ")
+        .map(|k| k.trim().trim_matches('`').to_string())
+        .collect()
+}
+
+/// Running nodes' table of node-file keys names every key the loader
+/// knows, and no other.
+#[test]
+fn the_node_file_table_lists_every_key() {
+    let page = std::fs::read_to_string(root().join("docs/src/running-nodes.md")).unwrap();
+    let mut listed: Vec<String> = page
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `")?.split_once('`').map(|(k, _)| k))
+        .filter(|k| !k.starts_with("--") && !k.starts_with('-'))
+        .map(|k| {
+            if k == "[[peers]]" {
+                "peers".into()
+            } else {
+                k.to_string()
+            }
+        })
+        .collect();
+    let mut known = known_keys("");
+    known.extend(
+        known_keys("[[peers]]\nid = 2\naddr = \"127.0.0.1:2\"\n")
+            .into_iter()
+            .map(|k| format!("peers.{k}")),
+    );
+    listed.sort();
+    known.sort();
+    assert_eq!(listed, known, "docs/src/running-nodes.md's key table");
+}
+
 /// The book's Rust examples run as doctests only if `src/lib.rs` includes
 /// their page.
 #[test]
