@@ -76,7 +76,8 @@
 //!                     // Store it beside the HardState, fsync, then confirm
 //!                     // it. A cluster that changes its membership also
 //!                     // stamps frames (`Input::ReceiveStamped`): see the
-//!                     // README's "Membership in your own loop".
+//!                     // book's "Membership in your own loop"
+//!                     // (docs/src/embedding.md).
 //!                     let stored = Input::PersistedMembership(membership.id());
 //!                     node.step_into(now, stored, actions);
 //!                 }
@@ -255,3 +256,11 @@ pub use core::time::Duration;
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+// So are the book's (docs/src; cli/tests/examples.rs checks that every
+// page with a Rust example is listed here).
+#[cfg(doctest)]
+#[doc = include_str!("../docs/src/embedding.md")]
+#[doc = include_str!("../docs/src/fencing.md")]
+#[doc = include_str!("../docs/src/priorities.md")]
+struct BookDoctests;

@@ -256,7 +256,7 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
         },
         None => {
             eprintln!(
-                "warning: node {id}: no key_file: peer messages are NOT authenticated; anyone who can send it a UDP datagram with a peer's source address controls the cluster (create a key with `tenure keygen`; README \"Security\")"
+                "warning: node {id}: no key_file: peer messages are NOT authenticated; anyone who can send it a UDP datagram with a peer's source address controls the cluster (create a key with `tenure keygen`; docs/src/security.md)"
             );
             driver::spawn(setup)
         }
@@ -265,7 +265,7 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
         Ok(started) => started,
         Err(e) => {
             let hint = if matches!(e, driver::DriverError::Storage(_)) {
-                "\n  (a damaged or lost state file: see `tenure recover` and README \"Recovering a lost or corrupt state file\"; never just delete it)"
+                "\n  (a damaged or lost state file: see `tenure recover` and docs/src/recovery.md; never just delete it)"
             } else {
                 ""
             };
@@ -403,7 +403,7 @@ impl Rollback {
 /// What a `rollback_suspected` event means, for its JSON line and stderr.
 fn rollback_message(seen: u64, had: u64) -> String {
     format!(
-        "a peer saw this node use term {seen}, but it restarted with term {had}: it was restarted from an older copy of its state (a restored backup, a VM snapshot, a copied data directory) and may have voted in a term up to {seen}; it now has term {seen} with a vote for itself, so it votes for no one else up to term {seen} and cannot vote twice. Find out how its data directory went back; never restore a data directory from a backup (README \"Recovering a lost or corrupt state file\")"
+        "a peer saw this node use term {seen}, but it restarted with term {had}: it was restarted from an older copy of its state (a restored backup, a VM snapshot, a copied data directory) and may have voted in a term up to {seen}; it now has term {seen} with a vote for itself, so it votes for no one else up to term {seen} and cannot vote twice. Find out how its data directory went back; never restore a data directory from a backup (docs/src/recovery.md)"
     )
 }
 

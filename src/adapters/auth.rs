@@ -26,7 +26,7 @@
 //! Not protected: confidentiality (frames are readable; they carry terms,
 //! votes and log positions, no application data), traffic analysis, and
 //! denial of service by volume (a flood costs a bounded amount of work per
-//! datagram: see the README's "Security" section for the measured rate).
+//! datagram: see `docs/src/measured.md` in the book for the measured rate).
 //!
 //! # Frame
 //!
@@ -368,7 +368,8 @@ fn parse_hex(text: &str) -> Result<Vec<u8>, String> {
 
 /// The keys a node holds: the current one, which it sends with, and an
 /// optional next one, which it also accepts (for rotation without
-/// downtime: see the README's "Security" section).
+/// downtime: see the book's "Security and keys" chapter,
+/// `docs/src/security.md`).
 #[derive(Clone, Debug)]
 pub struct KeyRing {
     current: ClusterKey,

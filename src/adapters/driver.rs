@@ -728,8 +728,8 @@ impl<P> Handle<P> {
     }
 
     /// Sends with `keys`' current key and accepts its keys from now on: a
-    /// step of a key rotation (the README's "Security" section has the
-    /// whole procedure). Ignored by a node started without authentication
+    /// step of a key rotation (the book's "Security and keys" chapter,
+    /// `docs/src/security.md`, has the whole procedure). Ignored by a node started without authentication
     /// (it stays unauthenticated until restarted with a key).
     pub fn set_keys(&self, keys: KeyRing) {
         self.send(Command::Keys(Box::new(keys)));

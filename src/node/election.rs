@@ -570,8 +570,9 @@ impl<P: LogPosition> Node<P> {
     /// `None` (logged, round abandoned) when the term space is exhausted
     /// (the term is `u64::MAX`, at least 2^32 messages away by rule
     /// `term_jump_bounded`). Campaigning would wrap to term 0 and break
-    /// every invariant, so this node stops campaigning instead; the README's
-    /// "Security" section says how an operator recovers.
+    /// every invariant, so this node stops campaigning instead; the book's
+    /// "Security and keys" chapter (`docs/src/security.md`, "The end of the
+    /// term space") says how an operator recovers.
     fn term_space_left(&mut self, now: Instant) -> Option<u64> {
         let next = self.term.checked_add(1);
         if next.is_none() {
