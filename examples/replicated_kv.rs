@@ -44,7 +44,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
-use tenure::adapters::driver::{self, Handle, NodeSetup};
+use tenure::adapters::driver::{Handle, NodeSetup};
 use tenure::adapters::storage::{Storage, StorageError, StorageErrorKind};
 use tenure::{Config, Fencing, FencingToken, HardState, NodeId};
 
@@ -263,10 +263,7 @@ impl SqliteState {
 }
 
 fn storage_error(path: &Path, e: rusqlite::Error) -> StorageError {
-    StorageError {
-        path: path.to_path_buf(),
-        kind: StorageErrorKind::Io(std::io::Error::other(e)),
-    }
+    StorageError::at(path, StorageErrorKind::Backend(Box::new(e)))
 }
 
 impl Storage for SqliteState {
@@ -374,7 +371,7 @@ struct App {
     id: NodeId,
     voters: Vec<NodeId>,
     store: Store,
-    handle: Arc<Handle<Pos>>,
+    handle: Handle<Pos>,
     net: Net,
     inbox: Receiver<Msg>,
     alive: Arc<AtomicBool>,
@@ -384,7 +381,6 @@ struct App {
 
 impl App {
     fn run(mut self) -> rusqlite::Result<()> {
-        self.handle.set_position(self.store.last()?);
         let mut last_round = Instant::now();
         while self.alive.load(Ordering::SeqCst) {
             self.follow_the_lease()?;
@@ -580,7 +576,7 @@ impl App {
 
 /// A running node: its tenure handle (shared with its app) and its app.
 struct RunningNode {
-    handle: Arc<Handle<Pos>>,
+    handle: Handle<Pos>,
     alive: Arc<AtomicBool>,
     app: JoinHandle<rusqlite::Result<()>>,
 }
@@ -591,10 +587,7 @@ impl RunningNode {
     fn kill(self) -> Result<(), Box<dyn std::error::Error>> {
         self.alive.store(false, Ordering::SeqCst);
         self.app.join().map_err(|_| "app thread panicked")??;
-        match Arc::try_unwrap(self.handle) {
-            Ok(handle) => handle.shutdown()?,
-            Err(_) => return Err("the tenure handle is still shared".into()),
-        }
+        self.handle.shutdown()?;
         Ok(())
     }
 }
@@ -674,8 +667,8 @@ fn start_node(
             .collect(),
         storage: SqliteState::open(&db)?,
     };
-    let (handle, _events) = driver::spawn_with_positions::<_, Pos>(setup)?;
-    let handle = Arc::new(handle);
+    // The log's durable end: votes compare it from the first message.
+    let (handle, _events) = setup.positions(store.last()?).spawn()?;
     let (tx, inbox) = mpsc::channel();
     net.inboxes.lock().unwrap().insert(id, tx);
     let alive = Arc::new(AtomicBool::new(true));

@@ -13,8 +13,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use tenure::Mode;
-use tenure::adapters::driver::{self, DriverError, Handle, NodeSetup};
-use tenure::adapters::driver_tokio;
+use tenure::adapters::driver::{DriverError, Handle, NodeSetup};
 use tenure::adapters::storage::{Storage, StorageError};
 use tenure::{Config, HardState};
 
@@ -51,10 +50,7 @@ impl Storage for Store {
         self.running.store(true, SeqCst);
         std::thread::sleep(self.delay);
         let res = if self.fail {
-            Err(StorageError {
-                path: "store".into(),
-                kind: std::io::Error::other("disk full").into(),
-            })
+            Err(StorageError::new(std::io::Error::other("disk full")))
         } else {
             self.rec.lock().unwrap().saved = Some(*state);
             Ok(())
@@ -110,7 +106,7 @@ fn eventually(what: &str, cond: impl Fn() -> bool) {
 fn mid_write(rt: &tokio::runtime::Runtime, s: Store) -> (Handle, Arc<AtomicBool>) {
     let running = s.running.clone();
     let (handle, _events) = rt
-        .block_on(driver_tokio::spawn(setup(s, Mode::Candidate)))
+        .block_on(setup(s, Mode::Candidate).spawn_tokio())
         .unwrap();
     eventually("write starts", || running.load(SeqCst));
     (handle, running)
@@ -135,7 +131,7 @@ fn bounded<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<
 fn ct_runtime_idle_shutdown_outside_block_on() {
     let rt = ct();
     let (handle, _events) = rt
-        .block_on(driver_tokio::spawn(setup(store(0), Mode::Candidate)))
+        .block_on(setup(store(0), Mode::Candidate).spawn_tokio())
         .unwrap();
     let r = bounded(move || handle.shutdown());
     match r {
@@ -173,9 +169,7 @@ fn failing_write_during_stop_is_reported_async() {
     };
     let running = s.running.clone();
     rt.block_on(async move {
-        let node = driver_tokio::spawn_async::<_, ()>(setup(s, Mode::Candidate))
-            .await
-            .unwrap();
+        let node = setup(s, Mode::Candidate).spawn_async().await.unwrap();
         while !running.load(SeqCst) {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
@@ -231,9 +225,7 @@ fn ct_spawn_blocking_shutdown_waits() {
     let s = store(700);
     let running = s.running.clone();
     let still = rt.block_on(async move {
-        let (handle, _events) = driver_tokio::spawn(setup(s, Mode::Candidate))
-            .await
-            .unwrap();
+        let (handle, _events) = setup(s, Mode::Candidate).spawn_tokio().await.unwrap();
         while !running.load(SeqCst) {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
@@ -290,7 +282,7 @@ fn forms_that_should_wait() {
 fn after_runtime_dropped() {
     let rt = mt(1);
     let (handle, _events) = rt
-        .block_on(driver_tokio::spawn(setup(store(0), Mode::Candidate)))
+        .block_on(setup(store(0), Mode::Candidate).spawn_tokio())
         .unwrap();
     drop(rt);
     let (res, took) = bounded(move || handle.shutdown()).expect("within 5 s");
@@ -299,7 +291,7 @@ fn after_runtime_dropped() {
     // async form on a new runtime
     let rt = mt(1);
     let (handle, _events) = rt
-        .block_on(driver_tokio::spawn(setup(store(0), Mode::Candidate)))
+        .block_on(setup(store(0), Mode::Candidate).spawn_tokio())
         .unwrap();
     drop(rt);
     let res = ct().block_on(async move {
@@ -337,7 +329,7 @@ fn no_write_after_shutdown_and_latest_state() {
         } else {
             Mode::Manual
         };
-        let (handle, _events) = rt.block_on(driver_tokio::spawn(setup(s, mode))).unwrap();
+        let (handle, _events) = rt.block_on(setup(s, mode).spawn_tokio()).unwrap();
         if action >= 1 {
             handle.promote();
             eventually("leader", || {
@@ -377,7 +369,7 @@ fn no_write_after_shutdown_and_latest_state() {
 // 7. Dropping a handle without shutdown: tokio task stops; std thread?
 #[test]
 fn std_handle_dropped_releases_socket() {
-    let (handle, _events) = driver::spawn(setup(store(0), Mode::Candidate)).unwrap();
+    let (handle, _events) = setup(store(0), Mode::Candidate).spawn().unwrap();
     let addr = handle.local_addr();
     drop(handle);
     // The thread notices within its longest receive wait (1 s).
@@ -390,7 +382,7 @@ fn std_handle_dropped_releases_socket() {
 fn tokio_handle_dropped_releases_socket() {
     let rt = mt(1);
     let (handle, _events) = rt
-        .block_on(driver_tokio::spawn(setup(store(0), Mode::Candidate)))
+        .block_on(setup(store(0), Mode::Candidate).spawn_tokio())
         .unwrap();
     let addr = handle.local_addr();
     drop(handle);
@@ -403,13 +395,13 @@ fn tokio_handle_dropped_releases_socket() {
 fn std_driver_shutdowns() {
     let s = store(300);
     let running = s.running.clone();
-    let (handle, _events) = driver::spawn(setup(s, Mode::Candidate)).unwrap();
+    let (handle, _events) = setup(s, Mode::Candidate).spawn().unwrap();
     eventually("write", || running.load(SeqCst));
     handle.shutdown().unwrap();
     assert!(!running.load(SeqCst));
     let s = store(300);
     let running = s.running.clone();
-    let (handle, _events) = driver::spawn(setup(s, Mode::Candidate)).unwrap();
+    let (handle, _events) = setup(s, Mode::Candidate).spawn().unwrap();
     eventually("write", || running.load(SeqCst));
     let res = ct().block_on(async move {
         tokio::time::timeout(Duration::from_secs(5), handle.shutdown_async())
@@ -423,14 +415,14 @@ fn std_driver_shutdowns() {
         fail: true,
         ..store(0)
     };
-    let (handle, _events) = driver::spawn(setup(s, Mode::Candidate)).unwrap();
+    let (handle, _events) = setup(s, Mode::Candidate).spawn().unwrap();
     eventually("stop", || handle.stopped().is_some());
     assert!(handle.shutdown().is_err());
     let s = Store {
         fail: true,
         ..store(0)
     };
-    let (handle, _events) = driver::spawn(setup(s, Mode::Candidate)).unwrap();
+    let (handle, _events) = setup(s, Mode::Candidate).spawn().unwrap();
     eventually("stop", || handle.stopped().is_some());
     assert!(ct().block_on(handle.shutdown_async()).is_err());
 }
@@ -445,7 +437,7 @@ fn stopped_error_every_form() {
             ..store(0)
         };
         let (handle, _events) = rt
-            .block_on(driver_tokio::spawn(setup(s, Mode::Candidate)))
+            .block_on(setup(s, Mode::Candidate).spawn_tokio())
             .unwrap();
         eventually("stop", || handle.stopped().is_some());
         let res = match form {
@@ -471,9 +463,7 @@ fn stopped_error_every_form() {
 fn arc_handle_many_threads() {
     let rt = mt(2);
     let s = store(50);
-    let (handle, _events) = rt
-        .block_on(driver_tokio::spawn(setup(s, Mode::Manual)))
-        .unwrap();
+    let (handle, _events) = rt.block_on(setup(s, Mode::Manual).spawn_tokio()).unwrap();
     let h = Arc::new(handle);
     let ts: Vec<_> = (0..4)
         .map(|i| {
@@ -505,7 +495,7 @@ fn arc_handle_many_threads() {
 fn mt_context_inside_ct_block_on() {
     let mt_rt = mt(1);
     let (handle, _events) = mt_rt
-        .block_on(driver_tokio::spawn(setup(store(0), Mode::Candidate)))
+        .block_on(setup(store(0), Mode::Candidate).spawn_tokio())
         .unwrap();
     let h = mt_rt.handle().clone();
     let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

@@ -248,7 +248,7 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
     };
     let spawned = match &keys {
         Some(keys) => match PeerAuth::for_data_dir(keys.clone(), &file.data_dir) {
-            Ok(auth) => driver::spawn_authenticated(setup, auth),
+            Ok(auth) => setup.auth(auth).spawn(),
             Err(e) => {
                 eprintln!("error: node {id} refuses to start: incarnation: {e}");
                 return ExitCode::from(2);
@@ -258,7 +258,7 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
             eprintln!(
                 "warning: node {id}: no key_file: peer messages are NOT authenticated; anyone who can send it a UDP datagram with a peer's source address controls the cluster (create a key with `tenure keygen`; docs/src/security.md)"
             );
-            driver::spawn(setup)
+            setup.spawn()
         }
     };
     let (handle, events) = match spawned {
