@@ -74,7 +74,13 @@
 //!   replayed hello teaches nothing.
 //!
 //! The receiver's state is a fixed size per configured peer (a few
-//! numbers and a timestamp): a flood cannot grow it.
+//! numbers and a timestamp): a flood cannot grow it. A joining node (no
+//! membership yet) also keeps it for up to
+//! [`MAX_LEARNED_PEERS`](super::udp::MAX_LEARNED_PEERS) senders it learned
+//! from their authenticated frames (see
+//! [`Framing::follow_members`](super::udp::Framing::follow_members)): nothing
+//! without the key adds one, and a replayed frame at most sends a hello
+//! astray until the sender's next frame.
 
 use std::fmt;
 use std::io;

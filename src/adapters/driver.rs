@@ -522,9 +522,12 @@ pub(crate) fn starting_config(
 }
 
 /// Keeps `framing` in step with the node's durable membership: its stamp
-/// on every message, and the addresses the membership carries (an
+/// on every message, the addresses the membership carries (an
 /// address that is not `ip:port` is looked up once per membership; it
-/// replaces the address known for that peer, e.g. from the node file). `known` is the
+/// replaces the address known for that peer, e.g. from the node file), and
+/// whether the node is still joining (no voters yet: it accepts the
+/// authenticated frames of members it does not know, such as a leader
+/// elected after it started; see `Framing::follow_members`). `known` is the
 /// membership last followed. Messages a step sends carry the membership of
 /// that step's start at the latest, never a newer one than they were
 /// decided on; an older stamp only makes peers more cautious.
@@ -553,6 +556,8 @@ pub(crate) fn follow_membership<P: LogPosition>(
             framing.set_peer_addr(*peer, addr);
         }
     }
+    // After the addresses: a learned peer the membership names stays.
+    framing.follow_members(&node.membership().members());
 }
 
 pub(crate) enum Command<P> {
