@@ -25,8 +25,9 @@
 //!   leadership older than its current election term.
 //!
 //! The run: a client writes continuously; the leader's outgoing
-//! replication is delayed by 2 s (a stalled NIC or a paused process) and
-//! the leader is killed mid-stream. The survivors elect a new leader, which
+//! replication is delayed by 2 s (a stalled NIC or a paused process), so
+//! the leader, hearing no majority answer its appends for a death timeout,
+//! resigns, and it is killed mid-stream. The survivors elect a new leader, which
 //! holds the newest acknowledged entry; the client retries what was not
 //! acknowledged; the old leader's delayed writes then arrive and both
 //! survivors' stores refuse them; nothing acknowledged is lost.
@@ -358,13 +359,24 @@ struct Leading {
     next: BTreeMap<NodeId, u64>,
     matched: BTreeMap<NodeId, u64>,
     waiting: VecDeque<(u64, Sender<Result<u64, String>>)>,
+    /// When it began, and when each follower last answered an append.
+    since: Instant,
+    answered: BTreeMap<NodeId, Instant>,
+    /// Whether it resigned because its replication is cut off.
+    resigned: bool,
 }
+
+/// The engine's death timeout here: a leader whose replication reached
+/// no majority for this long resigns.
+const DEATH_TIMEOUT: Duration = Duration::from_millis(300);
 
 /// Counters the run reports.
 #[derive(Default)]
 pub struct Counters {
     /// Appends a store refused because it had seen a newer token.
     pub fenced: AtomicU64,
+    /// Leaders that resigned because their replication was cut off.
+    pub resigned: AtomicU64,
 }
 
 struct App {
@@ -384,6 +396,7 @@ impl App {
         let mut last_round = Instant::now();
         while self.alive.load(Ordering::SeqCst) {
             self.follow_the_lease()?;
+            self.resign_if_replication_is_cut_off();
             if let Ok(msg) = self.inbox.recv_timeout(Duration::from_millis(5)) {
                 self.handle_msg(msg)?;
             }
@@ -393,6 +406,28 @@ impl App {
             }
         }
         Ok(())
+    }
+
+    /// Two streams can fail apart: tenure's messages may flow while the
+    /// replication stream is broken, and the cluster would keep a leader
+    /// that cannot replicate. A leader none of whose appends a majority
+    /// answered within a death timeout resigns (`Handle::demote`), so one
+    /// that can reach them is elected.
+    fn resign_if_replication_is_cut_off(&mut self) {
+        let majority = self.voters.len() / 2 + 1;
+        let Some(l) = self.leading.as_mut().filter(|l| !l.resigned) else {
+            return;
+        };
+        let live = 1 + l
+            .answered
+            .values()
+            .filter(|at| at.elapsed() < DEATH_TIMEOUT)
+            .count();
+        if live < majority && l.since.elapsed() >= DEATH_TIMEOUT {
+            l.resigned = true;
+            self.counters.resigned.fetch_add(1, Ordering::SeqCst);
+            self.handle.demote();
+        }
     }
 
     /// Leads exactly while tenure's strict lease is held.
@@ -417,6 +452,9 @@ impl App {
                 next: followers.clone().map(|f| (f, end)).collect(),
                 matched: followers.map(|f| (f, 0)).collect(),
                 waiting: VecDeque::new(),
+                since: Instant::now(),
+                answered: BTreeMap::new(),
+                resigned: false,
             });
             self.replicate()?;
         }
@@ -482,6 +520,7 @@ impl App {
             } => self.stored(from, token, matched.1),
             Msg::Gap { from, token, last } => {
                 if let Some(l) = self.leading.as_mut().filter(|l| l.token == token) {
+                    l.answered.insert(from, Instant::now());
                     l.next.insert(from, last + 1);
                 }
             }
@@ -539,6 +578,7 @@ impl App {
         let Some(l) = self.leading.as_mut().filter(|l| l.token == token) else {
             return;
         };
+        l.answered.insert(from, Instant::now());
         let m = l.matched.entry(from).or_insert(0);
         *m = (*m).max(index);
         l.next.insert(from, index + 1);
@@ -601,6 +641,9 @@ pub struct Report {
     pub leaders: (NodeId, NodeId),
     /// Late appends the survivors' stores refused.
     pub fenced_late_writes: u64,
+    /// Leaders that resigned because no majority answered their appends
+    /// for a death timeout (the stalled leader must be one).
+    pub resigned: u64,
     /// Acknowledged writes missing from the new leader's store (must be 0).
     pub lost: Vec<String>,
     /// The newest acknowledged key and whether the new leader holds it.
@@ -635,6 +678,9 @@ impl Report {
                 self.late_entries_on_survivors
             ));
         }
+        if self.resigned == 0 {
+            return Err("the leader whose replication stalled did not resign".into());
+        }
         if self.leaders.0 == self.leaders.1 {
             return Err("the killed leader still leads".into());
         }
@@ -654,7 +700,7 @@ fn start_node(
     let config = Config::new(id, peers.keys().copied())
         .fencing(Fencing::Strict)
         .heartbeat_interval(Duration::from_millis(50))
-        .death_timeout(Duration::from_millis(300))
+        .death_timeout(DEATH_TIMEOUT)
         .rng_seed(id);
     let setup = NodeSetup {
         config,
@@ -834,6 +880,7 @@ pub fn run(dir: &Path) -> Result<Report, Box<dyn std::error::Error>> {
         acknowledged,
         leaders: (first, second),
         fenced_late_writes: counters.fenced.load(Ordering::SeqCst),
+        resigned: counters.resigned.load(Ordering::SeqCst),
         lost,
         survivors,
         late_entries_on_survivors: late,
