@@ -33,7 +33,7 @@ use std::io;
 ///
 /// # Errors
 /// The first error of `f` that is not `Interrupted`.
-pub fn retry_interrupted<T>(mut f: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+pub(crate) fn retry_interrupted<T>(mut f: impl FnMut() -> io::Result<T>) -> io::Result<T> {
     loop {
         match f() {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
