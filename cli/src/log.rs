@@ -43,11 +43,18 @@ impl slog::Drain for Stderr {
         let _ = writeln!(
             err,
             "{} {} {}{}",
-            crate::node::now_ms(),
+            now_ms(),
             record.level().as_short_str(),
             record.msg(),
             pairs.0
         );
         Ok(())
     }
+}
+
+/// Milliseconds since the Unix epoch, for the JSON lines.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }

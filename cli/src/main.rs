@@ -10,6 +10,7 @@ mod cgroup;
 mod ctl;
 mod demo;
 #[cfg(any(target_os = "linux", target_os = "android"))]
+mod gate;
 mod guard;
 mod log;
 #[cfg(unix)]

@@ -17,8 +17,9 @@ use tenure::adapters::udp::DropCounts;
 use tenure::{Event, NodeId, Role};
 
 use crate::ctl::{self, Command, Request};
+use crate::gate::{Gate, GateSpec};
+use crate::log::now_ms;
 use crate::resolve::{Policy, Reresolver};
-use crate::run::{Gate, GateSpec};
 
 #[derive(clap::Args)]
 pub struct NodeArgs {
@@ -56,13 +57,6 @@ pub struct NodeArgs {
     /// With `--exit-with-parent`: remove this directory after stopping.
     #[arg(long, hide = true, requires = "exit_with_parent")]
     cleanup_dir: Option<PathBuf>,
-}
-
-/// Milliseconds since the Unix epoch, for the JSON lines.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// What a graceful stop needs to know about the node.

@@ -108,6 +108,10 @@ pub const HELLO_INTERVAL: Duration = Duration::from_millis(20);
 /// The incarnation file in a node's data directory.
 pub const INCARNATION_FILE: &str = "tenure.incarnation";
 
+/// First bytes of every frame, authenticated or not (the wire codec
+/// writes plain frames with the same magic).
+pub(crate) const MAGIC: [u8; 4] = *b"TNRE";
+
 /// Frame kinds. A message carries the sender's membership stamp (the
 /// default for none): the payload is `postcard(MembershipId) |
 /// postcard(Message)`. Any other kind is dropped as malformed.
@@ -607,7 +611,7 @@ impl Header {
     /// Writes the header (magic and version included) to the start of a
     /// frame.
     pub(crate) fn write(&self, frame: &mut Vec<u8>) {
-        frame.extend_from_slice(&super::codec::MAGIC);
+        frame.extend_from_slice(&MAGIC);
         frame.push(VERSION);
         frame.push(self.kind);
         frame.extend_from_slice(&self.key.0);

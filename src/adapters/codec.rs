@@ -24,8 +24,7 @@ use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
 use crate::{MembershipId, Message, NodeId};
 
-/// First bytes of every frame.
-pub(crate) const MAGIC: [u8; 4] = *b"TNRE";
+use super::auth::MAGIC;
 /// The envelope version this build writes and reads. Frames of any other
 /// version are dropped as [`DecodeError::UnknownVersion`]: nodes of
 /// different wire versions never talk (upgrade a cluster by stopping it).

@@ -671,6 +671,15 @@ impl<P> Clone for Commands<P> {
     }
 }
 
+/// A task-based driver's end, as [`Handle::shutdown`] waits for it (the
+/// tokio driver implements it; this module does not depend on that one).
+#[cfg(feature = "tokio")]
+pub(crate) trait TaskEnd: Send + Sync {
+    /// Stops waiting for the write in progress, then (if `await_end`) for
+    /// the task to end; reports the task's error, else a write's failure.
+    fn stop(&self, await_end: bool) -> Result<(), DriverError>;
+}
+
 /// What [`Handle::shutdown`] waits for.
 pub(crate) enum Finish {
     /// The std driver's thread.
@@ -679,7 +688,7 @@ pub(crate) enum Finish {
     #[cfg(feature = "tokio")]
     Task {
         /// Shared with the task and its writes.
-        life: Arc<super::driver_tokio::Lifecycle>,
+        life: Arc<dyn TaskEnd>,
         /// Whether the task runs on a multi-thread runtime (whose workers
         /// drive it while this thread waits).
         multi_thread: bool,

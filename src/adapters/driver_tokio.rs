@@ -276,6 +276,12 @@ struct LifeState {
     ended: Option<Result<(), DriverError>>,
 }
 
+impl super::driver::TaskEnd for Lifecycle {
+    fn stop(&self, await_end: bool) -> Result<(), DriverError> {
+        Lifecycle::stop(self, await_end)
+    }
+}
+
 impl Lifecycle {
     fn lock(&self) -> std::sync::MutexGuard<'_, LifeState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())

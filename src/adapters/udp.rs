@@ -451,8 +451,8 @@ impl Framing {
             return Received::Wake;
         }
         self.last_stamp = None;
-        let tagged = bytes.len() > codec::MAGIC.len()
-            && bytes[..4] == codec::MAGIC
+        let tagged = bytes.len() > auth::MAGIC.len()
+            && bytes[..4] == auth::MAGIC
             && bytes[4] == auth::VERSION;
         let decoded = match (tagged, self.auth.is_some()) {
             (true, _) => return self.accept_tagged(bytes, from_addr),
