@@ -56,15 +56,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         });
     }
-    let leader = loop {
-        let (id, event) = all.recv_timeout(Duration::from_secs(5))?;
-        println!("node {id}: {event:?}");
-        if let Event::BecameLeader { .. } = event {
-            break id;
-        }
-    };
-    // The lease starts with the first acknowledged heartbeat round.
-    std::thread::sleep(Duration::from_millis(100));
+    // The lease starts with the first acknowledged heartbeat round, after
+    // `BecameLeader`: `LeaseAcquired` says when.
+    let leader = until_lease(&all)?;
     let mut fence = Fence::new();
     let lease = handles[&leader]
         .lease()
@@ -78,14 +72,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let target = if leader == 1 { 2 } else { 1 };
     println!("handing leadership from node {leader} to node {target}");
     handles[&leader].transfer_to(target);
-    loop {
-        let (id, event) = all.recv_timeout(Duration::from_secs(5))?;
-        println!("node {id}: {event:?}");
-        if matches!(event, Event::TransferCompleted { .. }) {
-            break;
-        }
-    }
-    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(until_lease(&all)?, target);
     assert_eq!(handles[&target].status().role, Role::Leader);
     let new_lease = handles[&target]
         .lease()
@@ -100,4 +87,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         h.shutdown()?;
     }
     Ok(())
+}
+
+/// Prints events until a node acquires the lease; returns that node.
+fn until_lease(
+    all: &std::sync::mpsc::Receiver<(u64, Event)>,
+) -> Result<u64, Box<dyn std::error::Error>> {
+    loop {
+        let (id, event) = all.recv_timeout(Duration::from_secs(5))?;
+        println!("node {id}: {event:?}");
+        if let Event::LeaseAcquired { .. } = event {
+            return Ok(id);
+        }
+    }
 }

@@ -80,9 +80,15 @@ impl Lease {
     }
 }
 
+impl core::fmt::Display for FencingToken {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "(term {}, leader {})", self.term, self.leader)
+    }
+}
+
 /// A write carried a token older than one the fence has already accepted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("stale fencing token {presented:?}: {highest:?} was already accepted")]
+#[error("stale fencing token {presented}: {highest} was already accepted")]
 pub struct StaleToken {
     /// The token the write carried.
     pub presented: FencingToken,
@@ -105,7 +111,7 @@ pub enum WriteRefused {
     Stale(StaleToken),
     /// This replica's node is in a later term than the token's: it may
     /// have voted for a newer leader that has not written here yet.
-    #[error("fencing token {presented:?} is of term {}, but this replica is in term {term}", presented.term)]
+    #[error("fencing token {presented} is older than this replica's term {term}")]
     TermPassed {
         /// The token the write carried.
         presented: FencingToken,

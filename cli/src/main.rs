@@ -89,9 +89,8 @@ fn keygen(args: KeygenArgs) -> ExitCode {
     match tenure::adapters::auth::write_key_file(&args.path) {
         Ok(id) => {
             println!(
-                "wrote cluster key {id} to {} (mode 0600)\n  new cluster: copy it to every node and set key_file = \"{}\" in each node file\n  running cluster: rotate as docs/src/security.md says (next_key_file on every node first), or nodes stop hearing each other",
+                "wrote cluster key {id} to {} (mode 0600)\n  new cluster: copy it to every node and set key_file in each node file to its path (a relative path is relative to the node file's directory)\n  running cluster: rotate as docs/src/security.md says (next_key_file on every node first), or nodes stop hearing each other",
                 args.path.display(),
-                args.path.display()
             );
             ExitCode::SUCCESS
         }

@@ -755,7 +755,8 @@ impl<P> Handle<P> {
             .collect()
     }
 
-    /// Why the driver stopped, if it did.
+    /// The error that stopped the driver, if one did (`None` while it runs
+    /// and after a requested stop).
     pub fn stopped(&self) -> Option<String> {
         self.shared().stopped.clone()
     }
