@@ -8,14 +8,14 @@
 
 #![cfg(feature = "adapters")]
 
-#[path = "../examples/replicated_kv.rs"]
-mod replicated_kv;
+#[path = "../../examples/replicated_kv.rs"]
+mod example;
 
 #[test]
 fn fencing_token_in_the_store_refuses_a_killed_leaders_late_writes() {
     let dir = std::env::temp_dir().join(format!("tenure-kv-test-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let report = replicated_kv::run(&dir).expect("the scenario ran");
+    let report = example::run(&dir).expect("the scenario ran");
     let verdict = report.verify();
     let _ = std::fs::remove_dir_all(&dir);
     verdict.unwrap_or_else(|e| panic!("{e}: {report:?}"));
@@ -28,7 +28,7 @@ fn fencing_token_in_the_store_refuses_a_killed_leaders_late_writes() {
 /// could be acknowledged.
 #[test]
 fn an_append_vouches_only_for_the_entries_it_carried() {
-    use replicated_kv::{Appended, Entry, Store};
+    use example::{Appended, Entry, Store};
     let dir = std::env::temp_dir().join(format!("tenure-kv-vouch-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();

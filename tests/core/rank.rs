@@ -3,9 +3,9 @@
 //! tests are named `<rule>_<behaviour>` (see `tests/rule_coverage.rs`);
 //! the simulator sweeps live in `tests/rank_sim.rs`.
 
-mod common;
+use crate::common;
 
-use common::{Sim, ms, timing};
+use crate::common::{Sim, ms, timing};
 use std::time::Duration;
 use tenure::{
     Config, ConfigError, Event, HandBackReason, Input, Membership, MembershipChange,

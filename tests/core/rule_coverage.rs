@@ -1,7 +1,7 @@
 //! Every rule of `tenure::Rule` is logged by the file that
 //! [`Rule::decided_in`] names (its variant appears there, where every
 //! decision line logs `"rule" => Rule::…`), and has a test named after it
-//! (`<rule>_<behaviour>` in `tests/`). A rule added without both, or moved
+//! (`<rule>_<behaviour>` in a file under `tests/`). A rule added without both, or moved
 //! without updating where it says it is decided, fails here.
 
 use std::fs;
@@ -17,6 +17,22 @@ fn read_dir_rs(dir: &Path) -> Vec<(String, String)> {
         .map(|p| (p.display().to_string(), fs::read_to_string(&p).unwrap()))
         .collect();
     files.sort();
+    files
+}
+
+/// Every `.rs` file under `dir`, in its subdirectories too (a test binary
+/// is a directory of modules).
+fn read_tree_rs(dir: &Path) -> Vec<(String, String)> {
+    let mut files = read_dir_rs(dir);
+    let mut subdirs: Vec<_> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    subdirs.sort();
+    for sub in subdirs {
+        files.extend(read_tree_rs(&sub));
+    }
     files
 }
 
@@ -48,7 +64,7 @@ fn every_rule_is_logged_by_the_file_that_decides_it() {
 #[test]
 fn every_rule_has_a_test_named_after_it() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let tests: Vec<String> = read_dir_rs(&root.join("tests"))
+    let tests: Vec<String> = read_tree_rs(&root.join("tests"))
         .into_iter()
         .flat_map(|(_, text)| {
             text.lines()

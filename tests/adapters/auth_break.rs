@@ -8,11 +8,9 @@
 #![cfg(feature = "adapters")]
 #![allow(clippy::disallowed_types, clippy::disallowed_methods)]
 
-mod framing;
-
 use std::path::PathBuf;
 
-use framing::*;
+use crate::framing::*;
 use tenure::adapters::auth::{self, ClusterKey, KeyRing, PeerAuth};
 use tenure::adapters::udp::{Framing, Received};
 

@@ -7,7 +7,7 @@
 //! The generator seed is printed and can be replayed with
 //! `TENURE_QC_SEED=<seed> cargo test --test properties`.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

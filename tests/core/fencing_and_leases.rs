@@ -1,10 +1,10 @@
 //! Leader fencing (soft, strict), fencing tokens, transfer, promote/demote.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
-use common::{Sim, ms};
+use crate::common::{Sim, ms};
 use tenure::{
     Config, Event, Fence, Fencing, FencingToken, Input, Instant, MembershipChange, Mode, NodeId,
     PromoteFailure, Role, StepDownReason, TransferFailure,

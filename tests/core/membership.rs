@@ -3,9 +3,7 @@
 //! (see `tests/rule_coverage.rs`); the sweeps over many seeds live in
 //! `tests/membership_sim.rs`.
 
-mod common;
-
-use common::{Sim, ms, timing};
+use crate::common::{Sim, ms, timing};
 use tenure::{
     Action, Event, HardState, Input, Instant, Membership, MembershipChange, MembershipFailure,
     MembershipId, Message, MessageKind, Node, NodeId, Role,

@@ -8,7 +8,7 @@
 
 #![cfg(feature = "adapters")]
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::convert::Infallible;

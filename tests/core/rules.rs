@@ -1,11 +1,9 @@
 //! One test (or a few) per numbered rule of the core, named after the rule.
 //! Paper references: Raft (Ongaro & Ousterhout, 2014) and Ongaro's thesis.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{Out, ms, split};
+use crate::common::{Out, ms, split};
 use tenure::{
     Action, Config, ConfigError, Event, Fencing, HardState, Input, Instant, Message, MessageKind,
     Mode, Node, NodeId, PromoteFailure, Role, Setting, StepDownReason, VClock,

@@ -2,9 +2,9 @@
 //! learns from its peers the terms it forgot, and abstains in them (rules
 //! `rollback_seen_by_peers` and `rollback_abstains`).
 
-mod common;
+use crate::common;
 
-use common::{Out, ms, rx, split, timing};
+use crate::common::{Out, ms, rx, split, timing};
 use tenure::sim::{Cluster, Fault, Scenario, SimConfig};
 use tenure::{
     Action, Event, HardState, Input, Instant, Message, MessageKind, Mode, Node, NodeId, Role,

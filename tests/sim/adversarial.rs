@@ -16,13 +16,13 @@
 
 #![cfg(feature = "sim")]
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
 
-use common::{Sim, drive, ms, rx, strict};
+use crate::common::{Sim, drive, ms, rx, strict};
 use rand_core::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use tenure::sim::{Cluster, Fault, Scenario, SimConfig};

@@ -2,9 +2,9 @@
 //! suites, run on the deterministic harness in `common` (virtual time,
 //! invariants checked after every step).
 
-mod common;
+use crate::common;
 
-use common::{Sim, ms};
+use crate::common::{Sim, ms};
 use tenure::{Config, Event, Input, Mode, NodeId, Role};
 
 fn cfg(id: NodeId, voters: Vec<NodeId>) -> Config {

@@ -14,7 +14,7 @@
 
 #![cfg(feature = "sim")]
 
-mod common;
+use crate::common;
 
 use std::rc::Rc;
 use std::time::Duration;

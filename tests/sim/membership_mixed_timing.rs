@@ -27,7 +27,7 @@
 
 #![cfg(feature = "sim")]
 
-mod common;
+use crate::common;
 
 use std::rc::Rc;
 use std::time::Duration;
@@ -40,7 +40,7 @@ use tenure::sim::{
 };
 use tenure::{Config, Fencing, MembershipChange, Mode, NodeId, RankPolicy};
 
-use common::ms;
+use crate::common::ms;
 
 /// Seeds per `mixed_change/*` scenario in CI.
 const SEEDS: u64 = 40;

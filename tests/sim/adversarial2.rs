@@ -14,13 +14,13 @@
 
 #![cfg(feature = "sim")]
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
 
-use common::{drive, ms, rx};
+use crate::common::{drive, ms, rx};
 use tenure::sim::{Cluster, Fault, Report, Scenario, SimConfig};
 use tenure::{Config, Fencing, HardState, Input, Instant, Message, Mode, Node, NodeId, Role};
 

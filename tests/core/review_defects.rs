@@ -1,9 +1,9 @@
 //! One test per defect found by the adversarial review (issue 8), named
 //! after the defect. Each failed on the code before its fix.
 
-mod common;
+use crate::common;
 
-use common::{Sim, drive, ms, rx, split, strict};
+use crate::common::{Sim, drive, ms, rx, split, strict};
 use tenure::{
     Action, Config, ConfigError, Event, Fencing, HardState, Input, Instant, Message, MessageKind,
     Mode, Node, NodeId, PromoteFailure, Role, TransferFailure,

@@ -5,12 +5,10 @@
 
 #![cfg(feature = "adapters")]
 
-mod framing;
-
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
-use framing::*;
+use crate::framing::*;
 use tenure::Message;
 use tenure::adapters::auth::{self, ClusterKey, KeyError, KeyRing, PeerAuth};
 use tenure::adapters::codec;

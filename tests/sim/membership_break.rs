@@ -4,11 +4,11 @@
 //! a test (each failed before its fix); the sweeps are `#[ignore]` (they
 //! run long).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
-use common::{Sim, ms, timing};
+use crate::common::{Sim, ms, timing};
 use tenure::sim::{Cluster, Fault, Scenario, SimConfig};
 use tenure::{
     Event, Fencing, Input, Membership, MembershipChange, MembershipFailure, NodeId, Role,

@@ -30,9 +30,9 @@
 
 #![cfg(feature = "sim")]
 
-mod common;
+use crate::common;
 
-use common::{Sim, ms, timing};
+use crate::common::{Sim, ms, timing};
 use std::rc::Rc;
 use std::time::Duration;
 

@@ -1,0 +1,24 @@
+//! The simulator: its standard and feature scenarios over many seeds,
+//! quickcheck properties over whole-cluster fault schedules, randomized
+//! sweeps, and proof that its checks can fail.
+
+#![cfg(feature = "sim")]
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod adversarial;
+mod adversarial2;
+mod leases;
+mod membership;
+mod membership_break;
+mod membership_mixed_timing;
+mod node_checker;
+mod properties;
+mod rank;
+mod rank_break;
+mod rank_properties;
+mod replication;
+mod safety_sweep;
+mod scenarios;
+mod seed_algorithms;
