@@ -29,7 +29,7 @@ fn pair() -> (Framing, Framing) {
 }
 
 #[test]
-fn an_authenticated_message_arrives_once() {
+fn auth_an_authenticated_message_arrives_once() {
     let (mut a, mut b) = pair();
     let (frame, to) = a.frame(2, &heartbeat(3)).unwrap();
     assert_eq!(to, addr(2));
@@ -43,7 +43,7 @@ fn an_authenticated_message_arrives_once() {
 }
 
 #[test]
-fn the_first_frames_after_a_start_teach_incarnations_and_then_pass() {
+fn auth_the_first_frames_after_a_start_teach_incarnations_and_then_pass() {
     let mut a = node(1, KeyRing::new(key(9)), 10);
     let mut b = node(2, KeyRing::new(key(9)), 20);
     // Without hellos, a does not know b's run yet: the frame is stale.
@@ -56,7 +56,7 @@ fn the_first_frames_after_a_start_teach_incarnations_and_then_pass() {
 }
 
 #[test]
-fn every_flipped_bit_is_a_bad_tag_or_a_header_drop_never_a_message() {
+fn auth_every_flipped_bit_is_a_bad_tag_or_a_header_drop_never_a_message() {
     let (mut a, mut b) = pair();
     let (frame, _) = a.frame(2, &heartbeat(3)).unwrap();
     for bit in 0..frame.len() * 8 {
@@ -74,7 +74,7 @@ fn every_flipped_bit_is_a_bad_tag_or_a_header_drop_never_a_message() {
 }
 
 #[test]
-fn a_truncated_tag_and_a_wrong_key_are_counted_as_such() {
+fn auth_a_truncated_tag_and_a_wrong_key_are_counted_as_such() {
     let (mut a, mut b) = pair();
     let (frame, _) = a.frame(2, &heartbeat(3)).unwrap();
     assert!(delivered(b.accept(&frame[..frame.len() - 1], addr(1))).is_none());
@@ -90,7 +90,7 @@ fn a_truncated_tag_and_a_wrong_key_are_counted_as_such() {
 }
 
 #[test]
-fn unauthenticated_frames_are_refused_by_a_keyed_node() {
+fn auth_unauthenticated_frames_are_refused_by_a_keyed_node() {
     let (_, mut b) = pair();
     let plain = codec::encode(5, 1, 2, &heartbeat(u64::MAX)).unwrap();
     assert!(delivered(b.accept(&plain, addr(1))).is_none());
@@ -104,7 +104,7 @@ fn unauthenticated_frames_are_refused_by_a_keyed_node() {
 }
 
 #[test]
-fn a_frame_to_another_node_or_from_a_wrong_address_is_dropped() {
+fn auth_a_frame_to_another_node_or_from_a_wrong_address_is_dropped() {
     let (mut a, _) = pair();
     let mut c = node(3, KeyRing::new(key(9)), 30);
     introduce(&mut a, 1, &mut c, 3);
@@ -118,7 +118,7 @@ fn a_frame_to_another_node_or_from_a_wrong_address_is_dropped() {
 }
 
 #[test]
-fn reordering_within_the_window_is_accepted_once() {
+fn auth_reordering_within_the_window_is_accepted_once() {
     let (mut a, mut b) = pair();
     let frames: Vec<Vec<u8>> = (0..10)
         .map(|_| a.frame(2, &heartbeat(3)).unwrap().0)
@@ -133,7 +133,7 @@ fn reordering_within_the_window_is_accepted_once() {
 }
 
 #[test]
-fn frames_captured_before_the_receiver_restarted_are_stale() {
+fn auth_frames_captured_before_the_receiver_restarted_are_stale() {
     let (mut a, mut b) = pair();
     let captured = a.frame(2, &heartbeat(3)).unwrap().0;
     assert!(delivered(b.accept(&captured, addr(1))).is_some());
@@ -149,7 +149,7 @@ fn frames_captured_before_the_receiver_restarted_are_stale() {
 }
 
 #[test]
-fn frames_of_an_earlier_run_of_the_sender_are_replays() {
+fn auth_frames_of_an_earlier_run_of_the_sender_are_replays() {
     let (mut a, mut b) = pair();
     let old = a.frame(2, &heartbeat(3)).unwrap().0;
     // a restarts (incarnation 11) before b saw `old`; b learns the new run.
@@ -162,7 +162,7 @@ fn frames_of_an_earlier_run_of_the_sender_are_replays() {
 }
 
 #[test]
-fn a_rotation_keeps_every_pair_talking() {
+fn auth_a_rotation_keeps_every_pair_talking() {
     let (old, new) = (key(9), key(10));
     let (mut a, mut b) = pair();
     let send = |x: &mut Framing, y: &mut Framing, to: u64, from: u64| {
@@ -190,7 +190,7 @@ fn a_rotation_keeps_every_pair_talking() {
 }
 
 #[test]
-fn random_bytes_under_a_valid_header_never_panic_and_never_pass() {
+fn auth_random_bytes_under_a_valid_header_never_panic_and_never_pass() {
     let (mut a, mut b) = pair();
     let frame = a.frame(2, &heartbeat(3)).unwrap().0;
     let seed: u64 = std::env::var("TENURE_SEED")
@@ -216,7 +216,7 @@ fn random_bytes_under_a_valid_header_never_panic_and_never_pass() {
 }
 
 #[test]
-fn key_files_are_generated_private_and_checked() {
+fn auth_key_files_are_generated_private_and_checked() {
     let dir = std::env::temp_dir().join(format!("tenure-auth-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("cluster.key");
@@ -253,7 +253,7 @@ fn key_files_are_generated_private_and_checked() {
 }
 
 #[test]
-fn incarnations_only_grow_across_starts_and_a_damaged_file_is_refused() {
+fn auth_incarnations_only_grow_across_starts_and_a_damaged_file_is_refused() {
     let dir = std::env::temp_dir().join(format!("tenure-inc-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -285,7 +285,7 @@ fn incarnations_only_grow_across_starts_and_a_damaged_file_is_refused() {
 /// message (a manual-mode cluster sends none until promoted). The
 /// handshake itself is not counted as a drop.
 #[test]
-fn a_hello_held_back_by_the_interval_is_sent_later_and_is_not_a_drop() {
+fn auth_a_hello_held_back_by_the_interval_is_sent_later_and_is_not_a_drop() {
     let mut a = node(1, KeyRing::new(key(9)), 10);
     let lost = a.take_control();
     assert_eq!(lost.len(), 2, "a start hello to each peer");
@@ -314,7 +314,7 @@ fn a_hello_held_back_by_the_interval_is_sent_later_and_is_not_a_drop() {
 /// A captured start-up hello replayed: accepted once (it teaches the
 /// sender's run), then counted as `replayed`, and answered only once.
 #[test]
-fn a_replayed_hello_is_counted_and_answers_nothing() {
+fn auth_a_replayed_hello_is_counted_and_answers_nothing() {
     let mut a = node(1, KeyRing::new(key(9)), 10);
     let mut b = node(2, KeyRing::new(key(9)), 20);
     let hello = b
@@ -340,7 +340,7 @@ fn a_replayed_hello_is_counted_and_answers_nothing() {
 /// incarnation past it, and stores the raise before using it: the next
 /// start goes on from there instead of going back again.
 #[test]
-fn a_raised_incarnation_is_stored_before_it_is_used() {
+fn auth_a_raised_incarnation_is_stored_before_it_is_used() {
     let dir = std::env::temp_dir().join(format!("tenure-raise-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();

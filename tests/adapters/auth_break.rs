@@ -48,14 +48,12 @@ fn private(path: &std::path::Path) {
 // Problems (these fail on 5c879d6)
 // ---------------------------------------------------------------------
 
-/// PROBLEM: `parse_hex` slices the key text by bytes, so a key file with a
-/// multi-byte character (an ellipsis or zero-width space pasted with the
-/// key, a stray `€`) panics inside `ClusterKey::load` instead of returning
-/// `KeyError::Format`. `tenure node` then dies with a panic at start, and a
-/// running node dies on `tenure ctl reload-keys` (see
-/// `security_break.rs`).
+/// A key file with a multi-byte character (an ellipsis or zero-width space
+/// pasted with the key, a stray `€`) is refused by `ClusterKey::load` with
+/// an error.
+/// Guards against: `parse_hex` slicing the key text by bytes and panicking, which killed `tenure node` at start and a running node on `tenure ctl reload-keys`.
 #[test]
-fn a_key_file_with_a_non_ascii_character_is_an_error_not_a_panic() {
+fn auth_key_file_with_a_non_ascii_character_is_an_error_not_a_panic() {
     let d = tempdir("nonascii");
     let path = d.join("cluster.key");
     // "€" is 3 bytes: the digit string is 68 bytes (even), and byte 2 is
@@ -71,18 +69,13 @@ fn a_key_file_with_a_non_ascii_character_is_an_error_not_a_panic() {
     }
 }
 
-/// PROBLEM (liveness): a node whose new incarnation is smaller than its
-/// last one (its `tenure.incarnation` was lost with its data directory,
-/// and its clock is behind the clock of its previous start: the README's
-/// "unless the clock went back") is refused by every peer for the peer's
-/// whole run, in both directions: its frames are counted as `replayed`, and
-/// the hellos it sends in answer to the peers' (stale) frames are too.
-/// Nothing heals it but restarting every *other* node, or restarting it
-/// again once its clock has passed the old value; `next_incarnation` does
-/// not notice that the data directory shows the node ran before (as the
-/// state file's loss is noticed).
+/// A node whose new incarnation is smaller than its last one (its
+/// `tenure.incarnation` was lost with its data directory, and its clock is
+/// behind the clock of its previous start) is heard again by its peer
+/// after one exchange of hellos, in both directions.
+/// Guards against: such a node being refused as `replayed` by every peer for the peer's whole run.
 #[test]
-fn a_restart_whose_incarnation_went_back_is_heard_again() {
+fn auth_a_restart_whose_incarnation_went_back_is_heard_again() {
     let mut a = node(1, KeyRing::new(key(9)), 1_000_000);
     let mut b = node(2, KeyRing::new(key(9)), 2_000_000);
     introduce(&mut a, 1, &mut b, 2);
@@ -106,16 +99,14 @@ fn a_restart_whose_incarnation_went_back_is_heard_again() {
     );
 }
 
-/// PROBLEM: one authenticated datagram claiming a member's id with
-/// incarnation u64::MAX (any key holder can send it, even as a *stale*
-/// frame naming no receiver incarnation) makes the receiver refuse every
-/// genuine frame of that member for the rest of the receiver's run.
-/// Rotating the key (the remedy for a stolen key) does not clear it, and
-/// neither does restarting the member: only restarting the receiver does.
-/// Terms are bounded per message (`term_jump_bounded`) for exactly this
-/// kind of one-datagram, end-of-the-space damage; incarnations are not.
+/// One authenticated datagram claiming a member's id with incarnation
+/// u64::MAX (any key holder can send it, even as a *stale* frame naming no
+/// receiver incarnation) is not delivered, and once the key is rotated (the
+/// remedy for a stolen key) and the member restarted, the member's genuine
+/// frames are delivered again.
+/// Guards against: one such datagram shutting the member out for the rest of the receiver's run, key rotation or not.
 #[test]
-fn one_frame_with_incarnation_max_does_not_outlast_a_key_rotation() {
+fn auth_one_frame_with_incarnation_max_does_not_outlast_a_key_rotation() {
     let (old, new) = (key(9), key(10));
     let mut a = node(1, KeyRing::new(old.clone()), 10);
     let mut b = node(2, KeyRing::new(old.clone()), 20);
@@ -148,11 +139,12 @@ fn one_frame_with_incarnation_max_does_not_outlast_a_key_rotation() {
     );
 }
 
-/// PROBLEM (edge): `next_incarnation` saturates: a stored u64::MAX gives
-/// u64::MAX again, so the "strictly larger" promise breaks and frames
-/// captured in the previous run are delivered to the next one.
+/// After a stored u64::MAX, `next_incarnation` refuses (or gives a larger
+/// value); it never gives u64::MAX again, which would let frames captured
+/// in the previous run be delivered to the next one.
+/// Guards against: `next_incarnation` saturating, breaking its "strictly larger" promise.
 #[test]
-fn the_incarnation_after_u64_max_is_refused_not_repeated() {
+fn auth_the_incarnation_after_u64_max_is_refused_not_repeated() {
     let d = tempdir("incmax");
     std::fs::write(d.join(auth::INCARNATION_FILE), format!("{}\n", u64::MAX)).unwrap();
     let first = auth::next_incarnation(&d);
@@ -187,7 +179,7 @@ fn the_incarnation_after_u64_max_is_refused_not_repeated() {
 /// old incarnation; the genuine peer's next frame corrects it, and traffic
 /// flows after one exchange of hellos.
 #[test]
-fn held_up_an_old_runs_frame_at_a_fresh_receiver_costs_one_hello_round() {
+fn auth_an_old_runs_frame_at_a_fresh_receiver_costs_one_hello_round() {
     let mut a = node(1, KeyRing::new(key(9)), 10);
     let mut b = node(2, KeyRing::new(key(9)), 20);
     introduce(&mut a, 1, &mut b, 2);
@@ -204,7 +196,7 @@ fn held_up_an_old_runs_frame_at_a_fresh_receiver_costs_one_hello_round() {
 /// hellos do not bounce back and forth: once both sides know each other,
 /// a hello answers nothing.
 #[test]
-fn held_up_stale_frames_cause_bounded_hellos_and_no_ping_pong() {
+fn auth_stale_frames_cause_bounded_hellos_and_no_ping_pong() {
     let mut a = node(1, KeyRing::new(key(9)), 10);
     let mut b = node(2, KeyRing::new(key(9)), 20);
     introduce(&mut a, 1, &mut b, 2);
@@ -240,7 +232,7 @@ fn held_up_stale_frames_cause_bounded_hellos_and_no_ping_pong() {
 /// not; counter 0 never; counter u64::MAX does not wrap. A KeyRing whose
 /// next key equals the current one is just the current one.
 #[test]
-fn held_up_window_edges_and_a_duplicate_next_key() {
+fn auth_counter_window_edges_hold_and_a_duplicate_next_key_is_the_current_one() {
     let mut w = auth::ReplayWindow::default();
     assert!(!w.accept(0));
     assert!(w.accept(64));
@@ -260,7 +252,7 @@ fn held_up_window_edges_and_a_duplicate_next_key() {
 /// the address belongs to, is refused before the tag is computed; the
 /// genuine frame still passes afterwards (no counter consumed).
 #[test]
-fn held_up_sender_and_address_must_agree() {
+fn auth_a_frame_whose_sender_and_address_disagree_is_refused() {
     let mut a = node(1, KeyRing::new(key(9)), 10);
     let mut c = node(3, KeyRing::new(key(9)), 30);
     introduce(&mut a, 1, &mut c, 3);

@@ -17,7 +17,7 @@ fn sample() -> Message<u64> {
 }
 
 #[test]
-fn roundtrip() {
+fn codec_a_frame_round_trips_with_its_sender_and_cluster() {
     let frame = encode(5, 1, 2, &sample()).unwrap();
     assert_eq!(decode::<u64>(&frame, 5, 2), Ok((1, sample())));
 }

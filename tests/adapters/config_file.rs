@@ -1,5 +1,5 @@
 //! The node configuration file: addresses written as IP literals or as
-//! `host:port`, resolved once when the file is parsed (issue 11).
+//! `host:port`, resolved once when the file is parsed.
 
 #![cfg(feature = "adapters")]
 
@@ -136,7 +136,7 @@ fn a_relative_data_dir_is_relative_to_the_file() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// The rank keys (issue 14) are read by `RankSettings`, apart from
+/// The rank keys are read by `RankSettings`, apart from
 /// `NodeFile` (whose public structs do not change): the node's file
 /// accepts them, `RankSettings` parses them and applies them to the
 /// configuration the file describes.

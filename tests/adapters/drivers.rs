@@ -258,7 +258,7 @@ fn a_damaged_store_stops_the_driver_from_starting() {
 }
 
 /// A `listen` address another socket holds: both drivers refuse to start
-/// with `DriverError::Bind`, whose message names the address (issue 11).
+/// with `DriverError::Bind`, whose message names the address.
 #[test]
 fn an_address_in_use_is_named_in_the_error() {
     let taken = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -590,9 +590,10 @@ fn eventually(what: &str, cond: impl Fn() -> bool) {
 }
 
 /// `Handle::shutdown` of a tokio driver returns only once the state write
-/// in progress has returned, so the storage can be reopened at once (it
-/// used to return at once while the write went on in the background).
+/// in progress has returned, so the storage can be reopened at once.
 /// Called outside the runtime and from a task of a multi-thread runtime.
+///
+/// Guards against: `shutdown` returning at once while the write goes on in the background.
 #[test]
 fn tokio_shutdown_waits_for_the_write_in_flight() {
     use std::sync::atomic::Ordering::SeqCst;
@@ -642,7 +643,9 @@ fn tokio_async_shutdown_waits_for_the_write_in_flight() {
 }
 
 /// A tokio driver stopped by a failed write reports that error from
-/// `shutdown` (it used to report `Ok`), through both forms.
+/// `shutdown`, through both forms.
+///
+/// Guards against: `shutdown` reporting `Ok` after a failed write stopped the driver.
 #[test]
 fn tokio_shutdown_reports_the_error_that_stopped_the_driver() {
     let rt = one_worker();
@@ -682,7 +685,7 @@ fn handles_are_send_and_sync() {
     shareable::<driver_tokio::AsyncHandle<(u64, u64)>>();
 }
 
-/// Issue 11: a peer whose address changed (its host name now resolves
+/// A peer whose address changed (its host name now resolves
 /// elsewhere) is unreachable, and its datagrams from the new address are
 /// dropped as an unknown sender, until `Handle::set_peer_addr` points the
 /// node at it; then the two form a quorum of three and elect a leader.

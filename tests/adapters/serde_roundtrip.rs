@@ -13,7 +13,7 @@ fn roundtrip<T: serde::Serialize + serde::de::DeserializeOwned + PartialEq + std
 }
 
 #[test]
-fn messages_and_hard_state_roundtrip() {
+fn serde_messages_and_hard_state_round_trip() {
     roundtrip(HardState::new(7, Some(3)));
     roundtrip(HardState::default());
     let clock: VClock = [(1, 5), (2, 9)].into_iter().collect();
@@ -38,7 +38,7 @@ fn messages_and_hard_state_roundtrip() {
 }
 
 #[test]
-fn truncated_bytes_are_an_error_not_a_panic() {
+fn serde_truncated_bytes_are_an_error_not_a_panic() {
     let bytes = postcard::to_allocvec(&Message {
         term: 4,
         kind: MessageKind::<u64>::PreVoteRequest { position: 99 },

@@ -1,5 +1,4 @@
-//! Stopping the drivers, from an adversarial review of the tokio driver's
-//! shutdown: every form of `shutdown` returns only once no state write of
+//! Stopping the drivers: every form of `shutdown` returns only once no state write of
 //! the node runs or will start, reports the error that stopped the driver
 //! (including a write that failed during the stop), and neither hangs nor
 //! panics whatever runtime it is called from or whether that runtime is
@@ -128,11 +127,11 @@ fn bounded<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<
     rx.recv_timeout(Duration::from_secs(5)).ok()
 }
 
-// ---------------------------------------------------------------------------
-// 1. Current-thread runtime that is no longer being driven (block_on
-//    returned) and shutdown called outside it: a common pattern.
+/// A current-thread runtime that is no longer driven (its `block_on`
+/// returned), and `shutdown` called outside it (a common pattern): it
+/// returns, and `Ok`.
 #[test]
-fn ct_runtime_idle_shutdown_outside_block_on() {
+fn shutdown_outside_an_idle_current_thread_runtime_returns() {
     let rt = ct();
     let (handle, _events) = rt
         .block_on(driver_tokio::spawn(setup(store(0), Mode::Candidate)))
@@ -150,9 +149,10 @@ fn ct_runtime_idle_shutdown_outside_block_on() {
     drop(rt);
 }
 
-// 2. A write that fails while Stop is in flight: is the failure reported?
+/// A write that fails while the stop is in flight is reported by
+/// `shutdown`.
 #[test]
-fn failing_write_during_stop_is_reported_sync() {
+fn shutdown_reports_a_write_that_fails_during_the_stop() {
     let rt = mt(2);
     let s = Store {
         fail: true,
@@ -164,8 +164,9 @@ fn failing_write_during_stop_is_reported_sync() {
     assert!(res.is_err(), "the failed write was swallowed: {res:?}");
 }
 
+/// The same through `AsyncHandle::shutdown().await`.
 #[test]
-fn failing_write_during_stop_is_reported_async() {
+fn shutdown_async_reports_a_write_that_fails_during_the_stop() {
     let rt = ct();
     let s = Store {
         fail: true,
@@ -187,10 +188,10 @@ fn failing_write_during_stop_is_reported_async() {
     });
 }
 
-// 3. The runtime shut down (in the background) while a write runs, then
-//    sync shutdown: it returns Ok while the write still runs.
+/// The runtime shut down in the background while a write runs, then
+/// `shutdown`: it returns only once the write no longer runs.
 #[test]
-fn runtime_shutdown_background_then_shutdown() {
+fn shutdown_after_the_runtime_shut_down_in_the_background_waits_for_the_write() {
     let rt = mt(1);
     let s = store(1500);
     let (handle, running) = mid_write(&rt, s);
@@ -204,10 +205,11 @@ fn runtime_shutdown_background_then_shutdown() {
     );
 }
 
-// 3b. The runtime dropped concurrently on another thread while a write
-//     runs; shutdown from this thread.
+/// The runtime dropped on another thread while a write runs, and
+/// `shutdown` from this one: it returns only once the write no longer
+/// runs.
 #[test]
-fn runtime_dropped_concurrently_then_shutdown() {
+fn shutdown_while_the_runtime_is_dropped_elsewhere_waits_for_the_write() {
     let rt = mt(1);
     let s = store(1500);
     let (handle, running) = mid_write(&rt, s);
@@ -223,10 +225,10 @@ fn runtime_dropped_concurrently_then_shutdown() {
     );
 }
 
-// 4. spawn_blocking on a current-thread runtime: not the runtime's thread,
-//    so waiting would be fine; does it wait?
+/// From `spawn_blocking` on a current-thread runtime (not the runtime's
+/// thread, so waiting is fine), `shutdown` waits for the write.
 #[test]
-fn ct_spawn_blocking_shutdown_waits() {
+fn shutdown_from_spawn_blocking_on_a_current_thread_runtime_waits() {
     let rt = ct();
     let s = store(700);
     let running = s.running.clone();
@@ -256,10 +258,11 @@ fn ct_spawn_blocking_shutdown_waits() {
     );
 }
 
-// 5. Forms that should work and wait: multi-thread spawn_blocking,
-//    block_on, task with one worker, outside; after runtime dropped.
+/// Every form that may block waits for the write: multi-thread
+/// `spawn_blocking`, `block_on`, a task with one worker, and outside the
+/// runtime.
 #[test]
-fn forms_that_should_wait() {
+fn shutdown_waits_for_the_write_in_every_form_that_may_block() {
     for form in 0..4 {
         let rt = Arc::new(mt(1));
         let s = store(500);
@@ -286,8 +289,9 @@ fn forms_that_should_wait() {
     }
 }
 
+/// After the runtime was dropped, `shutdown` returns within 5 s.
 #[test]
-fn after_runtime_dropped() {
+fn shutdown_after_the_runtime_was_dropped_returns() {
     let rt = mt(1);
     let (handle, _events) = rt
         .block_on(driver_tokio::spawn(setup(store(0), Mode::Candidate)))
@@ -311,10 +315,11 @@ fn after_runtime_dropped() {
     res.unwrap();
 }
 
-// 6. No write starts after shutdown returned, and the stored state is the
-//    node's latest decided state: at various moments, around Promote/Demote.
+/// No write starts after `shutdown` returned, and the stored state is the
+/// node's latest decided state: at various moments, around Promote and
+/// Demote.
 #[test]
-fn no_write_after_shutdown_and_latest_state() {
+fn shutdown_starts_no_write_after_returning_and_stores_the_latest_state() {
     let rt = mt(2);
     for (i, &(delay, at_ms, action)) in [
         (300u64, 0u64, 0u8),
@@ -374,9 +379,10 @@ fn no_write_after_shutdown_and_latest_state() {
     }
 }
 
-// 7. Dropping a handle without shutdown: tokio task stops; std thread?
+/// Dropping a std driver's handle without `shutdown` stops the driver: its
+/// socket is released.
 #[test]
-fn std_handle_dropped_releases_socket() {
+fn shutdown_by_dropping_a_std_handle_releases_the_socket() {
     let (handle, _events) = driver::spawn(setup(store(0), Mode::Candidate)).unwrap();
     let addr = handle.local_addr();
     drop(handle);
@@ -386,8 +392,10 @@ fn std_handle_dropped_releases_socket() {
     });
 }
 
+/// Dropping a tokio driver's handle without `shutdown` stops its task: its
+/// socket is released.
 #[test]
-fn tokio_handle_dropped_releases_socket() {
+fn shutdown_by_dropping_a_tokio_handle_releases_the_socket() {
     let rt = mt(1);
     let (handle, _events) = rt
         .block_on(driver_tokio::spawn(setup(store(0), Mode::Candidate)))
@@ -398,9 +406,10 @@ fn tokio_handle_dropped_releases_socket() {
     assert!(std::net::UdpSocket::bind(addr).is_ok());
 }
 
-// 8. std driver: shutdown and shutdown_async.
+/// The std driver's `shutdown` and `shutdown_async` wait for the write,
+/// and report the error that stopped the driver.
 #[test]
-fn std_driver_shutdowns() {
+fn shutdown_of_the_std_driver_waits_and_reports_in_both_forms() {
     let s = store(300);
     let running = s.running.clone();
     let (handle, _events) = driver::spawn(setup(s, Mode::Candidate)).unwrap();
@@ -435,9 +444,10 @@ fn std_driver_shutdowns() {
     assert!(ct().block_on(handle.shutdown_async()).is_err());
 }
 
-// 9. Error reporting for every form once the driver stopped on an error.
+/// Once the driver stopped on an error, every form of `shutdown` reports
+/// it.
 #[test]
-fn stopped_error_every_form() {
+fn shutdown_reports_the_stopping_error_in_every_form() {
     for form in 0..4 {
         let rt = mt(1);
         let s = Store {
@@ -466,9 +476,10 @@ fn stopped_error_every_form() {
     }
 }
 
-// 10. Arc<Handle> from several threads, then the last owner shuts down.
+/// An `Arc<Handle>` used from several threads, then shut down by its last
+/// owner, returns within 5 s.
 #[test]
-fn arc_handle_many_threads() {
+fn shutdown_by_the_last_owner_of_a_shared_handle_returns() {
     let rt = mt(2);
     let s = store(50);
     let (handle, _events) = rt
@@ -499,10 +510,11 @@ fn arc_handle_many_threads() {
     res.unwrap();
 }
 
-// 11. block_in_place panic: a multi-thread runtime's context entered
-//     inside a current-thread runtime's block_on.
+/// A multi-thread runtime's context entered inside a current-thread
+/// runtime's `block_on`: `shutdown` there does not panic (no
+/// `block_in_place` where it is not allowed).
 #[test]
-fn mt_context_inside_ct_block_on() {
+fn shutdown_in_a_multi_thread_context_inside_a_current_thread_block_on_does_not_panic() {
     let mt_rt = mt(1);
     let (handle, _events) = mt_rt
         .block_on(driver_tokio::spawn(setup(store(0), Mode::Candidate)))

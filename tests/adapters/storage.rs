@@ -113,7 +113,7 @@ const B: StateOwner = StateOwner {
     cluster: 7,
 };
 
-/// Issue 11: a state file copied from another node or another cluster is
+/// A state file copied from another node or another cluster is
 /// refused, naming both owners, and is left as it was; its own node still
 /// loads it.
 #[test]
@@ -197,8 +197,10 @@ fn damaged_owned_records_are_typed_errors() {
     }
 }
 
-/// Issue 11: two nodes on one data directory shared one vote record; the
-/// second is now refused at once, naming the holder.
+/// A second storage on a data directory already open is refused at once,
+/// naming the holder, even with the lock file deleted.
+///
+/// Guards against: two nodes on one data directory sharing one vote record.
 #[test]
 fn a_locked_data_dir_is_refused_naming_the_holder() {
     let dir = temp_dir("lock");
@@ -220,7 +222,7 @@ fn a_locked_data_dir_is_refused_naming_the_holder() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
-/// Issue 11: an unwritable data directory is found when the storage is
+/// An unwritable data directory is found when the storage is
 /// opened, not at the first vote. A 0500 directory is unwritable except to
 /// root; sysfs is unwritable to root too, so on Linux the test also runs
 /// as root.
@@ -287,7 +289,7 @@ fn grants(node: &mut tenure::Node, now: tenure::Instant, from: u64, term: u64) -
     granted
 }
 
-/// Issue 11's recovery procedure (Raft §5.2: at most one vote per term).
+/// The recovery procedure for a lost state file (Raft §5.2: at most one vote per term).
 /// Node 1 voted for 2 in term 5, then lost its state file. Started from
 /// term 0, it grants node 3 a second vote in term 5; recovered with
 /// `FileStorage::recover(5)` (5 being the highest durable term of the

@@ -194,7 +194,7 @@ fn strict_lease_is_shorter_than_death_timeout_by_drift_and_margin() {
 }
 
 #[test]
-fn became_leader_carries_an_increasing_token() {
+fn fencing_token_carried_by_became_leader_increases() {
     let mut s = sim_with(Fencing::Soft);
     let l1 = s.run_until_leader(ms(2000)).unwrap();
     s.crash(l1);
@@ -726,11 +726,11 @@ fn promote_reports_outdated_term_and_other_leader() {
     assert_eq!(n.status().term, 1, "one campaign, one term");
 }
 
-/// Found by the `cluster` fuzz target: a single-voter cluster under strict
-/// fencing never renewed its lease (no peer acknowledges anything), so the
-/// leader stepped down every lease period.
+/// A single-voter cluster under strict fencing renews its lease with no
+/// peer to acknowledge anything, so the leader never steps down.
+/// Guards against: a single-voter strict leader stepping down every lease period.
 #[test]
-fn single_voter_strict_leader_keeps_its_lease() {
+fn strict_lease_a_single_voter_leader_keeps_its_lease() {
     let mut s = Sim::<()>::new(1, |id, v| cfg(id, v).fencing(Fencing::Strict));
     assert_eq!(s.run_until_leader(ms(1000)), Some(1));
     s.run_for(ms(10_000));

@@ -1,4 +1,4 @@
-//! Membership changes (issue 13): joint consensus over a durable,
+//! Membership changes: joint consensus over a durable,
 //! versioned membership record. Rule tests are named `<rule>_<behaviour>`
 //! (see `tests/rule_coverage.rs`); the sweeps over many seeds live in
 //! `tests/membership_sim.rs`.

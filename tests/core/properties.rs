@@ -90,7 +90,7 @@ fn any_op(g: &mut Gen) -> Op {
                     can_lead: bool::arbitrary(g),
                 },
                 7 => MessageKind::Resign,
-                // Standings (issue 14), honest-looking or not.
+                // Standings, honest-looking or not.
                 8 => MessageKind::Standings {
                     successors: (0..u8::arbitrary(g) % 6)
                         .map(|_| *g.choose(&[0, 1, 2, 3, 4, 9]).unwrap())
@@ -139,7 +139,7 @@ fn any_op(g: &mut Gen) -> Op {
     }
 }
 
-/// Membership inputs (issue 13): stamped messages, leaders' memberships
+/// Membership inputs: stamped messages, leaders' memberships
 /// (well formed or not), change requests and acknowledgements of
 /// membership writes.
 fn membership_op(g: &mut Gen) -> Op {
@@ -299,7 +299,7 @@ fn config(case: &Case) -> Config {
         .pre_vote(case.pre_vote)
         .heartbeat_interval(t.heartbeat)
         .rng_seed(case.seed)
-        // Ranks (issue 14) in some cases: node 1 ranked in the middle.
+        // Ranks in some cases: node 1 ranked in the middle.
         .rank_policy(tenure::RankPolicy::ALL[(case.seed % 4) as usize])
         .priorities([(2, 3), (3, 0)]);
     if let Some(d) = t.death {

@@ -1,4 +1,4 @@
-//! Priorities and rank (issue 14): rank policies decide who campaigns
+//! Priorities and rank: rank policies decide who campaigns
 //! first and to whom a leader hands back, never a vote or a quorum. Rule
 //! tests are named `<rule>_<behaviour>` (see `tests/rule_coverage.rs`);
 //! the simulator sweeps live in `tests/rank_sim.rs`.
@@ -414,9 +414,9 @@ fn rank_hand_back_leader_at_priority_zero_hands_over_at_once() {
     }));
 }
 
-/// A derived rank step never overflows, however large the timing (the
-/// quickcheck properties found `jitter + 1 ns` overflowing at
-/// `Duration::MAX`).
+/// A derived rank step never overflows, however large the timing.
+///
+/// Guards against: `jitter + 1 ns` overflowing at `Duration::MAX`.
 #[test]
 fn rank_config_derived_step_saturates_at_the_end_of_time() {
     let config = Config::new(1, [1, 2, 3])
@@ -455,12 +455,13 @@ fn hand_back_watch_run(start_3: Duration, at: Duration) -> common::net::Net {
     net
 }
 
-/// Rule `rank_hand_back`, seen by the model checker: the leader's watch
+/// Rule `rank_hand_back`, as the model checker sees it: the leader's watch
 /// on a better-ranked voter decides when it hands back (`hand_back_after`
 /// after the watch began, here 7.5 death timeouts), so two leaders whose
 /// watches began 2 s and 1 s ago (both more than a death timeout ago) are
-/// different states and must not share a fingerprint (an anchor clamped
-/// to one death timeout ago would hash them alike).
+/// different states and must not share a fingerprint.
+///
+/// Guards against: a watch anchor clamped to one death timeout ago, which hashes them alike.
 #[cfg(feature = "sim")]
 #[test]
 fn rank_hand_back_watch_age_is_in_the_fingerprint() {

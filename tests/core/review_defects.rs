@@ -52,14 +52,14 @@ fn elect(c: &mut Node, v: &mut Node, now: Instant) -> Vec<(NodeId, Message)> {
     panic!("node {} was not elected: {:?}", c.id(), c.status());
 }
 
-/// Defect 1 (safety): a heartbeat from a leader's earlier life backed a
-/// strict lease. Node 1 leads term 1 and sends round 1 (delayed); it
-/// restarts, wins term 2 and sends its own round 1. The delayed term-1
-/// heartbeat reaches node 2, now at term 2, which answers it as stale.
-/// That answer must not count as node 2 acknowledging term 2's round 1:
-/// node 2 made no promise to node 1's new leadership.
+/// Node 1 leads term 1 and sends round 1 (delayed); it restarts, wins term 2
+/// and sends its own round 1. The delayed term-1 heartbeat reaches node 2,
+/// now at term 2, which answers it as stale. That answer does not count as
+/// node 2 acknowledging term 2's round 1: node 2 made no promise to node 1's
+/// new leadership.
+/// Guards against: an answer to a heartbeat of a leader's earlier life backing its strict lease.
 #[test]
-fn defect1_stale_heartbeat_answer_never_backs_a_lease() {
+fn acks_name_their_round_an_answer_to_a_stale_heartbeat_backs_no_lease() {
     let mut n1: Node = Node::new(strict(1), HardState::default(), Instant::ZERO).unwrap();
     let mut n2: Node = Node::new(strict(2), HardState::default(), Instant::ZERO).unwrap();
     let t = n1.next_deadline().unwrap();
@@ -96,12 +96,12 @@ fn defect1_stale_heartbeat_answer_never_backs_a_lease() {
     );
 }
 
-/// Defect 2 (liveness): a node that can send but hears nothing, with the
-/// lowest id, kept pre-voting; healthy pre-candidates yielded to it and
-/// voters that granted it deferred their own campaigns, so no leader was
-/// ever elected with round trips comparable to the election jitter.
+/// A node that can send but hears nothing, with the lowest id, keeps
+/// pre-voting; the others still elect a leader within 5 s, with round trips
+/// comparable to the election jitter.
+/// Guards against: healthy pre-candidates yielding to, and voters deferring for, a deaf node for ever.
 #[test]
-fn defect2_deaf_lowest_id_node_cannot_stall_elections() {
+fn pre_vote_defers_once_a_deaf_lowest_id_node_cannot_stall_elections() {
     let mut stalled = Vec::new();
     let seeds: u64 = std::env::var("TENURE_DEFECT2_SEEDS")
         .ok()
@@ -128,13 +128,11 @@ fn defect2_deaf_lowest_id_node_cannot_stall_elections() {
     );
 }
 
-/// Defect 3: Promote on a node already campaigning kept a stale promotion
-/// deadline (in the past, or the far future), so the next tick abandoned
-/// the running round with `NoQuorum`, or `next_deadline` returned
-/// `Instant::MAX`. Promote joins the running campaign and reports its
-/// outcome within one election timeout.
+/// Promote on a node already campaigning joins the running campaign and
+/// reports its outcome within one election timeout.
+/// Guards against: a stale promotion deadline abandoning the running round (`NoQuorum`) or never coming (`Instant::MAX`).
 #[test]
-fn defect3_promote_joins_a_running_campaign() {
+fn promote_one_campaign_joins_a_running_campaign() {
     let cfg = |id| common::timing(id, vec![1, 2, 3]).rng_seed(9);
     let mut n: Node = Node::new(cfg(1), HardState::new(1, None), Instant::ZERO).unwrap();
     // An earlier promotion fails (nobody answers): its deadline passes.
@@ -204,10 +202,11 @@ fn defect3_promote_joins_a_running_campaign() {
     );
 }
 
-/// A node whose `next_deadline` is `Instant::MAX` while a promotion is
-/// pending would never report the promotion's outcome.
+/// A promotion that starts while the term bump is being written is due
+/// within one election timeout.
+/// Guards against: `next_deadline` at `Instant::MAX` with a promotion pending, whose outcome is then never reported.
 #[test]
-fn defect3_promote_during_a_durable_write_keeps_a_real_deadline() {
+fn promote_one_campaign_during_a_durable_write_keeps_a_real_deadline() {
     let mut n: Node = Node::new(
         common::timing(1, vec![1, 2, 3]).rng_seed(1),
         HardState::new(1, None),
@@ -236,11 +235,12 @@ fn defect3_promote_during_a_durable_write_keeps_a_real_deadline() {
     );
 }
 
-/// Defect 4: a node whose durable term is 0 has never acknowledged any
-/// leader, so it owes no promise. A Promote on a fresh `Manual` cluster
-/// under strict fencing works at once.
+/// A node whose durable term is 0 has never acknowledged any leader, so it
+/// owes no promise: a Promote on a fresh `Manual` cluster under strict
+/// fencing works at once, while a node with a durable term still waits.
+/// Guards against: a fresh manual cluster refusing every Promote for a death timeout.
 #[test]
-fn defect4_fresh_manual_node_promotes_at_once() {
+fn fresh_node_owes_no_promise_a_manual_node_promotes_at_once() {
     let mut n: Node = Node::new(
         strict(1).mode(Mode::Manual),
         HardState::default(),
@@ -272,10 +272,11 @@ fn defect4_fresh_manual_node_promotes_at_once() {
     );
 }
 
-/// Defect 4: a brand-new cluster's first election does not wait a death
-/// timeout for a leader that cannot exist.
+/// A brand-new cluster's first election does not wait a death timeout for
+/// a leader that cannot exist.
+/// Guards against: a fresh cluster waiting out a restart promise nobody made.
 #[test]
-fn defect4_fresh_cluster_elects_before_a_death_timeout() {
+fn fresh_node_owes_no_promise_a_fresh_cluster_elects_within_a_death_timeout() {
     for seed in 0..10u64 {
         let mut s = Sim::<()>::new(3, move |id, v| common::timing(id, v).rng_seed(seed));
         let leader = s.run_until_leader(ms(400));
@@ -286,11 +287,12 @@ fn defect4_fresh_cluster_elects_before_a_death_timeout() {
     }
 }
 
-/// Defect 5: strict fencing with a lease barely longer than one heartbeat
-/// flapped with no faults at all; the config is refused with an error that
-/// names the settings to change.
+/// Strict fencing with a lease barely longer than one heartbeat is refused,
+/// with an error that names the settings to change; the default timing
+/// (death = 4 heartbeats) is accepted.
+/// Guards against: a strict leader that steps down between rounds with no fault at all.
 #[test]
-fn defect5_strict_lease_must_cover_several_heartbeats() {
+fn strict_lease_shorter_than_several_heartbeats_is_refused_naming_the_settings() {
     let c = Config::new(1, [1, 2, 3])
         .fencing(Fencing::Strict)
         .heartbeat_interval(ms(100))
@@ -309,10 +311,12 @@ fn defect5_strict_lease_must_cover_several_heartbeats() {
         .unwrap();
 }
 
-/// Defect 5: huge durations passed `validate` and then panicked on
-/// overflow; they are either refused or saturate.
+/// Huge durations are either refused by `validate` or saturate: a node
+/// built with them steps, ticks and promotes without panicking, and every
+/// deadline it gives is after the instant it was given at.
+/// Guards against: durations that pass `validate` and then overflow.
 #[test]
-fn defect5_huge_durations_never_panic() {
+fn config_huge_durations_are_refused_or_saturate() {
     let huge = std::time::Duration::MAX;
     let configs = [
         Config::new(1, [1, 2, 3]).election_timeout(huge),
@@ -359,10 +363,11 @@ fn defect5_huge_durations_never_panic() {
     );
 }
 
-/// Defect 5: at `Instant::MAX` every tick was due again at once (a busy
-/// loop). The end of time has no deadlines.
+/// At `Instant::MAX`, under every fencing mode and in every role, a node
+/// has no deadline left.
+/// Guards against: every tick being due again at once at the end of time (a busy loop).
 #[test]
-fn defect5_the_end_of_time_is_not_a_busy_loop() {
+fn monotonic_time_the_end_of_time_has_no_deadlines() {
     for fencing in [Fencing::Off, Fencing::Soft, Fencing::Strict] {
         let mut s = Sim::<()>::new(3, move |id, v| common::timing(id, v).fencing(fencing));
         let l = s.run_until_leader(ms(2000)).unwrap();
@@ -385,12 +390,12 @@ fn defect5_the_end_of_time_is_not_a_busy_loop() {
     }
 }
 
-/// Defect 6: with mixed death timeouts the leader's lease assumed every
-/// voter kept the leader's own promise length. Node 1's death timeout is
-/// 1000 ms, its followers keep a 400 ms promise: node 1's lease must end
-/// before they can elect anyone.
+/// Node 1's death timeout is 1000 ms, its followers keep a 400 ms promise:
+/// node 1's lease is never longer than the followers' promise, and ends
+/// before they elect anyone once it is cut off.
+/// Guards against: a lease that assumes every voter keeps the leader's own promise length.
 #[test]
-fn defect6_mixed_death_timeouts_keep_the_lease_exclusive() {
+fn strict_lease_ends_before_followers_with_shorter_death_timeouts_elect() {
     let make = |id: NodeId| {
         let c = common::timing(id, vec![1, 2, 3])
             .fencing(Fencing::Strict)
@@ -432,11 +437,11 @@ fn defect6_mixed_death_timeouts_keep_the_lease_exclusive() {
     );
 }
 
-/// Defect 7: after a transfer aborted before `TimeoutNow`, `lease()` came
-/// back at once, anchored on a round sent during the transfer. Only a round
-/// sent after the abort may restore it.
+/// After a transfer aborted before `TimeoutNow`, only a round sent after
+/// the abort may restore the lease.
+/// Guards against: `lease()` coming back at the abort, anchored on a round sent during the transfer.
 #[test]
-fn defect7_aborted_transfer_needs_a_fresh_round_for_the_lease() {
+fn transfer_leadership_aborted_before_timeout_now_needs_a_fresh_round_for_the_lease() {
     let mut s: Sim<u64> = Sim::new(3, |id, v| {
         common::timing(id, v).fencing(Fencing::Strict).rng_seed(3)
     });
@@ -458,10 +463,10 @@ fn defect7_aborted_transfer_needs_a_fresh_round_for_the_lease() {
     );
 }
 
-/// Defect 7: a transfer to a voter that may not campaign (mode `Voter` or
-/// `Off`) is refused with a typed reason and keeps the lease.
+/// A transfer to a voter that may not campaign (mode `Voter` or `Off`) is
+/// refused with a typed reason, and the leader keeps its lease.
 #[test]
-fn defect7_transfer_to_a_node_that_cannot_lead_is_refused() {
+fn transfer_leadership_to_a_node_that_cannot_lead_is_refused_keeping_the_lease() {
     for mode in [Mode::Voter, Mode::Off] {
         let mut s = Sim::<()>::with_configs(3, move |id| {
             let c = common::timing(id, vec![1, 2, 3])

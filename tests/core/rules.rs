@@ -1112,9 +1112,9 @@ fn one_leader_per_term_second_claim_is_reported_and_ignored() {
 
 /// An anchor at the end of time is still an anchor: a soft-fencing leader
 /// elected at `Instant::MAX` has a step-down deadline (saturated at
-/// `Instant::MAX`) and steps down on a tick there. Before the phase type,
-/// an anchor at `Instant::MAX` read as "no anchor" and such a leader never
-/// stepped down.
+/// `Instant::MAX`) and steps down on a tick there.
+///
+/// Guards against: an anchor at `Instant::MAX` read as "no anchor", so that such a leader never steps down.
 #[test]
 fn soft_fencing_an_anchor_at_the_end_of_time_is_an_anchor() {
     let mut n: Node = Node::new(cfg(1), HardState::default(), Instant::MAX).unwrap();
@@ -1146,8 +1146,9 @@ fn soft_fencing_an_anchor_at_the_end_of_time_is_an_anchor() {
 
 /// A leader that steps down in a tick fires no follower timer in that
 /// tick: at the end of time its next campaign (a round from now) saturates
-/// to `Instant::MAX` and would otherwise start at once (found by
-/// differential testing of the timer table against the previous core).
+/// to `Instant::MAX`.
+///
+/// Guards against: that campaign starting at once, in the tick that stepped down.
 #[test]
 fn step_down_at_the_end_of_time_starts_no_campaign_in_the_same_tick() {
     let (mut n, _) = leader_1_of(cfg(1).fencing(tenure::Fencing::Strict));
@@ -1299,7 +1300,7 @@ fn pre_vote_duel_ranked_so_exactly_one_yields() {
 /// not configured is dropped, and an observer can neither lead nor ask for
 /// votes; both change nothing and get no answer.
 #[test]
-fn members_only_and_voters_only_senders() {
+fn members_only_and_voters_only_unconfigured_and_observer_senders_change_nothing() {
     let mut n: Node =
         Node::new(cfg(1).observers([9]), HardState::default(), Instant::ZERO).unwrap();
     for from in [9, 42] {
@@ -1654,11 +1655,11 @@ fn term_check_term_space_exhaustion_stops_campaigning() {
 // ------------------------------------------------ rules added by issue 12
 
 /// Rule `term_jump_bounded`: one message cannot carry a node to the end of
-/// the term space (the forged `HeartbeatResponse` with term 2^64 − 1 that
-/// ended every election for good). Every message kind more than
-/// `MAX_TERM_JUMP` ahead changes nothing and gets no answer; a term exactly
-/// `MAX_TERM_JUMP` ahead is still adopted, so the bound costs an honest
-/// cluster nothing.
+/// the term space. Every message kind more than `MAX_TERM_JUMP` ahead
+/// changes nothing and gets no answer; a term exactly `MAX_TERM_JUMP`
+/// ahead is still adopted, so the bound costs an honest cluster nothing.
+///
+/// Guards against: one forged `HeartbeatResponse` with term 2^64 − 1 ending every election for good.
 #[test]
 fn term_jump_bounded_one_message_never_reaches_the_end_of_the_term_space() {
     use tenure::MAX_TERM_JUMP;

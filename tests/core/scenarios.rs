@@ -18,7 +18,7 @@ fn sim(n: u64) -> Sim {
 /// etcd TestSingleNodeCandidate: a lone voter elects itself after its
 /// restart wait.
 #[test]
-fn single_node_elects_itself() {
+fn quorum_wins_a_single_voter_elects_itself() {
     let mut s = sim(1);
     assert_eq!(s.run_until_leader(ms(1000)), Some(1));
     assert_eq!(s.node(1).status().term, 1);
@@ -28,7 +28,7 @@ fn single_node_elects_itself() {
 /// Tarantool election_basic: a fresh three-node cluster elects exactly one
 /// leader that everybody agrees on, in term 1.
 #[test]
-fn three_nodes_elect_one_leader() {
+fn one_leader_per_term_three_fresh_nodes_agree_on_one_leader() {
     let mut s = sim(3);
     let leader = s.run_until_leader(ms(2000)).expect("a leader");
     s.run_for(ms(5000));
@@ -38,7 +38,7 @@ fn three_nodes_elect_one_leader() {
 }
 
 #[test]
-fn five_nodes_elect_one_leader() {
+fn one_leader_per_term_five_fresh_nodes_agree_on_one_leader() {
     let mut s = sim(5);
     let leader = s.run_until_leader(ms(2000)).expect("a leader");
     s.run_for(ms(5000));
@@ -49,7 +49,7 @@ fn five_nodes_elect_one_leader() {
 /// Tarantool election_basic "killing leader elects new one"; the failover
 /// fits within death timeout + jitter + a few round trips.
 #[test]
-fn leader_crash_elects_a_new_leader_quickly() {
+fn leader_death_a_crashed_leader_is_replaced_quickly() {
     let mut s = sim(3);
     let old = s.run_until_leader(ms(2000)).unwrap();
     s.run_for(ms(1000));
@@ -65,7 +65,7 @@ fn leader_crash_elects_a_new_leader_quickly() {
 /// etcd TestDuelingCandidates: two nodes campaign at the same moment; the
 /// split resolves and exactly one leads.
 #[test]
-fn dueling_candidates_converge() {
+fn split_vote_ends_round_dueling_candidates_converge() {
     let mut s = sim(3);
     let l = s.run_until_leader(ms(2000)).unwrap();
     s.run_for(ms(500));
@@ -84,7 +84,7 @@ fn dueling_candidates_converge() {
 /// isolated follower never bumps its term and does not disrupt the leader
 /// when it comes back.
 #[test]
-fn isolated_follower_rejoins_without_term_bump() {
+fn pre_vote_an_isolated_follower_rejoins_without_a_term_bump() {
     let mut s = sim(3);
     let l = s.run_until_leader(ms(2000)).unwrap();
     let f = (1..=3).find(|&i| i != l).unwrap();
@@ -106,7 +106,7 @@ fn isolated_follower_rejoins_without_term_bump() {
 /// loses only its link to the leader keeps its term while another follower
 /// still sees the leader; the leader is not deposed.
 #[test]
-fn partial_partition_does_not_depose_a_healthy_leader() {
+fn leader_stickiness_a_partial_partition_does_not_depose_a_healthy_leader() {
     let mut s = sim(3);
     let l = s.run_until_leader(ms(2000)).unwrap();
     let f = (1..=3).find(|&i| i != l).unwrap();
@@ -121,9 +121,9 @@ fn partial_partition_does_not_depose_a_healthy_leader() {
 }
 
 /// Asymmetric link loss: the follower hears the leader, the leader does not
-/// hear the follower. Nothing changes (fencing off in this core).
+/// hear the follower. Nothing changes (fencing off).
 #[test]
-fn asymmetric_link_loss_keeps_the_leader() {
+fn leader_stickiness_asymmetric_link_loss_keeps_the_leader() {
     let mut s = sim(3);
     let l = s.run_until_leader(ms(2000)).unwrap();
     let f = (1..=3).find(|&i| i != l).unwrap();
@@ -136,7 +136,7 @@ fn asymmetric_link_loss_keeps_the_leader() {
 /// The leader can send to one follower but not hear from or reach the other:
 /// the other follower's link to the leader is one-way dead (leader → f).
 #[test]
-fn one_way_leader_to_follower_loss_elects_no_second_leader() {
+fn one_leader_per_term_one_way_link_loss_elects_no_second_leader() {
     let mut s = sim(3);
     let l = s.run_until_leader(ms(2000)).unwrap();
     let f = (1..=3).find(|&i| i != l).unwrap();
@@ -153,7 +153,7 @@ fn one_way_leader_to_follower_loss_elects_no_second_leader() {
 /// landed); the election still ends with one leader and the restarted node
 /// keeps whatever vote it made durable.
 #[test]
-fn restart_during_election_keeps_vote() {
+fn one_vote_per_term_a_restart_during_an_election_keeps_the_vote() {
     for victim_offset in 1..=2u64 {
         let mut s = sim(3);
         while !s
@@ -200,7 +200,7 @@ fn restart_during_election_keeps_vote() {
 /// Restart while a vote write is still in flight: the write is lost, the
 /// grant never left, and nobody counted it.
 #[test]
-fn crash_with_write_in_flight_loses_only_what_never_left() {
+fn persist_before_send_a_crash_with_a_write_in_flight_loses_only_what_never_left() {
     let mut s = sim(3);
     // Stall every disk so node votes cannot land; the first candidate's
     // self-vote itself cannot land either: no candidacy at all.
@@ -234,7 +234,7 @@ fn crash_with_write_in_flight_loses_only_what_never_left() {
 /// Tarantool too_long_wal_write: a write stalled for two death timeouts
 /// produces no election on that node; after it lands the node resumes.
 #[test]
-fn write_stalled_in_flight_blocks_only_that_node() {
+fn no_candidacy_on_volatile_state_a_stalled_write_blocks_only_that_node() {
     let mut s = sim(3);
     let l = s.run_until_leader(ms(2000)).unwrap();
     s.run_for(ms(500));
@@ -259,7 +259,7 @@ fn write_stalled_in_flight_blocks_only_that_node() {
 /// Raft §5.4.1 in a cluster: the node with the shorter log cannot win, even
 /// when it times out first.
 #[test]
-fn vote_refused_to_shorter_log() {
+fn log_up_to_date_a_node_with_a_shorter_log_cannot_win() {
     let mut s: Sim<u64> = Sim::new(3, |id, voters| cfg(id, voters).rng_seed(id));
     s.input(1, Input::LogPosition(5));
     s.input(2, Input::LogPosition(10));
@@ -277,7 +277,7 @@ fn vote_refused_to_shorter_log() {
 }
 
 #[test]
-fn voter_and_off_nodes_never_lead_but_follow() {
+fn modes_voter_and_off_nodes_never_lead_in_a_cluster_but_follow() {
     let mut s = Sim::<()>::with_configs(3, |id| {
         let mode = match id {
             1 => Mode::Candidate,
@@ -298,7 +298,7 @@ fn voter_and_off_nodes_never_lead_but_follow() {
 }
 
 #[test]
-fn manual_nodes_elect_only_on_promote() {
+fn promote_one_campaign_manual_nodes_elect_only_on_promote() {
     let mut s = Sim::<()>::new(3, |id, v| cfg(id, v).mode(Mode::Manual));
     s.run_for(ms(5000));
     assert!(s.leaders().is_empty());
@@ -328,7 +328,7 @@ fn demote_moves_leadership_to_another_node_within_a_death_timeout() {
 }
 
 #[test]
-fn observer_learns_the_leader() {
+fn follow_leader_an_observer_learns_the_leader() {
     let mut s = Sim::<()>::with_configs(4, |id| {
         Config::new(id, [1, 2, 3]).observers([4]).rng_seed(id)
     });
@@ -340,7 +340,7 @@ fn observer_learns_the_leader() {
 /// A leader crash in a five-node cluster with two nodes down still elects
 /// (quorum 3 of 5); with three down it cannot.
 #[test]
-fn five_nodes_tolerate_two_failures_not_three() {
+fn quorum_wins_five_nodes_tolerate_two_failures_not_three() {
     let mut s = sim(5);
     let l = s.run_until_leader(ms(2000)).unwrap();
     let other = (1..=5).find(|&i| i != l).unwrap();

@@ -7,7 +7,7 @@
 //! Promote/Demote/transfer storms, with a deaf minority left at the heal.
 //! `ADV_SEEDS=<n>` sets how many seeds they run (default 60),
 //! `ADV_SEED_START=<s>` the first; `ADV_NO_FLAP=1` leaves out the timing mix
-//! of `finding_strict_leader_flaps_when_voters_promise_less_than_a_round`.
+//! of `heartbeat_fits_promises_voters_promising_less_than_a_round_keep_the_strict_leader`.
 //!
 //! Two findings are assumptions, not code, and have no test here: a node
 //! whose state file was lost (it restarts as fresh, with no restart wait)
@@ -83,21 +83,16 @@ fn exchange(sends: &[(NodeId, Message)], c: &mut Node, tc: Instant, v: &mut Node
 // Finding 1: the legacy acknowledgement path re-opens defects 1 and 6.
 // ---------------------------------------------------------------------
 
-/// Failed on f13f06b. `HeartbeatResponse { seq >= 1 }` of the leader's term is still
-/// counted as an acknowledgement with the leader's own promise
-/// (src/node/election.rs, `on_current_term`, the `HeartbeatResponse { seq,
-/// position } if seq > 0` arm). A node running the code before the fix
-/// (same wire VERSION 1, same postcard variant index for
-/// `HeartbeatResponse`) answers a *stale* heartbeat with
-/// `HeartbeatResponse { seq }` stamped with its own, newer term (old
-/// `on_stale_message` -> `ack_heartbeat(from, seq)`). During a rolling
-/// upgrade defect 1 is therefore back: the delayed term-1 round-1
-/// heartbeat, answered by a not-yet-upgraded node 2 at term 2, backs the
-/// restarted leader's term-2 lease, although node 2 never heard term 2's
-/// round and promised nothing; node 3 is then elected with node 2's vote
-/// while node 1 still holds its strict lease.
+/// A node of an older wire version (same `VERSION`, same postcard variant
+/// index for `HeartbeatResponse`) answers a *stale* heartbeat with
+/// `HeartbeatResponse { seq }` stamped with its own, newer term. The
+/// delayed term-1 round-1 heartbeat, answered by node 2 at term 2, does not
+/// back the restarted leader's term-2 lease: node 2 never heard term 2's
+/// round and promised nothing, and node 3 is then elected with node 2's
+/// vote, so node 1 must hold no lease by then.
+/// Guards against: `HeartbeatResponse { seq >= 1 }` counted as an acknowledgement during a rolling upgrade.
 #[test]
-fn finding_legacy_answer_to_a_stale_heartbeat_backs_a_lease() {
+fn acks_name_their_round_a_legacy_answer_to_a_stale_heartbeat_backs_no_lease() {
     let mut n1: Node = Node::new(strict(1), HardState::default(), Instant::ZERO).unwrap();
     let mut n2: Node = Node::new(strict(2), HardState::default(), Instant::ZERO).unwrap();
     // Node 3 has been around (durable term 2) and is past its restart wait.
@@ -139,11 +134,12 @@ fn finding_legacy_answer_to_a_stale_heartbeat_backs_a_lease() {
     );
 }
 
-/// Failed on f13f06b. The same legacy path assumes the responder keeps the *leader's*
-/// promise length (defect 6 again in a mixed-version cluster): a pre-fix
-/// node with a 250 ms death timeout backs a ~974 ms lease.
+/// An acknowledgement of an older wire version (`HeartbeatResponse`, no
+/// promise stated) from a node with a 250 ms death timeout backs no lease
+/// at all.
+/// Guards against: crediting a responder with the leader's own (longer) promise.
 #[test]
-fn finding_legacy_ack_is_credited_with_the_leaders_promise() {
+fn acks_name_their_round_a_legacy_ack_stating_no_promise_backs_no_lease() {
     let long = |id| strict(id).death_timeout(ms(1000));
     let short = |id| strict(id).death_timeout(ms(250));
     let mut n1: Node = Node::new(long(1), HardState::default(), Instant::ZERO).unwrap();
@@ -167,20 +163,12 @@ fn finding_legacy_ack_is_credited_with_the_leaders_promise() {
 // Finding 2: a superseded transfer forgets that TimeoutNow went out.
 // ---------------------------------------------------------------------
 
-/// Failed on f13f06b. Transfer to A (caught up: `TimeoutNow` goes out at once, and is
-/// lost), then transfer to B (never catches up). `on_transfer` replaces
-/// the transfer record (then src/node/lease.rs, now handover.rs, `on_transfer`: `self.transfer =
-/// Some(Transfer { timeout_now_sent: false, .. })` after
-/// `fail_transfer(Superseded)`), so when B's transfer times out,
-/// `transfer_tick` (now `transfer_timed_out`) takes the "aborted before TimeoutNow" branch: no strict
-/// step-down, while `lease_forfeited` stays set for the rest of the term.
-/// The leader keeps leading forever (acks keep extending `strict_until`)
-/// and never holds a lease again: under strict fencing the cluster is
-/// unavailable for writes, with every node healthy, until something else
-/// deposes it. README: "under strict fencing it steps down if the transfer
-/// then fails".
+/// Transfer to A (caught up: `TimeoutNow` goes out at once, and is lost),
+/// then transfer to B (never catches up), which times out. Once healed,
+/// the healthy cluster has a leader holding a lease within 5 s.
+/// Guards against: a superseded transfer forgetting its `TimeoutNow`, leaving a leader that never holds a lease again.
 #[test]
-fn finding_superseded_transfer_leaves_a_leader_without_lease_forever() {
+fn transfer_leadership_superseded_after_timeout_now_leaves_no_leader_without_a_lease() {
     let mut s: Sim<u64> = Sim::new(3, |id, v| {
         common::timing(id, v).fencing(Fencing::Strict).rng_seed(3)
     });
@@ -219,17 +207,16 @@ fn finding_superseded_transfer_leaves_a_leader_without_lease_forever() {
 // Finding 3: defect 5 comes back through mixed timing.
 // ---------------------------------------------------------------------
 
-/// Failed on f13f06b. `Config::validate` checks that the leader's *own* lease covers
-/// two of its heartbeat intervals, but the lease is now built from each
-/// voter's promise (`lease_for_promise`, src/node/lease.rs): a voter
-/// whose death timeout is only a little above the leader's heartbeat
-/// interval backs each round for `E_v/ρ − margin` (here 150/1.001 − 25 =
-/// 124.8 ms) — less than a heartbeat interval plus a 30–40 ms round trip.
-/// `strict_until` then lapses between rounds and the strict leader steps
-/// down with no fault at all, while its followers (promise 150 ms > 100 ms
-/// heartbeats) are perfectly happy. Every config here passes `validate`.
+/// The lease is built from each voter's promise: a voter whose death
+/// timeout is only a little above the leader's heartbeat interval backs
+/// each round for `E_v/ρ − margin` (here 150/1.001 − 25 = 124.8 ms), less
+/// than a heartbeat interval plus a 30–40 ms round trip. The leader
+/// heartbeats faster for such voters, so with no fault its lease never
+/// lapses and there is one election in 10 s. Every configuration here
+/// passes `validate`.
+/// Guards against: a strict leader stepping down between rounds, with no fault, when voters promise less than a round.
 #[test]
-fn finding_strict_leader_flaps_when_voters_promise_less_than_a_round() {
+fn heartbeat_fits_promises_voters_promising_less_than_a_round_keep_the_strict_leader() {
     let mut cfg = SimConfig::new(3, 1);
     cfg.latency = (ms(15), ms(20));
     cfg.node_config = Rc::new(|id, voters| {
@@ -256,16 +243,13 @@ fn finding_strict_leader_flaps_when_voters_promise_less_than_a_round() {
 // Finding 5: the end of time — a lease that saturates never ends.
 // ---------------------------------------------------------------------
 
-/// Failed on f13f06b. Each driver chooses its own epoch. A leader whose clock reads
-/// within a lease of `u64::MAX` ns computes `sent + lease` saturated to
-/// `Instant::MAX` (then src/node/leader.rs `on_heartbeat_ack`, now `record_ack` in leadership.rs, via
-/// `Instant: Add` saturating), and `lease(now)` is then valid for the rest
-/// of time, while its followers (ordinary epochs) keep 400 ms promises and
-/// elect node 3. `next_deadline` returns `None`, so it never steps down
-/// either. Unrealistic epoch (584 years), hence low severity, but
-/// "saturate" here turns "expires in 1 s" into "never expires".
+/// Each driver chooses its own epoch. A leader whose clock reads within a
+/// lease of `u64::MAX` ns would compute `sent + lease` saturated to
+/// `Instant::MAX`: such a lease is no lease, and the leader's lease never
+/// outlives its followers' 400 ms promise while they elect node 3.
+/// Guards against: a lease that saturates at the end of time and so never expires.
 #[test]
-fn finding_lease_near_instant_max_never_expires() {
+fn strict_lease_near_the_end_of_time_never_outlives_the_followers_promise() {
     let base = Instant::from_nanos(u64::MAX - 700_000_000); // 700 ms before the end
     let l1 = |real: Instant| Instant::from_nanos(base.as_nanos() + real.as_nanos());
     let mut n1: Node = Node::new(strict(1), HardState::default(), l1(Instant::ZERO)).unwrap();
@@ -291,17 +275,14 @@ fn finding_lease_near_instant_max_never_expires() {
 // Finding 6: round slots are capped, so slow round trips never count.
 // ---------------------------------------------------------------------
 
-/// Failed on f13f06b. `Node::new` keeps `min(death/heartbeat, 1022) + 2` round send
-/// times (src/node/mod.rs, `round_slots`). With a 1 ms heartbeat and a
-/// 3 s death timeout (accepted by `validate`), an acknowledgement arriving
-/// more than 1.024 s after its round finds the slot overwritten and is not
-/// counted (`round_sent` -> `None` in `on_heartbeat_ack`), although the
-/// round's lease would still run ~2 s. With a 1.05 s round trip no
-/// acknowledgement ever counts: no strict lease, and the leader steps down
-/// every lease length (no faults). The comment "older acknowledgements
-/// cannot back a lease that has not already expired" is false once capped.
+/// With a 3 ms heartbeat, a 3 s death timeout and a round trip of over a
+/// second, every acknowledgement still finds its round's send time and
+/// counts: a strict lease is held and there is one election in 15 s with
+/// no fault. A heartbeat more frequent than `validate` allows is refused
+/// (`HeartbeatTooFrequent`).
+/// Guards against: a capped round history that drops every acknowledgement slower than its capacity.
 #[test]
-fn finding_capped_round_slots_drop_every_slow_acknowledgement() {
+fn acks_name_their_round_slow_acknowledgements_still_find_their_round() {
     // 1000 rounds per death timeout is the most `validate` accepts; more is
     // refused with `HeartbeatTooFrequent`.
     assert!(matches!(
@@ -606,30 +587,30 @@ fn sweep(kind: u64) {
 }
 
 #[test]
-fn sweep_general() {
+fn fault_sweep_general_keeps_every_invariant() {
     sweep(0);
 }
 
 #[test]
-fn sweep_leader_restart_storms() {
+fn fault_sweep_leader_restart_storms_keep_every_invariant() {
     sweep(1);
 }
 
 #[test]
-fn sweep_transfers_promote_demote() {
+fn fault_sweep_transfers_promotes_and_demotes_keep_every_invariant() {
     sweep(2);
 }
 
 #[test]
-fn sweep_deaf_and_partial_partitions() {
+fn fault_sweep_deaf_nodes_and_partial_partitions_keep_every_invariant() {
     sweep(3);
 }
 
 /// Replays one sweep run with a trace:
-/// `ADV_KIND=<k> ADV_SEED=<s> cargo test --release --all-features --test adversarial debug_plan -- --ignored --nocapture`
+/// `ADV_KIND=<k> ADV_SEED=<s> cargo test --release --all-features --test adversarial fault_sweep_replay_one_plan_with_its_trace -- --ignored --nocapture`
 #[test]
 #[ignore]
-fn debug_plan() {
+fn fault_sweep_replay_one_plan_with_its_trace() {
     let p = plan(env("ADV_SEED", 0), env("ADV_KIND", 0));
     eprintln!("{p:#?}");
     let mut p2 = p.clone();
@@ -650,20 +631,17 @@ thread_local! {
     static TRACE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Failed on f13f06b (marginal liveness). Sweep plan kind 2 seed 4833: 7 voters + 2
-/// observers, soft fencing, uniform default timing, WAN 20-60 ms; at the
-/// heal the *leader* (node 2) and nodes 1 and 3 — the three lowest ids —
-/// go deaf. The deaf leader keeps heartbeating until its soft step-down
-/// (+377 ms), followers declare it dead 400 ms later (6.39 s), then the
-/// healthy nodes first defer one election timeout to the deaf nodes'
-/// pre-votes (rule `pre_vote_defers_once`) and then each yields one duel
-/// to them (`pre_vote_duel_ranked`, once per deaf pre-candidate and term):
-/// the first campaign starts at 7.43 s, the leader is known to a quorum
-/// just after the 7.56 s bound. Bounded, not a stall, but "defer once +
-/// yield once" is two extra rounds per failover with a deaf lower-id
-/// minority.
+/// Plan kind 2, seed 4833: 7 voters + 2 observers, soft fencing, uniform
+/// default timing, WAN 20–60 ms; at the heal the leader (node 2) and
+/// nodes 1 and 3, the three lowest ids, go deaf. The deaf leader
+/// heartbeats until its soft step-down, followers declare it dead, then
+/// the healthy nodes defer once to the deaf nodes' pre-votes (rule
+/// `pre_vote_defers_once`) and yield at most once per term (rule
+/// `pre_vote_duel_ranked`): the failover still comes within the liveness
+/// bound.
+/// Guards against: one deferral and one duel yield per deaf pre-candidate, which put this failover past the bound.
 #[test]
-fn finding_deaf_leader_plus_deaf_low_ids_miss_the_liveness_bound() {
+fn pre_vote_defers_once_a_deaf_leader_and_deaf_lower_ids_fail_over_within_the_bound() {
     let p = plan(4833, 2);
     assert_eq!(p.deaf_at_heal, vec![1, 3, 2]);
     let r = run_plan_report(&p);

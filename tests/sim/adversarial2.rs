@@ -58,17 +58,14 @@ fn wan_run(fencing: Fencing, nodes: u64, lat: (u64, u64), seed: u64, secs: u64) 
     Cluster::new(cfg).run(&Scenario::new("healthy wan", ms(secs * 1000)))
 }
 
-/// Finding: soft fencing now needs `round trip + heartbeat interval <
-/// death timeout`, which nothing checks or documents. With the default
-/// timing (heartbeat 100 ms, death 400 ms) on a WAN of 100–200 ms one way
-/// and no fault at all, the soft leader keeps stepping down
-/// (`QuorumLost`) although every follower hears its heartbeats at most
-/// ~200 ms apart and never declares it dead: the followers then wait a
-/// full death timeout after the last heartbeat (no `Resign` goes out) and
-/// elect the next leader, which steps down in turn. Dating by arrival
-/// (before 26469ba) kept this leader. Fencing off keeps one leader.
+/// Soft fencing dates an acknowledgement by its round's send time, which
+/// needs `round trip + heartbeat interval < death timeout`. With the
+/// default timing (heartbeat 100 ms, death 400 ms) on a WAN of 100–200 ms
+/// one way and no fault at all, soft fencing adds at most one election in
+/// 30 s to what fencing off has, on every seed.
+/// Guards against: a soft leader that keeps stepping down (`QuorumLost`) on a healthy WAN.
 #[test]
-fn finding_soft_leader_churns_on_a_healthy_wan() {
+fn soft_fencing_keeps_one_leader_on_a_healthy_wan() {
     let mut lines = Vec::new();
     let mut worst = 0;
     for seed in 0..5 {
@@ -119,18 +116,16 @@ fn short_voters_run(
     Cluster::new(cfg).run(&Scenario::new("no faults", ms(secs * 1000)))
 }
 
-/// Finding: rule `heartbeat_fits_promises` (src/node/lease.rs,
-/// `heartbeat_period`) makes every voter's promise back *two rounds*
-/// (`lease_for_promise(p) / 2`), but an acknowledgement arrives a round
-/// trip after its round was sent: round `s` backs `[s, s + L_v)`, and the
-/// next round only counts from `s + L_v/2 + RTT`. Once the round trip
-/// exceeds `L_v / 2` the lease lapses between rounds, with no fault — the
-/// same defect as finding 3 of tests/adversarial.rs, one step further.
-/// Here: the leader (heartbeat 100, death 400) and two `Voter`s with
-/// heartbeat 30 and death 100 (accepted by `validate`): `L_v = 100/1.001 −
-/// 25 = 74.9 ms`, period 37.5 ms, round trip 30–40 ms.
+/// An acknowledgement arrives a round trip after its round was sent: round
+/// `s` backs `[s, s + L_v)`, and the next round counts only from
+/// `s + period + RTT`, so the period must leave room for the round trip.
+/// The leader (heartbeat 100, death 400) and two `Voter`s with heartbeat
+/// 30 and death 100 (accepted by `validate`): `L_v = 100/1.001 − 25 =
+/// 74.9 ms`, round trip 30–40 ms; with no fault, at most one election in
+/// 10 s.
+/// Guards against: a heartbeat period of half the promise, which lets the lease lapse once the round trip exceeds it.
 #[test]
-fn finding_strict_leader_flaps_when_round_trip_exceeds_half_a_voter_promise() {
+fn heartbeat_fits_promises_a_round_trip_over_half_a_voter_promise_keeps_the_strict_leader() {
     let r = short_voters_run((30, 100), (15, 20), 1, 10, 3, &[2, 3]);
     eprintln!("{}", summary(&r));
     assert!(r.violation.is_none(), "{:?}", r.violation);
@@ -142,10 +137,11 @@ fn finding_strict_leader_flaps_when_round_trip_exceeds_half_a_voter_promise() {
     );
 }
 
-/// Probe: 5 nodes, one short-promise voter that the quorum does not need:
-/// it makes the leader heartbeat everyone up to 4× as often (cost only).
+/// Five nodes, one short-promise voter that the quorum does not need: it
+/// makes the leader heartbeat everyone up to 4× as often (a cost only),
+/// and every invariant holds.
 #[test]
-fn probe_one_short_voter_in_five() {
+fn heartbeat_fits_promises_one_short_promise_voter_in_five_keeps_every_invariant() {
     for seed in 0..3 {
         let r = short_voters_run((20, 60), (3, 6), seed, 10, 5, &[5]);
         eprintln!("5 nodes, node 5 short: {}", summary(&r));
@@ -185,23 +181,16 @@ fn ring_run(death: u64, lat: (u64, u64), seed: u64) -> Report {
     Cluster::new(cfg).run(&Scenario::new("no faults", ms(20_000)))
 }
 
-/// Finding (narrow): `Node::new` sizes the round history as `4 ×
-/// ⌊death/heartbeat⌋ + 2` (src/node/mod.rs, `round_slots`). With death
-/// 390 ms, heartbeat 100 ms and `lease_margin(0)` that is 14 slots, which
-/// at the quarter period (25 ms, forced by voter 3's 40 ms promise) cover
-/// only 350 ms, while voter 2's full promise backs the lease for
-/// `390/1.001 = 389.6 ms` after its round. On a 176–177 ms one-way link
-/// (round trip 352–354 ms + 25 ms < 389.6 ms: the lease could be
-/// continuous) every acknowledgement finds its slot overwritten
-/// (`round_sent` → `None` in `on_heartbeat_ack`) and is dropped, so the
-/// strict leader steps down every lease length for ever. With death
-/// 400 ms (4 × 100 + 2 = 18 slots, 450 ms) the same link keeps one leader
-/// after its first leadership (which starts at the configured period
-/// before it learns voter 3's promise). The comment "older
-/// acknowledgements cannot back a lease that has not already expired" is
-/// false for a non-integer ratio. (Node 1 is the only node that may lead.)
+/// The round history must cover every round whose lease may still run.
+/// With death 390 ms, heartbeat 100 ms and `lease_margin(0)`, at the
+/// quarter period (25 ms, forced by voter 3's 40 ms promise), voter 2's
+/// full promise backs the lease for `390/1.001 = 389.6 ms` after its
+/// round. On a 176–177 ms one-way link (round trip 352–354 ms + 25 ms <
+/// 389.6 ms: the lease can be continuous) the leader keeps office, as it
+/// does with death 400 ms. (Node 1 is the only node that may lead.)
+/// Guards against: a round history sized by `⌊death/heartbeat⌋` that overwrites every slot before its acknowledgement arrives.
 #[test]
-fn finding_round_ring_too_short_for_non_integer_ratio() {
+fn acks_name_their_round_the_round_history_covers_a_non_integer_death_to_heartbeat_ratio() {
     let lat = (176, 177);
     let control = ring_run(400, lat, 1);
     let broken = ring_run(390, lat, 1);
@@ -224,14 +213,13 @@ fn finding_round_ring_too_short_for_non_integer_ratio() {
 // Change 3: a zero heartbeat period (busy loop).
 // ---------------------------------------------------------------------
 
-/// Finding (contrived timing): `heartbeat_period` clamps to `configured /
-/// 4`, which is zero for a heartbeat interval under 4 ns; a voter whose
-/// promise backs at most 1 ns (`lease_for_promise` → 0 or 1 ns) then makes
-/// the period zero, `next_heartbeat = now`, and `next_deadline()` stays at
-/// `now` however often the leader ticks: a busy loop at one instant (every
-/// tick sends a round). Both configurations pass `validate`.
+/// `heartbeat_period` clamps to `configured / 4`; with a heartbeat interval
+/// under 4 ns and a voter whose promise backs at most 1 ns, the leader's
+/// next deadline still moves past every tick's instant. Both
+/// configurations pass `validate`.
+/// Guards against: a zero period, with `next_deadline()` staying at `now` however often the leader ticks.
 #[test]
-fn finding_zero_heartbeat_period_busy_loop() {
+fn heartbeat_fits_promises_the_heartbeat_period_never_reaches_zero() {
     let ns = Duration::from_nanos;
     let leader_cfg = Config::new(1, [1, 2])
         .fencing(Fencing::Strict)
@@ -342,7 +330,7 @@ fn deaf_run(
 /// the start, WAN latencies, each fencing mode; a first leader and a
 /// failover after a leader crash-restart must both come within the bound.
 #[test]
-fn sweep_deaf_low_ids_on_a_wan() {
+fn fault_sweep_deaf_low_id_minorities_on_a_wan_elect_in_time() {
     let n = env("ADV2_SEEDS", 40);
     let mut bad = Vec::new();
     let mut runs = 0;
@@ -374,7 +362,7 @@ fn sweep_deaf_low_ids_on_a_wan() {
 /// leaders crash-restarting within milliseconds (newest_round resets),
 /// deaf/mute episodes; everything heals at the end.
 #[test]
-fn sweep_old_rounds_restarts_duplicates() {
+fn fault_sweep_restarts_duplicates_and_long_tails_keep_every_invariant() {
     let n = env("ADV2_SEEDS", 40);
     let mut bad = Vec::new();
     let mut runs = 0;
@@ -433,10 +421,10 @@ fn sweep_old_rounds_restarts_duplicates() {
     common::assert_sweep_clean(runs, &bad, 30);
 }
 
-/// Debug helper: `ADV2_DEATH=<ms> cargo test ... debug_ring -- --ignored --nocapture`.
+/// Debug helper: `ADV2_DEATH=<ms> cargo test ... fault_sweep_replay_a_round_history_run -- --ignored --nocapture`.
 #[test]
 #[ignore]
-fn debug_ring() {
+fn fault_sweep_replay_a_round_history_run() {
     let death = env("ADV2_DEATH", 300);
     let lat = env("ADV2_LAT", 176);
     let r = ring_run(death, (lat, lat + 1), 1);
@@ -444,10 +432,10 @@ fn debug_ring() {
 }
 
 /// Debug helper for one deaf run with a trace:
-/// `ADV2_NODES=7 ADV2_DEAF=1,3,5 ADV2_LAT=50 ADV2_SEED=0 ADV2_TAIL_PCT=5 cargo test ... debug_deaf -- --ignored --nocapture`
+/// `ADV2_NODES=7 ADV2_DEAF=1,3,5 ADV2_LAT=50 ADV2_SEED=0 ADV2_TAIL_PCT=5 cargo test ... fault_sweep_replay_a_deaf_minority_run_with_its_trace -- --ignored --nocapture`
 #[test]
 #[ignore]
-fn debug_deaf() {
+fn fault_sweep_replay_a_deaf_minority_run_with_its_trace() {
     let nodes = env("ADV2_NODES", 7);
     let deaf: Vec<NodeId> = std::env::var("ADV2_DEAF")
         .unwrap_or_else(|_| "1,2,3".into())
@@ -483,24 +471,16 @@ fn debug_deaf() {
     eprintln!("{}", summary(&r));
 }
 
-/// Finding: rule `pre_vote_defers_once` bounds deferrals and duel yields
-/// *per pre-candidate* (then `deferred_for[i]`, `yielded_to[i]` in
-/// src/node/election.rs `on_pre_vote_request`; now one `conceded_for` per
-/// node), so `k` deaf voters with
-/// lower ids (which never complete a round and keep pre-voting for the
-/// same term) cost every healthy pre-candidate up to `k` abandoned rounds
-/// in the same proposed term: in each round the healthy front-runner
-/// (node 4) collects a quorum of grants but has already yielded to the
-/// next deaf node whose request arrived first (n1 in round 1, n3 in round
-/// 2, n2 in round 3, …). In a fresh cluster the deaf nodes' rounds stay
-/// aligned with the healthy ones (same start, same round length), so this
-/// repeats for every deaf node. 7 voters with the 3 lowest ids deaf, the
-/// default timing, fencing off, a 100–200 ms WAN: the first leader comes
-/// at 2.66 s, after the 2.52 s bound (death + 3 election timeouts + 4
-/// latencies) — 41 of 200 seeds miss it (`sweep_deaf_low_ids_on_a_wan`
-/// with `ADV2_DEATH=400`), and 12 of 200 with death 800 ms on 20–60 ms.
+/// Rule `pre_vote_defers_once` bounds deferrals and duel yields per node
+/// and term, not per pre-candidate: `k` deaf voters with lower ids (which
+/// never complete a round and keep pre-voting for the same term) cost a
+/// healthy pre-candidate at most one abandoned round, not `k`. 7 voters
+/// with the 3 lowest ids deaf, the default timing, fencing off, a
+/// 100–200 ms WAN: the first leader comes within the bound (death + 3
+/// election timeouts + 4 latencies).
+/// Guards against: one deferral per deaf pre-candidate, which put the first election past the bound.
 #[test]
-fn finding_deaf_low_id_minority_delays_first_election_past_the_bound() {
+fn pre_vote_defers_once_a_deaf_low_id_minority_delays_no_first_election_past_the_bound() {
     let old = std::env::var("ADV2_DEATH").ok();
     assert!(old.is_none() || old.as_deref() == Some("400"));
     let mut cfg = SimConfig::new(7, 3);
@@ -516,10 +496,9 @@ fn finding_deaf_low_id_minority_delays_first_election_past_the_bound() {
     assert!(r.violation.is_none(), "{}", r.violation.unwrap());
 }
 
-/// The same on a 20–60 ms network with an 800 ms death timeout (seed 7):
-/// the first leader needs five rounds.
+/// The same on a 20–60 ms network with an 800 ms death timeout (seed 7).
 #[test]
-fn finding_deaf_low_id_minority_delays_first_election_lan_like() {
+fn pre_vote_defers_once_a_deaf_low_id_minority_on_a_lan_like_network_delays_no_first_election() {
     let mut cfg = SimConfig::new(7, 7);
     cfg.latency = (ms(20), ms(60));
     cfg.node_config = Rc::new(|id, voters| {

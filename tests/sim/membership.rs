@@ -46,15 +46,16 @@ fn run(s: &Standard, seed: u64) -> Report {
 /// quorum went missing fails only at the change timeout (4 s) and is then
 /// retried: 6 + 2 + 1.76 + 4 + 0.1 s exceeds the 12 s run, so a bound of 0
 /// cannot be promised. Measured over 2000 seeds per scenario and fencing
-/// mode (42,000 runs) on 352a87c: 0 unfinished and 0 violations (before
-/// that commit's core fixes, 88 runs stalled in liveness violations; see
-/// the regression tests below).
+/// mode (42,000 runs): 0 unfinished and 0 violations.
 fn allowed_unfinished(runs: u64) -> u64 {
     runs / 50
 }
 
+/// Every membership scenario over `TENURE_SWEEP_SEEDS` seeds (default 50)
+/// per scenario: no violation, and operators unfinished in at most
+/// [`allowed_unfinished`] runs.
 #[test]
-fn sweep() {
+fn membership_scenarios_keep_every_invariant_and_complete() {
     let n = seeds();
     let only = std::env::var("TENURE_SCENARIO").ok();
     let mut summaries = Vec::new();
@@ -102,7 +103,7 @@ fn sweep() {
 
 /// Replays `TENURE_SEED` of `TENURE_SCENARIO` with its event log.
 #[test]
-fn replay() {
+fn membership_scenarios_replay_one_seed_with_its_trace() {
     let (Some(seed), Ok(name)) = (env_u64("TENURE_SEED"), std::env::var("TENURE_SCENARIO")) else {
         return;
     };
@@ -150,7 +151,7 @@ fn grow(seed: u64, fencing: Fencing) -> (SimConfig, Scenario) {
 }
 
 #[test]
-fn a_healthy_grow_completes_quickly() {
+fn membership_scenario_a_healthy_grow_completes_quickly() {
     for fencing in [Fencing::Off, Fencing::Soft, Fencing::Strict] {
         let (cfg, s) = grow(3, fencing);
         let r = Cluster::new(cfg).run(&s);
@@ -165,7 +166,7 @@ fn a_healthy_grow_completes_quickly() {
 /// (from the bootstrap peer list) is caught: grown to five, every node
 /// crash-restarts, and the restarted nodes act on {1,2,3} again.
 #[test]
-fn storage_forgetting_the_membership_is_caught() {
+fn sim_checks_catch_storage_forgetting_the_membership() {
     let (mut cfg, mut s) = grow(3, Fencing::Soft);
     cfg.storage = StorageMode::ForgetMembership;
     for id in 1..=5 {
@@ -187,7 +188,7 @@ fn storage_forgetting_the_membership_is_caught() {
 /// catches a leader on a membership older than a stored one; honest
 /// stamps never let it win.
 #[test]
-fn stamping_with_the_receivers_membership_is_caught() {
+fn sim_checks_catch_peers_stamping_with_the_receivers_membership() {
     let mut caught = Vec::new();
     for seed in 0..40 {
         let (mut cfg, mut s) = grow(seed, Fencing::Off);
@@ -220,7 +221,7 @@ fn stamping_with_the_receivers_membership_is_caught() {
 /// half, `membership_quorums_intersect`, is shown failing by the unit
 /// tests of `src/sim/membership_check.rs`.
 #[test]
-fn a_change_skipping_the_joint_phase_is_caught() {
+fn sim_checks_catch_a_change_skipping_the_joint_phase() {
     let mut caught = Vec::new();
     for seed in 0..20 {
         let (mut cfg, _) = grow(seed, Fencing::Soft);
@@ -261,20 +262,16 @@ fn a_change_skipping_the_joint_phase_is_caught() {
     );
 }
 
-/// Regression (found by the sweep; known bugs 2 and 3 of issue 13's list,
-/// fixed on main in 352a87c): `replace_dead_follower/soft`
-/// seed 207. Node 3 leads {1,2,3}; node 1 crashes for good at 1.0 s; node
-/// 3 is isolated at 1.189 s, accepts the operator's `Replace { old: 1, new:
-/// 4 }` at 1.5 s and makes membership epoch 1 (term 1: {1,2,3}, observer
-/// 4), durable on node 3 only, then steps down (quorum lost). After the
-/// heal, nodes 2 (epoch 0) and 3 (epoch 1) pre-vote for term 2 at the same
-/// time, forever: node 2 refuses node 3 by rule `pre_vote_duel_ranked`
-/// (equal positions, lower id wins: the ranking ignores membership), and
-/// node 3 refuses node 2 by rule `membership_up_to_date` without sending
-/// it the newer membership. Two live voters of three never elect a leader
-/// (`liveness` at 7.76 s).
+/// `replace_dead_follower/soft` seed 207. Node 3 leads {1,2,3}; node 1
+/// crashes for good at 1.0 s; node 3 is isolated at 1.189 s, accepts the
+/// operator's `Replace { old: 1, new: 4 }` at 1.5 s and makes membership
+/// epoch 1 (term 1: {1,2,3}, observer 4), durable on node 3 only, then
+/// steps down (quorum lost). After the heal, nodes 2 (epoch 0) and 3
+/// (epoch 1) pre-vote for term 2 at the same time: the two live voters of
+/// three elect a leader, and the operator's change completes.
+/// Guards against: node 2 refusing node 3 by id (`pre_vote_duel_ranked` ignoring membership) while node 3 refuses node 2 (`membership_up_to_date`) without sending the newer membership, for ever.
 #[test]
-fn pre_vote_duel_after_a_change_on_an_isolated_leader_elects_a_leader() {
+fn pre_vote_duel_ranked_after_a_change_on_an_isolated_leader_elects_a_leader() {
     let s = membership_scenarios()
         .into_iter()
         .find(|s| s.name == "replace_dead_follower/soft")
@@ -284,24 +281,18 @@ fn pre_vote_duel_after_a_change_on_an_isolated_leader_elects_a_leader() {
     assert_eq!(r.operations_completed, 1, "{r:?}");
 }
 
-/// Regression (found by the sweep; known bugs 1, 5 and 7 of issue 13's
-/// list, fixed on main in 352a87c): `two_operators/off`
-/// seed 504. Node 1 leads term 1 of {1,2,3,4} (operator A added 4) and
-/// starts operator B's `Replace { old: 1, new: 5 }`: epoch 4 (observer 5),
-/// then the joint epoch 5 ({1,2,3,4} -> {2,3,4,5}), stored by everyone at
-/// 1.958 s. Node 1 crash-restarts at 2.023 s before writing the final
-/// membership, wins term 2 on the inherited joint membership (legal: it
-/// is an outgoing voter) and, without first re-writing the joint
-/// membership in term 2, writes the final epoch 6 (term 2, {2,3,4,5}):
-/// it now leads a membership that does not list it, and never hands over.
-/// Nodes 5 and 4 crash-restart (3.4 s, 4.7 s) and from then on drop the
-/// heartbeats of node 1, which their membership no longer lists, though
-/// stamped with their own membership; nodes 2 and 3 keep following node 1
-/// and refuse the pre-votes of 4 and 5. Fencing off, node 1 never steps
-/// down: no leader known to a quorum of {2,3,4,5} after the heal
-/// (`liveness` at 7.76 s).
+/// `two_operators/off` seed 504. Node 1 leads term 1 of {1,2,3,4}
+/// (operator A added 4) and starts operator B's `Replace { old: 1, new: 5
+/// }`: epoch 4 (observer 5), then the joint epoch 5 ({1,2,3,4} ->
+/// {2,3,4,5}), stored by everyone at 1.958 s. Node 1 crash-restarts at
+/// 2.023 s before writing the final membership and wins term 2 on the
+/// inherited joint membership (legal: it is an outgoing voter); it
+/// re-writes the joint membership in term 2 before the final one and hands
+/// over once it leads a membership that does not list it. Both operators
+/// complete, with no violation.
+/// Guards against: a leader writing the final membership of an inherited change at once, then leading a membership that does not list it and never handing over (fencing off: no leader known to a quorum of {2,3,4,5}).
 #[test]
-fn removed_leader_that_inherited_the_joint_phase_hands_over() {
+fn removed_leader_hands_over_after_inheriting_the_joint_phase_of_two_operators() {
     let s = membership_scenarios()
         .into_iter()
         .find(|s| s.name == "two_operators/off")
@@ -381,10 +372,9 @@ fn conflicting_replacements(seed: u64, fencing: Fencing) -> (SimConfig, Scenario
 
 /// Safety under [`conflicting_replacements`]: no violation of a safety
 /// invariant in any seed (`TENURE_STRESS_SEEDS`, default 30 per fencing
-/// mode). Liveness failures are listed, not asserted: known core bugs
-/// stalled some runs before 352a87c (see the regression tests below).
+/// mode). Liveness failures are listed, not asserted.
 #[test]
-fn conflicting_replacements_stay_safe() {
+fn membership_conflicting_replacements_stay_safe() {
     let n = env_u64("TENURE_STRESS_SEEDS").unwrap_or(30);
     let mut broken = Vec::new();
     let mut stalled = Vec::new();
@@ -410,7 +400,7 @@ fn conflicting_replacements_stay_safe() {
 /// Replays `TENURE_SEED` of [`conflicting_replacements`] under
 /// `TENURE_FENCING` (off, soft or strict) with its event log.
 #[test]
-fn conflicting_replay() {
+fn membership_conflicting_replacements_replay_one_seed_with_its_trace() {
     let (Some(seed), Ok(mode)) = (env_u64("TENURE_SEED"), std::env::var("TENURE_FENCING")) else {
         return;
     };
@@ -427,18 +417,13 @@ fn conflicting_replay() {
     println!("{report:#?}");
 }
 
-/// Regression (found by the conflicting-replacements search; known bugs
-/// 1, 5 and 7 of issue 13's list, one more consequence, fixed on main in
-/// 352a87c): [`conflicting_replacements`] seed 676, fencing off (also
-/// seed 749 off and 550 soft). Node 5 wins term 7 on the joint membership
-/// of `Replace { old: 5, new: 6 }` that the leader of term 5 stored,
-/// writes the final membership ({1,2,3,4,6}, epoch 3, term 7) at once
-/// without re-writing the joint one in term 7, and keeps leading though it
-/// removed itself: no handover. It then even accepts the second
-/// operator's `Replace { old: 4, new: 7 }` (epoch 4: observer 7), but node
-/// 7, whose membership does not list node 5, drops its heartbeats, so it
-/// never catches up (`NotCaughtUp` at 9.27 s), nor after `Promote { id: 7 }`:
-/// the second operator never finishes.
+/// [`conflicting_replacements`] seed 676, fencing off (also seed 749 off
+/// and 550 soft). Node 5 wins term 7 on the joint membership of `Replace {
+/// old: 5, new: 6 }` that the leader of term 5 stored; it re-writes the
+/// joint membership in term 7 before the final one ({1,2,3,4,6}), and
+/// hands over once it removed itself. Both operators complete, with no
+/// violation.
+/// Guards against: a removed leader that keeps leading and accepts the second operator's change, whose new voter (not listing it) drops its heartbeats and never catches up.
 #[test]
 fn removed_leader_hands_over_before_a_new_change() {
     let (cfg, s) = conflicting_replacements(676, Fencing::Off);

@@ -90,7 +90,7 @@ fn sweep_config(seed: u64, fencing: Fencing) -> SimConfig {
 /// Replay one seed with `TENURE_BREAK_SEEDS=s..s+1`.
 #[test]
 #[ignore = "long randomized sweep"]
-fn sweep_membership_changes_under_faults() {
+fn membership_sweep_random_changes_under_faults_keep_every_invariant() {
     let (a, b) = break_seeds("0..200");
     let fencing = break_fencing();
     let trace = std::env::var("TENURE_BREAK_TRACE").is_ok();
@@ -453,7 +453,7 @@ thread_local! {
 /// `cargo test --release --all-features --test membership_break adaptive -- --ignored --nocapture`
 #[test]
 #[ignore = "long randomized sweep"]
-fn sweep_adaptive_changes_at_awkward_moments() {
+fn membership_sweep_changes_at_awkward_moments_keep_every_invariant() {
     let (a, b) = break_seeds("0..200");
     let fencing = break_fencing();
     let mut bad = Vec::new();
@@ -467,13 +467,13 @@ fn sweep_adaptive_changes_at_awkward_moments() {
     common::assert_sweep_clean((b - a) as usize, &bad, 20);
 }
 
-/// Finding 1: a cluster configured with an explicit majority
-/// quorum (`quorum = 2` for three voters, as a TOML file may say) grows
-/// to four voters; a node restarted from the stored membership then sees
-/// the configured 2 as a non-majority "custom quorum" of the stored four
-/// voters and, once it leads, refuses every change with `CustomQuorum`.
+/// A cluster configured with an explicit majority quorum (`quorum = 2` for
+/// three voters, as a TOML file may say) grows to four voters; every node
+/// restarts from the stored membership, with the configuration still
+/// saying `quorum = 2`, and the new leader can still change the membership.
+/// Guards against: a restarted node reading the configured 2 as a custom quorum of the stored four voters and refusing every change (`CustomQuorum`).
 #[test]
-fn explicit_majority_quorum_blocks_changes_after_restart() {
+fn membership_change_with_an_explicit_majority_quorum_still_works_after_a_restart() {
     let mut sim: Sim = Sim::with_configs(4, |id| {
         let config = timing(id, vec![1, 2, 3]).quorum(2).rng_seed(id);
         if id == 4 { config.join() } else { config }
@@ -515,7 +515,7 @@ fn explicit_majority_quorum_blocks_changes_after_restart() {
 /// A lone voter adds a voter that never answers: the change must report
 /// an outcome within its timeout (+ a heartbeat interval).
 #[test]
-fn lone_voter_adding_a_dead_voter_reports_an_outcome() {
+fn membership_change_bounded_a_lone_voter_adding_a_dead_voter_reports_an_outcome() {
     let mut sim: Sim = Sim::with_configs(2, |id| {
         let config = timing(id, vec![1])
             .membership_change_timeout(ms(1_000))
@@ -545,7 +545,7 @@ fn lone_voter_adding_a_dead_voter_reports_an_outcome() {
 /// membership {1} -> {1,2} is written, node 2 dies. With fencing off the
 /// leader stays and must roll back within the deadline.
 #[test]
-fn lone_voter_joint_with_dead_new_voter_rolls_back() {
+fn membership_change_bounded_a_lone_voter_rolls_back_a_joint_phase_whose_new_voter_died() {
     let mut sim: Sim = Sim::with_configs(2, |id| {
         let config = timing(id, vec![1])
             .fencing(Fencing::Off)
@@ -574,16 +574,14 @@ fn lone_voter_joint_with_dead_new_voter_rolls_back() {
     assert_eq!(sim.node(1).status().role, Role::Leader);
 }
 
-/// Finding 2 (fencing off): the leader removes itself; the
-/// joint membership is stored, the final one ({2,3}) is installed on the
-/// leader, and then node 3's messages stop reaching the leader (one-way
-/// cut). The leader never sees the final membership stored, so it never
-/// hands over; with fencing off it never steps down either, and it keeps
-/// heartbeating 2 and 3, who (sticky to it, and hearing it through the
-/// removed-leader exception) never elect anyone. Nodes 2 and 3 are the
-/// whole new voter set, up and connected to each other.
+/// Fencing off: the leader removes itself; the joint membership is stored,
+/// the final one ({2,3}) is installed on the leader, and then node 3's
+/// messages stop reaching the leader (one-way cut), so the leader never
+/// sees the final membership stored. Nodes 2 and 3, the whole new voter
+/// set, up and connected to each other, have a leader within 10 s.
+/// Guards against: a removed leader (never stepping down without fencing) that keeps heartbeating the new voters, who stay sticky to it and never elect anyone.
 #[test]
-fn removed_leader_without_fencing_holds_the_new_voters_captive() {
+fn removed_leader_hands_over_without_fencing_when_a_new_voter_cannot_reach_it() {
     let mut sim: Sim = Sim::with_configs(3, |id| {
         timing(id, vec![1, 2, 3])
             .fencing(Fencing::Off)
@@ -614,12 +612,12 @@ fn removed_leader_without_fencing_holds_the_new_voters_captive() {
     );
 }
 
-/// Finding 3: nodes 2 and 3 are voters that never campaign (mode `Voter`); node 1,
-/// the only node that may lead, removes itself. The change is accepted
-/// and completes, node 1 hands over to nobody, and the cluster never has
-/// a leader again although every node is up.
+/// Nodes 2 and 3 are voters that never campaign (mode `Voter`); node 1, the
+/// only node that may lead, removes itself. Either the change is refused
+/// or the cluster has a leader 5 s later.
+/// Guards against: a change that completes and leaves a cluster no node of which may ever lead.
 #[test]
-fn removing_the_only_node_that_may_lead_leaves_no_leader() {
+fn membership_change_removing_the_only_node_that_may_lead_fails_or_keeps_a_leader() {
     let mut sim: Sim = Sim::with_configs(3, |id| {
         let config = timing(id, vec![1, 2, 3]).rng_seed(id);
         if id == 1 {
@@ -644,14 +642,13 @@ fn removing_the_only_node_that_may_lead_leaves_no_leader() {
     );
 }
 
-/// Finding 4: the leader's disk stalls as it writes the observer
-/// membership of an `AddObserver`; the change times out and is reported
-/// failed (`NoQuorum`). Before the fix, once the disk answered, the
-/// membership it wrote was installed and sent to everyone: the "failed"
-/// change took effect. Now the step is undone (rule
-/// `membership_change_bounded`).
+/// The leader's disk stalls as it writes the observer membership of an
+/// `AddObserver`; the change times out and is reported failed
+/// (`NoQuorum`). Once the disk answers, the step is undone (rule
+/// `membership_change_bounded`): node 4 is not a member.
+/// Guards against: the membership written by a "failed" change being installed and sent to everyone once the disk answered.
 #[test]
-fn a_change_reported_failed_takes_effect_later() {
+fn membership_change_bounded_a_change_reported_failed_never_takes_effect() {
     let mut sim: Sim = Sim::with_configs(4, |id| {
         let config = timing(id, vec![1, 2, 3])
             .membership_change_timeout(ms(1_000))
@@ -686,21 +683,18 @@ fn a_change_reported_failed_takes_effect_later() {
     );
 }
 
-/// Finding 5: a new voter that missed the joint phase is never taught it
-/// when its term is behind the candidates'. Voters {1,2}; the leader L
-/// replaces the other voter by node 3. Node 3 stores the observer step
-/// and catches up, but its disk stalls, so the joint membership
-/// {1,2} -> {L,3} never becomes durable there. A leadership transfer
-/// raises nodes 1 and 2 to term 2 (the transfer campaign fails without
-/// node 3's vote); node 3's term write is stuck too, and node 3 crashes
-/// and restarts at term 1 with the observer membership. From then on
-/// every pre-vote needs node 3, which refuses (an observer in its
-/// membership) at term 1; the candidates, at term 2, see a stale refusal
-/// and never send it the joint membership (`teach_refuser` requires the
-/// refusal's term to equal the candidate's), and node 3 has nothing newer
-/// to share. Everyone is up and connected; nobody leads, ever.
+/// Voters {1,2}; the leader L replaces the other voter by node 3. Node 3
+/// stores the observer step and catches up, but its disk stalls, so the
+/// joint membership {1,2} -> {L,3} never becomes durable there. A
+/// leadership transfer raises nodes 1 and 2 to term 2 (the transfer
+/// campaign fails without node 3's vote); node 3's term write is stuck
+/// too, and node 3 crashes and restarts at term 1 with the observer
+/// membership. Every pre-vote needs node 3, which refuses at term 1 (an
+/// observer in its membership); the candidates teach it the joint
+/// membership all the same, and a leader is elected within 10 s.
+/// Guards against: candidates teaching a refuser only when its refusal is of their own term, leaving everyone up, connected and leaderless.
 #[test]
-fn new_voter_behind_in_term_never_learns_the_joint_membership() {
+fn membership_adopt_newer_a_new_voter_behind_in_term_learns_the_joint_membership() {
     let mut sim: Sim = Sim::with_configs(3, |id| {
         let config = timing(id, vec![1, 2]).rng_seed(id);
         if id == 3 { config.join() } else { config }
@@ -740,15 +734,13 @@ fn new_voter_behind_in_term_never_learns_the_joint_membership() {
     );
 }
 
-/// Finding 2b (strict fencing, same root cause as finding 2): the leader removes itself; the final membership {2,3}
-/// is written, and node 3's disk stalls before it stores it. Node 3
-/// still acknowledges every round (stamped with the joint membership),
-/// so the removed leader keeps its lease and leads; the final membership
-/// is never stored from its view, the change times out (`NoQuorum`,
-/// which the docs say needs fencing off), and the removed leader never
-/// hands over while the disk is stalled.
+/// Strict fencing: the leader removes itself; the final membership {2,3}
+/// is written, and node 3's disk stalls before it stores it. Node 3 still
+/// acknowledges every round (stamped with the joint membership); within
+/// 5 s the removed leader no longer leads alone.
+/// Guards against: a removed leader that keeps its lease and leads for as long as a new voter's disk is stalled.
 #[test]
-fn strict_removed_leader_keeps_leading_while_a_new_voter_disk_stalls() {
+fn removed_leader_hands_over_under_strict_fencing_while_a_new_voter_disk_stalls() {
     let mut sim: Sim = Sim::with_configs(3, |id| {
         timing(id, vec![1, 2, 3])
             .fencing(Fencing::Strict)
@@ -776,19 +768,16 @@ fn strict_removed_leader_keeps_leading_while_a_new_voter_disk_stalls() {
     );
 }
 
-/// Finding 5b (same family as finding 5, without pre-vote): voters
-/// {1,2,3}, where only node 1 campaigns (2 and 3 are mode `Voter`); node 1
-/// replaces itself by node 4. Nodes 2 and 4 store the joint membership
-/// {1,2,3} -> {2,3,4}; node 3's disk stalls, so it does not, and node 1
-/// crashes for good. Node 4 (a voter only in the joint membership) is the
-/// only node that campaigns; it needs node 3's vote (old majority {2,3}).
-/// Node 3 holds the observer step, in which node 4 is no voter, so it
-/// drops node 4's vote requests, which come at a higher term
-/// (`answer_newer_candidate` answers a vote request only at its own
-/// term), and node 4 never learns that node 3 is behind. Every needed
-/// node is up and connected; nobody leads, ever.
+/// Without pre-vote: voters {1,2,3}, where only node 1 campaigns (2 and 3
+/// are mode `Voter`); node 1 replaces itself by node 4. Nodes 2 and 4
+/// store the joint membership {1,2,3} -> {2,3,4}; node 3's disk stalls, so
+/// it does not, and node 1 crashes for good. Node 4, a voter only in the
+/// joint membership, is the only node that campaigns and needs node 3's
+/// vote (old majority {2,3}); node 3 holds the observer step, in which
+/// node 4 is no voter. A leader is elected within 10 s.
+/// Guards against: a lagging voter that drops a newer candidate's vote requests unanswered, so the candidate never learns it is behind.
 #[test]
-fn without_pre_vote_a_lagging_voter_never_hears_of_the_new_candidate() {
+fn membership_adopt_newer_without_pre_vote_a_lagging_voter_learns_of_the_new_candidate() {
     let mut sim: Sim = Sim::with_configs(4, |id| {
         let config = timing(id, vec![1, 2, 3]).pre_vote(false).rng_seed(id);
         match id {
@@ -898,7 +887,7 @@ fn fault_at_offset(
 /// `cargo test --release --all-features --test membership_break every_millisecond -- --ignored --nocapture`
 #[test]
 #[ignore = "long systematic sweep"]
-fn sweep_every_millisecond_of_a_change() {
+fn membership_sweep_a_fault_at_every_millisecond_of_a_change_keeps_every_invariant() {
     let other = |l: NodeId, k: u64| (1..=3).filter(|&i| i != l).nth(k as usize).unwrap();
     type MakeChange = Box<dyn Fn(NodeId) -> MembershipChange>;
     let changes: Vec<(&str, MakeChange)> = vec![
@@ -1066,7 +1055,7 @@ fn figure8_step(c: &mut Cluster, rng: &mut Rng, changes: bool) -> Result<(), Str
 /// strict fencing. `cargo test --release --all-features --test membership_break figure8 -- --ignored --nocapture`
 #[test]
 #[ignore = "long randomized sweep"]
-fn sweep_figure8_starting_states() {
+fn membership_sweep_figure8_starting_states_keep_every_invariant() {
     let (a, b) = break_seeds("0..500");
     let mut bad = Vec::new();
     for seed in a..b {
@@ -1132,21 +1121,14 @@ fn sweep_figure8_starting_states() {
 }
 
 // Second review round (after 352a87c's fixes).
-/// Finding 1 (fencing off): a leader cut off while the others elect a
-/// new leader and remove it never learns of the higher term once the
-/// network heals. Voters {1,2,3}; the leader L is isolated; the other two
-/// elect N (term + 1), and N removes L (joint, then final {N, other},
-/// both stored by the two connected voters). On heal, L (fencing off, so
-/// no quorum check) keeps heartbeating N and the other voter, who drop
-/// its messages (a non-member, stamped with an older membership, so not
-/// the removed-leader exception) and answer nothing that carries a term;
-/// N answers with its membership, a `MembershipUpdate` at N's term, and
-/// that no longer moves L's term (`on_higher_term` routes it to
-/// `on_membership_update`, which a leader ignores outright). L stays
-/// leader of the old term forever, fully connected; before the change a
-/// higher-term membership update deposed it.
+/// Fencing off: a leader cut off while the others elect a new leader and
+/// remove it. On heal, it keeps heartbeating the others, who drop its
+/// messages (a non-member stamped with an older membership) and answer
+/// with a `MembershipUpdate` at the new term, which moves its term: within
+/// 5 s it no longer leads.
+/// Guards against: a membership update of a higher term that a leader ignores outright, leaving it leader of the old term for ever, fully connected.
 #[test]
-fn removed_stale_leader_never_learns_the_higher_term() {
+fn higher_term_adopted_a_removed_stale_leader_stops_leading_once_healed() {
     let mut sim: Sim = Sim::with_configs(3, |id| {
         timing(id, vec![1, 2, 3])
             .fencing(Fencing::Off)
@@ -1185,19 +1167,14 @@ fn removed_stale_leader_never_learns_the_higher_term() {
     );
 }
 
-/// Finding 2: `NoLeaderLeft` is checked only against what the leader
-/// knows when the change is asked for; a node it has never heard from
-/// counts as one that may lead. Voters {1,2,3}, nodes 2 and 3 in mode
-/// `Voter` (never campaign), node 1 the only node that may lead; node 4
-/// joins, also in mode `Voter`. `Replace { old: 1, new: 4 }` is accepted
-/// (node 4 is unknown, so "may lead"); node 4 catches up, acknowledging
-/// with `can_lead: false`, and nothing checks again before the joint
-/// membership is entered. The change completes with voters {2,3,4},
-/// none of which may lead; node 1 hands over to nobody and the cluster
-/// never has a leader again, every node up and connected (finding 3 of
-/// the first round, by replacement instead of removal).
+/// Voters {1,2,3}, nodes 2 and 3 in mode `Voter` (never campaign), node 1
+/// the only node that may lead; node 4 joins, also in mode `Voter`.
+/// `Replace { old: 1, new: 4 }`: either the change fails or the cluster
+/// has a leader 5 s later.
+/// Guards against: `NoLeaderLeft` checked only when the change is asked for, when a node never heard from counts as one that may lead.
 #[test]
-fn replacing_the_only_leader_capable_node_by_a_voter_only_node() {
+fn membership_change_replacing_the_only_leader_capable_node_by_a_voter_only_node_fails_or_keeps_a_leader()
+ {
     let mut sim: Sim = Sim::with_configs(4, |id| {
         let config = timing(id, vec![1, 2, 3]).rng_seed(id);
         match id {
@@ -1227,16 +1204,13 @@ fn replacing_the_only_leader_capable_node_by_a_voter_only_node() {
     );
 }
 
-/// Finding 3 (the converse of finding 2, a false refusal): an observer
-/// acknowledges with `can_lead: false` because it is no voter
-/// (`may_lead_if_asked` needs `self_index`), whatever its mode, so the
-/// `NoLeaderLeft` check takes every observer for a node that may not
-/// lead. Voters {1,2,3}, nodes 2 and 3 in mode `Voter`; node 4 (mode
+/// Voters {1,2,3}, nodes 2 and 3 in mode `Voter`; node 4 (mode
 /// `Candidate`) is added as an observer, then `Replace { old: 1, new: 4 }`
-/// (the documented way to promote an observer into a voter's place) is
-/// refused with `NoLeaderLeft`, although node 4 would lead.
+/// (the documented way to promote an observer into a voter's place)
+/// completes, and node 4 leads.
+/// Guards against: `NoLeaderLeft` taking every observer for a node that may not lead (an observer acknowledges with `can_lead: false`).
 #[test]
-fn replacing_by_a_leader_capable_observer_is_refused() {
+fn membership_change_replacing_a_voter_by_a_leader_capable_observer_completes() {
     let mut sim: Sim = Sim::with_configs(4, |id| {
         let config = timing(id, vec![1, 2, 3]).rng_seed(id);
         match id {
@@ -1277,41 +1251,37 @@ fn replacing_by_a_leader_capable_observer_is_refused() {
     assert_eq!(sim.agreed_leader(), Some(4));
 }
 
-/// Finding 4 (safety: two leaders in one term), found by the adaptive
-/// sweep (seed 2922, strict fencing; seed 2974 is the same shape).
-/// Voters {1,2,3}. Node 2 crashes at term 1. Node 1 wins term 2 (votes
-/// 1, 3) and adds voter 4: observer step, joint {1,2,3} -> {1,2,4}, final
-/// {1,2,4}, all made in term 2 and stored by 1, 3, 4. Node 1 goes deaf
-/// and steps down (still term 2, its vote its own). Node 2 restarts at
-/// term 1 with the bootstrap membership. Node 4 (term 2) pre-votes;
-/// node 2 refuses at term 1 (`answer_newer_candidate`), so node 4 teaches
-/// it (`teach_refuser`: refused at an earlier term): a `MembershipUpdate`
-/// at term 2, which node 2 adopts *without the term* (`on_higher_term`).
-/// Node 2 now holds a membership made in term 2 while at term 1, and
-/// campaigns for term 2: node 4, an observer when term 2's election was
-/// held, has no vote in term 2 and grants. {2,4} is a majority of
-/// {1,2,4}: node 2 leads term 2, which node 1 led.
+/// Seed 2922 of the awkward-moments sweep under strict fencing. Voters
+/// {1,2,3}. Node 2 crashes at term 1. Node 1 wins term 2 (votes 1, 3) and
+/// adds voter 4: observer step, joint {1,2,3} -> {1,2,4}, final {1,2,4},
+/// all made in term 2 and stored by 1, 3, 4. Node 1 goes deaf and steps
+/// down. Node 2 restarts at term 1 with the bootstrap membership. Node 4
+/// (term 2) pre-votes; node 2 refuses at term 1, so node 4 teaches it the
+/// membership, made in term 2, which node 2 adopts with its term: node 2
+/// cannot then lead term 2, which node 1 led.
+/// Guards against: a membership adopted without its term, so that a node campaigns for a term whose election it missed and a voter that had no vote then elects it.
 #[test]
-fn adaptive_seed_2922_two_leaders_in_a_term() {
+fn one_leader_per_term_holds_in_membership_sweep_seed_2922() {
     adaptive_run(2922, Fencing::Strict, false).unwrap();
 }
 
+/// Seed 2974 of the same sweep: the same shape as seed 2922.
 #[test]
-fn adaptive_seed_2974_two_leaders_in_a_term() {
+fn one_leader_per_term_holds_in_membership_sweep_seed_2974() {
     adaptive_run(2974, Fencing::Strict, false).unwrap();
 }
 
-/// Finding 4, by hand (see `adaptive_seed_2922_two_leaders_in_a_term`).
-/// Voters {1,2,3}, node 4 joining. Node 2 crashes; a leadership transfer
-/// moves the others to a term node 2 never saw (node 4, joining, has no
-/// vote in it). The leader L replaces the other survivor by node 4: the
-/// final membership {L,2,4} is made in L's term T. L crashes (and the
+/// The shape of `one_leader_per_term_holds_in_membership_sweep_seed_2922`,
+/// by hand. Voters {1,2,3}, node 4 joining. Node 2 crashes; a leadership
+/// transfer moves the others to a term node 2 never saw (node 4, joining,
+/// has no vote in it). The leader L replaces the other survivor by node 4:
+/// the final membership {L,2,4} is made in L's term T. L crashes (and the
 /// removed node, which would answer node 2 at term T, is down). Node 2
-/// restarts at an older term; node 4 teaches it the membership without
-/// the term, node 2 campaigns for T itself, and node 4 (no vote in T)
-/// elects it: two leaders in term T.
+/// restarts at an older term; node 4 teaches it the membership, and the
+/// simulator (which panics on two leaders in one term) sees a leader.
+/// Guards against: node 2 adopting the membership without its term, campaigning for T and being elected by node 4.
 #[test]
-fn membership_taught_without_its_term_elects_a_second_leader_of_that_term() {
+fn one_leader_per_term_a_membership_taught_without_its_term_elects_no_second_leader() {
     let mut sim: Sim = Sim::with_configs(4, |id| {
         let config = timing(id, vec![1, 2, 3])
             .fencing(Fencing::Strict)
@@ -1368,7 +1338,7 @@ fn membership_taught_without_its_term_elects_a_second_leader_of_that_term() {
 }
 
 // Third review round (after c92c7e6's fixes).
-/// Figure-8 shapes with terms: as `sweep_figure8_starting_states`, but the
+/// Figure-8 shapes with terms: as `membership_sweep_figure8_starting_states_keep_every_invariant`, but the
 /// memberships carry the terms of the leaders that made them (joint J made
 /// in term 2, then its rollback R in term 3 or its final F in term 2), so
 /// every node restarts at its stored membership's term (change 2), the
@@ -1379,7 +1349,7 @@ fn membership_taught_without_its_term_elects_a_second_leader_of_that_term() {
 /// `cargo test --release --all-features --test membership_break figure8_terms -- --ignored --nocapture`
 #[test]
 #[ignore = "long randomized sweep"]
-fn sweep_figure8_terms_starting_states() {
+fn membership_sweep_figure8_starting_states_with_terms_keep_every_invariant() {
     let (a, b) = break_seeds("0..500");
     let fencing = break_fencing();
     let mut bad = Vec::new();
@@ -1486,32 +1456,25 @@ fn sweep_figure8_terms_starting_states() {
     common::assert_sweep_clean((b - a) as usize, &bad, 10);
 }
 
-/// Finding 1: a new voter that missed the joint and final memberships is
-/// never told of them once the leader that made them is down, if no node
-/// that holds them campaigns. Voters {1,2,3}, only node 1 may lead (nodes
-/// 2 and 3 run in mode `Voter`); node 4 (mode `Candidate`) joins.
-/// Leader 1 replaces 3 by 4: the observer step reaches node 4, then node
-/// 4's disk stalls, so the joint membership and the final one {1,2,4} are
-/// stored by {1,2} alone (a majority of each set) and the change
-/// completes. Node 1 crashes; node 4 crashes and restarts (its stalled
-/// membership write lost, honestly), holding the observer step, in
-/// which it is no voter. {2,4} is a connected majority of the only voter
-/// set {1,2,4}, and node 4 may lead, but nobody ever tells it that it
-/// votes: node 2 (mode `Voter`) sends a membership only when it refuses a
-/// candidate or is refused as one, node 4 does not campaign as an
-/// observer, node 3 was removed. The cluster stays leaderless for as long
-/// as node 1 is down, whereas `NoLeaderLeft` let the change through
-/// because node 4 may lead.
+/// Voters {1,2,3}, only node 1 may lead (nodes 2 and 3 run in mode
+/// `Voter`); node 4 (mode `Candidate`) joins. Leader 1 replaces 3 by 4:
+/// the observer step reaches node 4, then node 4's disk stalls, so the
+/// joint membership and the final one {1,2,4} are stored by {1,2} alone
+/// (a majority of each set) and the change completes. Node 1 crashes;
+/// node 4 crashes and restarts holding the observer step, in which it is
+/// no voter. {2,4} is a connected majority of {1,2,4} and node 4 may lead:
+/// a leader is elected within 20 s.
+/// Guards against: nobody telling node 4 that it votes (node 2 sends a membership only when it refuses a candidate or is refused as one), so the cluster stays leaderless while node 1 is down.
 #[test]
-fn new_voter_never_told_it_votes_when_its_leader_is_down() {
+fn membership_adopt_newer_a_new_voter_that_missed_its_promotion_learns_it_with_its_leader_down() {
     new_voter_missed_final(tenure::Mode::Voter);
 }
 
-/// What held, beside finding 1: with node 2 in mode `Candidate`, node 2
-/// campaigns on the final membership, node 4 refuses it (no voter in its
-/// own), node 2 teaches it, and {2,4} elect a leader.
+/// The same with node 2 in mode `Candidate`: node 2 campaigns on the final
+/// membership, node 4 refuses it (no voter in its own), node 2 teaches it,
+/// and {2,4} elect a leader.
 #[test]
-fn new_voter_that_missed_final_is_taught_by_a_campaigning_voter() {
+fn membership_adopt_newer_a_new_voter_that_missed_its_promotion_is_taught_by_a_campaigning_voter() {
     new_voter_missed_final(tenure::Mode::Candidate);
 }
 

@@ -9,7 +9,7 @@
 //!
 //! The generator seed is printed; replay with
 //! `TENURE_QC_SEED=<seed> cargo test --release --all-features --test sim_properties`.
-//! Regression schedules found this way are kept in `regressions()` below
+//! Schedules of tricky paths and of known failure shapes are kept below
 //! and replayed on every run.
 
 #![cfg(feature = "sim")]
@@ -74,8 +74,8 @@ impl Arbitrary for Step {
 }
 
 /// Only quick leader restarts, mute leaders and heals: the stale answers of
-/// an earlier incarnation (defect 1) need several of them in a row, which
-/// the general step mix seldom draws.
+/// an earlier incarnation need several of them in a row, which the general
+/// step mix seldom draws.
 fn leader_restart_storm(g: &mut Gen) -> Vec<Step> {
     let len = usize::from(u8::arbitrary(g) % 20);
     (0..len)
@@ -254,9 +254,8 @@ fn arbitrary_fault_schedules_keep_every_invariant() {
         .quickcheck(prop as fn(Schedule) -> TestResult);
 }
 
-/// Schedules that once failed (or that exercise a tricky path), replayed
-/// forever.
-fn regressions() -> Vec<Schedule> {
+/// Schedules that exercise a tricky path, replayed on every run.
+fn tricky_schedules() -> Vec<Schedule> {
     let step = |after_ms, fault| Step { after_ms, fault };
     let lan = |seed, fencing, steps| Schedule {
         seed,
@@ -308,22 +307,21 @@ fn regressions() -> Vec<Schedule> {
     ]
 }
 
+/// Every schedule of [`tricky_schedules`] keeps every invariant.
 #[test]
-fn regression_schedules_still_pass() {
-    for (i, s) in regressions().iter().enumerate() {
-        assert_eq!(run(s), None, "regression schedule {i}: {s:?}");
+fn fault_schedules_of_tricky_paths_keep_every_invariant() {
+    for (i, s) in tricky_schedules().iter().enumerate() {
+        assert_eq!(run(s), None, "tricky schedule {i}: {s:?}");
     }
 }
 
-/// Schedules that reproduce the defects an adversarial review found (the
-/// simulator could not produce them before long tails, crash-restarts
-/// within milliseconds, deaf nodes, WAN latency and mixed timing). They
-/// fail until the core is fixed, then guard the fixes.
-fn defect_schedules() -> Vec<(&'static str, Schedule)> {
+/// Schedules that need long tails, crash-restarts within milliseconds,
+/// deaf nodes, WAN latency or mixed timing, each named after the
+/// regression it guards against.
+fn guard_schedules() -> Vec<(&'static str, Schedule)> {
     let step = |after_ms, fault| Step { after_ms, fault };
     let restart = |ms| Fault::CrashRestartLeader(Duration::from_millis(ms));
-    // Found by `arbitrary_fault_schedules_keep_every_invariant` (quickcheck
-    // seed 2, with deaf nodes and mixed timing left out of the generator).
+    // Quick restarts of a muted leader, with long tails.
     let restarts = vec![
         step(638, Fault::MuteLeader),
         step(879, Fault::MuteLeader),
@@ -392,11 +390,10 @@ fn defect_schedules() -> Vec<(&'static str, Schedule)> {
             },
         ),
         (
-            // Found by quickcheck (seed 1795318187892436016) after the fixes
-            // above: long-tail heartbeats of a leader that had stepped down
-            // arrive after the heal and revive the followers' loyalty to it
-            // (leader contact refreshed, stickiness renewed) again and
-            // again, so nobody is elected. Fixed by rule `old_rounds_ignored`.
+            // Long-tail heartbeats of a leader that had stepped down arrive
+            // after the heal; by rule `old_rounds_ignored` they refresh no
+            // leader contact and renew no stickiness, so a leader is
+            // elected.
             "delayed old heartbeat rounds revive a dead leader",
             Schedule {
                 seed: 16200331924450877577,
@@ -417,11 +414,9 @@ fn defect_schedules() -> Vec<(&'static str, Schedule)> {
             },
         ),
         (
-            // Found by quickcheck (seed 0 of a batch) after the fixes above:
-            // the leader turns deaf, but acknowledgements of its old rounds
-            // still arrive through the long tail; soft fencing dated them by
-            // arrival and kept the deaf leader in office past the liveness
-            // bound. Fixed by dating acknowledgements by their round's send
+            // The leader turns deaf, but acknowledgements of its old rounds
+            // still arrive through the long tail; soft fencing dates them by
+            // their round's send time, so the deaf leader steps down in
             // time.
             "delayed acknowledgements keep a deaf leader in office",
             Schedule {
@@ -436,13 +431,10 @@ fn defect_schedules() -> Vec<(&'static str, Schedule)> {
             },
         ),
         (
-            // Found by quickcheck (seed 1841694356): a deaf node's pre-votes
-            // made the others first defer a round to it and then also yield
-            // a duel to it in the same term, two rounds lost per deaf node;
-            // with a term already spent on its vote request, the leader came
-            // after the liveness bound. Now one concession per pre-candidate
-            // and term (rule `pre_vote_defers_once`).
-            "a deaf pre-candidate is conceded one round, not two",
+            // A deaf node's pre-votes: the others concede it one round per
+            // term (rule `pre_vote_defers_once`), not a deferral and then a
+            // duel too, so the leader comes within the liveness bound.
+            "a deaf pre-candidate conceded two rounds per term",
             Schedule {
                 seed: 9267164685386461847,
                 fencing: Fencing::Soft,
@@ -468,11 +460,11 @@ fn defect_schedules() -> Vec<(&'static str, Schedule)> {
     ]
 }
 
-/// Failed before the core fixed defects 1, 2 and 6 of issue 8 and rule
-/// `old_rounds_ignored` (see `defect_schedules`).
+/// Every schedule of [`guard_schedules`] keeps every invariant; each names
+/// the regression it guards against.
 #[test]
-fn known_defect_schedules_pass() {
-    let failed: Vec<String> = defect_schedules()
+fn fault_schedules_guarding_stale_answers_deaf_nodes_and_mixed_timing_keep_every_invariant() {
+    let failed: Vec<String> = guard_schedules()
         .iter()
         .filter_map(|(name, s)| run(s).map(|v| format!("{name}: {v}\n  {s:?}")))
         .collect();

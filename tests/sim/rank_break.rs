@@ -20,10 +20,10 @@
 //! - `..._resign_ignores_the_leaders_standings`.
 //!
 //! The `#[ignore]`d `rank_break_probe_*` tests are attacks that held (or
-//! measurements); `rank_break_sweep` and `rank_break_sweep_membership` are
+//! measurements); `rank_sweep_random_rank_settings_and_faults_keep_every_invariant` and `rank_sweep_with_membership_changes_keeps_every_invariant` are
 //! the sweeps. They print failing seeds; replay with
 //! `TENURE_RANK_BREAK_SEEDS=13892,15102,101449,102790 cargo test --release
-//! --all-features --test rank_break rank_break_sweep -- --exact --ignored
+//! --all-features --test rank_break rank_sweep_random_rank_settings_and_faults_keep_every_invariant -- --exact --ignored
 //! --nocapture` (those four fail, all in the "kept cuts" mode: the
 //! hand-back loop above). `TENURE_RANK_BREAK_RUNS` and
 //! `TENURE_RANK_BREAK_BASE` choose a seed range.
@@ -67,14 +67,14 @@ fn prio(hand_back_ms: u64) -> impl Fn(NodeId, Vec<NodeId>) -> Config {
 
 /// The preferred node 1 reaches only node 2 (both ways); 2 reaches
 /// everyone. 1 can never win an election (2 of 5 votes), yet 2 sees it
-/// live and caught up and hands leadership to it; the failed hand-back
-/// makes 3 lead, 3 hands back to 2, 2 hands to 1 again, forever: every
-/// cycle is an outage of a death timeout or more. Fixed: each failed
-/// hand-back to a voter doubles how long the next one to it waits (the
-/// leader cannot tell that 1 cannot win; it still tries, ever more rarely,
-/// in case 1's links came back).
+/// live and caught up and hands leadership to it. Each failed hand-back to
+/// a voter doubles how long the next one to it waits (the leader cannot
+/// tell that 1 cannot win; it still tries, ever more rarely, in case 1's
+/// links came back): in 60 s, at most 4 hand-backs to node 1, the waits
+/// between them growing, and terms stay low.
+/// Guards against: a hand-back loop 2 → 1 → 3 → 2 → 1 repeated for ever, each cycle an outage of a death timeout or more.
 #[test]
-fn rank_break_hand_back_to_a_node_that_cannot_win_repeats_forever() {
+fn rank_hand_back_to_a_node_that_cannot_win_backs_off_geometrically() {
     let s = preferred_cut_off_from_most(ms(60_000));
     let hb = hand_backs(&s);
     for h in &hb {
@@ -122,17 +122,16 @@ fn set_policy(policy: RankPolicy) -> Input {
     Input::ChangeMembership(MembershipChange::SetRankPolicy { policy })
 }
 
-/// `hand_back_after` 0 is refused under a ranked policy ("leadership would
-/// follow a flapping node"), but only checked when the bootstrap policy is
-/// ranked: an unranked cluster accepts it, and `SetRankPolicy` then turns
-/// ranks on online with no stable period at all. A node that flaps (up
-/// 1.2 s, down 0.6 s) then takes leadership back at every return, which
-/// is what the stable period exists to prevent.
+/// `hand_back_after` 0 is refused whatever the rank policy, so it cannot
+/// slip in through a later `SetRankPolicy`; a period shorter than a death
+/// timeout is refused too (a voter would count as stable before its death
+/// could be noticed).
+/// Guards against: an unranked cluster accepting a zero period, which `SetRankPolicy` then puts to use (leadership following a flapping node).
 #[test]
-fn rank_break_zero_hand_back_period_slips_in_through_set_rank_policy() {
+fn rank_config_refuses_a_zero_or_short_hand_back_period_whatever_the_policy() {
     // Node 5 (the flapping one) keeps the default period so that it can
     // restart under a ranked membership (see
-    // `rank_break_node_accepted_at_bootstrap_cannot_restart_after_set_rank_policy`).
+    // `rank_config_a_node_accepted_at_bootstrap_restarts_after_set_rank_policy`).
     let config = |id: NodeId, voters: Vec<NodeId>| {
         let c = timing(id, voters).rng_seed(id * 7919);
         if id == 5 {
@@ -162,13 +161,12 @@ fn rank_break_zero_hand_back_period_slips_in_through_set_rank_policy() {
     );
 }
 
-/// On `Resign` (a demoted leader) the followers drop the standings before
-/// computing their campaign delay, so the static order decides: a node
-/// the leader listed as behind campaigns first, and everyone ranked below
-/// the resigned leader waits a step for it although it will not campaign
-/// for a death timeout.
+/// After `Resign` (a demoted leader) the followers keep the leader's
+/// standings to compute their campaign delay: a node the leader listed as
+/// behind does not campaign first, and the best caught-up node (3) leads.
+/// Guards against: followers dropping the standings on `Resign`, so that the static order decides and a node listed as behind campaigns first.
 #[test]
-fn rank_break_resign_ignores_the_leaders_standings() {
+fn rank_orders_campaigns_after_a_resign_by_the_leaders_standings() {
     let config = |id: NodeId, voters: Vec<NodeId>| {
         timing(id, voters)
             .rng_seed(id * 7919)
@@ -194,19 +192,14 @@ fn rank_break_resign_ignores_the_leaders_standings() {
     );
 }
 
-/// A configuration accepted at bootstrap (unranked, so the rank settings
-/// are "never used" and not checked: here a rank step equal to the
-/// jitter, which `tests/rank.rs` shows is accepted) is checked again at
-/// restart against the stored membership; once `SetRankPolicy` turned
-/// ranks on online, the node refuses to start at all. After a rank
-/// change, any restart (and a full-cluster restart) loses every such
-/// node. The change should be refused, or the node should start. Fixed
-/// both ways: a rank step set explicitly is checked whatever the policy
-/// (refused at bootstrap, as here), and a derived one is kept in range, so
-/// the configuration below (whose default step would not fit its election
-/// timeout) starts again after `SetRankPolicy`.
+/// A rank step set explicitly is checked whatever the policy (refused at
+/// bootstrap), and a derived one is kept in range: a configuration whose
+/// default step would not fit its election timeout is accepted, and once
+/// `SetRankPolicy` turned ranks on, a follower restarts from the stored
+/// membership.
+/// Guards against: rank settings checked only under a ranked bootstrap policy, so that a node accepted at bootstrap refuses to restart after a rank change.
 #[test]
-fn rank_break_node_accepted_at_bootstrap_cannot_restart_after_set_rank_policy() {
+fn rank_config_a_node_accepted_at_bootstrap_restarts_after_set_rank_policy() {
     let explicit = timing(1, vec![1, 2, 3]).rank_step(ms(40)).validate();
     assert!(
         matches!(explicit, Err(tenure::ConfigError::RankStepTooShort { .. })),
@@ -239,13 +232,12 @@ fn rank_break_node_accepted_at_bootstrap_cannot_restart_after_set_rank_policy() 
     s.restart(follower);
 }
 
-/// A `Manual` node leads only when an operator promotes it (README:
-/// "the only way a `mode = \"manual\"` node leads"), but it reports
-/// `can_lead` like a candidate, so the leader lists it in its standings and
-/// hands leadership to it on its own once it ranks best: with no
-/// operator action at all, the manual node 3 ends up leading.
+/// A `Manual` node leads only when an operator promotes it (README: "the
+/// only way a `mode = \"manual\"` node leads"): ranked best (highest id),
+/// the manual node 3 still never leads in 10 s without a Promote.
+/// Guards against: a manual node reporting `can_lead` like a candidate, listed in the standings and handed leadership.
 #[test]
-fn rank_break_hand_back_makes_a_manual_node_lead_without_promote() {
+fn rank_hand_back_never_makes_a_manual_node_lead_without_promote() {
     let config = |id: NodeId, voters: Vec<NodeId>| {
         let c = timing(id, voters)
             .rng_seed(id * 7919)
@@ -267,15 +259,13 @@ fn rank_break_hand_back_makes_a_manual_node_lead_without_promote() {
     );
 }
 
-/// A rank step longer than the election timeout is refused under a
-/// ranked policy ("rank delays would outlast a round"), but an unranked
-/// cluster accepts any step ("never used"). `SetRankPolicy` then puts it
-/// to use: every node but the first in the standings waits a whole step
-/// (one slot, the cap) before campaigning. With the two best nodes down,
-/// three of five voters are up and connected and no leader is elected
-/// for a minute.
+/// A rank step longer than the election timeout is refused whatever the
+/// policy. With the default step, after `SetRankPolicy` turned ranks on and
+/// the two best nodes crashed, the three voters left elect a leader within
+/// 5 s.
+/// Guards against: an unranked cluster accepting any step, which `SetRankPolicy` then puts to use, so that failover waits a whole step per node.
 #[test]
-fn rank_break_unvalidated_rank_step_stalls_failover_after_set_rank_policy() {
+fn rank_config_refuses_a_long_rank_step_whatever_the_policy() {
     // Fixed: the step is checked whatever the policy.
     let long = timing(1, vec![1, 2, 3, 4, 5])
         .rank_step(ms(60_000))
@@ -310,15 +300,14 @@ fn rank_break_unvalidated_rank_step_stalls_failover_after_set_rank_policy() {
 }
 
 /// Hand-back waits for a better-ranked voter "alive and caught up" for the
-/// stable period, where caught up means an acknowledged log position at
-/// least the leader's at *every* round. Under a steady write load (the
-/// simulator's replicated log: an entry every 20 ms, copies stored 1-30
-/// ms after they arrive) a follower's acknowledged position trails the
-/// leader's by the entries in flight at most rounds, so the watch breaks
-/// again and again and leadership never goes back to the preferred node,
-/// which is up, connected and replicating normally the whole time.
+/// stable period. Under a steady write load (the simulator's replicated
+/// log: an entry every 20 ms, copies stored 1–30 ms after they arrive) a
+/// follower's acknowledged position trails the leader's by the entries in
+/// flight; the preferred node 1, up, connected and replicating normally,
+/// still gets leadership back within 30 s.
+/// Guards against: "caught up" meaning an acknowledged position at least the leader's at every round, which a steady load never allows.
 #[test]
-fn rank_break_hand_back_never_happens_under_a_steady_write_load() {
+fn rank_hand_back_happens_under_a_steady_write_load() {
     let (stand_in, leader, hbs, standings) = under_load(20);
     assert_eq!(
         leader,
@@ -330,7 +319,7 @@ fn rank_break_hand_back_never_happens_under_a_steady_write_load() {
 /// With one entry every five seconds, the same run hands back (the control).
 #[test]
 #[ignore]
-fn rank_break_probe_hand_back_under_a_light_write_load() {
+fn rank_hand_back_happens_under_a_light_write_load() {
     let (stand_in, leader, hbs, standings) = under_load(5000);
     eprintln!("stand-in {stand_in}, leader {leader:?}, {hbs} hand-backs, {standings} standings");
     assert_eq!(leader, Some(1));
@@ -375,14 +364,14 @@ fn under_load(append_ms: u64) -> (NodeId, Option<NodeId>, usize, usize) {
     (stand_in, leader(&c), hbs, standings)
 }
 
-/// `Demote` (rule `demote_moves_leadership`): the leader resigns and
-/// "does not campaign for a death timeout, so another node takes over".
-/// With ranks, the next leader hands leadership straight back to the
-/// demoted node, which campaigns on `TimeoutNow` inside its embargo: the
-/// demote is undone within a few rounds. (The hand-back period is each
-/// node's own setting; a short one is accepted.)
+/// `Demote` (rule `demote_moves_leadership`): the leader resigns and does
+/// not campaign for a death timeout, so another node takes over. With
+/// ranks and the shortest hand-back period accepted (one death timeout),
+/// the demoted node still does not campaign within a death timeout of its
+/// demote.
+/// Guards against: the next leader handing leadership straight back to the demoted node, which campaigns on `TimeoutNow` inside its embargo.
 #[test]
-fn rank_break_hand_back_undoes_a_demote_within_its_embargo() {
+fn demote_moves_leadership_no_hand_back_undoes_a_demote_within_its_embargo() {
     // The shortest period accepted: one death timeout (50 ms, the
     // original attack, is refused now: `HandBackTooSoon`).
     let mut s: Sim = Sim::new(5, prio(400));
@@ -739,7 +728,7 @@ fn sweep_seeds(default_runs: u64) -> Vec<u64> {
 /// replays some.
 #[test]
 #[ignore]
-fn rank_break_sweep() {
+fn rank_sweep_random_rank_settings_and_faults_keep_every_invariant() {
     sweep_all(sweep_run);
 }
 
@@ -748,9 +737,11 @@ fn sweep_all(run: impl Fn(u64) -> Option<String>) {
     common::assert_no_failing_seeds(&common::run_sweep(&sweep_seeds(200), run));
 }
 
+/// Prints the events of a preferred node cut off from most of the cluster
+/// (a tool, not a check).
 #[test]
 #[ignore]
-fn rank_break_trace_loop() {
+fn rank_hand_back_trace_a_preferred_node_cut_off_from_most() {
     let s = preferred_cut_off_from_most(ms(12_000));
     for (at, n, e) in s.events() {
         if at.saturating_duration_since(Instant::ZERO) > ms(4000) {
@@ -759,9 +750,11 @@ fn rank_break_trace_loop() {
     }
 }
 
+/// Prints the events and hand-backs while the preferred node's disk stalls
+/// (a tool, not a check).
 #[test]
 #[ignore]
-fn rank_break_probe_stalled_target() {
+fn rank_hand_back_trace_a_preferred_node_with_a_stalled_disk() {
     let mut s: Sim = Sim::new(3, prio(1000));
     assert_eq!(s.run_until_leader(ms(3000)), Some(1));
     s.crash(1);
@@ -778,9 +771,11 @@ fn rank_break_probe_stalled_target() {
     eprintln!("hand-backs {:?}", hand_backs(&s));
 }
 
+/// Measures, over 200 seeds, how often two nodes configured with different
+/// bootstrap ranks have no leader within 10 s (a measurement, not a check).
 #[test]
 #[ignore]
-fn rank_break_probe_conflicting_bootstrap_ranks() {
+fn rank_conflicting_bootstrap_ranks_on_two_nodes_stalls_measured() {
     let mut stalls = Vec::new();
     for seed in 0..200u64 {
         let config = move |id: NodeId, voters: Vec<NodeId>| {
@@ -803,7 +798,7 @@ fn rank_break_probe_conflicting_bootstrap_ranks() {
 /// survivor win? (Seeds printed.)
 #[test]
 #[ignore]
-fn rank_break_probe_failover_order_under_load() {
+fn rank_orders_campaigns_failover_order_under_a_write_load_measured() {
     use tenure::sim::ReplicationModel;
     let mut wrong = Vec::new();
     let seeds = sweep_seeds(100);
@@ -841,7 +836,7 @@ fn rank_break_probe_failover_order_under_load() {
 /// while leaderless.
 #[test]
 #[ignore]
-fn rank_break_probe_stale_priority_zero_view() {
+fn rank_standings_a_node_with_a_stale_priority_zero_view_still_leads() {
     let config = |id: NodeId, voters: Vec<NodeId>| {
         timing(id, voters)
             .rng_seed(id * 7919)
@@ -876,18 +871,19 @@ fn rank_break_probe_stale_priority_zero_view() {
 
 /// The sweep with membership changes (3 voters, 2 spares; `Oldest` half
 /// the time): adds, removals, replacements, promotions, priorities, under
-/// the same faults. Same environment variables as [`rank_break_sweep`].
+/// the same faults. Same environment variables as [`rank_sweep_random_rank_settings_and_faults_keep_every_invariant`].
 #[test]
 #[ignore]
-fn rank_break_sweep_membership() {
+fn rank_sweep_with_membership_changes_keeps_every_invariant() {
     sweep_all(|seed| sweep_run_with(seed, true));
 }
 
-/// The loop of `rank_break_hand_back_to_a_node_that_cannot_win_repeats_forever`
-/// with the default hand-back period: how much time without a leader.
+/// The loop of `rank_hand_back_to_a_node_that_cannot_win_backs_off_geometrically`
+/// with the default hand-back period: how much time without a leader (a
+/// measurement, not a check).
 #[test]
 #[ignore]
-fn rank_break_probe_loop_cost_with_defaults() {
+fn rank_hand_back_loop_cost_with_default_settings_measured() {
     let config = |id: NodeId, voters: Vec<NodeId>| {
         let priorities: Vec<(NodeId, u32)> = voters.iter().map(|&v| (v, 6 - v as u32)).collect();
         timing(id, voters)
@@ -921,7 +917,7 @@ fn rank_break_probe_loop_cost_with_defaults() {
 /// leader: who ends up leading, and at what priority?
 #[test]
 #[ignore]
-fn rank_break_probe_timeout_now_then_priority_zero() {
+fn rank_hand_back_a_transfer_and_priority_zero_at_once_leave_the_target_not_leading() {
     for latency in [1u64, 3, 7] {
         let mut s: Sim = Sim::with_latency(3, ms(latency), prio(60_000));
         assert_eq!(s.run_until_leader(ms(3000)), Some(1));
@@ -951,16 +947,13 @@ fn rank_break_probe_timeout_now_then_priority_zero() {
 }
 
 /// Members configured with different ranks: a membership conflict, which
-/// is reported (`MembershipConflict`), but the cluster goes on electing
+/// is reported (`MembershipConflict`), while the cluster goes on electing
 /// leaders across it (same version, so neither side refuses the other).
-/// Nodes 1 and 2 rank 3 best (highest id), node 3 ranks 1 best
-/// (priority): every leader sees a better-ranked peer under its own
-/// ranks, and leadership bounces 3 -> 1 -> 3 -> 1 for good, one transfer
-/// (and lost lease) per hand-back period. The hand-back accepts a target
-/// whose acknowledged membership is "not older" than the leader's, which
-/// a conflicting membership at the same version is.
+/// Nodes 1 and 2 rank 3 best (highest id), node 3 ranks 1 best (priority):
+/// in 20 s no hand-back is followed by one back the other way.
+/// Guards against: leadership bouncing 3 → 1 → 3 → 1 for good, a hand-back accepting a target whose conflicting membership is "not older".
 #[test]
-fn rank_break_conflicting_bootstrap_ranks_bounce_leadership_forever() {
+fn rank_hand_back_never_bounces_between_conflicting_bootstrap_ranks() {
     let config = |id: NodeId, voters: Vec<NodeId>| {
         let c = timing(id, voters)
             .rng_seed(id * 7919)
@@ -997,7 +990,7 @@ fn rank_break_conflicting_bootstrap_ranks_bounce_leadership_forever() {
 /// get leadership back.
 #[test]
 #[ignore]
-fn rank_break_probe_oldest_after_replace_and_re_add() {
+fn rank_orders_campaigns_oldest_after_replacing_and_re_adding_the_oldest() {
     let mut cfg = SimConfig::new(3, 5);
     cfg.spares = 1;
     cfg.latency = (ms(1), ms(5));
@@ -1035,13 +1028,13 @@ fn rank_break_probe_oldest_after_replace_and_re_add() {
     assert_eq!(l, Some(2));
 }
 
-/// The sweep's seeds where a preferred node heard by several leaders but
-/// cut off from a majority kept getting leadership handed to it (each
-/// leader backed off on its own; seed 102790: 8 hand-backs in 25 s, six of
-/// them to node 1, from two leaders). Fixed by the target's own back-off:
-/// having lost a handed campaign, it answers "not ready" to every leader.
+/// Sweep seeds 13892, 15102, 101449 and 102790: a preferred node heard by
+/// several leaders but cut off from a majority. Having lost a handed
+/// campaign, the target answers "not ready" to every leader, so the run
+/// keeps every check of the rank sweep.
+/// Guards against: each leader backing off on its own, so that the target kept getting leadership handed to it (8 hand-backs in 25 s).
 #[test]
-fn rank_break_hand_back_loop_across_leaders_stays_bounded() {
+fn rank_hand_back_loop_across_leaders_stays_bounded() {
     for seed in [13892, 15102, 101449, 102790] {
         if let Some(failure) = sweep_run(seed) {
             panic!("seed {seed}: {failure}");
@@ -1049,15 +1042,15 @@ fn rank_break_hand_back_loop_across_leaders_stays_bounded() {
     }
 }
 
-/// A follower kept a membership newer than its leader's (a deposed
-/// leader's rank change, never stored, adopted from a late message after
-/// the leader was elected): nobody replaced it, so the follower ranked
-/// itself at priority 0 for good and the leader never handed back to the
-/// oldest member (membership sweep seed 202294). Fixed: a leader that sees
-/// a peer stamp newer than its own membership, of an earlier term, writes
-/// its membership again in its own term, which the peer then adopts.
+/// Seed 202294 of the rank sweep with membership changes: a follower kept
+/// a membership newer than its leader's (a deposed leader's rank change,
+/// never stored, adopted from a late message after the leader was
+/// elected). A leader that sees a peer stamp newer than its own
+/// membership, of an earlier term, writes its membership again in its own
+/// term, which the peer then adopts.
+/// Guards against: the follower ranking itself at priority 0 for good, and the leader never handing back to the oldest member.
 #[test]
-fn rank_break_follower_with_a_stale_newer_membership_is_brought_back() {
+fn membership_adopt_newer_a_follower_with_a_stale_newer_membership_is_brought_back() {
     if let Some(failure) = sweep_run_with(202294, true) {
         panic!("{failure}");
     }

@@ -98,7 +98,7 @@ fn leader_crash_failovers_are_measured_and_bounded() {
 /// The schedule crashes every node while the election after a leader crash
 /// is writing.
 #[test]
-fn a_driver_acking_before_durable_is_caught() {
+fn sim_checks_catch_a_driver_acking_before_durable() {
     use std::time::Duration;
     use tenure::sim::{Fault, Scenario};
     let ms = Duration::from_millis;
@@ -139,7 +139,7 @@ fn a_driver_acking_before_durable_is_caught() {
 
 /// A driver that restarts nodes from an empty state.
 #[test]
-fn a_driver_restarting_from_empty_state_is_caught() {
+fn sim_checks_catch_a_driver_restarting_from_empty_state() {
     let found = (0..200).find_map(|seed| {
         run_standard("leader_crash/off", seed, StorageMode::RestartFromEmpty).violation
     });
@@ -151,7 +151,7 @@ fn a_driver_restarting_from_empty_state_is_caught() {
 /// slow disk on another keep every invariant, and make failovers slower
 /// than the same seeds without the overrides.
 #[test]
-fn per_link_latency_and_per_node_disk_overrides_apply() {
+fn sim_per_link_latency_and_per_node_disk_overrides_apply() {
     use std::time::Duration;
     use tenure::sim::{Fault, LinkSpec, Scenario, SimConfig};
     let ms = Duration::from_millis;
@@ -234,7 +234,7 @@ fn assert_clean(names: &[&str], seeds: std::ops::Range<u64>) {
 /// Long-tail delays really deliver messages after timeouts and after their
 /// sender restarted, and `CrashRestart` brings a node back within its delay.
 #[test]
-fn long_tails_deliver_messages_of_an_earlier_incarnation() {
+fn sim_long_tails_deliver_messages_of_an_earlier_incarnation() {
     use tenure::sim::{Fault, Scenario, SimConfig};
     let mut cfg = SimConfig::new(3, seed_override().unwrap_or(5));
     cfg.long_tail = 0.2;
@@ -258,7 +258,7 @@ fn long_tails_deliver_messages_of_an_earlier_incarnation() {
 /// `Deaf` cuts a node's inbound links only: it keeps sending (pre-votes),
 /// and nothing reaches it.
 #[test]
-fn a_deaf_node_sends_and_hears_nothing() {
+fn sim_a_deaf_node_sends_and_hears_nothing() {
     use tenure::sim::{Fault, Scenario, SimConfig};
     let cfg = SimConfig::new(3, seed_override().unwrap_or(1));
     let scenario = Scenario::new("deaf", ms(3_000)).with(ms(0), Fault::Deaf(3));
@@ -275,7 +275,7 @@ fn a_deaf_node_sends_and_hears_nothing() {
 /// leader (fencing off, so it never steps down) whose voters crashed is
 /// not "known to a quorum" even though both observers follow it.
 #[test]
-fn observers_do_not_count_towards_a_quorum() {
+fn sim_observers_do_not_count_towards_a_quorum() {
     use tenure::sim::{Fault, Scenario, SimConfig};
     use tenure::{Config, Fencing};
     let mut cfg = SimConfig::new(3, seed_override().unwrap_or(2));
@@ -322,7 +322,7 @@ fn observers_do_not_count_towards_a_quorum() {
 /// quorum 4, two crashed voters leave no leader; with the default majority
 /// the same schedule elects one.
 #[test]
-fn a_configured_quorum_is_used_by_nodes_and_checks() {
+fn sim_a_configured_quorum_is_used_by_nodes_and_checks() {
     use tenure::sim::{Fault, Scenario, SimConfig};
     let run = |quorum| {
         let mut cfg = SimConfig::new(5, seed_override().unwrap_or(3));
@@ -345,7 +345,7 @@ fn a_configured_quorum_is_used_by_nodes_and_checks() {
 /// Manual, voter-only and observer nodes: nobody outside its mode
 /// campaigns (`mode_respected`), and leaders still appear in time.
 #[test]
-fn manual_voter_and_observer_modes_are_respected() {
+fn sim_manual_voter_and_observer_modes_are_respected() {
     assert_clean(
         &[
             "manual_voter_observer/off",
@@ -359,51 +359,51 @@ fn manual_voter_and_observer_modes_are_respected() {
 /// WAN latency (20-40 ms one way, round trips comparable to the election
 /// jitter), with healthy nodes: first elections and failovers in time.
 #[test]
-fn wan_latency_elects_in_time() {
+fn standard_scenarios_on_a_wan_elect_in_time() {
     assert_clean(&["wan_3/soft", "wan_5/soft", "wan_3/strict"], 0..100);
 }
 
 /// Configured quorum 4 of 5 under random faults.
 #[test]
-fn quorum_4_of_5_keeps_every_invariant() {
+fn standard_scenarios_with_quorum_4_of_5_keep_every_invariant() {
     assert_clean(&["quorum_4_of_5/soft", "quorum_4_of_5/strict"], 0..100);
 }
 
-/// Defect 1 (fails until the core ignores stale-term heartbeat answers): a
-/// heartbeat of an old term, delayed past a crash-restart, is answered
+/// A heartbeat of an old term, delayed past a crash-restart, is answered
 /// with the current term and the old round's sequence number; the
-/// restarted leader must not count that as an acknowledgement of its new
-/// round, or it holds a lease no quorum promised.
+/// restarted leader does not count that as an acknowledgement of its new
+/// round, so it holds no lease a quorum did not promise.
+/// Guards against: a stale-term heartbeat answer backing the restarted leader's lease.
 #[test]
-fn late_heartbeats_of_an_earlier_incarnation_grant_no_lease() {
+fn acks_name_their_round_late_heartbeats_of_an_earlier_incarnation_grant_no_lease() {
     assert_clean(
         &["long_tail_restarts/strict", "long_tail_restarts_5/strict"],
         0..300,
     );
 }
 
-/// Defect 2 (fails until the core is fixed): a deaf node (it sends, hears
-/// nothing) with the lowest id must not stall the first election on a
-/// 20-40 ms network; every id is deaf in turn (`1 + seed % n`).
+/// A deaf node (it sends, hears nothing) does not stall the first election
+/// on a 20–40 ms network; every id is deaf in turn (`1 + seed % n`).
+/// Guards against: a deaf lowest-id node whose pre-votes keep the others from ever electing.
 #[test]
-fn a_deaf_node_does_not_stall_the_first_election() {
+fn pre_vote_defers_once_a_deaf_node_does_not_stall_the_first_election() {
     assert_clean(&["deaf_3/soft", "deaf_5/soft", "deaf_7/strict"], 0..42);
 }
 
-/// Defect 3 (fails until the core is fixed): nodes with different death
-/// timeouts; a leader's strict lease must end before a voter with a
-/// shorter death timeout helps elect a successor.
+/// Nodes with different death timeouts: a leader's strict lease ends
+/// before a voter with a shorter death timeout helps elect a successor.
+/// Guards against: a lease that assumes every voter keeps the leader's own promise length.
 #[test]
-fn mixed_death_timeouts_keep_the_strict_lease() {
+fn strict_lease_holds_with_mixed_death_timeouts() {
     assert_clean(&["mixed_timing/strict", "mixed_timing_5/strict"], 0..200);
 }
 
-/// Issue 8, defect 1, with the fix reverted in the peers: followers whose
-/// answer to a stale heartbeat counts as an acknowledgement (what tenure did
-/// before) let a restarted leader hold a strict lease it was never promised.
-/// The long-tail scenario must catch it; honest peers must not.
+/// Peers whose answer to a stale heartbeat counts as an acknowledgement
+/// (`PeerMode::AckStaleHeartbeats`) let a restarted leader hold a strict
+/// lease it was never promised: the long-tail scenario catches it, and
+/// honest peers are clean.
 #[test]
-fn peers_acking_stale_heartbeats_are_caught() {
+fn sim_checks_catch_peers_acking_stale_heartbeats() {
     use tenure::sim::PeerMode;
     let run = |seed: u64, peers: PeerMode| {
         let std = standard_scenarios()
@@ -465,7 +465,7 @@ fn log_up_to_date_in_a_simulated_cluster_with_positions() {
 /// The step-by-step API: a synchronous disk, local clocks at real time,
 /// `run_until` with the checks after every event, and the history.
 #[test]
-fn step_by_step_with_a_synchronous_disk() {
+fn sim_step_by_step_with_a_synchronous_disk_checks_every_event() {
     use std::rc::Rc;
     use std::time::Duration;
     use tenure::sim::{Fault, SimConfig};
