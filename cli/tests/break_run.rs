@@ -2,34 +2,34 @@
 //! nodes' gated commands run at overlapping times under strict fencing,
 //! tokens only go up, no command outlives its node". Each of these failed
 //! before its fix:
-//! - `a_paused_watchdog_neither_blocks_the_node_nor_outlives_the_lease`: a
+//! - `run_a_paused_watchdog_neither_blocks_the_node_nor_outlives_the_lease`: a
 //!   paused watchdog's full stdin pipe blocked the node's main loop, so
 //!   its own kill deadline never fired (now: only the latest order, written
 //!   off the main loop, and only on a change of a millisecond or more);
-//! - `a_second_sigterm_during_a_graceful_stop_kills_the_command_before_handing_over`:
+//! - `run_a_second_sigterm_during_a_graceful_stop_kills_the_command_before_handing_over`:
 //!   a second signal ended the wait and the node handed over while the
 //!   command was in its grace (now: it kills the command, and hands over
 //!   only once it is gone);
-//! - `a_descendant_in_another_process_group_dies_with_its_node`: `setsid`
+//! - `run_a_descendant_in_another_process_group_dies_with_its_node`: `setsid`
 //!   or job control escaped the group signal (now: the watchdog is the
 //!   subreaper and signals every descendant);
-//! - rough edges: `the_watchdog_sleeps_after_its_node_is_killed` (it spun
-//!   on a closed channel), `a_transfer_the_command_holds_up_is_dropped_not_issued_late`,
-//!   `a_watchdog_deadline_stop_is_reported_as_such`,
-//!   `an_unwritable_lease_file_is_refused_at_start`.
+//! - rough edges: `run_the_watchdog_sleeps_after_its_node_is_killed` (it spun
+//!   on a closed channel), `run_a_transfer_the_command_holds_up_is_dropped_not_issued_late`,
+//!   `run_a_watchdog_deadline_stop_is_reported_as_such`,
+//!   `run_an_unwritable_lease_file_is_refused_at_start`.
 //!
 //! Containment beyond the watchdog (each needs a delegated cgroup v2 and
-//! says so when it skips): `run_watchdog_killed_leaves_no_descendant`
+//! says so when it skips): `run_a_killed_watchdog_leaves_no_descendant`
 //! (a `setsid` descendant of a command whose watchdog was killed) and
 //! `run_restart_kills_what_a_crashed_run_left` (the node and its watchdog
 //! killed together).
 //!
-//! Probes that found nothing, kept as checks: `a_deaf_leader`,
-//! `a_mute_leader`, `partitions_healing_around_the_lease_end`,
-//! `fast_transfers_and_a_sigterm_during_one`,
-//! `lease_deadlines_never_outlive_the_lease`, and the controls.
+//! Probes that found nothing, kept as checks: `run_a_deaf_leaders_command_stops_and_another_runs`,
+//! `run_a_mute_leaders_command_stops_and_another_runs`, `run_partitions_healing_around_the_lease_end_never_overlap_commands`,
+//! `run_fast_transfers_and_a_sigterm_during_one_never_overlap_commands`,
+//! `run_lease_deadlines_never_outlive_the_lease`, and the controls.
 //!
-//! `paused_node_and_watchdog_let_the_command_outlive_the_lease` is ignored:
+//! `run_a_paused_node_and_watchdog_let_the_command_outlive_the_lease` is ignored:
 //! pausing both the node and its watchdog (two faults, in two process
 //! groups) is beyond what a lease can cover, like the command itself being
 //! paused; fencing tokens at the store cover it (README).
@@ -59,11 +59,11 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 
 /// SIGSTOP of the leader's watchdog alone, long enough (30 s) to fill its
 /// stdin pipe if the node wrote an order every tick; then the leader is cut
-/// off. The node must still kill the command itself before its lease ends:
-/// no write of the old command after its successor's first. (Failed when
-/// the node wrote ~100 orders a second and blocked on the full pipe.)
+/// off. The node still kills the command itself before its lease ends: no
+/// write of the old command after its successor's first.
+/// Guards against: a node writing ~100 orders a second and blocking on the full pipe, so that its own kill deadline never fires.
 #[test]
-fn a_paused_watchdog_neither_blocks_the_node_nor_outlives_the_lease() {
+fn run_a_paused_watchdog_neither_blocks_the_node_nor_outlives_the_lease() {
     let _serial = serial();
     paused_watchdog(30);
 }
@@ -71,13 +71,13 @@ fn a_paused_watchdog_neither_blocks_the_node_nor_outlives_the_lease() {
 /// Control for the above: the same with the watchdog paused 5 s (the pipe
 /// is not full yet): the node kills the command itself, no overlap.
 #[test]
-fn paused_watchdog_control_5s() {
+fn run_a_watchdog_paused_5s_lets_the_node_stop_the_command_itself() {
     let _serial = serial();
     paused_watchdog(5);
 }
 
 fn paused_watchdog(secs: u64) {
-    let (d, relay, configs) = cluster("brk-paused-watchdog", "");
+    let (d, relay, configs) = cluster("run-paused-watchdog", "");
     let file = d.join("writes.log");
     let command = writer(&d, &file);
     let mut reaper = Reaper::new(&d);
@@ -125,9 +125,9 @@ fn paused_watchdog(secs: u64) {
 /// stops the command. Ignored: a documented limit (module docs).
 #[test]
 #[ignore = "a documented limit: pausing the node and its watchdog together (module docs)"]
-fn paused_node_and_watchdog_let_the_command_outlive_the_lease() {
+fn run_a_paused_node_and_watchdog_let_the_command_outlive_the_lease() {
     let _serial = serial();
-    let (d, _relay, configs) = cluster("brk-paused-both", "");
+    let (d, _relay, configs) = cluster("run-paused-both", "");
     let file = d.join("writes.log");
     let command = writer(&d, &file);
     let mut reaper = Reaper::new(&d);
@@ -149,13 +149,13 @@ fn paused_node_and_watchdog_let_the_command_outlive_the_lease() {
 
 /// A command whose helper leaves its process group (`set -m`: job control
 /// gives each background job a group of its own; `setsid` alike): the
-/// helper must die with the command when the node is killed. (Failed when
-/// only the command's group was signalled; the watchdog is now the
-/// subreaper and signals every descendant.)
+/// helper dies with the command when the node is killed (the watchdog is
+/// the subreaper and signals every descendant).
+/// Guards against: only the command's group being signalled.
 #[test]
-fn a_descendant_in_another_process_group_dies_with_its_node() {
+fn run_a_descendant_in_another_process_group_dies_with_its_node() {
     let _serial = serial();
-    let (d, _relay, configs) = cluster("brk-setsid", "");
+    let (d, _relay, configs) = cluster("run-setsid", "");
     let file = d.join("writes.log");
     // bash with job control: the background loop gets its own group; its
     // pgid is recorded so the test can clean it up.
@@ -194,9 +194,9 @@ fn a_descendant_in_another_process_group_dies_with_its_node() {
 /// Control: the same with a plain background child (same group): it must
 /// die with its node.
 #[test]
-fn a_background_child_in_the_same_group_dies_with_its_node() {
+fn run_a_background_child_in_the_same_group_dies_with_its_node() {
     let _serial = serial();
-    let (d, _relay, configs) = cluster("brk-bgchild", "");
+    let (d, _relay, configs) = cluster("run-bgchild", "");
     let file = d.join("writes.log");
     let inner = writer(&d, &file);
     let command = format!("( {inner} ) & ( sleep 1000 ) & wait");
@@ -221,13 +221,13 @@ fn a_background_child_in_the_same_group_dies_with_its_node() {
 /// leader's command tree may run. Needs a delegated cgroup v2 (skipped,
 /// saying why, without one).
 #[test]
-fn run_watchdog_killed_leaves_no_descendant() {
+fn run_a_killed_watchdog_leaves_no_descendant() {
     let _serial = serial();
     if let Err(why) = cgroup2_delegated() {
         eprintln!("skipped: no delegated cgroup v2 for `tenure run` to use: {why}");
         return;
     }
-    let (d, file, configs) = manual_cluster("brk-watchdog-killed");
+    let (d, file, configs) = manual_cluster("run-watchdog-killed");
     // The escaped descendant records its pid (`exec` keeps it) in
     // `pid.<node>`, which the reaper also kills.
     let command = format!(
@@ -286,7 +286,7 @@ fn run_restart_kills_what_a_crashed_run_left() {
         eprintln!("skipped: no delegated cgroup v2 for `tenure run` to use: {why}");
         return;
     }
-    let d = dir("brk-crash-leftover");
+    let d = dir("run-crash-leftover");
     let config = write_config_with(&d, 1, 9, &[(1, port())], "fencing = \"strict\"\n");
     let command = format!(
         "read -r _ _ _ _ g _ < /proc/self/stat; echo $g >> {d}/pgid.1; \
@@ -349,7 +349,7 @@ fn runs_sleep(pid: u32) -> bool {
 /// hearing heartbeats. Checks exclusivity and that a command runs again
 /// within 5 s (liveness).
 #[test]
-fn a_deaf_leader() {
+fn run_a_deaf_leaders_command_stops_and_another_runs() {
     let _serial = serial();
     one_way_partition("deaf");
 }
@@ -357,13 +357,13 @@ fn a_deaf_leader() {
 /// Asymmetric partition the other way: the leader hears everyone but
 /// nothing it sends arrives. Exclusivity and liveness.
 #[test]
-fn a_mute_leader() {
+fn run_a_mute_leaders_command_stops_and_another_runs() {
     let _serial = serial();
     one_way_partition("mute");
 }
 
 fn one_way_partition(how: &str) {
-    let (d, relay, configs) = cluster(&format!("brk-{how}"), "");
+    let (d, relay, configs) = cluster(&format!("run-{how}"), "");
     let file = d.join("writes.log");
     let command = writer(&d, &file);
     let reaper = Reaper::new(&d);
@@ -392,9 +392,9 @@ fn one_way_partition(how: &str) {
 /// Partitions that heal around the lease's end, many times: the leader is
 /// cut for a duration swept across [200, 420] ms, then healed.
 #[test]
-fn partitions_healing_around_the_lease_end() {
+fn run_partitions_healing_around_the_lease_end_never_overlap_commands() {
     let _serial = serial();
-    let (d, relay, configs) = cluster("brk-heal", "");
+    let (d, relay, configs) = cluster("run-heal", "");
     let file = d.join("writes.log");
     let command = writer(&d, &file);
     let reaper = Reaper::new(&d);
@@ -427,9 +427,9 @@ fn partitions_healing_around_the_lease_end() {
 /// soon as the previous `ctl transfer` returns, and some issued to both
 /// nodes at once; plus a SIGTERM to the leader in the middle of one.
 #[test]
-fn fast_transfers_and_a_sigterm_during_one() {
+fn run_fast_transfers_and_a_sigterm_during_one_never_overlap_commands() {
     let _serial = serial();
-    let (d, file, configs) = manual_cluster("brk-transfers");
+    let (d, file, configs) = manual_cluster("run-transfers");
     let command = writer(&d, &file);
     let reaper = Reaper::new(&d);
     let mut procs: Vec<Proc> = start_manual(&d, &configs, &command);
@@ -498,9 +498,9 @@ fn fast_transfers_and_a_sigterm_during_one() {
 /// moment: nothing may claim validity past the moment the node says the
 /// lease is gone). Single node, then cut the leader of a 3-node cluster.
 #[test]
-fn lease_deadlines_never_outlive_the_lease() {
+fn run_lease_deadlines_never_outlive_the_lease() {
     let _serial = serial();
-    let (d, relay, configs) = cluster("brk-deadlines", "");
+    let (d, relay, configs) = cluster("run-deadlines", "");
     let file = d.join("writes.log");
     // Each start records its env deadline, and a sampler copies the lease
     // file every 5 ms with the wall time of the copy.
@@ -567,18 +567,18 @@ fn lease_deadlines_never_outlive_the_lease() {
 }
 
 /// A second SIGTERM (or Ctrl-C twice) during a graceful stop, while the
-/// command cleans up inside its grace: no successor may start before the
-/// command is gone. (Failed when the second signal ended the wait and the
-/// node demoted at once.)
+/// command cleans up inside its grace: no successor starts before the
+/// command is gone.
+/// Guards against: the second signal ending the wait, so that the node demotes at once.
 #[test]
-fn a_second_sigterm_during_a_graceful_stop_kills_the_command_before_handing_over() {
+fn run_a_second_sigterm_during_a_graceful_stop_kills_the_command_before_handing_over() {
     let _serial = serial();
     graceful_stop(true);
 }
 
 /// Control for the above: one SIGTERM, the same command: no overlap.
 #[test]
-fn one_sigterm_graceful_stop_control() {
+fn run_one_sigterm_stops_gracefully_without_overlap() {
     let _serial = serial();
     graceful_stop(false);
 }
@@ -586,9 +586,9 @@ fn one_sigterm_graceful_stop_control() {
 fn graceful_stop(second: bool) {
     let (d, _relay, configs) = cluster(
         if second {
-            "brk-double-term"
+            "run-double-term"
         } else {
-            "brk-one-term"
+            "run-one-term"
         },
         "",
     );
@@ -632,12 +632,12 @@ fn cpu_ticks(pid: u32) -> u64 {
 }
 
 /// Once its node's pipe closes, the watchdog waits for the command without
-/// burning CPU. (It spun on the disconnected channel, a whole core until
-/// the command exited.)
+/// burning CPU.
+/// Guards against: spinning on the disconnected channel, a whole core until the command exits.
 #[test]
-fn the_watchdog_sleeps_after_its_node_is_killed() {
+fn run_the_watchdog_sleeps_after_its_node_is_killed() {
     let _serial = serial();
-    let d = dir("brk-spin");
+    let d = dir("run-spin");
     let config = write_config_with(&d, 1, 4, &[(1, port())], "fencing = \"soft\"\n");
     let command = format!(
         "read -r _ _ _ _ g _ < /proc/self/stat; echo $g >> {}/pgid.1; trap '' TERM; while :; do sleep 0.1; done",
@@ -675,9 +675,9 @@ fn the_watchdog_sleeps_after_its_node_is_killed() {
 /// command go: it is dropped after the grace and a second, not carried out
 /// whenever the watchdog resumes, long after ctl reported no outcome.
 #[test]
-fn a_transfer_the_command_holds_up_is_dropped_not_issued_late() {
+fn run_a_transfer_the_command_holds_up_is_dropped_not_issued_late() {
     let _serial = serial();
-    let d = dir("brk-late-transfer");
+    let d = dir("run-late-transfer");
     let file = d.join("writes.log");
     let ports: Vec<(u64, u16)> = (1..=3).map(|id| (id, port())).collect();
     let configs: Vec<_> = (1..=3)
@@ -727,11 +727,12 @@ fn a_transfer_the_command_holds_up_is_dropped_not_issued_late() {
 /// under the death timeout: it keeps leading and its lease): the `exited`
 /// line names a stopper (`stopped_by: "lease_deadline"`), so the command
 /// starts again as soon as the node holds the lease, not after the restart
-/// delay. (It was reported as an exit of the command's own.)
+/// delay.
+/// Guards against: such a stop reported as an exit of the command's own.
 #[test]
-fn a_watchdog_deadline_stop_is_reported_as_such() {
+fn run_a_watchdog_deadline_stop_is_reported_as_such() {
     let _serial = serial();
-    let (d, _relay, configs) = cluster("brk-deadline-report", "");
+    let (d, _relay, configs) = cluster("run-deadline-report", "");
     let file = d.join("writes.log");
     let command = writer(&d, &file);
     let reaper = Reaper::new(&d);
@@ -763,11 +764,12 @@ fn a_watchdog_deadline_stop_is_reported_as_such() {
 }
 
 /// An unwritable `--lease-file` is refused at start (exit 2, naming the
-/// path). (It was accepted, with a warning every 50 ms while leading.)
+/// path).
+/// Guards against: accepting it, with a warning every 50 ms while leading.
 #[test]
-fn an_unwritable_lease_file_is_refused_at_start() {
+fn run_an_unwritable_lease_file_is_refused_at_start() {
     let _serial = serial();
-    let d = dir("brk-lease-file");
+    let d = dir("run-lease-file");
     let config = write_config_with(&d, 1, 6, &[(1, port())], "fencing = \"strict\"\n");
     let mut node = start_run(
         &config,

@@ -273,12 +273,12 @@ impl Watched {
     }
 }
 
-/// Issue 8, defect 9: a node stopped with SIGSTOP for longer than the death
-/// timeout and resumed with SIGCONT used to exit at once with `socket:
-/// Interrupted system call (os error 4)` (the receive with a timeout fails
-/// with EINTR after a stop). Paused, the leader is replaced; resumed, it must
-/// keep running and follow the new leader. A paused follower must likewise
-/// keep running and follow the leader again.
+/// A node stopped with SIGSTOP for longer than the death timeout and
+/// resumed with SIGCONT keeps running: paused, the leader is replaced;
+/// resumed, it follows the new leader. A paused follower likewise keeps
+/// running and follows the leader again.
+///
+/// Guards against: exiting at once with `socket: Interrupted system call (os error 4)` (a receive with a timeout fails with EINTR after a stop).
 #[test]
 fn paused_leader_and_follower_survive_sigstop_longer_than_death_timeout() {
     // The death timeout of `write_config`; each pause lasts three of them.
@@ -361,8 +361,8 @@ fn paused_leader_and_follower_survive_sigstop_longer_than_death_timeout() {
     std::fs::remove_dir_all(d).unwrap();
 }
 
-/// Issue 11: `mode = "manual"` could never elect anyone, because nothing
-/// could send a Promote. Through the admin socket (`tenure ctl`), an
+/// A `mode = "manual"` cluster is operated through the admin socket
+/// (`tenure ctl`), the only way to send it a Promote: an
 /// operator reads a node's status, promotes it, transfers leadership,
 /// follows another node's events and demotes the new leader; commands
 /// for a non-leader are refused with the leader's id; the socket is the
@@ -498,10 +498,11 @@ fn next_leader(procs: &[Proc], except: Option<usize>, limit: Duration) -> Option
     None
 }
 
-/// Issue 11: SIGTERM used to kill a leader without resigning, so a planned
-/// restart cost a whole death timeout. Now the leader resigns, waits until
-/// it hears its successor and exits 0: another node leads well within the
-/// death timeout (300 ms here) of the signal. Prints the measured handover.
+/// On SIGTERM the leader resigns, waits until it hears its successor and
+/// exits 0: another node leads well within the death timeout (300 ms here)
+/// of the signal. Prints the measured handover.
+///
+/// Guards against: SIGTERM killing a leader without resigning, so that a planned restart costs a whole death timeout.
 #[cfg(unix)]
 #[test]
 fn sigterm_on_the_leader_hands_over_before_the_death_timeout() {
@@ -552,7 +553,7 @@ fn sigterm_on_the_leader_hands_over_before_the_death_timeout() {
     let _ = std::fs::remove_dir_all(d);
 }
 
-/// Issue 11: `tenure node --log debug` writes the engine's decision log to
+/// `tenure node --log debug` writes the engine's decision log to
 /// stderr, each decision naming its node and rule; without `--log`,
 /// stderr stays empty.
 #[test]
@@ -603,7 +604,7 @@ fn tenure(args: &[&str], config: &Path) -> (i32, String, String) {
     )
 }
 
-/// Issue 11's recovery procedure from the command line: a node whose
+/// The recovery procedure from the command line: a node whose
 /// state file is corrupt refuses to start; `tenure recover` (while it is
 /// stopped, with the other nodes' highest durable term) keeps the damaged
 /// file, writes that term with a self-vote, and the node starts from it.
@@ -679,7 +680,7 @@ impl Drop for Group {
 }
 
 /// `tenure demo` stopped by SIGTERM (or SIGHUP) kills its node processes,
-/// removes its temporary directory and exits non-zero (issue 11).
+/// removes its temporary directory and exits non-zero.
 #[test]
 fn a_demo_stopped_by_sigterm_kills_its_nodes_and_removes_its_directory() {
     demo_stopped_by("TERM", Some(143));
@@ -784,17 +785,17 @@ fn demo_stopped_by(signal: &str, code: Option<i32>) {
     drop(group);
 }
 
-/// Findings of the adversarial review of issue 11's operations, each a
-/// check that failed before its fix: `--control-socket` never replaces a
-/// regular file (it could be the state file); `tenure recover` refuses an
-/// implausible term and, for a node that is a quorum by itself, insists on
-/// the fencing-token term; `tenure ctl` reports a node that closes without
-/// answering (exit 3, not 0); event followers that left free their
-/// connection slots in a quiet cluster; a single voter stops at once.
+/// Operating a node refuses what is unsafe and reports what failed:
+/// `--control-socket` never replaces a regular file (it could be the
+/// state file); `tenure recover` refuses an implausible term and, for a
+/// node that is a quorum by itself, insists on the fencing-token term;
+/// `tenure ctl` reports a node that closes without answering (exit 3,
+/// not 0); event followers that left free their connection slots in a
+/// quiet cluster; a single voter stops at once on SIGTERM.
 #[cfg(unix)]
 #[test]
-fn operations_review_findings_stay_fixed() {
-    let d = dir("review11");
+fn operations_refuse_what_is_unsafe_and_report_what_failed() {
+    let d = dir("operations");
     let ports = [(1, port())];
     let config = write_config(&d, 1, 21, &ports);
 
@@ -889,11 +890,12 @@ fn operations_review_findings_stay_fixed() {
     let _ = std::fs::remove_dir_all(d);
 }
 
-/// From the new-user review of issue 11: a node whose state file went
-/// missing after it ran used to start as a fresh node (term 0, voting at
-/// once); it now refuses, pointing to `tenure recover`, and `tenure state`
-/// says the state was lost. And `tenure ctl` against a paused node used to
-/// hang forever; it now gives up after its wait (exit 3).
+/// A node whose state file went missing after it ran refuses to start,
+/// pointing to `tenure recover`, and `tenure state` says the state was
+/// lost; `tenure ctl` against a paused node gives up after its wait
+/// (exit 3).
+///
+/// Guards against: such a node starting as a fresh one (term 0, voting at once), and `tenure ctl` hanging for ever.
 #[cfg(unix)]
 #[test]
 fn a_lost_state_file_is_refused_and_ctl_never_hangs() {
@@ -937,8 +939,7 @@ fn a_lost_state_file_is_refused_and_ctl_never_hangs() {
     let _ = std::fs::remove_dir_all(d);
 }
 
-/// Issue 11: dropped datagrams were counted but never shown. A flood of
-/// garbage makes a `dropped` line at once and then at most one per
+/// Dropped datagrams are shown: a flood of garbage makes a `dropped` line at once and then at most one per
 /// `--drops-every-ms`, and the totals add up to what was sent.
 #[test]
 fn dropped_datagrams_are_reported_at_a_bounded_rate() {
@@ -980,7 +981,7 @@ fn dropped_datagrams_are_reported_at_a_bounded_rate() {
     assert_eq!(added, sent);
 }
 
-/// Issue 11: `metrics_listen` serves Prometheus text at `/metrics` (every
+/// `metrics_listen` serves Prometheus text at `/metrics` (every
 /// line a comment or a well-formed sample; the values agree with the
 /// node) and the status JSON at `/status`; a taken address is refused at
 /// start, naming it.
@@ -1057,7 +1058,7 @@ fn metrics_are_served_as_prometheus_text_and_json() {
         samples["tenure_dropped_datagrams_total{node=\"1\",reason=\"malformed\"}"],
         0.0
     );
-    // Ranks (issue 14): the policy, and each member's priority.
+    // Ranks: the policy, and each member's priority.
     assert_eq!(
         samples["tenure_rank_policy{node=\"1\",policy=\"unranked\"}"],
         1.0

@@ -71,14 +71,14 @@ fn set_keys(config: &Path, keys: &str) {
 // Problems (these fail on 5c879d6)
 // ---------------------------------------------------------------------
 
-/// PROBLEM: `tenure ctl reload-keys` with a `next_key_file` holding a
-/// non-ASCII character kills the running node (a panic in
-/// `auth::parse_hex` on its main thread), where the README promises that a
-/// bad key file "is refused, and the keys in use stay".
+/// `tenure ctl reload-keys` with a `next_key_file` holding a non-ASCII
+/// character is refused, and the node keeps running (README: a bad key
+/// file "is refused, and the keys in use stay").
+/// Guards against: a panic in `auth::parse_hex` on the node's main thread, killing the running node.
 #[test]
 fn reload_keys_with_a_non_ascii_key_file_is_refused_and_the_node_keeps_running() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let (d, config, mut p) = single_keyed("brk-reload-utf8");
+    let (d, config, mut p) = single_keyed("sec-reload-utf8");
     within_5s("the node leads", || {
         let (code, a, _) = ctl(&config, &["status"]);
         code == 0 && a[0]["role"] == "leader"
@@ -105,14 +105,13 @@ fn reload_keys_with_a_non_ascii_key_file_is_refused_and_the_node_keeps_running()
     assert_ne!(code, 0, "a bad key file was accepted: {answers:?}");
 }
 
-/// PROBLEM: the same file as `key_file` at start: the node panics (exit
-/// 101, "byte index ... is not a char boundary") instead of refusing to
-/// start with exit 2 and a message naming the file, as for every other bad
-/// key file.
+/// The same file as `key_file` at start: the node refuses to start with
+/// exit 2 and a message naming the file, as for every other bad key file.
+/// Guards against: a panic at start (exit 101, "byte index ... is not a char boundary").
 #[test]
 fn a_non_ascii_key_file_at_start_is_refused_with_exit_2_naming_it() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let d = dir("brk-start-utf8");
+    let d = dir("sec-start-utf8");
     let bad = d.join("cluster.key");
     std::fs::write(&bad, format!("€0{}\n", "ab".repeat(32))).unwrap();
     private(&bad);
@@ -127,17 +126,16 @@ fn a_non_ascii_key_file_at_start_is_refused_with_exit_2_naming_it() {
     assert!(err.iter().any(|l| l.contains("cluster.key")), "{err:?}");
 }
 
-/// PROBLEM (liveness): a follower whose previous start took an incarnation
-/// ahead of the clock (its clock was ahead then: an RTC kept in local
-/// time before NTP stepped it, say; here the file holds now + 1 h) loses
-/// `tenure.incarnation` (a lost data directory) and restarts with the
-/// clock's value, which is smaller. The leader and the other follower
-/// refuse every frame of it as `replayed`, for as long as they run: it
-/// never rejoins, although nothing about it is wrong.
+/// A follower whose previous start took an incarnation ahead of the clock
+/// (its clock was ahead then: an RTC kept in local time before NTP stepped
+/// it, say; here the file holds now + 1 h) loses `tenure.incarnation` (a
+/// lost data directory) and restarts with the clock's value, which is
+/// smaller: it rejoins.
+/// Guards against: the leader and the other follower refusing every frame of it as `replayed` for as long as they run.
 #[test]
 fn a_follower_whose_incarnation_went_back_rejoins() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let mut c = Secure::new("brk-incback", true);
+    let mut c = Secure::new("sec-incback", true);
     let ahead = now_ms() + 3_600_000;
     for id in 1..=3 {
         std::fs::create_dir_all(c.data(id)).unwrap();
@@ -173,9 +171,9 @@ fn a_follower_whose_incarnation_went_back_rejoins() {
 /// with CRLF line ends and spaces between the digits is accepted. The node
 /// keeps running and leading throughout.
 #[test]
-fn held_up_reload_keys_with_odd_files() {
+fn reload_keys_refuses_odd_files_and_accepts_odd_formatting() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let (d, config, mut p) = single_keyed("brk-reload-odd");
+    let (d, config, mut p) = single_keyed("sec-reload-odd");
     std::fs::create_dir(d.join("adir")).unwrap();
     {
         use std::os::unix::fs::PermissionsExt;
@@ -220,11 +218,11 @@ fn held_up_reload_keys_with_odd_files() {
 /// (beyond noise). Afterwards every frame captured during the first epoch
 /// is delivered again to its receiver: nothing moves.
 #[test]
-fn held_up_restarts_rejoin_as_fast_with_keys_as_without() {
+fn restarts_rejoin_as_fast_with_keys_as_without() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let mut times: BTreeMap<bool, Vec<Duration>> = BTreeMap::new();
     for key in [false, true] {
-        let mut c = Secure::new(if key { "brk-rs-key" } else { "brk-rs-plain" }, key);
+        let mut c = Secure::new(if key { "sec-rs-key" } else { "sec-rs-plain" }, key);
         for id in 1..=3 {
             c.start(id);
         }
@@ -308,9 +306,9 @@ fn held_up_restarts_rejoin_as_fast_with_keys_as_without() {
 /// a follower at the leader, at most 150 000 datagrams in at most 3 s:
 /// the leader keeps its term and lease.
 #[test]
-fn held_up_a_flood_of_replayed_genuine_frames() {
+fn a_flood_of_replayed_genuine_frames_keeps_the_leaders_term_and_lease() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let mut c = Secure::new("brk-replayflood", true);
+    let mut c = Secure::new("sec-replayflood", true);
     for id in 1..=3 {
         c.start(id);
     }
@@ -375,15 +373,13 @@ fn recover(config: &Path, term: u64) -> (bool, String) {
 /// The end of the term space, end to end: two nodes whose (fresh) states
 /// were raised past 2^32 with `tenure recover` elect; the third, at term
 /// 7, is more than 2^32 behind: it cannot rejoin on its own and does not
-/// disturb the leader (rule `term_jump_bounded`, as the README says). The
-/// README's remedy works only with a step it does not name: `tenure
-/// recover` refuses the intact state file (see
-/// `recover_raises_a_node_far_behind_its_cluster_as_the_readme_says`);
-/// moved aside first, the node is raised and rejoins.
+/// disturb the leader (rule `term_jump_bounded`). `tenure recover` refuses
+/// its intact state file; moved aside first, the node is raised and
+/// rejoins.
 #[test]
-fn held_up_a_node_2_pow_32_behind_stays_out_harmlessly_and_rejoins_once_raised() {
+fn a_node_2_pow_32_behind_stays_out_harmlessly_and_rejoins_once_raised() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let mut c = Secure::new("brk-behind", true);
+    let mut c = Secure::new("sec-behind", true);
     let high = (1u64 << 32) + 100;
     for id in 1..=2 {
         let (ok, out) = recover(&c.configs[&id], high);
@@ -438,9 +434,9 @@ fn held_up_a_node_2_pow_32_behind_stays_out_harmlessly_and_rejoins_once_raised()
 /// as `unknown_key` at it; its term does not climb (pre-vote), so nothing
 /// worse happens when the key is later added to it.
 #[test]
-fn held_up_a_node_without_the_key_is_isolated_and_harmless() {
+fn a_node_without_the_key_is_isolated_and_harmless() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let mut c = Secure::new("brk-mixed", true);
+    let mut c = Secure::new("sec-mixed", true);
     let text = std::fs::read_to_string(&c.configs[&3]).unwrap();
     std::fs::write(
         &c.configs[&3],

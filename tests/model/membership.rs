@@ -100,9 +100,9 @@
 //! `M` (or a newer one) durably while at term `T` or below (the node's
 //! current term: a vote it decided but has not stored yet counts), and
 //! then every leader of a term after `T` uses `M` or a newer one. Stated
-//! in time ("once `M` is stored, every later leader"), as the module docs
-//! word it, it does not hold (ignored test
-//! `model_check_membership_completeness_as_worded_in_the_docs`).
+//! in time ("once `M` is stored, every later leader"), it does not hold:
+//! `model_check_membership_completeness_holds_by_term_not_in_time` finds
+//! a run that breaks it.
 //!
 //! The checks can fail: broken drivers (one that forgets the stored
 //! membership on restart, one that acknowledges a membership write before
@@ -110,14 +110,15 @@
 //! receiver's membership) are each caught, and the forgetful one also
 //! breaks one leader per term: two nodes restarted at the bootstrap
 //! voters elect a leader of `{1, 2, 3}` in the term in which the real
-//! voters `{1, 3, 4}` elect theirs. Known core bug 8 (a vote
-//! granted while a newer membership is being written) is kept as the
-//! ignored test `model_check_membership_no_vote_against_a_membership_being_written`,
-//! and known core bug 1 (a leader builds on an inherited membership that
-//! only holders of a newer membership of another branch "store") as
-//! `model_check_membership_leader_moves_on_only_from_a_stored_membership`;
-//! the exhaustive searches check the lineage property, the default random
-//! walks do not (until bug 1 is fixed).
+//! voters `{1, 3, 4}` elect theirs. Two searches check the core's
+//! membership votes and changes beyond that:
+//! `model_check_membership_no_vote_against_a_membership_being_written`
+//! (no vote for a candidate older than the membership the voter is
+//! writing) and
+//! `model_check_membership_leader_moves_on_only_from_a_stored_membership`
+//! (no change built on an inherited membership that only holders of a
+//! newer membership of another branch "store"); the exhaustive searches
+//! and the random walks check the lineage property too.
 //!
 //! # Not modelled
 //!
@@ -275,7 +276,8 @@ struct Variant {
     /// on uses it or a newer one.
     time_ordered_completeness: bool,
     /// A voter refuses a candidate whose membership is older than the
-    /// one it is writing, too (the property of known core bug 8).
+    /// one it is writing, too (checked by
+    /// `model_check_membership_no_vote_against_a_membership_being_written`).
     strict_votes: bool,
     /// Check that a leader builds a membership only on one that a
     /// majority of each voter set holds, itself or a membership built on
@@ -1625,7 +1627,7 @@ fn counterexamples(checker: &impl Checker<MembershipModel>) -> Vec<String> {
 /// The happy paths reach their final memberships (the searches start
 /// from their phases).
 #[test]
-fn membership_model_happy_paths() {
+fn model_check_membership_happy_paths_reach_their_final_memberships() {
     for variant in [GROW_SHRINK, REPLACE] {
         let model = MembershipModel::new(variant);
         eprintln!(
@@ -1928,15 +1930,15 @@ fn model_check_membership_finds_a_driver_that_acknowledges_early() {
     );
 }
 
-/// Known core bug 8: a voter grants a vote to a candidate whose
-/// membership is older than the one it is writing (it compares only with
-/// its durable membership). An exhaustive search from the failover phases
+/// A voter grants no vote to a candidate whose membership is older than
+/// the one it is writing: an exhaustive search from the failover phases
 /// of the replacement, without further crashes, duplicates or operator
-/// steps, finds the shortest such run (6 steps: the old leader crashed
-/// with node 1 writing the joint membership; node 3, still at the
-/// observer membership, times out, and node 1 grants it a pre-vote and a
-/// vote); fixed in 352a87c (the refusal compares with the membership
-/// being written too), so this regression search finds nothing.
+/// steps, finds no such run (the shortest one possible is 6 steps: the
+/// old leader crashed with node 1 writing the joint membership; node 3,
+/// still at the observer membership, times out and asks node 1 for a
+/// pre-vote and a vote).
+///
+/// Guards against: a voter comparing a candidate's membership only with its durable one.
 #[test]
 fn model_check_membership_no_vote_against_a_membership_being_written() {
     let mut model = MembershipModel::new(Variant {
@@ -2073,17 +2075,15 @@ fn model_check_membership_early_acks_let_a_leader_move_on_too_soon() {
     walk_until_broken(variant, property, 5, 2_000_000);
 }
 
-/// Known core bug 1, generalised: a leader whose membership was made in an
-/// earlier term counts a peer holding any *newer* membership as holding
-/// its own, so it starts a change (or leaves a joint membership) on a
-/// membership no majority holds, when the newer one is of another branch.
-/// Random walks find it (seed 32001: node 4 leads term 5 with `e5t2`
-/// {1, 3, 4}; node 1 acknowledges with `e5t3` of another branch, node 3
-/// is still writing `e5t2`; node 4 counts node 1 and itself as a quorum
-/// holding `e5t2` and writes `e6t5` on it). With the bug fixed (a new
-/// leader re-writes an inherited membership in its own term first, rule
-/// `change_after_own_membership_stored`), this regression walk finds
-/// nothing.
+/// A leader whose membership was made in an earlier term re-writes it in
+/// its own term before building on it (rule
+/// `change_after_own_membership_stored`), so it never starts a change (or
+/// leaves a joint membership) on a membership no majority holds. Random
+/// walks from seed 32001 find no such run (there, node 4 leads term 5
+/// with `e5t2` {1, 3, 4}; node 1 acknowledges with `e5t3` of another
+/// branch, node 3 is still writing `e5t2`).
+///
+/// Guards against: a leader counting a peer that holds any *newer* membership (of another branch) as holding its own, and writing `e6t5` on `e5t2`.
 #[test]
 fn model_check_membership_leader_moves_on_only_from_a_stored_membership() {
     let variant = Variant {

@@ -67,7 +67,7 @@ fn strict_lease_is_exclusive_with_drift_within_the_bound() {
 }
 
 #[test]
-fn drift_beyond_the_bound_is_caught() {
+fn sim_checks_catch_drift_beyond_the_bound() {
     let mut found = None;
     for seed in seeds(0..300) {
         // Rates 0.6 to 1.4: the followers of a slow leader must run fast for the

@@ -211,7 +211,7 @@ fn rank_scenarios_hold() {
 /// The long sweep (`TENURE_RANK_SEEDS`, default 500 seeds each).
 #[test]
 #[ignore = "long: run with --ignored"]
-fn sweep() {
+fn rank_scenarios_hold_over_many_seeds() {
     let seeds = env_u64("TENURE_RANK_SEEDS").unwrap_or(500);
     let sweep = check(seeds);
     assert!(sweep.broken.is_empty(), "{}", sweep.broken.join("\n"));
@@ -220,7 +220,7 @@ fn sweep() {
 /// Replays `TENURE_SEED` of `TENURE_SCENARIO` with its event log.
 #[test]
 #[ignore = "a tool: TENURE_SEED=.. TENURE_SCENARIO=.. with --ignored"]
-fn replay() {
+fn rank_scenarios_replay_one_seed_with_its_trace() {
     let (Some(seed), Ok(name)) = (env_u64("TENURE_SEED"), std::env::var("TENURE_SCENARIO")) else {
         panic!("set TENURE_SEED and TENURE_SCENARIO (a name from `tenure sim --list`)");
     };
@@ -238,7 +238,7 @@ fn replay() {
 /// see how log churn moves the figures.
 #[test]
 #[ignore = "an experiment: run with --ignored"]
-fn append_rate_experiment() {
+fn rank_scenarios_under_a_write_load_measured() {
     let every = std::time::Duration::from_millis(env_u64("TENURE_RANK_APPEND_MS").unwrap_or(20));
     let seeds = env_u64("TENURE_RANK_SEEDS").unwrap_or(20);
     let rows: Vec<RankRow> = rank_scenarios()
