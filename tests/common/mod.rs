@@ -13,9 +13,10 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
 
-use tenure::sim::{Cluster, Fault, NodeConfigFn, Scenario, SimConfig, StorageMode};
+use tenure::sim::{Cluster, Fault, NodeConfigFn, Report, Scenario, SimConfig, StorageMode};
 use tenure::{
-    Action, Config, Event, HardState, Input, Instant, LogPosition, Message, Node, NodeId, Role,
+    Action, Config, Event, HardState, Input, Instant, LogPosition, MembershipChange, Message, Node,
+    NodeId, RankPolicy, Role,
 };
 
 pub fn ms(v: u64) -> Duration {
@@ -47,6 +48,32 @@ pub fn qc_seed() -> u64 {
         });
     eprintln!("quickcheck seed: {seed} (replay with TENURE_QC_SEED={seed})");
     seed
+}
+
+/// The number in environment variable `name`, or `default`.
+pub fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+/// One line of what a simulated run did: its violation, elections,
+/// spurious leader changes, lease events and highest term.
+pub fn report_summary(r: &Report) -> String {
+    format!(
+        "violation {:?}; elections {}; spurious {}; lease events {}; max term {}",
+        r.violation.as_ref().map(|v| v.to_string()),
+        r.elections,
+        r.spurious_leader_changes,
+        r.lease_events,
+        r.max_term
+    )
+}
+
+/// The operator's input that switches the rank policy (a membership step).
+pub fn set_rank_policy(policy: RankPolicy) -> Input {
+    Input::ChangeMembership(MembershipChange::SetRankPolicy { policy })
 }
 
 /// A cluster on `tenure::sim::Cluster` set up for hand-written tests: a

@@ -1,31 +1,16 @@
-//! Leader fencing (soft, strict), fencing tokens, transfer, promote/demote.
+//! Leader fencing and leases: fencing off, soft (`soft_fencing`) and
+//! strict (`strict_lease`), fencing tokens and `Fence`, and the lease
+//! across membership changes (`lease_follows_voter_sets`).
 
-use crate::common;
+use std::rc::Rc;
 
-use std::time::Duration;
-
-use crate::common::{Sim, ms};
+use crate::common::{self, Sim, ms, strict};
+use crate::hand::*;
+use tenure::sim::{Cluster, Report, Scenario, SimConfig};
 use tenure::{
-    Config, Event, Fence, Fencing, FencingToken, Input, Instant, MembershipChange, Mode, NodeId,
-    PromoteFailure, Role, StepDownReason, TransferFailure,
+    Config, ConfigError, Event, Fence, Fencing, FencingToken, HardState, Input, Instant,
+    MembershipChange, MessageKind, Mode, Node, NodeId, Role, StepDownReason,
 };
-
-fn cfg(id: NodeId, voters: Vec<NodeId>) -> Config {
-    common::timing(id, voters).rng_seed(3)
-}
-
-fn sim_with(fencing: Fencing) -> Sim {
-    Sim::new(3, move |id, v| cfg(id, v).fencing(fencing))
-}
-
-fn stepped_down_at(s: &Sim, id: NodeId) -> Option<(Instant, StepDownReason)> {
-    s.events().iter().find_map(|(t, n, e)| match e {
-        Event::SteppedDown { reason, .. } if *n == id => Some((*t, *reason)),
-        _ => None,
-    })
-}
-
-// ------------------------------------------------------------ fencing modes
 
 #[test]
 fn fencing_off_isolated_leader_stays_leader() {
@@ -193,94 +178,6 @@ fn strict_lease_is_shorter_than_death_timeout_by_drift_and_margin() {
     ));
 }
 
-#[test]
-fn fencing_token_carried_by_became_leader_increases() {
-    let mut s = sim_with(Fencing::Soft);
-    let l1 = s.run_until_leader(ms(2000)).unwrap();
-    s.crash(l1);
-    let l2 = s.run_until_leader(ms(3000)).unwrap();
-    let tokens: Vec<FencingToken> = s
-        .events()
-        .iter()
-        .filter_map(|(_, _, e)| match e {
-            Event::BecameLeader { token, .. } => Some(*token),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(tokens.len(), 2);
-    assert!(tokens[0] < tokens[1]);
-    assert_eq!(
-        tokens[1],
-        FencingToken {
-            term: s.node(l2).status().term,
-            leader: l2
-        }
-    );
-    assert_eq!(s.node(l2).status().fencing_token, Some(tokens[1]));
-}
-
-// ------------------------------------------------------------ Fence
-
-#[test]
-fn fence_rejects_stale_accepts_equal_and_higher() {
-    let t = |term, leader| FencingToken { term, leader };
-    let mut fence = Fence::new();
-    assert_eq!(fence.check(t(3, 2)), Ok(()));
-    assert_eq!(fence.check(t(3, 2)), Ok(()), "equal is accepted");
-    let err = fence.check(t(2, 9)).unwrap_err();
-    assert_eq!((err.presented, err.highest), (t(2, 9), t(3, 2)));
-    assert!(err.to_string().contains("stale fencing token"));
-    assert_eq!(fence.check(t(4, 1)), Ok(()));
-    assert_eq!(fence.highest(), Some(t(4, 1)));
-    assert!(
-        fence.check(t(3, 2)).is_err(),
-        "the higher token is remembered"
-    );
-    let bytes = postcard::to_allocvec(&fence).unwrap();
-    let mut back: Fence = postcard::from_bytes(&bytes).unwrap();
-    assert_eq!(back, fence);
-    assert!(
-        back.check(t(3, 2)).is_err(),
-        "the fence survives a round trip"
-    );
-}
-
-/// The single-integer forms order leaderships as the token does: `as_u128`
-/// exactly (and round-trips), `as_u64` (the term) up to ties, which only
-/// one leadership can produce (one leader per term).
-#[test]
-fn fence_integer_forms_keep_the_token_order() {
-    let edges = [0, 1, 2, 7, u64::MAX / 2, u64::MAX - 1, u64::MAX];
-    let tokens: Vec<FencingToken> = edges
-        .iter()
-        .flat_map(|&term| {
-            edges
-                .iter()
-                .map(move |&leader| FencingToken { term, leader })
-        })
-        .collect();
-    for &a in &tokens {
-        assert_eq!(FencingToken::from_u128(a.as_u128()), a);
-        for &b in &tokens {
-            assert_eq!(a.cmp(&b), a.as_u128().cmp(&b.as_u128()), "{a:?} {b:?}");
-            if a < b {
-                assert!(a.as_u64() <= b.as_u64(), "{a:?} {b:?}");
-            }
-        }
-    }
-    // In a run: each new leadership's single integer is larger.
-    let mut s: Sim = Sim::new(3, cfg);
-    let mut seen = Vec::new();
-    for _ in 0..3 {
-        let leader = s.run_until_leader(ms(3_000)).expect("a leader");
-        seen.push(s.node(leader).status().fencing_token.unwrap().as_u64());
-        s.crash(leader);
-        s.run_for(ms(50));
-        s.restart(leader);
-    }
-    assert!(seen.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
-}
-
 /// Strict fencing announces its lease: `LeaseAcquired` after
 /// `BecameLeader` once a quorum acknowledged a round, `LeaseLost` when it
 /// runs out (an isolated leader, before it steps down) and at once when a
@@ -334,404 +231,12 @@ fn strict_lease_events_announce_acquired_and_lost() {
     );
 }
 
-// ------------------------------------------------------------ transfer
-
-fn transfer_events<P: tenure::LogPosition>(s: &Sim<P>, id: NodeId) -> Vec<Event> {
-    s.events_of(id)
-        .into_iter()
-        .filter(|e| {
-            matches!(
-                e,
-                Event::TransferCompleted { .. } | Event::TransferFailed { .. }
-            )
-        })
-        .collect()
-}
-
-/// Reference: Thesis §3.10 (leadership transfer): catch the target up, send
-/// TimeoutNow, abort after an election timeout.
-#[test]
-fn transfer_leadership_to_up_to_date_follower_completes_in_about_a_round_trip() {
-    let mut s = sim_with(Fencing::Strict);
-    let l = s.run_until_leader(ms(2000)).unwrap();
-    s.run_for(ms(1000));
-    let target = (1..=3).find(|&i| i != l).unwrap();
-    let t0 = s.now();
-    s.input(l, Input::TransferLeadership { to: target });
-    assert_eq!(
-        s.node(l).lease(s.now()),
-        None,
-        "the lease is given up at once"
-    );
-    assert_eq!(s.node(l).status().lease_until, None);
-    let new = s.run_until_leader(ms(1000)).unwrap();
-    assert_eq!(new, target);
-    let took = s.now().saturating_duration_since(t0);
-    assert!(took <= ms(10), "transfer took {took:?} with 1 ms links");
-    s.run_for(ms(10));
-    assert_eq!(
-        transfer_events(&s, l),
-        vec![Event::TransferCompleted { to: target }]
-    );
-    assert!(s.events_of(l).iter().any(|e| matches!(
-        e,
-        Event::SteppedDown {
-            reason: StepDownReason::Transferred,
-            ..
-        }
-    )));
-}
-
-#[test]
-fn transfer_to_lagging_follower_waits_for_it_to_catch_up() {
-    let mut s: Sim<u64> = Sim::new(3, |id, v| cfg(id, v).fencing(Fencing::Strict));
-    let l = s.run_until_leader(ms(2000)).unwrap();
-    let target = (1..=3).find(|&i| i != l).unwrap();
-    s.input(l, Input::LogPosition(10));
-    s.input(target, Input::LogPosition(5));
-    s.run_for(ms(300));
-    s.input(l, Input::TransferLeadership { to: target });
-    s.run_for(ms(200));
-    assert_eq!(
-        s.agreed_leader(),
-        Some(l),
-        "must not hand over to a lagging target"
-    );
-    assert!(
-        !s.sent()
-            .iter()
-            .any(|(_, _, _, m)| m.kind == tenure::MessageKind::TimeoutNow)
-    );
-    s.input(target, Input::LogPosition(10));
-    let ok = s.run_until_true(ms(500), |s| s.agreed_leader() == Some(target));
-    assert!(ok, "hand-over once caught up: {:?}", s.events());
-}
-
-#[test]
-fn transfer_to_non_voter_unknown_or_self_is_refused() {
-    let mut s = Sim::<()>::with_configs(4, |id| cfg(id, vec![1, 2, 3]).observers([4]).rng_seed(id));
-    let l = s.run_until_leader(ms(3000)).unwrap();
-    for (to, reason) in [
-        (4, TransferFailure::NotAVoter),
-        (42, TransferFailure::NotAVoter),
-        (l, TransferFailure::TargetIsSelf),
-    ] {
-        s.input(l, Input::TransferLeadership { to });
-        assert_eq!(
-            s.events_of(l).last(),
-            Some(&Event::TransferFailed { to, reason })
-        );
-    }
-    let f = (1..=3).find(|&i| i != l).unwrap();
-    s.input(f, Input::TransferLeadership { to: l });
-    assert_eq!(
-        s.events_of(f).last(),
-        Some(&Event::TransferFailed {
-            to: l,
-            reason: TransferFailure::NotLeader
-        })
-    );
-    assert_eq!(s.agreed_leader(), Some(l));
-}
-
-#[test]
-fn transfer_times_out_and_lease_returns_only_with_a_fresh_round() {
-    let mut s: Sim<u64> = Sim::new(3, |id, v| cfg(id, v).fencing(Fencing::Strict));
-    let l = s.run_until_leader(ms(2000)).unwrap();
-    let target = (1..=3).find(|&i| i != l).unwrap();
-    s.input(l, Input::LogPosition(10)); // the target never catches up
-    s.run_for(ms(500));
-    let t0 = s.now();
-    s.input(l, Input::TransferLeadership { to: target });
-    s.run_for(ms(399));
-    assert_eq!(s.node(l).lease(s.now()), None);
-    s.run_for(ms(2));
-    assert_eq!(
-        transfer_events(&s, l),
-        vec![Event::TransferFailed {
-            to: target,
-            reason: TransferFailure::TimedOut
-        }]
-    );
-    let aborted = s.now();
-    assert_eq!(s.node(l).status().role, Role::Leader);
-    // The lease comes back once a round sent after the abort is acknowledged.
-    s.run_for(ms(150));
-    let lease = s
-        .node(l)
-        .lease(s.now())
-        .expect("lease regained by a fresh round");
-    assert!(
-        lease.valid_until > aborted + ms(300),
-        "lease must be anchored after the abort"
-    );
-    assert!(s.now().saturating_duration_since(t0) >= ms(400));
-}
-
-/// The target's voters still heard the leader a moment ago: without the
-/// transfer flag they would refuse (stickiness); with it they grant.
-#[test]
-fn timeout_now_campaigns_bypassing_the_stickiness_that_protects_the_lease() {
-    let mut s = sim_with(Fencing::Strict);
-    let l = s.run_until_leader(ms(2000)).unwrap();
-    s.run_for(ms(350));
-    let target = (1..=3).find(|&i| i != l).unwrap();
-    let other = (1..=3).find(|&i| i != l && i != target).unwrap();
-    assert!(s.node(other).status().leader_idle.unwrap() < ms(100));
-    s.input(l, Input::TransferLeadership { to: target });
-    assert_eq!(s.run_until_leader(ms(100)), Some(target));
-    assert_eq!(s.node(other).status().leader, Some(target));
-}
-
-#[test]
-fn transfer_after_timeout_now_forfeits_the_lease_for_the_term() {
-    let mut s = sim_with(Fencing::Strict);
-    let l = s.run_until_leader(ms(2000)).unwrap();
-    s.run_for(ms(300));
-    let target = (1..=3).find(|&i| i != l).unwrap();
-    // The target is unreachable after TimeoutNow is sent: cut it right away.
-    s.input(l, Input::TransferLeadership { to: target });
-    s.crash(target);
-    s.run_for(ms(450));
-    assert!(transfer_events(&s, l).contains(&Event::TransferFailed {
-        to: target,
-        reason: TransferFailure::TimedOut
-    }));
-    // Strict: no lease can be regained this term, so the leader resigned.
-    assert!(s.events_of(l).iter().any(|e| matches!(
-        e,
-        Event::SteppedDown {
-            reason: StepDownReason::LeaseExpired,
-            ..
-        }
-    )));
-    assert_eq!(s.node(l).lease(s.now()), None);
-}
-
-// ------------------------------------------------------------ promote / demote
-
-fn promote_failures(s: &Sim, id: NodeId) -> Vec<PromoteFailure> {
-    s.events_of(id)
-        .into_iter()
-        .filter_map(|e| match e {
-            Event::PromoteFailed { reason } => Some(reason),
-            _ => None,
-        })
-        .collect()
-}
-
-#[test]
-fn promote_not_allowed_in_voter_or_off_mode() {
-    for mode in [Mode::Voter, Mode::Off] {
-        let mut s = Sim::<()>::new(3, move |id, v| cfg(id, v).mode(mode));
-        s.run_for(ms(500));
-        s.input(1, Input::Promote);
-        assert_eq!(promote_failures(&s, 1), vec![PromoteFailure::NotAllowed]);
-        assert_eq!(s.max_term(), 0);
-    }
-}
-
-#[test]
-fn promote_with_a_live_leader_fails_and_repeated_promotes_do_not_inflate_terms() {
-    for fencing in [Fencing::Strict, Fencing::Soft] {
-        let mut s = Sim::<()>::new(3, move |id, v| {
-            cfg(id, v).mode(Mode::Manual).fencing(fencing)
-        });
-        s.run_for(ms(500));
-        s.input(1, Input::Promote);
-        assert_eq!(s.run_until_leader(ms(1000)), Some(1));
-        for _ in 0..20 {
-            s.run_for(ms(50));
-            s.input(2, Input::Promote);
-        }
-        s.run_for(ms(1000));
-        assert_eq!(s.agreed_leader(), Some(1), "{fencing:?}");
-        assert_eq!(s.max_term(), 1, "{fencing:?}: promotes inflated the term");
-        let failures = promote_failures(&s, 2);
-        assert_eq!(
-            failures.len(),
-            20,
-            "{fencing:?}: each promote reports one outcome: {failures:?}"
-        );
-        assert!(
-            failures.iter().all(|f| matches!(
-                f,
-                PromoteFailure::OtherLeader { .. } | PromoteFailure::NoQuorum
-            )),
-            "{failures:?}"
-        );
-    }
-}
-
-#[test]
-fn promote_without_quorum_fails_within_one_election_timeout() {
-    let mut s = Sim::<()>::new(3, |id, v| cfg(id, v).mode(Mode::Manual));
-    s.run_for(ms(500));
-    s.isolate(1);
-    let t0 = s.now();
-    s.input(1, Input::Promote);
-    s.run_for(ms(1000));
-    let (at, reason) = s
-        .events()
-        .iter()
-        .find_map(|(t, n, e)| match e {
-            Event::PromoteFailed { reason } if *n == 1 => Some((*t, *reason)),
-            _ => None,
-        })
-        .expect("a bounded outcome");
-    assert_eq!(reason, PromoteFailure::NoQuorum);
-    assert!(at.saturating_duration_since(t0) <= ms(400));
-    assert_eq!(s.node(1).status().term, 0, "pre-vote failed: no term bump");
-    assert_eq!(s.node(1).status().role, Role::Follower);
-}
-
-#[test]
-fn promote_outdated_term_and_other_leader_reasons() {
-    // Node 1 campaigns (pre-vote off so its vote round runs) while node 2
-    // wins a higher term.
-    let mut s = Sim::<()>::new(3, |id, v| cfg(id, v).mode(Mode::Manual).pre_vote(false));
-    s.run_for(ms(500));
-    s.cut(1, 3);
-    s.cut(3, 1);
-    s.cut(1, 2);
-    s.input(1, Input::Promote); // term 1, nobody hears it
-    s.input(2, Input::Promote);
-    s.input(2, Input::Promote);
-    s.run_for(ms(20));
-    s.heal();
-    s.run_for(ms(1000));
-    let f1 = promote_failures(&s, 1);
-    assert!(
-        matches!(
-            f1.as_slice(),
-            [PromoteFailure::OutdatedTerm { .. }]
-                | [PromoteFailure::OtherLeader { .. }]
-                | [PromoteFailure::NoQuorum]
-        ),
-        "{f1:?}"
-    );
-
-    // A demote cancels a running promotion.
-    let mut s = Sim::<()>::new(3, |id, v| cfg(id, v).mode(Mode::Manual));
-    s.run_for(ms(500));
-    s.isolate(1);
-    s.input(1, Input::Promote);
-    s.input(1, Input::Demote);
-    assert_eq!(promote_failures(&s, 1), vec![PromoteFailure::Cancelled]);
-}
-
-#[test]
-fn demote_resigns_in_same_term_and_does_not_campaign_for_a_death_timeout() {
-    let mut s = sim_with(Fencing::Strict);
-    let l = s.run_until_leader(ms(2000)).unwrap();
-    s.run_for(ms(300));
-    let term = s.max_term();
-    s.input(l, Input::Demote);
-    assert_eq!(s.node(l).lease(s.now()), None);
-    assert!(s.events_of(l).iter().any(|e| matches!(
-        e,
-        Event::SteppedDown {
-            reason: StepDownReason::Demoted,
-            ..
-        }
-    )));
-    let new = s.run_until_leader(ms(2000)).unwrap();
-    assert_ne!(new, l, "leadership moved (Tarantool gh-9855)");
-    assert_eq!(s.max_term(), term + 1);
-}
-
-/// Each promote failure reason, deterministically on one node.
-#[test]
-fn promote_reports_outdated_term_and_other_leader() {
-    use tenure::{Action, HardState, Message, MessageKind, Node};
-    fn promoted_candidate() -> (Node, Instant) {
-        let c = cfg(1, vec![1, 2, 3]).mode(Mode::Manual);
-        let mut n: Node = Node::new(c, HardState::default(), Instant::ZERO).unwrap();
-        let now = Instant::from_millis(1000);
-        n.step(now, Input::Promote);
-        let acts = n.step(
-            now,
-            Input::Receive {
-                from: 2,
-                message: Message {
-                    term: 1,
-                    kind: MessageKind::PreVoteResponse { granted: true },
-                },
-            },
-        );
-        for a in acts {
-            if let Action::Persist(s) = a {
-                n.step(now, Input::Persisted(s));
-            }
-        }
-        assert_eq!(n.status().role, Role::Candidate);
-        (n, now)
-    }
-    let failures = |acts: Vec<Action>| -> Vec<PromoteFailure> {
-        acts.into_iter()
-            .filter_map(|a| match a {
-                Action::Event(Event::PromoteFailed { reason }) => Some(reason),
-                _ => None,
-            })
-            .collect()
-    };
-
-    let (mut n, now) = promoted_candidate();
-    let acts = n.step(
-        now,
-        Input::Receive {
-            from: 3,
-            message: Message {
-                term: 5,
-                kind: MessageKind::VoteResponse { granted: false },
-            },
-        },
-    );
-    assert_eq!(
-        failures(acts),
-        vec![PromoteFailure::OutdatedTerm { term: 5 }]
-    );
-
-    let (mut n, now) = promoted_candidate();
-    let acts = n.step(
-        now,
-        Input::Receive {
-            from: 3,
-            message: Message {
-                term: 1,
-                kind: MessageKind::Heartbeat { seq: 1 },
-            },
-        },
-    );
-    assert_eq!(
-        failures(acts),
-        vec![PromoteFailure::OtherLeader { leader: Some(3) }]
-    );
-
-    let (mut n, now) = promoted_candidate();
-    let mut acts = Vec::new();
-    for from in [2, 3] {
-        acts.extend(n.step(
-            now,
-            Input::Receive {
-                from,
-                message: Message {
-                    term: 1,
-                    kind: MessageKind::VoteResponse { granted: false },
-                },
-            },
-        ));
-    }
-    assert_eq!(failures(acts), vec![PromoteFailure::NoQuorum]);
-    assert_eq!(n.status().term, 1, "one campaign, one term");
-}
-
 /// A single-voter cluster under strict fencing renews its lease with no
 /// peer to acknowledge anything, so the leader never steps down.
 /// Guards against: a single-voter strict leader stepping down every lease period.
 #[test]
 fn strict_lease_a_single_voter_leader_keeps_its_lease() {
-    let mut s = Sim::<()>::new(1, |id, v| cfg(id, v).fencing(Fencing::Strict));
+    let mut s = Sim::<()>::new(1, |id, v| fencing_config(id, v).fencing(Fencing::Strict));
     assert_eq!(s.run_until_leader(ms(1000)), Some(1));
     s.run_for(ms(10_000));
     assert_eq!(s.node(1).status().role, Role::Leader);
@@ -743,7 +248,312 @@ fn strict_lease_a_single_voter_leader_keeps_its_lease() {
     );
 }
 
-// ------------------------------------------------------------ lease across membership changes
+#[test]
+fn fencing_token_carried_by_became_leader_increases() {
+    let mut s = sim_with(Fencing::Soft);
+    let l1 = s.run_until_leader(ms(2000)).unwrap();
+    s.crash(l1);
+    let l2 = s.run_until_leader(ms(3000)).unwrap();
+    let tokens: Vec<FencingToken> = s
+        .events()
+        .iter()
+        .filter_map(|(_, _, e)| match e {
+            Event::BecameLeader { token, .. } => Some(*token),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(tokens.len(), 2);
+    assert!(tokens[0] < tokens[1]);
+    assert_eq!(
+        tokens[1],
+        FencingToken {
+            term: s.node(l2).status().term,
+            leader: l2
+        }
+    );
+    assert_eq!(s.node(l2).status().fencing_token, Some(tokens[1]));
+}
+
+#[test]
+fn fence_rejects_stale_accepts_equal_and_higher() {
+    let t = |term, leader| FencingToken { term, leader };
+    let mut fence = Fence::new();
+    assert_eq!(fence.check(t(3, 2)), Ok(()));
+    assert_eq!(fence.check(t(3, 2)), Ok(()), "equal is accepted");
+    let err = fence.check(t(2, 9)).unwrap_err();
+    assert_eq!((err.presented, err.highest), (t(2, 9), t(3, 2)));
+    assert!(err.to_string().contains("stale fencing token"));
+    assert_eq!(fence.check(t(4, 1)), Ok(()));
+    assert_eq!(fence.highest(), Some(t(4, 1)));
+    assert!(
+        fence.check(t(3, 2)).is_err(),
+        "the higher token is remembered"
+    );
+    let bytes = postcard::to_allocvec(&fence).unwrap();
+    let mut back: Fence = postcard::from_bytes(&bytes).unwrap();
+    assert_eq!(back, fence);
+    assert!(
+        back.check(t(3, 2)).is_err(),
+        "the fence survives a round trip"
+    );
+}
+
+/// The single-integer forms order leaderships as the token does: `as_u128`
+/// exactly (and round-trips), `as_u64` (the term) up to ties, which only
+/// one leadership can produce (one leader per term).
+#[test]
+fn fence_integer_forms_keep_the_token_order() {
+    let edges = [0, 1, 2, 7, u64::MAX / 2, u64::MAX - 1, u64::MAX];
+    let tokens: Vec<FencingToken> = edges
+        .iter()
+        .flat_map(|&term| {
+            edges
+                .iter()
+                .map(move |&leader| FencingToken { term, leader })
+        })
+        .collect();
+    for &a in &tokens {
+        assert_eq!(FencingToken::from_u128(a.as_u128()), a);
+        for &b in &tokens {
+            assert_eq!(a.cmp(&b), a.as_u128().cmp(&b.as_u128()), "{a:?} {b:?}");
+            if a < b {
+                assert!(a.as_u64() <= b.as_u64(), "{a:?} {b:?}");
+            }
+        }
+    }
+    // In a run: each new leadership's single integer is larger.
+    let mut s: Sim = Sim::new(3, fencing_config);
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let leader = s.run_until_leader(ms(3_000)).expect("a leader");
+        seen.push(s.node(leader).status().fencing_token.unwrap().as_u64());
+        s.crash(leader);
+        s.run_for(ms(50));
+        s.restart(leader);
+    }
+    assert!(seen.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
+}
+
+/// An anchor at the end of time is still an anchor: a soft-fencing leader
+/// elected at `Instant::MAX` has a step-down deadline (saturated at
+/// `Instant::MAX`) and steps down on a tick there.
+///
+/// Guards against: an anchor at `Instant::MAX` read as "no anchor", so that such a leader never steps down.
+#[test]
+fn soft_fencing_an_anchor_at_the_end_of_time_is_an_anchor() {
+    let mut n: Node = Node::new(three_voters(1), HardState::default(), Instant::MAX).unwrap();
+    drive(&mut n, Instant::MAX, Input::Tick);
+    drive(
+        &mut n,
+        Instant::MAX,
+        rx(2, 1, MessageKind::PreVoteResponse { granted: true }),
+    );
+    drive(
+        &mut n,
+        Instant::MAX,
+        rx(2, 1, MessageKind::VoteResponse { granted: true }),
+    );
+    assert_eq!(n.status().role, Role::Leader);
+    let out = drive(&mut n, Instant::MAX, Input::Tick);
+    assert!(
+        out.events.iter().any(|e| matches!(
+            e,
+            Event::SteppedDown {
+                reason: StepDownReason::QuorumLost,
+                ..
+            }
+        )),
+        "{:?}",
+        out.events
+    );
+}
+
+/// Soft fencing counts an acknowledgement only if its round was sent within
+/// the last death timeout: one delayed longer does not keep a deaf leader
+/// in office. A timely one counts at its arrival, so a long round trip does
+/// not cost a healthy leader its office.
+#[test]
+fn soft_fencing_ignores_acknowledgements_of_rounds_older_than_a_death_timeout() {
+    let ack = |seq| MessageKind::HeartbeatAck {
+        seq,
+        position: (),
+        promise_nanos: 400_000_000,
+        can_lead: true,
+    };
+    // A round trip of 350 ms: round 1's ack arrives 350 ms after it went out
+    // and keeps the leader in office until 350 + 400 ms.
+    let mut n = leader_1();
+    let sent = n.next_deadline().unwrap() - ms(100); // round 1 went out here
+    while let Some(next) = n.next_deadline().filter(|&d| d < sent + ms(350)) {
+        drive(&mut n, next, Input::Tick);
+    }
+    drive(&mut n, sent + ms(350), rx(2, 1, ack(1)));
+    while let Some(next) = n.next_deadline().filter(|&d| d < sent + ms(700)) {
+        drive(&mut n, next, Input::Tick);
+    }
+    assert_eq!(
+        n.status().role,
+        Role::Leader,
+        "a timely ack counts at arrival"
+    );
+    // Round 2 is acknowledged at once; round 1's ack, delayed 450 ms, counts
+    // for nothing: the leader steps down 400 ms after round 2's ack.
+    let mut n = leader_1();
+    let round2 = n.next_deadline().unwrap();
+    drive(&mut n, round2, Input::Tick);
+    drive(&mut n, round2 + ms(10), rx(2, 1, ack(2)));
+    while let Some(next) = n.next_deadline().filter(|&d| d < sent + ms(450)) {
+        drive(&mut n, next, Input::Tick);
+    }
+    drive(&mut n, sent + ms(450), rx(2, 1, ack(1)));
+    let out = drive(&mut n, round2 + ms(410), Input::Tick);
+    assert_eq!(n.status().role, Role::Follower);
+    assert!(out.events.iter().any(|e| matches!(
+        e,
+        Event::SteppedDown {
+            reason: StepDownReason::QuorumLost,
+            ..
+        }
+    )));
+}
+
+fn wan_run(fencing: Fencing, nodes: u64, lat: (u64, u64), seed: u64, secs: u64) -> Report {
+    let mut cfg = SimConfig::new(nodes, seed);
+    cfg.latency = (ms(lat.0), ms(lat.1));
+    cfg.node_config =
+        Rc::new(move |id, voters| Config::new(id, voters.iter().copied()).fencing(fencing));
+    Cluster::new(cfg).run(&Scenario::new("healthy wan", ms(secs * 1000)))
+}
+
+/// Soft fencing dates an acknowledgement by its round's send time, which
+/// needs `round trip + heartbeat interval < death timeout`. With the
+/// default timing (heartbeat 100 ms, death 400 ms) on a WAN of 100–200 ms
+/// one way and no fault at all, soft fencing adds at most one election in
+/// 30 s to what fencing off has, on every seed.
+/// Guards against: a soft leader that keeps stepping down (`QuorumLost`) on a healthy WAN.
+#[test]
+fn soft_fencing_keeps_one_leader_on_a_healthy_wan() {
+    let mut lines = Vec::new();
+    let mut worst = 0;
+    for seed in 0..5 {
+        for lat in [(100, 200), (80, 160)] {
+            let off = wan_run(Fencing::Off, 3, lat, seed, 30);
+            let soft = wan_run(Fencing::Soft, 3, lat, seed, 30);
+            lines.push(format!(
+                "seed {seed} latency {lat:?}: off: {} | soft: {}",
+                common::report_summary(&off),
+                common::report_summary(&soft)
+            ));
+            assert!(off.violation.is_none() && soft.violation.is_none());
+            worst = worst.max(soft.elections.saturating_sub(off.elections));
+        }
+    }
+    let text = lines.join("\n");
+    eprintln!("{text}");
+    assert!(
+        worst <= 1,
+        "no fault at all, yet soft fencing adds up to {worst} elections in 30 s:\n{text}"
+    );
+}
+
+/// Strict fencing with a lease barely longer than one heartbeat is refused,
+/// with an error that names the settings to change; the default timing
+/// (death = 4 heartbeats) is accepted.
+/// Guards against: a strict leader that steps down between rounds with no fault at all.
+#[test]
+fn strict_lease_shorter_than_several_heartbeats_is_refused_naming_the_settings() {
+    let c = Config::new(1, [1, 2, 3])
+        .fencing(Fencing::Strict)
+        .heartbeat_interval(ms(100))
+        .death_timeout(ms(130));
+    let err = c.validate().unwrap_err();
+    assert!(matches!(err, ConfigError::LeaseTooShort { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.contains("death_timeout") && text.contains("heartbeat_interval"),
+        "{text}"
+    );
+    // The default timing (death = 4 heartbeats) is fine.
+    Config::new(1, [1, 2, 3])
+        .fencing(Fencing::Strict)
+        .validate()
+        .unwrap();
+}
+
+/// Node 1's death timeout is 1000 ms, its followers keep a 400 ms promise:
+/// node 1's lease is never longer than the followers' promise, and ends
+/// before they elect anyone once it is cut off.
+/// Guards against: a lease that assumes every voter keeps the leader's own promise length.
+#[test]
+fn strict_lease_ends_before_followers_with_shorter_death_timeouts_elect() {
+    let make = |id: NodeId| {
+        let c = common::timing(id, vec![1, 2, 3])
+            .fencing(Fencing::Strict)
+            .rng_seed(2);
+        if id == 1 {
+            c.death_timeout(ms(1000)).election_timeout(ms(400))
+        } else {
+            c
+        }
+    };
+    let mut s = Sim::<()>::with_configs(3, make);
+    let first = s.run_until_leader(ms(2000)).unwrap();
+    if first != 1 {
+        s.input(first, Input::TransferLeadership { to: 1 });
+        assert!(s.run_until_true(ms(1000), |s| s.agreed_leader() == Some(1)));
+    }
+    s.run_for(ms(1000));
+    let lease = s.node(1).lease(s.now()).expect("node 1 holds a lease");
+    assert!(
+        lease.valid_until <= s.now() + ms(400),
+        "lease until {:?} at {:?}: longer than the followers' 400 ms promise",
+        lease.valid_until,
+        s.now()
+    );
+    s.isolate(1);
+    let cut = s.now();
+    let mut last_lease = lease;
+    let elected = s.run_until_true(ms(3000), |s| s.leaders().iter().any(|&l| l != 1));
+    assert!(elected, "nodes 2 and 3 elect a leader");
+    let new_leader_at = s.now();
+    // Replay the old leader's view: its lease at the moment of the election.
+    if let Some(l) = s.node(1).lease(new_leader_at) {
+        last_lease = l;
+    }
+    assert!(
+        new_leader_at > last_lease.valid_until,
+        "new leader at {new_leader_at:?} (cut at {cut:?}) while node 1's lease runs until {:?}",
+        last_lease.valid_until
+    );
+}
+
+/// Each driver chooses its own epoch. A leader whose clock reads within a
+/// lease of `u64::MAX` ns would compute `sent + lease` saturated to
+/// `Instant::MAX`: such a lease is no lease, and the leader's lease never
+/// outlives its followers' 400 ms promise while they elect node 3.
+/// Guards against: a lease that saturates at the end of time and so never expires.
+#[test]
+fn strict_lease_near_the_end_of_time_never_outlives_the_followers_promise() {
+    let base = Instant::from_nanos(u64::MAX - 700_000_000); // 700 ms before the end
+    let l1 = |real: Instant| Instant::from_nanos(base.as_nanos() + real.as_nanos());
+    let mut n1: Node = Node::new(strict(1), HardState::default(), l1(Instant::ZERO)).unwrap();
+    let mut n2: Node = Node::new(strict(2), HardState::default(), Instant::ZERO).unwrap();
+    let mut n3: Node = Node::new(strict(3), HardState::new(1, None), Instant::ZERO).unwrap();
+    let t = Instant::from_millis(500);
+    let round = elect_at(&mut n1, l1(t), &mut n2, t);
+    exchange(&round, &mut n1, l1(t), &mut n2, t);
+    // A lease that would end past the end of time is no lease.
+    assert_eq!(n1.lease(l1(t)), None);
+    // Node 1 is cut off; a promise later, nodes 2 and 3 elect node 3.
+    let now = t + ms(600);
+    elect(&mut n3, &mut n2, now);
+    assert_eq!(n3.status().role, Role::Leader);
+    let stale = n1.lease(l1(t + ms(150)));
+    assert!(
+        stale.is_none() || stale.unwrap().valid_until <= l1(t + ms(400)),
+        "node 1's lease {stale:?} outlives its followers' 400 ms promise"
+    );
+}
 
 /// Voters 1..=3 and spare node 4 under strict fencing, with mixed promises:
 /// nodes 1 and 2 heartbeat every 100 ms and promise 1000 ms, nodes 3 and 4
@@ -939,114 +749,5 @@ fn lease_follows_voter_sets_promoting_an_observer_with_a_short_promise_keeps_the
         failures.is_empty(),
         "{failures:?}; node 1's change outcomes: {:?}",
         s.change_events(1)
-    );
-}
-
-// ------------------------------------------------------------ promote during a campaign
-
-#[test]
-fn promote_one_campaign_starts_a_fresh_round_when_the_running_one_lost_its_requests() {
-    // With pre-vote the round adopted is a pre-vote; without, a vote round.
-    for pre_vote in [true, false] {
-        for latency in 5..=10 {
-            for seed in 0..5 {
-                promote_after_a_cut_off_campaign(pre_vote, ms(latency), seed);
-            }
-        }
-    }
-}
-
-/// Only node 1 may campaign (the others are voters). It campaigns on its
-/// own while cut off, so that round's requests are lost; healed, it is
-/// promoted during that round, and must win within one election timeout.
-fn promote_after_a_cut_off_campaign(pre_vote: bool, latency: Duration, seed: u64) {
-    let case = format!("pre_vote {pre_vote}, latency {latency:?}, seed {seed}");
-    let mut s = Sim::<()>::with_latency(3, latency, move |id, v| {
-        let config = common::timing(id, v)
-            .rng_seed(seed)
-            .pre_vote(pre_vote)
-            .fencing(Fencing::Soft);
-        if id == 1 {
-            config
-        } else {
-            config.mode(Mode::Voter)
-        }
-    });
-    s.isolate(1);
-    let campaigning = if pre_vote {
-        Role::PreCandidate
-    } else {
-        Role::Candidate
-    };
-    assert!(
-        s.run_until_true(ms(3_000), |s| s.node(1).status().role == campaigning),
-        "{case}"
-    );
-    s.run_for(ms(50));
-    s.heal();
-    let t0 = s.now();
-    s.input(1, Input::Promote);
-    assert!(
-        s.run_until_true(ms(400), |s| s.node(1).status().role == Role::Leader),
-        "{case}: not leader one election timeout after the promote: {:?}",
-        s.events_of(1)
-    );
-    assert!(s.now().saturating_duration_since(t0) < ms(100), "{case}");
-    assert!(
-        promote_failures(&s, 1).is_empty(),
-        "{case}: {:?}",
-        promote_failures(&s, 1)
-    );
-}
-
-/// Node 1 campaigns on its own for term 5 (pre-vote off) while node 2,
-/// restarted in term 5, still keeps its restart promise and refuses it;
-/// node 3 is down. Once node 2's promise ended, node 1 is promoted: the
-/// fresh round asks node 2 again and node 2 grants, but the round kept
-/// node 2's earlier refusal and ignores the grant (a voter's first answer
-/// in a round counts). The promotion fails although a quorum hears node 1
-/// and would elect it.
-#[test]
-fn promote_one_campaign_a_fresh_round_counts_a_grant_from_a_voter_that_refused_before() {
-    use common::net::Net;
-    use tenure::HardState;
-    let config = |id: NodeId| {
-        cfg(id, vec![1, 2, 3])
-            .fencing(Fencing::Soft)
-            .pre_vote(false)
-    };
-    let mut net: Net<()> = Net::default();
-    net.advance_to(Instant::from_millis(600));
-    net.start(config(1), HardState::new(4, None));
-    net.advance_to(Instant::from_millis(900));
-    net.start(config(2), HardState::new(5, None));
-    // Node 1's own campaign timer (node 2 not ticked: it only answers).
-    let mut guard = 0;
-    while net.node(1).status().role != Role::Candidate {
-        let at = net.node(1).next_deadline().expect("a deadline");
-        net.advance_to(at.max(net.now));
-        net.tick(1);
-        guard += 1;
-        assert!(guard < 100);
-    }
-    let started = net.now;
-    assert_eq!(net.node(1).status().term, 5);
-    net.settle(&[1, 2], 4);
-    assert_eq!(net.node(1).status().role, Role::Candidate, "node 2 refused");
-    // Node 2's restart promise ends at 1.3 s; node 1's round still runs.
-    net.advance_to(Instant::from_millis(1_310));
-    assert!(started + ms(400) > net.now, "round started at {started}");
-    assert_eq!(net.node(1).status().role, Role::Candidate);
-    net.step(1, Input::Promote);
-    net.settle(&[1, 2], 4);
-    let granted = net.sent.iter().any(|f| {
-        f.from == 2 && f.message.kind == tenure::MessageKind::VoteResponse { granted: true }
-    });
-    assert!(granted, "node 2 grants the fresh round's request");
-    assert_eq!(
-        net.node(1).status().role,
-        Role::Leader,
-        "a quorum (1, 2) granted node 1 in term 5; events {:?}",
-        net.events_of(1)
     );
 }

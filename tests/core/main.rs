@@ -1,17 +1,23 @@
 //! The core's rules and behaviours, one module per concern, on single
-//! nodes driven by hand and on the deterministic harness in `common`.
+//! nodes driven by hand (`hand`) and on the deterministic harness in
+//! `common`. Rule tests are named `<rule>_<what holds>` (see
+//! `rule_coverage`).
 
 #![cfg(feature = "sim")]
 
 #[path = "../common/mod.rs"]
 mod common;
+mod hand;
 
+mod config_and_status;
+mod election;
 mod fencing_and_leases;
+mod handover;
+mod heartbeats;
 mod membership;
 mod properties;
 mod rank;
-mod review_defects;
 mod rollback;
 mod rule_coverage;
-mod rules;
-mod scenarios;
+mod terms_and_time;
+mod votes;

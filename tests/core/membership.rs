@@ -1,12 +1,14 @@
-//! Membership changes: joint consensus over a durable,
-//! versioned membership record. Rule tests are named `<rule>_<behaviour>`
-//! (see `tests/rule_coverage.rs`); the sweeps over many seeds live in
-//! `tests/membership_sim.rs`.
+//! Membership changes: joint consensus over a durable, versioned
+//! membership record, one rule per test (`membership_up_to_date`,
+//! `joint_quorums`, `one_change_at_a_time`, `membership_change_bounded`,
+//! ...), then changes under crashes, restarts, partitions and stalled
+//! disks on the deterministic harness. The simulator's membership
+//! scenarios and sweeps are in `tests/sim/membership.rs`.
 
 use crate::common::{Sim, ms, timing};
 use tenure::{
-    Action, Event, HardState, Input, Instant, Membership, MembershipChange, MembershipFailure,
-    MembershipId, Message, MessageKind, Node, NodeId, Role,
+    Action, Event, Fencing, HardState, Input, Instant, Membership, MembershipChange,
+    MembershipFailure, MembershipId, Message, MessageKind, Node, NodeId, Role,
 };
 
 /// A membership made by the leader of `term` at `epoch`.
@@ -1069,4 +1071,623 @@ fn membership_change_bounded_names_an_unstamped_peer() {
         queue.extend(out.sends.into_iter().map(|(t, m)| (to, t, m)));
     }
     panic!("the change neither completed nor failed (asked: {asked})");
+}
+
+/// A cluster configured with an explicit majority quorum (`quorum = 2` for
+/// three voters, as a TOML file may say) grows to four voters; every node
+/// restarts from the stored membership, with the configuration still
+/// saying `quorum = 2`, and the new leader can still change the membership.
+/// Guards against: a restarted node reading the configured 2 as a custom quorum of the stored four voters and refusing every change (`CustomQuorum`).
+#[test]
+fn membership_change_with_an_explicit_majority_quorum_still_works_after_a_restart() {
+    let mut sim: Sim = Sim::with_configs(4, |id| {
+        let config = timing(id, vec![1, 2, 3]).quorum(2).rng_seed(id);
+        if id == 4 { config.join() } else { config }
+    });
+    let leader = sim.run_until_leader(ms(3_000)).expect("a leader");
+    sim.run_for(ms(300));
+    sim.input(
+        leader,
+        Input::ChangeMembership(MembershipChange::AddVoter {
+            id: 4,
+            address: "n4".into(),
+        }),
+    );
+    sim.run_for(ms(1_500));
+    assert!(matches!(
+        sim.change_events(leader).last(),
+        Some(Event::MembershipChangeCompleted { .. })
+    ));
+    // Every node restarts (a rolling upgrade); the config still says
+    // quorum = 2 of the bootstrap voters.
+    for id in 1..=4 {
+        sim.crash(id);
+        sim.restart(id);
+    }
+    let leader = sim.run_until_leader(ms(5_000)).expect("a leader");
+    sim.run_for(ms(500));
+    sim.input(
+        leader,
+        Input::ChangeMembership(MembershipChange::Remove { id: 4 }),
+    );
+    sim.run_for(ms(2_000));
+    let events = sim.change_events(leader);
+    assert!(
+        matches!(events.last(), Some(Event::MembershipChangeCompleted { .. })),
+        "leader {leader}: {events:?}"
+    );
+}
+
+/// A lone voter adds a voter that never answers: the change must report
+/// an outcome within its timeout (+ a heartbeat interval).
+#[test]
+fn membership_change_bounded_a_lone_voter_adding_a_dead_voter_reports_an_outcome() {
+    let mut sim: Sim = Sim::with_configs(2, |id| {
+        let config = timing(id, vec![1])
+            .membership_change_timeout(ms(1_000))
+            .rng_seed(id);
+        if id == 2 { config.join() } else { config }
+    });
+    let leader = sim.run_until_leader(ms(3_000)).expect("a leader");
+    assert_eq!(leader, 1);
+    sim.crash(2);
+    sim.input(
+        1,
+        Input::ChangeMembership(MembershipChange::AddVoter {
+            id: 2,
+            address: "n2".into(),
+        }),
+    );
+    sim.run_for(ms(1_200));
+    assert_eq!(
+        sim.change_events(1),
+        vec![Event::MembershipChangeFailed {
+            reason: MembershipFailure::NotCaughtUp
+        }]
+    );
+}
+
+/// Node 2 is added to a lone voter and caught up; once the joint
+/// membership {1} -> {1,2} is written, node 2 dies. With fencing off the
+/// leader stays and must roll back within the deadline.
+#[test]
+fn membership_change_bounded_a_lone_voter_rolls_back_a_joint_phase_whose_new_voter_died() {
+    let mut sim: Sim = Sim::with_configs(2, |id| {
+        let config = timing(id, vec![1])
+            .fencing(Fencing::Off)
+            .membership_change_timeout(ms(1_000))
+            .rng_seed(id);
+        if id == 2 { config.join() } else { config }
+    });
+    sim.run_until_leader(ms(3_000)).expect("a leader");
+    sim.input(
+        1,
+        Input::ChangeMembership(MembershipChange::AddVoter {
+            id: 2,
+            address: "n2".into(),
+        }),
+    );
+    assert!(sim.run_until_true(ms(1_000), |s| s.node(1).membership().is_joint()));
+    sim.crash(2);
+    sim.run_for(ms(1_500));
+    assert_eq!(
+        sim.change_events(1),
+        vec![Event::MembershipChangeFailed {
+            reason: MembershipFailure::NoQuorum
+        }]
+    );
+    assert_eq!(sim.node(1).membership().voters, vec![1]);
+    assert_eq!(sim.node(1).status().role, Role::Leader);
+}
+
+/// The leader's disk stalls as it writes the observer membership of an
+/// `AddObserver`; the change times out and is reported failed
+/// (`NoQuorum`). Once the disk answers, the step is undone (rule
+/// `membership_change_bounded`): node 4 is not a member.
+/// Guards against: the membership written by a "failed" change being installed and sent to everyone once the disk answered.
+#[test]
+fn membership_change_bounded_a_change_reported_failed_never_takes_effect() {
+    let mut sim: Sim = Sim::with_configs(4, |id| {
+        let config = timing(id, vec![1, 2, 3])
+            .membership_change_timeout(ms(1_000))
+            .rng_seed(id);
+        if id == 4 { config.join() } else { config }
+    });
+    let leader = sim.run_until_leader(ms(3_000)).expect("a leader");
+    sim.run_for(ms(300));
+    sim.stall_disk(leader);
+    sim.input(
+        leader,
+        Input::ChangeMembership(MembershipChange::AddObserver {
+            id: 4,
+            address: "n4".into(),
+        }),
+    );
+    sim.run_for(ms(1_300));
+    assert_eq!(
+        sim.change_events(leader),
+        vec![Event::MembershipChangeFailed {
+            reason: MembershipFailure::NoQuorum
+        }]
+    );
+    assert_eq!(sim.node(leader).status().role, Role::Leader);
+    sim.unstall_disk(leader);
+    sim.run_for(ms(500));
+    let m = sim.node(leader).membership().clone();
+    assert!(
+        !m.is_member(4),
+        "reported failed, yet node 4 was added: {m:?} (events {:?})",
+        sim.change_events(leader)
+    );
+}
+
+/// Nodes 2 and 3 are voters that never campaign (mode `Voter`); node 1, the
+/// only node that may lead, removes itself. Either the change is refused
+/// or the cluster has a leader 5 s later.
+/// Guards against: a change that completes and leaves a cluster no node of which may ever lead.
+#[test]
+fn membership_change_removing_the_only_node_that_may_lead_fails_or_keeps_a_leader() {
+    let mut sim: Sim = Sim::with_configs(3, |id| {
+        let config = timing(id, vec![1, 2, 3]).rng_seed(id);
+        if id == 1 {
+            config
+        } else {
+            config.mode(tenure::Mode::Voter)
+        }
+    });
+    assert_eq!(sim.run_until_leader(ms(3_000)), Some(1));
+    sim.run_for(ms(300));
+    sim.input(
+        1,
+        Input::ChangeMembership(MembershipChange::Remove { id: 1 }),
+    );
+    sim.run_for(ms(5_000));
+    let events = sim.change_events(1);
+    assert!(
+        sim.agreed_leader().is_some()
+            || matches!(events.first(), Some(Event::MembershipChangeFailed { .. })),
+        "change {events:?}, leaders {:?}",
+        sim.leaders()
+    );
+}
+
+/// Voters {1,2,3}, nodes 2 and 3 in mode `Voter` (never campaign), node 1
+/// the only node that may lead; node 4 joins, also in mode `Voter`.
+/// `Replace { old: 1, new: 4 }`: either the change fails or the cluster
+/// has a leader 5 s later.
+/// Guards against: `NoLeaderLeft` checked only when the change is asked for, when a node never heard from counts as one that may lead.
+#[test]
+fn membership_change_replacing_the_only_leader_capable_node_by_a_voter_only_node_fails_or_keeps_a_leader()
+ {
+    let mut sim: Sim = Sim::with_configs(4, |id| {
+        let config = timing(id, vec![1, 2, 3]).rng_seed(id);
+        match id {
+            1 => config,
+            4 => config.join().mode(tenure::Mode::Voter),
+            _ => config.mode(tenure::Mode::Voter),
+        }
+    });
+    assert_eq!(sim.run_until_leader(ms(3_000)), Some(1));
+    sim.run_for(ms(300));
+    sim.input(
+        1,
+        Input::ChangeMembership(MembershipChange::Replace {
+            old: 1,
+            new: 4,
+            address: "n4".into(),
+        }),
+    );
+    sim.run_for(ms(5_000));
+    let events = sim.change_events(1);
+    assert!(
+        sim.agreed_leader().is_some()
+            || matches!(events.first(), Some(Event::MembershipChangeFailed { .. })),
+        "change {events:?}, leaders {:?}, membership {:?}",
+        sim.leaders(),
+        sim.node(2).membership()
+    );
+}
+
+/// Voters {1,2,3}, nodes 2 and 3 in mode `Voter`; node 4 (mode
+/// `Candidate`) is added as an observer, then `Replace { old: 1, new: 4 }`
+/// (the documented way to promote an observer into a voter's place)
+/// completes, and node 4 leads.
+/// Guards against: `NoLeaderLeft` taking every observer for a node that may not lead (an observer acknowledges with `can_lead: false`).
+#[test]
+fn membership_change_replacing_a_voter_by_a_leader_capable_observer_completes() {
+    let mut sim: Sim = Sim::with_configs(4, |id| {
+        let config = timing(id, vec![1, 2, 3]).rng_seed(id);
+        match id {
+            1 => config,
+            4 => config.join(),
+            _ => config.mode(tenure::Mode::Voter),
+        }
+    });
+    assert_eq!(sim.run_until_leader(ms(3_000)), Some(1));
+    sim.run_for(ms(300));
+    sim.input(
+        1,
+        Input::ChangeMembership(MembershipChange::AddObserver {
+            id: 4,
+            address: "n4".into(),
+        }),
+    );
+    sim.run_for(ms(1_000));
+    assert_eq!(
+        sim.change_events(1),
+        vec![Event::MembershipChangeCompleted { epoch: 1 }]
+    );
+    sim.input(
+        1,
+        Input::ChangeMembership(MembershipChange::Replace {
+            old: 1,
+            new: 4,
+            address: "n4".into(),
+        }),
+    );
+    sim.run_for(ms(5_000));
+    let events = sim.change_events(1);
+    assert!(
+        matches!(events.get(1), Some(Event::MembershipChangeCompleted { .. })),
+        "change {events:?}, leaders {:?}",
+        sim.leaders()
+    );
+    assert_eq!(sim.agreed_leader(), Some(4));
+}
+
+/// Fencing off: the leader removes itself; the joint membership is stored,
+/// the final one ({2,3}) is installed on the leader, and then node 3's
+/// messages stop reaching the leader (one-way cut), so the leader never
+/// sees the final membership stored. Nodes 2 and 3, the whole new voter
+/// set, up and connected to each other, have a leader within 10 s.
+/// Guards against: a removed leader (never stepping down without fencing) that keeps heartbeating the new voters, who stay sticky to it and never elect anyone.
+#[test]
+fn removed_leader_hands_over_without_fencing_when_a_new_voter_cannot_reach_it() {
+    let mut sim: Sim = Sim::with_configs(3, |id| {
+        timing(id, vec![1, 2, 3])
+            .fencing(Fencing::Off)
+            .membership_change_timeout(ms(2_000))
+            .rng_seed(id)
+    });
+    let leader = sim.run_until_leader(ms(3_000)).expect("a leader");
+    sim.run_for(ms(300));
+    let others: Vec<NodeId> = (1..=3).filter(|&i| i != leader).collect();
+    sim.input(
+        leader,
+        Input::ChangeMembership(MembershipChange::Remove { id: leader }),
+    );
+    assert!(sim.run_until_true(ms(2_000), |s| {
+        let m = s.node(leader).membership();
+        !m.is_joint() && m.epoch >= 2
+    }));
+    sim.cut(others[1], leader);
+    sim.run_for(ms(10_000));
+    let leaders = sim.leaders();
+    let new_leader = leaders.iter().find(|&&l| l != leader);
+    assert!(
+        new_leader.is_some(),
+        "no member leads 10 s later: leaders {leaders:?}, terms {:?}, membership of {}: {:?}",
+        sim.terms(),
+        others[0],
+        sim.node(others[0]).membership()
+    );
+}
+
+/// Strict fencing: the leader removes itself; the final membership {2,3}
+/// is written, and node 3's disk stalls before it stores it. Node 3 still
+/// acknowledges every round (stamped with the joint membership); within
+/// 5 s the removed leader no longer leads alone.
+/// Guards against: a removed leader that keeps its lease and leads for as long as a new voter's disk is stalled.
+#[test]
+fn removed_leader_hands_over_under_strict_fencing_while_a_new_voter_disk_stalls() {
+    let mut sim: Sim = Sim::with_configs(3, |id| {
+        timing(id, vec![1, 2, 3])
+            .fencing(Fencing::Strict)
+            .membership_change_timeout(ms(2_000))
+            .rng_seed(id)
+    });
+    let leader = sim.run_until_leader(ms(3_000)).expect("a leader");
+    sim.run_for(ms(300));
+    let others: Vec<NodeId> = (1..=3).filter(|&i| i != leader).collect();
+    sim.input(
+        leader,
+        Input::ChangeMembership(MembershipChange::Remove { id: leader }),
+    );
+    assert!(sim.run_until_true(ms(2_000), |s| {
+        let m = s.node(leader).membership();
+        !m.is_joint() && m.epoch >= 2
+    }));
+    sim.stall_disk(others[1]);
+    sim.run_for(ms(5_000));
+    let events = sim.change_events(leader);
+    assert!(
+        sim.leaders() != vec![leader],
+        "the removed leader {leader} still leads 5 s later with {:?}; change {events:?}",
+        sim.node(leader).membership()
+    );
+}
+
+/// Voters {1,2}; the leader L replaces the other voter by node 3. Node 3
+/// stores the observer step and catches up, but its disk stalls, so the
+/// joint membership {1,2} -> {L,3} never becomes durable there. A
+/// leadership transfer raises nodes 1 and 2 to term 2 (the transfer
+/// campaign fails without node 3's vote); node 3's term write is stuck
+/// too, and node 3 crashes and restarts at term 1 with the observer
+/// membership. Every pre-vote needs node 3, which refuses at term 1 (an
+/// observer in its membership); the candidates teach it the joint
+/// membership all the same, and a leader is elected within 10 s.
+/// Guards against: candidates teaching a refuser only when its refusal is of their own term, leaving everyone up, connected and leaderless.
+#[test]
+fn membership_adopt_newer_a_new_voter_behind_in_term_learns_the_joint_membership() {
+    let mut sim: Sim = Sim::with_configs(3, |id| {
+        let config = timing(id, vec![1, 2]).rng_seed(id);
+        if id == 3 { config.join() } else { config }
+    });
+    let leader = sim.run_until_leader(ms(3_000)).expect("a leader");
+    let other = if leader == 1 { 2 } else { 1 };
+    sim.run_for(ms(300));
+    sim.input(
+        leader,
+        Input::ChangeMembership(MembershipChange::Replace {
+            old: other,
+            new: 3,
+            address: "n3".into(),
+        }),
+    );
+    assert!(sim.run_until_true(ms(2_000), |s| {
+        let n = s.node(3);
+        n.membership().epoch >= 1 && n.status().persisted.term >= 1
+    }));
+    sim.stall_disk(3);
+    assert!(sim.run_until_true(ms(2_000), |s| s.node(leader).membership().is_joint()));
+    sim.input(leader, Input::TransferLeadership { to: other });
+    sim.run_for(ms(1_000));
+    assert_eq!(sim.node(other).status().term, 2);
+    sim.crash(3);
+    sim.restart(3);
+    assert_eq!(sim.node(3).status().term, 1);
+    assert!(!sim.node(3).membership().is_joint());
+    sim.run_for(ms(10_000));
+    assert!(
+        sim.agreed_leader().is_some(),
+        "no leader 10 s later: terms {:?}, memberships {:?}",
+        sim.terms(),
+        (1..=3)
+            .map(|i| sim.node(i).membership().clone())
+            .collect::<Vec<_>>()
+    );
+}
+
+/// Without pre-vote: voters {1,2,3}, where only node 1 campaigns (2 and 3
+/// are mode `Voter`); node 1 replaces itself by node 4. Nodes 2 and 4
+/// store the joint membership {1,2,3} -> {2,3,4}; node 3's disk stalls, so
+/// it does not, and node 1 crashes for good. Node 4, a voter only in the
+/// joint membership, is the only node that campaigns and needs node 3's
+/// vote (old majority {2,3}); node 3 holds the observer step, in which
+/// node 4 is no voter. A leader is elected within 10 s.
+/// Guards against: a lagging voter that drops a newer candidate's vote requests unanswered, so the candidate never learns it is behind.
+#[test]
+fn membership_adopt_newer_without_pre_vote_a_lagging_voter_learns_of_the_new_candidate() {
+    let mut sim: Sim = Sim::with_configs(4, |id| {
+        let config = timing(id, vec![1, 2, 3]).pre_vote(false).rng_seed(id);
+        match id {
+            1 => config,
+            4 => config.join(),
+            _ => config.mode(tenure::Mode::Voter),
+        }
+    });
+    assert_eq!(sim.run_until_leader(ms(3_000)), Some(1));
+    sim.run_for(ms(300));
+    sim.input(
+        1,
+        Input::ChangeMembership(MembershipChange::Replace {
+            old: 1,
+            new: 4,
+            address: "n4".into(),
+        }),
+    );
+    assert!(sim.run_until_true(ms(2_000), |s| s.node(3).membership().epoch >= 1));
+    sim.stall_disk(3);
+    assert!(sim.run_until_true(ms(2_000), |s| s.node(1).membership().is_joint()));
+    sim.run_for(ms(5));
+    sim.crash(1);
+    sim.crash(3);
+    sim.restart(3);
+    assert!(sim.node(2).membership().is_joint());
+    assert!(sim.node(4).membership().is_joint());
+    assert!(!sim.node(3).membership().is_joint());
+    sim.run_for(ms(10_000));
+    assert!(
+        !sim.leaders().is_empty(),
+        "no leader 10 s later: terms {:?}",
+        sim.terms()
+    );
+}
+
+/// Voters {1,2,3}, only node 1 may lead (nodes 2 and 3 run in mode
+/// `Voter`); node 4 (mode `Candidate`) joins. Leader 1 replaces 3 by 4:
+/// the observer step reaches node 4, then node 4's disk stalls, so the
+/// joint membership and the final one {1,2,4} are stored by {1,2} alone
+/// (a majority of each set) and the change completes. Node 1 crashes;
+/// node 4 crashes and restarts holding the observer step, in which it is
+/// no voter. {2,4} is a connected majority of {1,2,4} and node 4 may lead:
+/// a leader is elected within 20 s.
+/// Guards against: nobody telling node 4 that it votes (node 2 sends a membership only when it refuses a candidate or is refused as one), so the cluster stays leaderless while node 1 is down.
+#[test]
+fn membership_adopt_newer_a_new_voter_that_missed_its_promotion_learns_it_with_its_leader_down() {
+    new_voter_missed_final(tenure::Mode::Voter);
+}
+
+/// The same with node 2 in mode `Candidate`: node 2 campaigns on the final
+/// membership, node 4 refuses it (no voter in its own), node 2 teaches it,
+/// and {2,4} elect a leader.
+#[test]
+fn membership_adopt_newer_a_new_voter_that_missed_its_promotion_is_taught_by_a_campaigning_voter() {
+    new_voter_missed_final(tenure::Mode::Candidate);
+}
+
+fn new_voter_missed_final(mode2: tenure::Mode) {
+    let mut sim: Sim = Sim::with_configs(4, move |id| {
+        let config = timing(id, vec![1, 2, 3])
+            .fencing(Fencing::Strict)
+            .membership_change_timeout(ms(3_000))
+            .rng_seed(id);
+        match id {
+            2 => config.mode(mode2),
+            3 => config.mode(tenure::Mode::Voter),
+            4 => config.join(),
+            _ => config,
+        }
+    });
+    let first = sim.run_until_leader(ms(3_000)).expect("a leader");
+    sim.run_for(ms(300));
+    if first != 1 {
+        sim.input(first, Input::TransferLeadership { to: 1 });
+        assert!(sim.run_until_true(ms(2_000), |s| s.leaders() == vec![1]));
+        sim.run_for(ms(300));
+    }
+    sim.input(
+        1,
+        Input::ChangeMembership(MembershipChange::Replace {
+            old: 3,
+            new: 4,
+            address: "n4".into(),
+        }),
+    );
+    // The observer step is durable at node 4: stall its disk.
+    assert!(sim.run_until_true(ms(2_000), |s| s.node(4).membership().epoch >= 1));
+    sim.stall_disk(4);
+    assert!(sim.run_until_true(ms(3_000), |s| {
+        s.events_of(1)
+            .iter()
+            .any(|e| matches!(e, Event::MembershipChangeCompleted { .. }))
+    }));
+    assert_eq!(sim.node(1).membership().voters, vec![1, 2, 4]);
+    assert!(!sim.node(1).membership().is_joint());
+    assert_eq!(sim.node(2).membership().voters, vec![1, 2, 4]);
+    assert!(!sim.node(4).membership().is_voter(4));
+    sim.crash(1);
+    sim.crash(4);
+    sim.restart(4);
+    assert!(!sim.node(4).membership().is_voter(4));
+    // Nodes 2 and 4 are connected, a majority of {1,2,4}; node 4 may lead.
+    sim.run_for(ms(20_000));
+    assert!(
+        !sim.leaders().is_empty(),
+        "no leader: node 4 holds {:?}, node 2 {:?}",
+        sim.node(4).membership().id(),
+        sim.node(2).membership().id()
+    );
+}
+
+/// Fencing off: a leader cut off while the others elect a new leader and
+/// remove it. On heal, it keeps heartbeating the others, who drop its
+/// messages (a non-member stamped with an older membership) and answer
+/// with a `MembershipUpdate` at the new term, which moves its term: within
+/// 5 s it no longer leads.
+/// Guards against: a membership update of a higher term that a leader ignores outright, leaving it leader of the old term for ever, fully connected.
+#[test]
+fn higher_term_adopted_a_removed_stale_leader_stops_leading_once_healed() {
+    let mut sim: Sim = Sim::with_configs(3, |id| {
+        timing(id, vec![1, 2, 3])
+            .fencing(Fencing::Off)
+            .membership_change_timeout(ms(2_000))
+            .rng_seed(id)
+    });
+    let old = sim.run_until_leader(ms(3_000)).expect("a leader");
+    sim.run_for(ms(300));
+    sim.isolate(old);
+    assert!(sim.run_until_true(ms(5_000), |s| { s.leaders().iter().any(|&l| l != old) }));
+    let new = *sim.leaders().iter().find(|&&l| l != old).unwrap();
+    sim.run_for(ms(300));
+    sim.input(
+        new,
+        Input::ChangeMembership(MembershipChange::Remove { id: old }),
+    );
+    sim.run_for(ms(2_000));
+    assert!(
+        matches!(
+            sim.change_events(new).last(),
+            Some(Event::MembershipChangeCompleted { .. })
+        ),
+        "{:?}",
+        sim.change_events(new)
+    );
+    assert!(!sim.node(new).membership().is_member(old));
+    sim.heal();
+    sim.run_for(ms(5_000));
+    let n = sim.node(old);
+    assert!(
+        n.status().role != Role::Leader,
+        "node {old} still leads term {} 5 s after healing (others at {:?}), membership {:?}",
+        n.status().term,
+        sim.terms(),
+        n.membership()
+    );
+}
+
+/// The shape of `one_leader_per_term_holds_in_membership_sweep_seed_2922`,
+/// by hand. Voters {1,2,3}, node 4 joining. Node 2 crashes; a leadership
+/// transfer moves the others to a term node 2 never saw (node 4, joining,
+/// has no vote in it). The leader L replaces the other survivor by node 4:
+/// the final membership {L,2,4} is made in L's term T. L crashes (and the
+/// removed node, which would answer node 2 at term T, is down). Node 2
+/// restarts at an older term; node 4 teaches it the membership, and the
+/// simulator (which panics on two leaders in one term) sees a leader.
+/// Guards against: node 2 adopting the membership without its term, campaigning for T and being elected by node 4.
+#[test]
+fn one_leader_per_term_a_membership_taught_without_its_term_elects_no_second_leader() {
+    let mut sim: Sim = Sim::with_configs(4, |id| {
+        let config = timing(id, vec![1, 2, 3])
+            .fencing(Fencing::Strict)
+            .rng_seed(id);
+        // Node 4 campaigns slowly, so node 2's round comes first.
+        if id == 4 {
+            config.join().election_timeout(ms(2_000))
+        } else {
+            config
+        }
+    });
+    let first = sim.run_until_leader(ms(3_000)).expect("a leader");
+    sim.run_for(ms(300));
+    if first == 2 {
+        sim.input(2, Input::TransferLeadership { to: 1 });
+        assert!(sim.run_until_true(ms(2_000), |s| s.leaders() == vec![1]));
+        sim.run_for(ms(300));
+    }
+    let term_before = sim.node(2).status().term;
+    sim.crash(2);
+    let leader = sim.leaders()[0];
+    let other = if leader == 1 { 3 } else { 1 };
+    // A new term that node 2 never sees.
+    sim.input(leader, Input::TransferLeadership { to: other });
+    assert!(sim.run_until_true(ms(2_000), |s| s.leaders() == vec![other]));
+    let leader = other;
+    let other = if leader == 1 { 3 } else { 1 };
+    let term = sim.node(leader).status().term;
+    assert!(term > term_before);
+    sim.run_for(ms(300));
+    sim.input(
+        leader,
+        Input::ChangeMembership(MembershipChange::Replace {
+            old: other,
+            new: 4,
+            address: "n4".into(),
+        }),
+    );
+    assert!(sim.run_until_true(ms(3_000), |s| {
+        let m = s.node(4).membership();
+        m.epoch >= 3 && !m.is_joint()
+    }));
+    assert_eq!(sim.node(4).membership().term, term);
+    assert_eq!(sim.node(4).status().term, term);
+    sim.crash(leader);
+    // The removed node, still at term T, would tell node 2 the term.
+    sim.crash(other);
+    sim.restart(2);
+    assert!(sim.node(2).status().term < term);
+    // The simulator panics on two leaders in one term.
+    sim.run_for(ms(5_000));
+    let leaders = sim.leaders();
+    assert!(!leaders.is_empty(), "no leader: terms {:?}", sim.terms());
 }

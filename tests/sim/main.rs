@@ -7,17 +7,16 @@
 #[path = "../common/mod.rs"]
 mod common;
 
-mod adversarial;
-mod adversarial2;
+mod fault_sweeps;
 mod leases;
 mod membership;
-mod membership_break;
 mod membership_mixed_timing;
+mod membership_sweeps;
 mod node_checker;
 mod properties;
 mod rank;
-mod rank_break;
 mod rank_properties;
+mod rank_sweeps;
 mod replication;
 mod safety_sweep;
 mod scenarios;
