@@ -187,26 +187,15 @@ fn run(seed: u64) -> (BTreeMap<u64, BTreeSet<NodeId>>, Vec<String>) {
 /// however long that takes, and elections still succeed.
 #[test]
 fn persist_before_send_holds_with_asynchronous_writes() {
-    let first = std::env::var("TENURE_EXEC_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1u64);
-    let runs = if std::env::var("TENURE_EXEC_SEED").is_ok() {
-        1
-    } else {
-        40
-    };
-    for seed in first..first + runs {
+    common::sweep("TENURE_EXECUTOR", 1..41, |seed| {
         let (leaders, violations) = run(seed);
-        assert!(
-            violations.is_empty(),
-            "seed {seed} (replay with TENURE_EXEC_SEED={seed}): {violations:#?}"
-        );
-        assert!(!leaders.is_empty(), "seed {seed}: no leader in 20 s");
+        assert!(violations.is_empty(), "{violations:#?}");
+        assert!(!leaders.is_empty(), "no leader in 20 s");
         for (term, ids) in &leaders {
-            assert_eq!(ids.len(), 1, "seed {seed}: term {term} had leaders {ids:?}");
+            assert_eq!(ids.len(), 1, "term {term} had leaders {ids:?}");
         }
-    }
+        None
+    });
 }
 
 /// A failed write stops the step at once: nothing after it runs, so the

@@ -486,13 +486,14 @@ fn promote_reports_outdated_term_and_other_leader() {
 #[test]
 fn promote_one_campaign_starts_a_fresh_round_when_the_running_one_lost_its_requests() {
     // With pre-vote the round adopted is a pre-vote; without, a vote round.
-    for pre_vote in [true, false] {
-        for latency in 5..=10 {
-            for seed in 0..5 {
+    common::sweep("TENURE_PROMOTE_AFTER_CUT", 0..5, |seed| {
+        for pre_vote in [true, false] {
+            for latency in 5..=10 {
                 promote_after_a_cut_off_campaign(pre_vote, ms(latency), seed);
             }
         }
-    }
+        None
+    });
 }
 
 /// Only node 1 may campaign (the others are voters). It campaigns on its

@@ -1027,7 +1027,7 @@ fn rank_hand_back_trace_a_preferred_node_with_a_stalled_disk() {
 #[ignore]
 fn rank_conflicting_bootstrap_ranks_on_two_nodes_stalls_measured() {
     let mut stalls = Vec::new();
-    for seed in 0..200u64 {
+    common::sweep("TENURE_RANK_CONFLICT", 0..200, |seed| {
         let config = move |id: NodeId, voters: Vec<NodeId>| {
             let c = timing(id, voters).rng_seed(seed * 1000 + id);
             if id == 1 {
@@ -1040,7 +1040,8 @@ fn rank_conflicting_bootstrap_ranks_on_two_nodes_stalls_measured() {
         if s.run_until_leader(ms(10_000)).is_none() {
             stalls.push(seed);
         }
-    }
+        None
+    });
     eprintln!("2-node conflicting ranks: no leader in 10 s for seeds {stalls:?}");
 }
 

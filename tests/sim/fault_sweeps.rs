@@ -17,13 +17,6 @@ use rand_pcg::Pcg64Mcg;
 use tenure::sim::{Cluster, Fault, Report, Scenario, SimConfig};
 use tenure::{Config, Fencing, Input, Mode, NodeId};
 
-fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
-}
-
 /// Per-node timing profiles (heartbeat, death); every one passes strict
 /// validation.
 const PROFILES: [(u64, u64); 4] = [(100, 400), (75, 250), (150, 700), (50, 1000)];
@@ -74,9 +67,10 @@ fn plan(seed: u64, kind: u64) -> Plan {
         1 => (1, 15),
         _ => (20, 60),
     };
-    // ADV_NO_FLAP: leave out the combination of finding 3 (a 250 ms voter
-    // promise under a 150 ms-heartbeat leader on a WAN).
-    let no_flap = std::env::var("ADV_NO_FLAP").is_ok() && latency.0 >= 20;
+    // TENURE_FAULT_SWEEP_NO_FLAP: leave out a 250 ms voter promise under a
+    // 150 ms-heartbeat leader on a WAN (rule `heartbeat_fits_promises` at
+    // its edge).
+    let no_flap = std::env::var("TENURE_FAULT_SWEEP_NO_FLAP").is_ok() && latency.0 >= 20;
     for id in 1..=nodes + observers {
         let p = if mixed {
             let mut i = pick(4) as usize;
@@ -183,11 +177,6 @@ fn plan(seed: u64, kind: u64) -> Plan {
     }
 }
 
-#[allow(dead_code)]
-fn run_plan(p: &Plan) -> Option<String> {
-    run_plan_report(p).violation.map(|v| v.to_string())
-}
-
 fn run_plan_report(p: &Plan) -> tenure::sim::Report {
     let mut cfg = SimConfig::new(p.nodes, p.seed);
     cfg.observers = p.observers;
@@ -216,7 +205,7 @@ fn run_plan_report(p: &Plan) -> tenure::sim::Report {
         }
         c
     });
-    let mut s = Scenario::new("adversarial", ms(1));
+    let mut s = Scenario::new("fault plan", ms(1));
     for (at, f) in &p.faults {
         s = s.with(ms(*at), f.clone());
     }
@@ -248,7 +237,7 @@ fn run_plan_report(p: &Plan) -> tenure::sim::Report {
     if TRACE.with(|t| t.get()) {
         cluster.enable_trace();
         let (report, _, log) = cluster.run_traced(&s);
-        let from = std::env::var("ADV_FROM")
+        let from = std::env::var("TENURE_FAULT_PLAN_TRACE_FROM")
             .ok()
             .and_then(|v| v.parse::<f64>().ok())
             .unwrap_or(0.0);
@@ -258,35 +247,28 @@ fn run_plan_report(p: &Plan) -> tenure::sim::Report {
     cluster.run(&s)
 }
 
+/// Runs the plans of `kind` over the sweep's seeds (`TENURE_FAULT_SWEEP`,
+/// default 60 seeds from 0); every run keeps every invariant, liveness
+/// included.
 fn sweep(kind: u64) {
-    let n = env("ADV_SEEDS", 60);
-    let start = env("ADV_SEED_START", 0);
-    let mut bad = Vec::new();
     let mut safety = 0;
     let (mut elections, mut lease_events, mut live, mut stale) = (0, 0, 0, 0);
-    for seed in start..start + n {
+    common::sweep("TENURE_FAULT_SWEEP", 0..60, |seed| {
         let p = plan(seed, kind);
         let r = run_plan_report(&p);
         elections += r.elections;
         lease_events += r.lease_events;
         live += u64::from(r.liveness_checked);
         stale += r.delivered_after_sender_restart;
-        if let Some(v) = r.violation.map(|v| v.to_string()) {
-            if !v.contains("liveness") {
-                safety += 1;
-            }
-            if bad.len() < 5 {
-                bad.push(format!("seed {seed} kind {kind}: {v}\n  {p:?}"));
-            } else {
-                bad.push(format!("seed {seed} kind {kind}: {v}"));
-            }
+        let v = r.violation?.to_string();
+        if !v.contains("liveness") {
+            safety += 1;
         }
-    }
+        Some(format!("kind {kind}: {v}\n  {p:?}"))
+    });
     eprintln!(
-        "kind {kind}: {n} seeds from {start}, {} violations ({safety} safety); {elections} elections, {lease_events} lease events, {live} liveness checks, {stale} stale deliveries",
-        bad.len()
+        "kind {kind}: {elections} elections, {lease_events} lease events, {live} liveness checks, {stale} stale deliveries"
     );
-    assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
 
 #[test]
@@ -309,24 +291,23 @@ fn fault_sweep_deaf_nodes_and_partial_partitions_keep_every_invariant() {
     sweep(3);
 }
 
-/// Replays one sweep run with a trace:
-/// `ADV_KIND=<k> ADV_SEED=<s> cargo test --release --all-features --test adversarial fault_sweep_replay_one_plan_with_its_trace -- --ignored --nocapture`
+/// Replays one plan, `TENURE_FAULT_PLAN_SEED` of `TENURE_FAULT_PLAN_KIND`,
+/// and with `TENURE_FAULT_PLAN_TRACE=1` prints its trace (from
+/// `TENURE_FAULT_PLAN_TRACE_FROM` seconds on):
+/// `TENURE_FAULT_PLAN_KIND=<k> TENURE_FAULT_PLAN_SEED=<s> TENURE_FAULT_PLAN_TRACE=1 cargo test --release --all-features --test sim fault_sweep_replay_one_plan_with_its_trace -- --ignored --nocapture`
 #[test]
-#[ignore]
+#[ignore = "a tool: replays one plan"]
 fn fault_sweep_replay_one_plan_with_its_trace() {
-    let p = plan(env("ADV_SEED", 0), env("ADV_KIND", 0));
+    let p = plan(
+        common::env_u64("TENURE_FAULT_PLAN_SEED", 0),
+        common::env_u64("TENURE_FAULT_PLAN_KIND", 0),
+    );
     eprintln!("{p:#?}");
-    let mut p2 = p.clone();
-    p2.seed = p.seed;
-    let mut cfg_trace = std::env::var("ADV_TRACE").is_ok();
-    let r = run_plan_report(&p2);
+    let r = run_plan_report(&p);
     eprintln!("violation: {:?}\nelections {}", r.violation, r.elections);
-    if cfg_trace {
-        cfg_trace = false;
-        let _ = cfg_trace;
+    if std::env::var("TENURE_FAULT_PLAN_TRACE").is_ok() {
         TRACE.with(|t| t.set(true));
-        let r = run_plan_report(&p2);
-        let _ = r;
+        run_plan_report(&p);
     }
 }
 
@@ -367,7 +348,7 @@ fn deaf_run(
         Config::new(id, voters.iter().copied())
             .fencing(fencing)
             .heartbeat_interval(ms(100))
-            .death_timeout(ms(env("ADV2_DEATH", 800)))
+            .death_timeout(ms(common::env_u64("TENURE_DEAF_SWEEP_DEATH_MS", 800)))
     });
     let mut s = Scenario::new("deaf minority", ms(12_000));
     for &d in deaf {
@@ -379,47 +360,45 @@ fn deaf_run(
     Cluster::new(cfg).run(&s)
 }
 
-/// Sweep: 5 and 7 voters, the lowest ids (the largest minority) deaf from
-/// the start, WAN latencies, each fencing mode; a first leader and a
-/// failover after a leader crash-restart must both come within the bound.
+/// 5 and 7 voters, the lowest ids (the largest minority) deaf from the
+/// start, WAN latencies, each fencing mode: a first leader and a failover
+/// after a leader crash-restart both come within the bound. Seeds:
+/// `TENURE_DEAF_SWEEP` (default 40 from 0, each run every combination);
+/// `TENURE_DEAF_SWEEP_DEATH_MS` (default 800) and
+/// `TENURE_DEAF_SWEEP_TAIL_PCT` (default 0) vary the timing.
 #[test]
 fn fault_sweep_deaf_low_id_minorities_on_a_wan_elect_in_time() {
-    let n = env("ADV2_SEEDS", 40);
-    let mut bad = Vec::new();
-    let mut runs = 0;
-    for (nodes, deaf) in [(5u64, vec![1, 2]), (7, vec![1, 2, 3]), (7, vec![1, 3, 5])] {
-        for lat in [(20, 60), (50, 100), (100, 200)] {
-            for fencing in [Fencing::Off, Fencing::Soft, Fencing::Strict] {
-                for tail in [env("ADV2_TAIL_PCT", 0) as f64 / 100.0] {
-                    for seed in 0..n {
-                        runs += 1;
-                        let r = deaf_run(nodes, &deaf, lat, fencing, seed, tail);
-                        if let Some(v) = r.violation {
-                            bad.push(format!(
-                                "{nodes} nodes deaf {deaf:?} lat {lat:?} {fencing:?} tail {tail} seed {seed}: {v}"
-                            ));
-                        }
+    let tail = common::env_u64("TENURE_DEAF_SWEEP_TAIL_PCT", 0) as f64 / 100.0;
+    common::sweep("TENURE_DEAF_SWEEP", 0..40, |seed| {
+        let mut bad = Vec::new();
+        for (nodes, deaf) in [(5u64, vec![1, 2]), (7, vec![1, 2, 3]), (7, vec![1, 3, 5])] {
+            for lat in [(20, 60), (50, 100), (100, 200)] {
+                for fencing in [Fencing::Off, Fencing::Soft, Fencing::Strict] {
+                    let r = deaf_run(nodes, &deaf, lat, fencing, seed, tail);
+                    if let Some(v) = r.violation {
+                        bad.push(format!(
+                            "{nodes} nodes deaf {deaf:?} lat {lat:?} {fencing:?} tail {tail}: {v}"
+                        ));
                     }
                 }
             }
         }
-    }
-    common::assert_sweep_clean(runs, &bad, env("ADV2_SHOW", 30) as usize);
+        (!bad.is_empty()).then(|| bad.join("\n"))
+    });
 }
 
-/// Sweep: 3–5 nodes, heavy duplication and long tails, followers and
-/// leaders crash-restarting within milliseconds (newest_round resets),
-/// deaf/mute episodes; everything heals at the end.
+/// 3–5 nodes, heavy duplication and long tails, followers and leaders
+/// crash-restarting within milliseconds (a restart forgets the newest
+/// round seen), deaf and mute episodes; everything heals at the end.
+/// Seeds: `TENURE_RESTART_SWEEP` (default 40 from 0, each run every
+/// combination).
 #[test]
 fn fault_sweep_restarts_duplicates_and_long_tails_keep_every_invariant() {
-    let n = env("ADV2_SEEDS", 40);
-    let mut bad = Vec::new();
-    let mut runs = 0;
     let mut stats = BTreeMap::new();
-    for nodes in [3u64, 5] {
-        for fencing in [Fencing::Soft, Fencing::Strict] {
-            for seed in 0..n {
-                runs += 1;
+    common::sweep("TENURE_RESTART_SWEEP", 0..40, |seed| {
+        let mut bad = Vec::new();
+        for nodes in [3u64, 5] {
+            for fencing in [Fencing::Soft, Fencing::Strict] {
                 let mut cfg = SimConfig::new(nodes, seed);
                 cfg.latency = (ms(1), ms(15));
                 cfg.duplicate = 0.3;
@@ -461,51 +440,57 @@ fn fault_sweep_restarts_duplicates_and_long_tails_keep_every_invariant() {
                 let r = Cluster::new(cfg).run(&s);
                 *stats.entry((nodes, format!("{fencing:?}"))).or_insert(0u64) += r.elections;
                 if let Some(v) = r.violation {
-                    bad.push(format!("{nodes} nodes {fencing:?} seed {seed}: {v}"));
+                    bad.push(format!("{nodes} nodes {fencing:?}: {v}"));
                 }
             }
         }
-    }
+        (!bad.is_empty()).then(|| bad.join("\n"))
+    });
     eprintln!("elections {stats:?}");
-    common::assert_sweep_clean(runs, &bad, 30);
 }
 
-/// Debug helper for one deaf run with a trace:
-/// `ADV2_NODES=7 ADV2_DEAF=1,3,5 ADV2_LAT=50 ADV2_SEED=0 ADV2_TAIL_PCT=5 cargo test ... fault_sweep_replay_a_deaf_minority_run_with_its_trace -- --ignored --nocapture`
+/// Replays one deaf-minority run with its trace: `TENURE_DEAF_RUN_NODES`
+/// (default 7), `_DEAF` (the deaf ids, default 1,2,3), `_LATENCY_MS`
+/// (default 50, up to twice that or `_LATENCY_MAX_MS`), `_SEED`,
+/// `_TAIL_PCT`, `_DEATH_MS` (default 800), `_TRACE_FROM_MS`, and
+/// `_NO_CHECK=1` to leave out the liveness bound:
+/// `TENURE_DEAF_RUN_DEAF=1,3,5 TENURE_DEAF_RUN_SEED=0 cargo test --release --all-features --test sim fault_sweep_replay_a_deaf_minority_run_with_its_trace -- --ignored --nocapture`
 #[test]
-#[ignore]
+#[ignore = "a tool: replays one run with its trace"]
 fn fault_sweep_replay_a_deaf_minority_run_with_its_trace() {
-    let nodes = env("ADV2_NODES", 7);
-    let deaf: Vec<NodeId> = std::env::var("ADV2_DEAF")
+    let env = |name: &str, default| common::env_u64(&format!("TENURE_DEAF_RUN_{name}"), default);
+    let nodes = env("NODES", 7);
+    let deaf: Vec<NodeId> = std::env::var("TENURE_DEAF_RUN_DEAF")
         .unwrap_or_else(|_| "1,2,3".into())
         .split(',')
         .map(|x| x.parse().unwrap())
         .collect();
-    let lat = env("ADV2_LAT", 50);
-    let seed = env("ADV2_SEED", 0);
-    let tail = env("ADV2_TAIL_PCT", 0) as f64 / 100.0;
+    let lat = env("LATENCY_MS", 50);
+    let seed = env("SEED", 0);
+    let tail = env("TAIL_PCT", 0) as f64 / 100.0;
+    let death = env("DEATH_MS", 800);
     let mut cfg = SimConfig::new(nodes, seed);
-    cfg.latency = (ms(lat), ms(env("ADV2_LAT_HI", lat * 2)));
+    cfg.latency = (ms(lat), ms(env("LATENCY_MAX_MS", lat * 2)));
     cfg.long_tail = tail;
     cfg.node_config = Rc::new(move |id, voters| {
         Config::new(id, voters.iter().copied())
             .fencing(Fencing::Off)
             .heartbeat_interval(ms(100))
-            .death_timeout(ms(env("ADV2_DEATH", 800)))
+            .death_timeout(ms(death))
     });
     let mut s = Scenario::new("deaf minority", ms(12_000));
     for &d in &deaf {
         s = s.with(Duration::ZERO, Fault::Deaf(d));
     }
     s = s.with(ms(4_000), Fault::CrashRestartLeader(ms(3)));
-    if std::env::var("ADV2_NO_CHECK").is_err() {
+    if std::env::var("TENURE_DEAF_RUN_NO_CHECK").is_err() {
         s.first_leader_from = Some(Duration::ZERO);
         s.heal_at = Some(ms(4_000));
     }
     let mut cluster = Cluster::new(cfg);
     cluster.enable_trace();
     let (r, _, log) = cluster.run_traced(&s);
-    let from = env("ADV2_FROM_MS", 0) as f64 / 1000.0;
+    let from = env("TRACE_FROM_MS", 0) as f64 / 1000.0;
     common::print_trace_from(&log.unwrap_or_default(), from);
     eprintln!("{}", common::report_summary(&r));
 }

@@ -3,13 +3,15 @@
 //! after a higher term elected a leader. With drift beyond the configured
 //! bound the same check must find violations (so it can fail).
 //!
-//! Replay one run: `TENURE_SEED=<seed> cargo test --release --all-features --test lease_sim -- --nocapture`.
+//! Seeds: `TENURE_LEASE_SWEEP` (see `common::sweep`). Replay one run:
+//! `TENURE_LEASE_SWEEP_SEEDS=<seed> cargo test --release --all-features --test sim strict_lease_is_exclusive -- --nocapture`.
 
 #![cfg(feature = "sim")]
 
 use std::rc::Rc;
 use std::time::Duration;
 
+use crate::common;
 use tenure::sim::{Cluster, Report, Scenario, SimConfig};
 use tenure::{Config, Fencing};
 
@@ -34,31 +36,17 @@ fn run(seed: u64, nodes: u64, clock_skew_ppm: u32) -> Report {
     Cluster::new(cfg).run(&Scenario::random(seed, nodes, ms(15_000)))
 }
 
-fn seeds(default: std::ops::Range<u64>) -> std::ops::Range<u64> {
-    match std::env::var("TENURE_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-    {
-        Some(s) => s..s + 1,
-        None => default,
-    }
-}
-
 #[test]
 fn strict_lease_is_exclusive_with_drift_within_the_bound() {
     let mut lease_events = 0;
     let mut elections = 0;
-    for seed in seeds(0..1000) {
+    common::sweep("TENURE_LEASE_SWEEP", 0..1000, |seed| {
         let nodes = 3 + 2 * (seed % 2);
         let report = run(seed, nodes, 1000);
-        if let Some(v) = &report.violation {
-            panic!(
-                "{v}\nreplay: TENURE_SEED={seed} cargo test --release --all-features --test lease_sim"
-            );
-        }
         lease_events += report.lease_events;
         elections += report.elections;
-    }
+        report.violation.map(|v| v.to_string())
+    });
     assert!(
         lease_events > 0 && elections > 0,
         "the runs never exercised a lease ({lease_events}, {elections})"
@@ -69,7 +57,7 @@ fn strict_lease_is_exclusive_with_drift_within_the_bound() {
 #[test]
 fn sim_checks_catch_drift_beyond_the_bound() {
     let mut found = None;
-    for seed in seeds(0..300) {
+    for seed in 0..300 {
         // Rates 0.6 to 1.4: the followers of a slow leader must run fast for the
         // lease to overlap, so the skew is large to find it in few seeds.
         let report = run(seed, 3, 800_000);

@@ -1,4 +1,4 @@
-//! The simulator's membership-change scenarios (issue 13): grow 3 → 5,
+//! The simulator's membership-change scenarios: grow 3 → 5,
 //! shrink 5 → 3, replace the leader, replace a dead follower, crash and
 //! partition mid-change, two operators at once; each under fencing off,
 //! soft and strict, with random crashes, restarts, loss, duplication,
@@ -7,16 +7,20 @@
 //! completeness and quorum intersection, each node's own checks) and the
 //! operators' changes must complete.
 //!
-//! Seeds per scenario: `TENURE_SWEEP_SEEDS` (default 50; the measurement
-//! in the README used 2000: `TENURE_SWEEP_SEEDS=2000 cargo test --release
-//! --all-features --test membership_sim -- --nocapture sweep`). Replay one
-//! run with its event log: `TENURE_SEED=<seed> TENURE_SCENARIO=<name>
-//! cargo test --release --all-features --test membership_sim -- --nocapture
-//! replay`, or `tenure sim --scenario <name> --seed <seed> --trace`.
+//! Seeds per scenario: `TENURE_MEMBERSHIP_SCENARIOS` (see
+//! `common::sweep`; default 50 from 0; the measurement in the README used
+//! 2000: `TENURE_MEMBERSHIP_SCENARIOS_RUNS=2000 cargo test --release
+//! --all-features --test sim membership_scenarios_keep -- --nocapture`).
+//! Replay one run with its event log: `TENURE_SEED=<seed>
+//! TENURE_SCENARIO=<name> cargo test --release --all-features --test sim
+//! membership_scenarios_replay -- --nocapture`, or `tenure sim --scenario
+//! <name> --seed <seed> --trace`.
 
 #![cfg(feature = "sim")]
 
 use std::time::Duration;
+
+use crate::common;
 
 use tenure::sim::{
     Cluster, Fault, Goal, Operation, PeerMode, Report, Scenario, SimConfig, Standard, StorageMode,
@@ -26,10 +30,6 @@ use tenure::{Config, Fencing};
 
 fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|s| s.parse().ok())
-}
-
-fn seeds() -> u64 {
-    env_u64("TENURE_SWEEP_SEEDS").unwrap_or(50)
 }
 
 fn run(s: &Standard, seed: u64) -> Report {
@@ -51,51 +51,59 @@ fn allowed_unfinished(runs: u64) -> u64 {
     runs / 50
 }
 
-/// Every membership scenario over `TENURE_SWEEP_SEEDS` seeds (default 50)
-/// per scenario: no violation, and operators unfinished in at most
-/// [`allowed_unfinished`] runs.
+/// Every membership scenario (those whose name contains `TENURE_SCENARIO`,
+/// if set) over the seeds of `TENURE_MEMBERSHIP_SCENARIOS` (default 50
+/// from 0; see `common::sweep`): no violation, and operators unfinished in
+/// at most [`allowed_unfinished`] runs of each scenario.
 #[test]
 fn membership_scenarios_keep_every_invariant_and_complete() {
-    let n = seeds();
     let only = std::env::var("TENURE_SCENARIO").ok();
-    let mut summaries = Vec::new();
-    let mut broken = Vec::new();
-    for s in membership_scenarios() {
-        if only.as_ref().is_some_and(|o| !s.name.contains(o.as_str())) {
-            continue;
-        }
-        let mut summary = Summary::new(&s.name);
-        let mut unfinished = Vec::new();
-        let (mut mid_change, mut on_joint) = (0, 0);
-        for seed in 0..n {
-            let report = run(&s, seed);
-            summary.add(&report);
+    let scenarios: Vec<Standard> = membership_scenarios()
+        .into_iter()
+        .filter(|s| only.as_ref().is_none_or(|o| s.name.contains(o.as_str())))
+        .collect();
+    let mut summaries: Vec<Summary> = scenarios.iter().map(|s| Summary::new(&s.name)).collect();
+    let mut unfinished: Vec<Vec<u64>> = vec![Vec::new(); scenarios.len()];
+    let (mut mid_change, mut on_joint) = (vec![0; scenarios.len()], vec![0; scenarios.len()]);
+    let mut n = 0;
+    common::sweep("TENURE_MEMBERSHIP_SCENARIOS", 0..50, |seed| {
+        n += 1;
+        let mut broken = Vec::new();
+        for (i, s) in scenarios.iter().enumerate() {
+            let report = run(s, seed);
+            summaries[i].add(&report);
             if let Some(v) = &report.violation {
                 broken.push(format!(
-                    "{}: {v}\n  replay: TENURE_SCENARIO={} TENURE_SEED={seed} cargo test --release --all-features --test membership_sim -- --nocapture replay",
+                    "{}: {v}\n  replay: TENURE_SCENARIO={} TENURE_SEED={seed} cargo test --release --all-features --test sim membership_scenarios_replay_one_seed_with_its_trace -- --nocapture",
                     s.name, s.name
                 ));
             } else if report.operations_unfinished > 0 {
-                unfinished.push(seed);
+                unfinished[i].push(seed);
             }
-            assert!(report.operations > 0, "{}: no operator ran", s.name);
-            mid_change += report.elected_mid_change;
-            on_joint += report.elected_on_joint;
+            if report.operations == 0 {
+                broken.push(format!("{}: no operator ran", s.name));
+            }
+            mid_change[i] += report.elected_mid_change;
+            on_joint[i] += report.elected_on_joint;
         }
+        (!broken.is_empty()).then(|| broken.join("\n"))
+    });
+    let mut broken = Vec::new();
+    for (i, s) in scenarios.iter().enumerate() {
         eprintln!(
-            "{}: {mid_change} elections mid-change, {on_joint} on a joint membership",
-            s.name
+            "{}: {} elections mid-change, {} on a joint membership",
+            s.name, mid_change[i], on_joint[i]
         );
-        if unfinished.len() as u64 > allowed_unfinished(n) {
+        let stalled = &unfinished[i];
+        if stalled.len() as u64 > allowed_unfinished(n) {
             broken.push(format!(
-                "{}: operators unfinished in {} of {n} runs (seeds {unfinished:?})",
+                "{}: operators unfinished in {} of {n} runs (seeds {stalled:?})",
                 s.name,
-                unfinished.len()
+                stalled.len()
             ));
-        } else if !unfinished.is_empty() {
-            eprintln!("{}: unfinished in seeds {unfinished:?}", s.name);
+        } else if !stalled.is_empty() {
+            eprintln!("{}: unfinished in seeds {stalled:?}", s.name);
         }
-        summaries.push(summary);
     }
     eprint!("{}", Summary::table(&summaries));
     assert!(broken.is_empty(), "{}", broken.join("\n"));
@@ -371,30 +379,30 @@ fn conflicting_replacements(seed: u64, fencing: Fencing) -> (SimConfig, Scenario
 }
 
 /// Safety under [`conflicting_replacements`]: no violation of a safety
-/// invariant in any seed (`TENURE_STRESS_SEEDS`, default 30 per fencing
-/// mode). Liveness failures are listed, not asserted.
+/// invariant in any seed (`TENURE_CONFLICTING_REPLACEMENTS`, default 30
+/// from 0, each under every fencing mode). Liveness failures are listed,
+/// not asserted.
 #[test]
 fn membership_conflicting_replacements_stay_safe() {
-    let n = env_u64("TENURE_STRESS_SEEDS").unwrap_or(30);
-    let mut broken = Vec::new();
     let mut stalled = Vec::new();
     let (mut done, mut ops) = (0, 0);
-    for fencing in [Fencing::Off, Fencing::Soft, Fencing::Strict] {
-        for seed in env_u64("TENURE_SEED").map_or(0..n, |s| s..s + 1) {
+    common::sweep("TENURE_CONFLICTING_REPLACEMENTS", 0..30, |seed| {
+        let mut broken = Vec::new();
+        for fencing in [Fencing::Off, Fencing::Soft, Fencing::Strict] {
             let (cfg, s) = conflicting_replacements(seed, fencing);
             let r = Cluster::new(cfg).run(&s);
             ops += r.operations;
             done += r.operations_completed;
             match r.violation {
                 Some(v) if v.is_liveness() => stalled.push((fencing, seed)),
-                Some(v) => broken.push(format!("{fencing:?} seed {seed}: {v}")),
+                Some(v) => broken.push(format!("{fencing:?}: {v}")),
                 None if r.operations_unfinished > 0 => stalled.push((fencing, seed)),
                 None => {}
             }
         }
-    }
+        (!broken.is_empty()).then(|| broken.join("\n"))
+    });
     eprintln!("conflicting replacements: {done} of {ops} operators done; stalled: {stalled:?}");
-    assert!(broken.is_empty(), "{}", broken.join("\n"));
 }
 
 /// Replays `TENURE_SEED` of [`conflicting_replacements`] under

@@ -15,15 +15,16 @@
 //!   remove, the leader replacing itself) with per-node timing drawn from
 //!   [`TIMINGS`], crashes, restarts, isolations, faults aimed at moments
 //!   of each change, and clocks 1000 ppm apart, under every fencing mode.
-//!   `cargo test --release --all-features --test membership_mixed_timing`
+//!   `cargo test --release --all-features --test sim membership_mixed_timing`
 //!   runs a few hundred runs; the long variant
 //!   `TENURE_MIXED_CHANGE_RUNS=20000 cargo test --release --all-features
-//!   --test membership_mixed_timing -- --ignored --nocapture long` (default
-//!   20000 runs; `TENURE_MIXED_CHANGE_BASE` sets the first seed). Each
-//!   failure prints its seed and the command that replays it:
-//!   `TENURE_MIXED_CHANGE_SEEDS=<seed>` (comma-separated for several) runs
-//!   only those seeds, and `TENURE_MIXED_CHANGE_TRACE=1` prints the event
-//!   log of the failing ones.
+//!   --test sim membership_mixed_timing -- --ignored --nocapture long`
+//!   (default 20000 runs; `TENURE_MIXED_CHANGE_SEEDS=a..b` chooses the
+//!   seeds, see `common::sweep`). Each failure prints its seed and the
+//!   command that replays it: `TENURE_MIXED_CHANGE_SEEDS=<seed>`
+//!   (comma-separated for several) runs only those seeds, and
+//!   `TENURE_MIXED_CHANGE_TRACE=1` prints the event log of the failing
+//!   ones.
 
 #![cfg(feature = "sim")]
 
@@ -45,30 +46,39 @@ use crate::common::ms;
 /// Seeds per `mixed_change/*` scenario in CI.
 const SEEDS: u64 = 40;
 
-/// Runs the `mixed_change/<change>/<fencing>` scenario over [`SEEDS`]
-/// seeds; returns one line per failed seed (violation, or a run that did
-/// not do what the scenario is about), with how to replay it.
-fn run_mixed_change(change: &str, fencing: &str) -> Vec<String> {
-    let name = format!("mixed_change/{change}/{fencing}");
-    let s: Standard = mixed_change_scenarios()
-        .into_iter()
-        .find(|s| s.name == name)
-        .expect("a mixed_change scenario");
-    let mut failed = Vec::new();
-    for seed in 0..SEEDS {
-        let (cfg, scenario) = s.build(seed);
-        let report = Cluster::new(cfg).run(&scenario);
-        let why = match &report.violation {
-            Some(v) => Some(v.to_string()),
-            None => missed(&report),
-        };
-        if let Some(why) = why {
-            failed.push(format!(
-                "seed {seed}: {why}\n  replay: tenure sim --scenario {name} --seed {seed} --trace"
-            ));
+/// Runs the `mixed_change/<change>/<fencing>` scenarios of `cases` over
+/// [`SEEDS`] seeds (`TENURE_MIXED_CHANGE_SCENARIOS`; see `common::sweep`);
+/// a run fails on a violation, or if it did not do what its scenario is
+/// about, and says how to replay it.
+fn check_mixed_changes(cases: &[(&str, &str)]) {
+    let scenarios: Vec<Standard> = cases
+        .iter()
+        .map(|(change, fencing)| {
+            let name = format!("mixed_change/{change}/{fencing}");
+            mixed_change_scenarios()
+                .into_iter()
+                .find(|s| s.name == name)
+                .expect("a mixed_change scenario")
+        })
+        .collect();
+    common::sweep("TENURE_MIXED_CHANGE_SCENARIOS", 0..SEEDS, |seed| {
+        let mut failed = Vec::new();
+        for s in &scenarios {
+            let (cfg, scenario) = s.build(seed);
+            let report = Cluster::new(cfg).run(&scenario);
+            let why = match &report.violation {
+                Some(v) => Some(v.to_string()),
+                None => missed(&report),
+            };
+            if let Some(why) = why {
+                failed.push(format!(
+                    "{}: {why}\n  replay: tenure sim --scenario {} --seed {seed} --trace",
+                    s.name, s.name
+                ));
+            }
         }
-    }
-    failed
+        (!failed.is_empty()).then(|| failed.join("\n"))
+    });
 }
 
 /// Why a run without a violation did not exercise what its scenario is
@@ -91,22 +101,13 @@ fn missed(report: &Report) -> Option<String> {
     None
 }
 
-fn assert_none_failed(what: &str, failed: &[String]) {
-    assert!(
-        failed.is_empty(),
-        "{what}: {} of {SEEDS} seeds failed:\n{}",
-        failed.len(),
-        failed.join("\n")
-    );
-}
-
 /// Voter 2 (promise 1 s) is replaced by node 4 (promise 250 ms); the
 /// leader, node 1, is cut off 0–200 ms after it acts on {1, 3, 4}. Voters
 /// 3 and 4 elect 4 after their 250 ms: the lease node 1 held on node 2's
 /// promise must end by then.
 #[test]
 fn strict_lease_ends_before_the_new_voters_elect_after_a_replace() {
-    assert_none_failed("replace", &run_mixed_change("replace", "strict"));
+    check_mixed_changes(&[("replace", "strict")]);
 }
 
 /// As the replace, in two changes: node 4 is added ({1, 2, 3, 4}), then
@@ -114,7 +115,7 @@ fn strict_lease_ends_before_the_new_voters_elect_after_a_replace() {
 /// {1, 3, 4}.
 #[test]
 fn strict_lease_ends_before_the_new_voters_elect_after_add_then_remove() {
-    assert_none_failed("add_remove", &run_mixed_change("add_remove", "strict"));
+    check_mixed_changes(&[("add_remove", "strict")]);
 }
 
 /// The leader (promise 1 s) replaces itself by node 4 and is cut off
@@ -122,7 +123,7 @@ fn strict_lease_ends_before_the_new_voters_elect_after_add_then_remove() {
 /// 250 ms, while the removed leader still believes it leads.
 #[test]
 fn strict_lease_ends_before_the_new_voters_elect_when_the_leader_replaces_itself() {
-    assert_none_failed("replace_self", &run_mixed_change("replace_self", "strict"));
+    check_mixed_changes(&[("replace_self", "strict")]);
 }
 
 /// The leader is cut off as it enters the joint phase of replacing voter 2
@@ -131,22 +132,20 @@ fn strict_lease_ends_before_the_new_voters_elect_when_the_leader_replaces_itself
 /// comes only after it.
 #[test]
 fn strict_lease_ends_before_a_successor_when_the_leader_is_cut_off_in_the_joint_phase() {
-    assert_none_failed("mid_joint", &run_mixed_change("mid_joint", "strict"));
+    check_mixed_changes(&[("mid_joint", "strict")]);
 }
 
 /// Without leases (soft and off) the same changes keep one leader per term
 /// (and every other invariant), and end with a successor.
 #[test]
 fn one_leader_per_term_holds_across_mixed_timing_changes_without_leases() {
-    let mut failed = Vec::new();
+    let mut cases = Vec::new();
     for fencing in ["soft", "off"] {
         for change in ["replace", "add_remove", "replace_self", "mid_joint"] {
-            for f in run_mixed_change(change, fencing) {
-                failed.push(format!("{change}/{fencing} {f}"));
-            }
+            cases.push((change, fencing));
         }
     }
-    assert_none_failed("soft and off", &failed);
+    check_mixed_changes(&cases);
 }
 
 /// Per-node `(heartbeat, death timeout)` in ms that the sweep draws from.
@@ -329,7 +328,7 @@ fn sweep_run(seed: u64, tally: &mut Tally) -> Option<String> {
         common::print_trace_from(log.as_deref().unwrap_or(""), 0.0);
     }
     Some(format!(
-        "{v}\n  fencing {fencing:?}, (heartbeat, death) ms per node {timing:?}, modes {modes:?}\n  replay: TENURE_MIXED_CHANGE_SEEDS={seed} TENURE_MIXED_CHANGE_TRACE=1 cargo test --release --all-features --test membership_mixed_timing -- --exact {REPLAY_TEST} --nocapture"
+        "{v}\n  fencing {fencing:?}, (heartbeat, death) ms per node {timing:?}, modes {modes:?}\n  replay: TENURE_MIXED_CHANGE_SEEDS={seed} TENURE_MIXED_CHANGE_TRACE=1 cargo test --release --all-features --test sim -- --exact membership_mixed_timing::{REPLAY_TEST} --nocapture"
     ))
 }
 
@@ -361,24 +360,22 @@ impl Tally {
 /// under strict fencing, completed changes and elections during changes,
 /// so that a sweep that stopped reaching them cannot pass unnoticed.
 fn sweep(runs: u64) {
-    let seeds = common::sweep_seeds("TENURE_MIXED_CHANGE", runs, 0);
     let mut tally = Tally::default();
-    let bad = common::run_sweep(&seeds, |seed| sweep_run(seed, &mut tally));
+    common::sweep("TENURE_MIXED_CHANGE", 0..runs, |seed| {
+        sweep_run(seed, &mut tally)
+    });
     let [strict, soft, off] = tally.runs;
+    let ran = (strict + soft + off) as usize;
     eprintln!(
         "strict {strict}, soft {soft}, off {off} runs; {} runs with a lease; {} changes done; {} elections mid-change",
         tally.lease_runs, tally.changes_done, tally.elected_mid_change
     );
-    if seeds.len() >= 100 {
+    if ran >= 100 {
         assert!(strict > 0 && soft > 0 && off > 0, "every fencing mode ran");
         assert!(tally.lease_runs > 0, "some runs held a lease");
-        assert!(
-            tally.changes_done >= seeds.len() as u64,
-            "changes completed"
-        );
+        assert!(tally.changes_done >= ran as u64, "changes completed");
         assert!(tally.elected_mid_change > 0, "elections during changes");
     }
-    common::assert_no_failing_seeds(&bad);
 }
 
 /// The random sweep in CI size (300 runs, a few seconds in release).
@@ -597,25 +594,24 @@ fn extreme_run(seed: u64, tally: &mut Tally) -> Option<String> {
         common::print_trace_from(log.as_deref().unwrap_or(""), 0.0);
     }
     Some(format!(
-        "{v}\n  fencing {fencing:?}, {voters} voters, (heartbeat, death) ms per node {timing:?}\n  replay: TENURE_EXTREME_CHANGE_SEEDS={seed} TENURE_EXTREME_CHANGE_TRACE=1 cargo test --release --all-features --test membership_mixed_timing -- --exact {EXTREME_TEST} --nocapture"
+        "{v}\n  fencing {fencing:?}, {voters} voters, (heartbeat, death) ms per node {timing:?}\n  replay: TENURE_EXTREME_CHANGE_SEEDS={seed} TENURE_EXTREME_CHANGE_TRACE=1 cargo test --release --all-features --test sim -- --exact membership_mixed_timing::{EXTREME_TEST} --nocapture"
     ))
 }
 
 const EXTREME_TEST: &str =
     "lease_follows_voter_sets_holds_under_changes_with_extreme_timing_observers_and_rank_changes";
 
-/// The extreme sweep, CI size (`TENURE_EXTREME_CHANGE_RUNS`,
-/// `TENURE_EXTREME_CHANGE_BASE`, `TENURE_EXTREME_CHANGE_SEEDS` as for the
-/// sweep above).
+/// The extreme sweep, CI size (`TENURE_EXTREME_CHANGE`, default 200 from
+/// 0; see `common::sweep`).
 #[test]
 fn lease_follows_voter_sets_holds_under_changes_with_extreme_timing_observers_and_rank_changes() {
-    let seeds = common::sweep_seeds("TENURE_EXTREME_CHANGE", 200, 0);
     let mut tally = Tally::default();
-    let bad = common::run_sweep(&seeds, |seed| extreme_run(seed, &mut tally));
+    common::sweep("TENURE_EXTREME_CHANGE", 0..200, |seed| {
+        extreme_run(seed, &mut tally)
+    });
     let [strict, soft, _] = tally.runs;
     eprintln!(
         "strict {strict}, soft {soft} runs; {} runs with a lease; {} changes done; {} elections mid-change",
         tally.lease_runs, tally.changes_done, tally.elected_mid_change
     );
-    common::assert_no_failing_seeds(&bad);
 }

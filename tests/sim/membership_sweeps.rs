@@ -11,17 +11,10 @@ use crate::common::{self, ms, timing};
 use tenure::sim::{Cluster, Fault, Scenario, SimConfig};
 use tenure::{Event, Fencing, Input, Membership, MembershipChange, NodeId};
 
-/// The sweep's seeds: `TENURE_BREAK_SEEDS=a..b`, else `default`.
-fn break_seeds(default: &str) -> (u64, u64) {
-    let range = std::env::var("TENURE_BREAK_SEEDS").unwrap_or_else(|_| default.into());
-    let (a, b) = range.split_once("..").expect("TENURE_BREAK_SEEDS is a..b");
-    (a.parse().unwrap(), b.parse().unwrap())
-}
-
-/// The sweep's fencing: `TENURE_BREAK_FENCING=off|soft|strict` (default
-/// strict).
-fn break_fencing() -> Fencing {
-    match std::env::var("TENURE_BREAK_FENCING").as_deref() {
+/// The sweeps' fencing: `TENURE_MEMBERSHIP_SWEEP_FENCING=off|soft|strict`
+/// (default strict).
+fn sweep_fencing() -> Fencing {
+    match std::env::var("TENURE_MEMBERSHIP_SWEEP_FENCING").as_deref() {
         Ok("off") => Fencing::Off,
         Ok("soft") => Fencing::Soft,
         _ => Fencing::Strict,
@@ -81,32 +74,25 @@ fn sweep_config(seed: u64, fencing: Fencing) -> SimConfig {
     cfg
 }
 
-/// Randomized sweep: `TENURE_BREAK_SEEDS=a..b` (default 0..200),
-/// `TENURE_BREAK_FENCING=off|soft|strict` (default strict).
-/// `cargo test --release --all-features --test membership_break sweep -- --ignored --nocapture`
-/// Replay one seed with `TENURE_BREAK_SEEDS=s..s+1`.
+/// Random changes under `Scenario::random`'s faults, 30 s each. Seeds:
+/// `TENURE_MEMBERSHIP_SWEEP` (default 200 from 0).
 #[test]
 #[ignore = "long randomized sweep"]
 fn membership_sweep_random_changes_under_faults_keep_every_invariant() {
-    let (a, b) = break_seeds("0..200");
-    let fencing = break_fencing();
-    let trace = std::env::var("TENURE_BREAK_TRACE").is_ok();
-    let mut bad = Vec::new();
-    for seed in a..b {
+    let fencing = sweep_fencing();
+    let trace = std::env::var("TENURE_MEMBERSHIP_SWEEP_TRACE").is_ok();
+    common::sweep("TENURE_MEMBERSHIP_SWEEP", 0..200, |seed| {
         let scenario = membership_scenario(seed, Duration::from_secs(30));
         let mut cluster = Cluster::new(sweep_config(seed, fencing));
         if trace {
             cluster.enable_trace();
             let (report, _, log) = cluster.run_traced(&scenario);
-            if let Some(v) = report.violation {
-                eprintln!("seed {seed}: {v}");
-                common::print_trace_from(log.as_deref().unwrap_or(""), 0.0);
-                bad.push(format!("seed {seed}: {v}"));
-            }
-            continue;
+            let v = report.violation?;
+            common::print_trace_from(log.as_deref().unwrap_or(""), 0.0);
+            return Some(v.to_string());
         }
         let report = cluster.run(&scenario);
-        if std::env::var("TENURE_BREAK_STATS").is_ok() {
+        if std::env::var("TENURE_MEMBERSHIP_SWEEP_STATS").is_ok() {
             eprintln!(
                 "seed {seed}: elections {} changes {} failed {} max_term {} ended {:?} lease_events {}",
                 report.elections,
@@ -117,12 +103,8 @@ fn membership_sweep_random_changes_under_faults_keep_every_invariant() {
                 report.lease_events
             );
         }
-        if let Some(v) = report.violation {
-            eprintln!("seed {seed}: {v}");
-            bad.push(format!("seed {seed}: {v}"));
-        }
-    }
-    common::assert_sweep_clean((b - a) as usize, &bad, 20);
+        report.violation.map(|v| v.to_string())
+    });
 }
 
 /// xorshift for the adaptive sweep.
@@ -187,7 +169,7 @@ fn valid_change(rng: &mut Rng, m: &Membership, all: u64) -> MembershipChange {
 /// One run of the adaptive sweep: changes proposed to whoever leads,
 /// with faults aimed at the moment right after.
 fn adaptive_run(seed: u64, fencing: Fencing, trace: bool) -> Result<(), String> {
-    let voters: u64 = std::env::var("TENURE_BREAK_VOTERS")
+    let voters: u64 = std::env::var("TENURE_MEMBERSHIP_SWEEP_VOTERS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(3);
@@ -199,10 +181,13 @@ fn adaptive_run(seed: u64, fencing: Fencing, trace: bool) -> Result<(), String> 
             .and_then(|v| v.parse().ok())
             .unwrap_or(default)
     };
-    cfg.duplicate = knob("TENURE_BREAK_DUP", 0.03);
-    cfg.long_tail = knob("TENURE_BREAK_LONG_TAIL", 0.02);
-    cfg.loss = knob("TENURE_BREAK_LOSS", 0.0);
-    cfg.latency = (ms(1), ms(knob("TENURE_BREAK_LATENCY_MS", 5.0) as u64));
+    cfg.duplicate = knob("TENURE_MEMBERSHIP_SWEEP_DUP", 0.03);
+    cfg.long_tail = knob("TENURE_MEMBERSHIP_SWEEP_LONG_TAIL", 0.02);
+    cfg.loss = knob("TENURE_MEMBERSHIP_SWEEP_LOSS", 0.0);
+    cfg.latency = (
+        ms(1),
+        ms(knob("TENURE_MEMBERSHIP_SWEEP_LATENCY_MS", 5.0) as u64),
+    );
     cfg.node_config = std::rc::Rc::new(move |id, voters| {
         timing(id, voters.to_vec())
             .fencing(fencing)
@@ -223,7 +208,7 @@ fn adaptive_run(seed: u64, fencing: Fencing, trace: bool) -> Result<(), String> 
         let until = c.now() + d;
         c.run_until(until).map_err(|v| {
             if trace {
-                let from = std::env::var("TENURE_BREAK_TRACE_FROM")
+                let from = std::env::var("TENURE_MEMBERSHIP_SWEEP_TRACE_FROM")
                     .ok()
                     .and_then(|v| v.parse().ok())
                     .unwrap_or(0.0);
@@ -309,7 +294,7 @@ fn adaptive_run(seed: u64, fencing: Fencing, trace: bool) -> Result<(), String> 
     }
     c.apply(Fault::RestartAll);
     step(&mut c, ms(8_000))?;
-    if std::env::var("TENURE_BREAK_STATS").is_ok() {
+    if std::env::var("TENURE_MEMBERSHIP_SWEEP_STATS").is_ok() {
         let done = c
             .events()
             .iter()
@@ -330,7 +315,7 @@ fn adaptive_run(seed: u64, fencing: Fencing, trace: bool) -> Result<(), String> 
         );
     }
     if trace && c.leader_known_to_quorum().is_none() {
-        let from = std::env::var("TENURE_BREAK_TRACE_FROM")
+        let from = std::env::var("TENURE_MEMBERSHIP_SWEEP_TRACE_FROM")
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(0.0);
@@ -445,24 +430,17 @@ thread_local! {
     static CRASHES: std::cell::RefCell<Vec<(NodeId, tenure::Instant)>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Adaptive randomized sweep: `TENURE_BREAK_SEEDS=a..b` (default 0..200),
-/// `TENURE_BREAK_FENCING=off|soft|strict`, `TENURE_BREAK_TRACE=1` prints
-/// the trace of failing runs.
-/// `cargo test --release --all-features --test membership_break adaptive -- --ignored --nocapture`
+/// Changes proposed to whoever leads, with faults aimed at the moment
+/// right after ([`adaptive_run`]). Seeds: `TENURE_AWKWARD_CHANGES`
+/// (default 200 from 0).
 #[test]
 #[ignore = "long randomized sweep"]
 fn membership_sweep_changes_at_awkward_moments_keep_every_invariant() {
-    let (a, b) = break_seeds("0..200");
-    let fencing = break_fencing();
-    let mut bad = Vec::new();
-    let trace = std::env::var("TENURE_BREAK_TRACE").is_ok();
-    for seed in a..b {
-        if let Err(e) = adaptive_run(seed, fencing, trace) {
-            eprintln!("seed {seed}: {e}");
-            bad.push(format!("seed {seed}: {e}"));
-        }
-    }
-    common::assert_sweep_clean((b - a) as usize, &bad, 20);
+    let fencing = sweep_fencing();
+    let trace = std::env::var("TENURE_MEMBERSHIP_SWEEP_TRACE").is_ok();
+    common::sweep("TENURE_AWKWARD_CHANGES", 0..200, |seed| {
+        adaptive_run(seed, fencing, trace).err()
+    });
 }
 
 /// One fault at every millisecond of a change: `change` goes to the
@@ -534,8 +512,8 @@ fn fault_at_offset(
     Ok(())
 }
 
-/// Every (change, fault, offset 0..300 ms) combination, a few seeds:
-/// `cargo test --release --all-features --test membership_break every_millisecond -- --ignored --nocapture`
+/// Every (change, fault, offset 0..300 ms) combination on each seed of
+/// `TENURE_CHANGE_OFFSETS` (default 2 from 0).
 #[test]
 #[ignore = "long systematic sweep"]
 fn membership_sweep_a_fault_at_every_millisecond_of_a_change_keeps_every_invariant() {
@@ -621,30 +599,22 @@ fn membership_sweep_a_fault_at_every_millisecond_of_a_change_keeps_every_invaria
             }),
         ),
     ];
-    let fencing = break_fencing();
-    let seeds: u64 = std::env::var("TENURE_BREAK_SEEDS_PER")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(2);
-    let mut bad = Vec::new();
-    let mut runs = 0;
-    for (cn, change) in &changes {
-        for (fname, fault) in &faults {
-            for offset in (0..300).step_by(3) {
-                for seed in 0..seeds {
-                    runs += 1;
+    let fencing = sweep_fencing();
+    common::sweep("TENURE_CHANGE_OFFSETS", 0..2, |seed| {
+        let mut bad = Vec::new();
+        for (cn, change) in &changes {
+            for (fname, fault) in &faults {
+                for offset in (0..300).step_by(3) {
                     if let Err(e) =
                         fault_at_offset(seed, fencing, change.as_ref(), fault.as_ref(), offset)
                     {
-                        let line = format!("{cn} / {fname} @ {offset} ms seed {seed}: {e}");
-                        eprintln!("{line}");
-                        bad.push(line);
+                        bad.push(format!("{cn} / {fname} @ {offset} ms: {e}"));
                     }
                 }
             }
         }
-    }
-    common::assert_sweep_clean(runs, &bad, 30);
+        (!bad.is_empty()).then(|| bad.join("\n"))
+    });
 }
 
 fn mship(
@@ -703,13 +673,11 @@ fn figure8_step(c: &mut Cluster, rng: &mut Rng, changes: bool) -> Result<(), Str
 /// history of a replacement {1,2,3} -> {1,2,4} that a crashed leader left
 /// half done (bootstrap A, joint J, then either its rollback R or, if J
 /// was stored, its final F), with random modes, then random faults under
-/// strict fencing. `cargo test --release --all-features --test membership_break figure8 -- --ignored --nocapture`
+/// strict fencing. Seeds: `TENURE_FIGURE8` (default 500 from 0).
 #[test]
 #[ignore = "long randomized sweep"]
 fn membership_sweep_figure8_starting_states_keep_every_invariant() {
-    let (a, b) = break_seeds("0..500");
-    let mut bad = Vec::new();
-    for seed in a..b {
+    common::sweep("TENURE_FIGURE8", 0..500, |seed| {
         let mut rng = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1);
         let boot = mship(0, 0, &[1, 2, 3], &[], &[4]);
         let joint = mship(1, 0, &[1, 2, 4], &[1, 2, 3], &[]);
@@ -762,13 +730,9 @@ fn membership_sweep_figure8_starting_states_keep_every_invariant() {
             }
             Ok(())
         };
-        if let Err(e) = run() {
-            let line = format!("seed {seed}: start {pick:?}: {e}");
-            eprintln!("{line}");
-            bad.push(line);
-        }
-    }
-    common::assert_sweep_clean((b - a) as usize, &bad, 10);
+        let outcome = run();
+        outcome.err().map(|e| format!("start {pick:?}: {e}"))
+    });
 }
 
 /// Seed 2922 of the awkward-moments sweep under strict fencing. Voters
@@ -791,22 +755,20 @@ fn one_leader_per_term_holds_in_membership_sweep_seed_2974() {
     adaptive_run(2974, Fencing::Strict, false).unwrap();
 }
 
-/// Figure-8 shapes with terms: as `membership_sweep_figure8_starting_states_keep_every_invariant`, but the
+/// Figure-8 shapes with terms: as
+/// `membership_sweep_figure8_starting_states_keep_every_invariant`, but the
 /// memberships carry the terms of the leaders that made them (joint J made
 /// in term 2, then its rollback R in term 3 or its final F in term 2), so
-/// every node restarts at its stored membership's term (change 2), the
-/// voters refuse candidates whose membership is of the asked term or later
-/// (change 3), and a membership of a later term brings its term (change
-/// 1). After the faults everything heals: a leader known to a quorum must
-/// appear. `TENURE_BREAK_FENCING` as for the other sweeps.
-/// `cargo test --release --all-features --test membership_break figure8_terms -- --ignored --nocapture`
+/// every node restarts at its stored membership's term, the voters refuse
+/// candidates whose membership is of the asked term or later, and a
+/// membership of a later term brings its term. After the faults
+/// everything heals: a leader known to a quorum must appear. Seeds:
+/// `TENURE_FIGURE8_TERMS` (default 500 from 0).
 #[test]
 #[ignore = "long randomized sweep"]
 fn membership_sweep_figure8_starting_states_with_terms_keep_every_invariant() {
-    let (a, b) = break_seeds("0..500");
-    let fencing = break_fencing();
-    let mut bad = Vec::new();
-    for seed in a..b {
+    let fencing = sweep_fencing();
+    common::sweep("TENURE_FIGURE8_TERMS", 0..500, |seed| {
         let mut rng = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1);
         let boot = mship(0, 0, &[1, 2, 3], &[], &[4]);
         let jt = 1 + rng.next(3);
@@ -900,11 +862,9 @@ fn membership_sweep_figure8_starting_states_with_terms_keep_every_invariant() {
             }
             Ok(())
         };
-        if let Err(e) = run() {
-            let line = format!("seed {seed}: modes {modes:?} start {pick:?}: {e}");
-            eprintln!("{line}");
-            bad.push(line);
-        }
-    }
-    common::assert_sweep_clean((b - a) as usize, &bad, 10);
+        let outcome = run();
+        outcome
+            .err()
+            .map(|e| format!("modes {modes:?} start {pick:?}: {e}"))
+    });
 }

@@ -1,4 +1,4 @@
-//! The simulator's rank scenarios (issue 14): a preferred node under each
+//! The simulator's rank scenarios: a preferred node under each
 //! rank policy (priority, highest id, oldest) leads, crashes, returns,
 //! flaps, is partitioned with a minority, or falls behind; each beside a
 //! rank-unaware baseline on the same seeds. Every run must keep every
@@ -6,16 +6,20 @@
 //! leader crashed) must go to the best live caught-up node; a returning
 //! preferred node gets leadership back once, a flapping one at most once.
 //!
-//! Seeds per scenario: `TENURE_RANK_SEEDS` (default 30 for `rank_scenarios_hold`;
-//! the `sweep` test, ignored by default, runs 500: `TENURE_RANK_SEEDS=2000
-//! cargo test --release --all-features --test rank_sim -- --ignored
-//! --nocapture sweep`). Replay one run with its event log:
+//! Seeds per scenario: `TENURE_RANK_SCENARIOS` (see `common::sweep`;
+//! default 30 for `rank_scenarios_hold`; the ignored
+//! `rank_scenarios_hold_over_many_seeds` runs 500:
+//! `TENURE_RANK_SCENARIOS_RUNS=2000 cargo test --release --all-features
+//! --test sim rank_scenarios_hold_over_many_seeds -- --ignored
+//! --nocapture`). Replay one run with its event log:
 //! `TENURE_SEED=<seed> TENURE_SCENARIO=<name> cargo test --release
-//! --all-features --test rank_sim -- --ignored --nocapture replay`, or `tenure sim
-//! --scenario <name> --seed <seed> --trace`.
+//! --all-features --test sim rank_scenarios_replay_one_seed_with_its_trace
+//! -- --ignored --nocapture`, or `tenure sim --scenario <name> --seed
+//! <seed> --trace`.
 
 #![cfg(feature = "sim")]
 
+use crate::common;
 use tenure::sim::{RankKind, RankRow, Summary, rank_scenarios};
 
 fn env_u64(name: &str) -> Option<u64> {
@@ -24,26 +28,23 @@ fn env_u64(name: &str) -> Option<u64> {
 
 fn replay_hint(name: &str, seed: u64) -> String {
     format!(
-        "replay: TENURE_SCENARIO={name} TENURE_SEED={seed} cargo test --release --all-features --test rank_sim -- --ignored --nocapture replay"
+        "replay: TENURE_SCENARIO={name} TENURE_SEED={seed} cargo test --release --all-features --test sim rank_scenarios_replay_one_seed_with_its_trace -- --ignored --nocapture"
     )
 }
 
 /// The least share of clean failovers (over every idle-log scenario and
-/// policy) the best live caught-up node must win under a rank policy: the
-/// issue's goal.
+/// policy) the best live caught-up node must win under a rank policy.
 const BEST_SHARE: f64 = 0.99;
 
-/// The same on the busy log (an append every 20 ms). Measured 99.8% over
-/// 500 seeds of every scenario and policy once the leader's standings and
-/// hand-back compared positions with its own of two rounds before, and a
-/// follower's pending campaign followed new standings at once; before,
-/// 56%. The same goal as the idle log.
+/// The same on the busy log (an append every 20 ms): measured 99.8% over
+/// 500 seeds of every scenario and policy (the leader's standings and
+/// hand-back compare positions with its own of two rounds before, and a
+/// follower's pending campaign follows new standings at once).
 const BUSY_BEST_SHARE: f64 = BEST_SHARE;
 
 /// Hand-backs allowed in one `preferred_flaps` run: one at the end, once
-/// the node stays up. (Before a missed round broke the stable period, a
-/// down time shorter than two heartbeat intervals went unseen, and 1 of
-/// 1500 runs over 500 seeds had a second.)
+/// the node stays up (a missed round breaks the stable period, so a down
+/// time shorter than two heartbeat intervals is not missed).
 const FLAP_HAND_BACKS: u64 = 1;
 
 /// What `check` found over `seeds` of every ranked scenario and baseline.
@@ -57,16 +58,24 @@ fn share(s: &Summary) -> f64 {
     if of == 0 { 1.0 } else { won as f64 / of as f64 }
 }
 
-fn check(seeds: u64) -> Sweep {
+/// Every ranked scenario (those whose name contains `TENURE_SCENARIO`, if
+/// set) and its baseline over the seeds of `TENURE_RANK_SCENARIOS`
+/// (default `seeds`; see `common::sweep`): each run keeps every invariant
+/// and its scenario's hand-back bounds, and the best live caught-up node
+/// wins its share of clean failovers.
+fn check(seeds: std::ops::Range<u64>) -> Sweep {
     let only = std::env::var("TENURE_SCENARIO").ok();
-    let mut rows = Vec::new();
-    let mut broken = Vec::new();
-    for s in rank_scenarios() {
-        if s.is_baseline() || only.as_ref().is_some_and(|o| !s.name.contains(o.as_str())) {
-            continue;
-        }
-        let baseline = s.baseline();
-        let mut row = RankRow {
+    let scenarios: Vec<_> = rank_scenarios()
+        .into_iter()
+        .filter(|s| !s.is_baseline() && only.as_ref().is_none_or(|o| s.name.contains(o.as_str())))
+        .map(|s| {
+            let baseline = s.baseline();
+            (s, baseline)
+        })
+        .collect();
+    let mut rows: Vec<RankRow> = scenarios
+        .iter()
+        .map(|(s, baseline)| RankRow {
             scenario: s
                 .name
                 .rsplit_once('/')
@@ -74,9 +83,12 @@ fn check(seeds: u64) -> Sweep {
             policy: s.reference,
             ranked: Summary::new(&s.name),
             baseline: Summary::new(&baseline.name),
-        };
-        for seed in 0..seeds {
-            for (sc, ranked) in [(&s, true), (&baseline, false)] {
+        })
+        .collect();
+    common::sweep("TENURE_RANK_SCENARIOS", seeds, |seed| {
+        let mut broken = Vec::new();
+        for ((s, baseline), row) in scenarios.iter().zip(rows.iter_mut()) {
+            for (sc, ranked) in [(s, true), (baseline, false)] {
                 let report = sc.run(seed);
                 if let Some(v) = &report.violation {
                     broken.push(format!(
@@ -130,8 +142,9 @@ fn check(seeds: u64) -> Sweep {
                 row.ranked.add(&report);
             }
         }
-        rows.push(row);
-    }
+        (!broken.is_empty()).then(|| broken.join("\n"))
+    });
+    let mut broken = Vec::new();
     eprint!("{}", RankRow::table(&rows));
     for busy in [false, true] {
         let log = if busy { "busy" } else { "idle" };
@@ -193,12 +206,11 @@ fn check(seeds: u64) -> Sweep {
     Sweep { rows, broken }
 }
 
-/// A CI-sized run of every rank scenario (`TENURE_RANK_SEEDS`, default 30
-/// seeds each).
+/// A CI-sized run of every rank scenario (`TENURE_RANK_SCENARIOS`,
+/// default 30 seeds each).
 #[test]
 fn rank_scenarios_hold() {
-    let seeds = env_u64("TENURE_RANK_SEEDS").unwrap_or(30);
-    let sweep = check(seeds);
+    let sweep = check(0..30);
     assert!(sweep.broken.is_empty(), "{}", sweep.broken.join("\n"));
     let clean: usize = sweep
         .rows
@@ -208,12 +220,11 @@ fn rank_scenarios_hold() {
     assert!(clean > 0, "no clean failover was measured");
 }
 
-/// The long sweep (`TENURE_RANK_SEEDS`, default 500 seeds each).
+/// The long sweep (`TENURE_RANK_SCENARIOS`, default 500 seeds each).
 #[test]
 #[ignore = "long: run with --ignored"]
 fn rank_scenarios_hold_over_many_seeds() {
-    let seeds = env_u64("TENURE_RANK_SEEDS").unwrap_or(500);
-    let sweep = check(seeds);
+    let sweep = check(0..500);
     assert!(sweep.broken.is_empty(), "{}", sweep.broken.join("\n"));
 }
 
@@ -240,7 +251,7 @@ fn rank_scenarios_replay_one_seed_with_its_trace() {
 #[ignore = "an experiment: run with --ignored"]
 fn rank_scenarios_under_a_write_load_measured() {
     let every = std::time::Duration::from_millis(env_u64("TENURE_RANK_APPEND_MS").unwrap_or(20));
-    let seeds = env_u64("TENURE_RANK_SEEDS").unwrap_or(20);
+    let seeds = env_u64("TENURE_RANK_SCENARIOS_RUNS").unwrap_or(20);
     let rows: Vec<RankRow> = rank_scenarios()
         .into_iter()
         .filter(|s| !s.is_baseline())

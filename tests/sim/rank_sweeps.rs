@@ -272,7 +272,7 @@ fn sweep_run_with(seed: u64, changes: bool) -> Option<String> {
             hbs.len()
         ));
     }
-    if std::env::var("TENURE_RANK_BREAK_VERBOSE").is_ok() {
+    if std::env::var("TENURE_RANK_SWEEP_VERBOSE").is_ok() {
         let all_hb = c
             .events()
             .iter()
@@ -335,33 +335,25 @@ fn sweep_run_with(seed: u64, changes: bool) -> Option<String> {
     None
 }
 
-fn sweep_seeds(default_runs: u64) -> Vec<u64> {
-    common::sweep_seeds("TENURE_RANK_BREAK", default_runs, 1)
-}
-
-/// The sweep (see [`sweep_run`]). `TENURE_RANK_BREAK_RUNS` (default 200)
-/// and `TENURE_RANK_BREAK_BASE` choose seeds; `TENURE_RANK_BREAK_SEEDS=1,2`
-/// replays some.
+/// The sweep (see [`sweep_run`]). Seeds: `TENURE_RANK_SWEEP` (default
+/// 200 from 1).
 #[test]
-#[ignore]
+#[ignore = "long randomized sweep"]
 fn rank_sweep_random_rank_settings_and_faults_keep_every_invariant() {
-    sweep_all(sweep_run);
-}
-
-/// Runs `run` over the sweep's seeds; fails listing the failing ones.
-fn sweep_all(run: impl Fn(u64) -> Option<String>) {
-    common::assert_no_failing_seeds(&common::run_sweep(&sweep_seeds(200), run));
+    common::sweep("TENURE_RANK_SWEEP", 1..201, sweep_run);
 }
 
 /// Failover under a steady write load: how often does the best-ranked
-/// survivor win? (Seeds printed.)
+/// survivor win? (A measurement: seeds `TENURE_RANK_SWEEP`, default 100
+/// from 1, those that did not elect it printed.)
 #[test]
-#[ignore]
+#[ignore = "a measurement"]
 fn rank_orders_campaigns_failover_order_under_a_write_load_measured() {
     use tenure::sim::ReplicationModel;
     let mut wrong = Vec::new();
-    let seeds = sweep_seeds(100);
-    for &seed in &seeds {
+    let mut runs = 0;
+    common::sweep("TENURE_RANK_SWEEP", 1..101, |seed| {
+        runs += 1;
         let mut cfg = SimConfig::new(5, seed);
         cfg.latency = (Duration::from_millis(1), Duration::from_millis(5));
         cfg.node_config = Rc::new(|id, voters| {
@@ -381,21 +373,23 @@ fn rank_orders_campaigns_failover_order_under_a_write_load_measured() {
         if l != Some(4) {
             wrong.push((seed, l));
         }
-    }
+        None
+    });
     eprintln!(
-        "{} of {} failovers did not elect 4: {wrong:?}",
-        wrong.len(),
-        seeds.len()
+        "{} of {runs} failovers did not elect 4: {wrong:?}",
+        wrong.len()
     );
 }
 
 /// The sweep with membership changes (3 voters, 2 spares; `Oldest` half
 /// the time): adds, removals, replacements, promotions, priorities, under
-/// the same faults. Same environment variables as [`rank_sweep_random_rank_settings_and_faults_keep_every_invariant`].
+/// the same faults. Seeds: `TENURE_RANK_SWEEP` (default 200 from 1).
 #[test]
-#[ignore]
+#[ignore = "long randomized sweep"]
 fn rank_sweep_with_membership_changes_keeps_every_invariant() {
-    sweep_all(|seed| sweep_run_with(seed, true));
+    common::sweep("TENURE_RANK_SWEEP", 1..201, |seed| {
+        sweep_run_with(seed, true)
+    });
 }
 
 /// Sweep seeds 13892, 15102, 101449 and 102790: a preferred node heard by
@@ -405,11 +399,11 @@ fn rank_sweep_with_membership_changes_keeps_every_invariant() {
 /// Guards against: each leader backing off on its own, so that the target kept getting leadership handed to it (8 hand-backs in 25 s).
 #[test]
 fn rank_hand_back_loop_across_leaders_stays_bounded() {
-    for seed in [13892, 15102, 101449, 102790] {
-        if let Some(failure) = sweep_run(seed) {
-            panic!("seed {seed}: {failure}");
-        }
-    }
+    common::sweep(
+        "TENURE_RANK_LOOP",
+        [13892, 15102, 101449, 102790],
+        sweep_run,
+    );
 }
 
 /// Seed 202294 of the rank sweep with membership changes: a follower kept

@@ -4,13 +4,16 @@
 //! §5.4.1) is checked at every election, under random fault schedules and
 //! under a schedule built to let a lagging node run for leader.
 //!
-//! Replay one seed: `TENURE_SEED=<seed> cargo test --release --all-features --test sim_replication -- --nocapture`.
+//! Seeds: `TENURE_REPLICATION` (see `common::sweep`); a failing run
+//! prints its trace. Replay one:
+//! `TENURE_REPLICATION_SEEDS=<seed> cargo test --release --all-features --test sim replication:: -- --nocapture`.
 
 #![cfg(feature = "sim")]
 
 use std::rc::Rc;
 use std::time::Duration;
 
+use crate::common;
 use tenure::sim::{Cluster, ReplicationModel, Report, Scenario, SimConfig};
 use tenure::{Config, Fencing};
 
@@ -40,17 +43,6 @@ fn run(seed: u64, fencing: Fencing, scenario: &Scenario, model: ReplicationModel
     Cluster::with_replication(config(seed, fencing), model).run(scenario)
 }
 
-/// Seeds to sweep: `TENURE_SEED` alone, or `count` from 1.
-fn seeds(count: u64) -> Vec<u64> {
-    match std::env::var("TENURE_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-    {
-        Some(seed) => vec![seed],
-        None => (1..=count).collect(),
-    }
-}
-
 fn replay_on_failure(
     seed: u64,
     fencing: Fencing,
@@ -62,10 +54,7 @@ fn replay_on_failure(
         let mut cluster = Cluster::with_replication(config(seed, fencing), model);
         cluster.enable_trace();
         let (_, _, trace) = cluster.run_traced(scenario);
-        panic!(
-            "seed {seed} {fencing:?} (replay with TENURE_SEED={seed}): {v}\n{}",
-            trace.unwrap_or_default()
-        );
+        panic!("{fencing:?}: {v}\n{}", trace.unwrap_or_default());
     }
 }
 
@@ -76,18 +65,19 @@ fn replay_on_failure(
 /// (`leader_completeness`).
 #[test]
 fn log_up_to_date_holds_with_followers_lagging_300_ms() {
-    for seed in seeds(100) {
+    common::sweep("TENURE_REPLICATION", 1..101, |seed| {
         for fencing in [Fencing::Off, Fencing::Strict] {
             let scenario = Scenario::random(seed, 3, ms(12_000));
             let report = run(seed, fencing, &scenario, slow_followers());
             replay_on_failure(seed, fencing, &scenario, slow_followers(), &report);
             assert!(
                 report.committed.is_some_and(|(_, index)| index >= 40),
-                "seed {seed}: the log barely moved: {:?}",
+                "the log barely moved: {:?}",
                 report.committed
             );
         }
-    }
+        None
+    });
 }
 
 /// Random fault schedules (isolations, cuts, crashes, restarts, loss, disk
@@ -97,7 +87,7 @@ fn log_up_to_date_holds_with_followers_lagging_300_ms() {
 #[test]
 fn leader_completeness_holds_under_random_fault_schedules() {
     let mut committed = 0;
-    for seed in seeds(150) {
+    common::sweep("TENURE_REPLICATION", 1..151, |seed| {
         for fencing in [Fencing::Off, Fencing::Soft, Fencing::Strict] {
             let scenario = Scenario::random(seed, 3, ms(12_000));
             let model = ReplicationModel::default();
@@ -105,6 +95,7 @@ fn leader_completeness_holds_under_random_fault_schedules() {
             replay_on_failure(seed, fencing, &scenario, model, &report);
             committed += report.committed.map_or(0, |(_, index)| index);
         }
-    }
+        None
+    });
     assert!(committed > 0, "nothing was ever committed");
 }

@@ -8,10 +8,10 @@
 //! Every run must keep every invariant the simulator checks (one leader
 //! per term, no overlapping strict leases, every per-node rule).
 //!
-//! `TENURE_SWEEP_RUNS` (default 60) and `TENURE_SWEEP_BASE` (first
-//! seed) size the sweep; `TENURE_SWEEP_PRINT=1` prints one line per
+//! Seeds: `TENURE_SAFETY_SWEEP` (default 60 from 0; see `common::sweep`);
+//! `TENURE_SAFETY_SWEEP_PRINT=1` prints one line per
 //! run with a hash of its event log, so two builds can be compared run by
-//! run (`TENURE_SWEEP_TRACE=<seed>` prints that run's log).
+//! run (`TENURE_SAFETY_SWEEP_TRACE=<seed>` prints that run's log).
 
 #![cfg(feature = "sim")]
 
@@ -20,6 +20,7 @@ use std::hash::{Hash, Hasher};
 use std::rc::Rc;
 use std::time::Duration;
 
+use crate::common;
 use rand_core::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use tenure::sim::{ChangeStage, Cluster, Fault, Goal, Operation, Scenario, SimConfig};
@@ -60,10 +61,10 @@ fn case(seed: u64) -> (SimConfig, Scenario, String) {
             }
         })
         .collect();
-    // `TENURE_SWEEP_UNRANKED`: never ranked (for comparing two builds
+    // `TENURE_SAFETY_SWEEP_UNRANKED`: never ranked (for comparing two builds
     // run by run, where one of them changed what a ranked leader keeps
     // at each leadership, which moves every ranked run).
-    let unranked = std::env::var("TENURE_SWEEP_UNRANKED").is_ok();
+    let unranked = std::env::var("TENURE_SAFETY_SWEEP_UNRANKED").is_ok();
     let policy = if unranked {
         RankPolicy::Unranked
     } else {
@@ -267,7 +268,7 @@ fn run(seed: u64) -> (Option<String>, u64, String) {
     cluster.enable_trace();
     let (report, _, log) = cluster.run_traced(&scenario);
     let log = log.unwrap_or_default();
-    if env_u64("TENURE_SWEEP_TRACE") == Some(seed) {
+    if env_u64("TENURE_SAFETY_SWEEP_TRACE") == Some(seed) {
         println!("{log}");
     }
     let mut h = DefaultHasher::new();
@@ -291,26 +292,15 @@ fn run(seed: u64) -> (Option<String>, u64, String) {
 
 #[test]
 fn one_leader_per_term_and_strict_leases_never_overlap_in_a_random_sweep() {
-    let runs = env_u64("TENURE_SWEEP_RUNS").unwrap_or(60);
-    let base = env_u64("TENURE_SWEEP_BASE").unwrap_or(0);
-    let print = std::env::var("TENURE_SWEEP_PRINT").is_ok();
-    let mut failed = Vec::new();
+    let print = std::env::var("TENURE_SAFETY_SWEEP_PRINT").is_ok();
     let mut leases = 0;
-    for seed in base..base + runs {
+    common::sweep("TENURE_SAFETY_SWEEP", 0..60, |seed| {
         let (v, lease_events, line) = run(seed);
         leases += lease_events;
         if print {
             println!("{line}");
         }
-        if let Some(v) = v {
-            failed.push(format!("seed {seed}: {v}"));
-        }
-    }
+        v
+    });
     assert!(leases > 0, "no run held a strict lease");
-    assert!(
-        failed.is_empty(),
-        "{} runs failed:\n{}",
-        failed.len(),
-        failed.join("\n")
-    );
 }

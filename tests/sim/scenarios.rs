@@ -2,10 +2,12 @@
 //! over many seeds, and proof that its checks can fail: deliberately broken
 //! drivers and drift beyond the bound are caught and reported with a seed.
 //!
-//! Replay one run: `TENURE_SEED=<seed> cargo test --release --all-features --test sim -- --nocapture`.
+//! Seeds: `TENURE_STANDARD_SCENARIOS` (see `common::sweep`); each failure
+//! prints the `tenure sim` command that replays it with its trace.
 
 #![cfg(feature = "sim")]
 
+use crate::common;
 use tenure::sim::{Cluster, Report, StorageMode, standard_scenarios};
 
 fn seed_override() -> Option<u64> {
@@ -39,15 +41,11 @@ fn standard_scenarios_hold_every_invariant() {
     let per = 2000 / all.len() as u64 + 1;
     let mut runs = 0;
     let mut failovers = 0;
-    // The first violation of every scenario, so one failing run shows
-    // every scenario that breaks.
-    let mut broken = Vec::new();
-    for s in &all {
-        let seeds: Vec<u64> = match seed_override() {
-            Some(seed) => vec![seed],
-            None => (0..per).collect(),
-        };
-        for seed in seeds {
+    let mut seeds = 0;
+    common::sweep("TENURE_STANDARD_SCENARIOS", 0..per, |seed| {
+        seeds += 1;
+        let mut broken = Vec::new();
+        for s in &all {
             let (cfg, scenario) = s.build(seed);
             let report = Cluster::new(cfg).run(&scenario);
             if let Some(v) = &report.violation {
@@ -55,24 +53,17 @@ fn standard_scenarios_hold_every_invariant() {
                     "{}: {v}\n  replay: cargo run --release -- sim --scenario {} --seed {seed} --trace",
                     s.name, s.name
                 ));
-                break;
+                continue;
             }
-            assert!(
-                report.liveness_checked,
-                "{}: liveness deadline never checked",
-                s.name
-            );
+            if !report.liveness_checked {
+                broken.push(format!("{}: liveness deadline never checked", s.name));
+            }
             failovers += report.failovers.len();
             runs += 1;
         }
-    }
-    assert!(
-        broken.is_empty(),
-        "{} scenarios broke an invariant:\n{}",
-        broken.len(),
-        broken.join("\n")
-    );
-    assert!(seed_override().is_some() || runs >= 2000, "{runs} runs");
+        (!broken.is_empty()).then(|| broken.join("\n"))
+    });
+    assert!(seeds < per || runs >= 2000, "{runs} runs");
     assert!(failovers > 0, "no failover was ever measured");
     eprintln!("{runs} runs, {failovers} failovers, no violation");
 }
@@ -120,9 +111,9 @@ fn sim_checks_catch_a_driver_acking_before_durable() {
         Cluster::new(cfg).run(&scenario).violation
     };
     // The same schedule with an honest driver is clean: the fault is the driver.
-    for seed in 0..200 {
-        assert_eq!(run(seed, StorageMode::Honest), None, "seed {seed}");
-    }
+    common::sweep("TENURE_HONEST_DRIVER", 0..200, |seed| {
+        run(seed, StorageMode::Honest).map(|v| v.to_string())
+    });
     let found = (0..200).find_map(|seed| run(seed, StorageMode::AckBeforeDurable));
     let v = found.expect("acknowledging writes before they are durable must be caught");
     // The node checker sees the node send (or campaign on) what storage
@@ -157,7 +148,7 @@ fn sim_per_link_latency_and_per_node_disk_overrides_apply() {
     let ms = Duration::from_millis;
     let median = |slow: bool| {
         let mut all = Vec::new();
-        for seed in 0..50 {
+        common::sweep("TENURE_SLOW_LINKS", 0..50, |seed| {
             let mut cfg = SimConfig::new(3, seed);
             if slow {
                 for from in [1, 2] {
@@ -178,9 +169,9 @@ fn sim_per_link_latency_and_per_node_disk_overrides_apply() {
                 .with(ms(2_000), Fault::CrashLeader)
                 .with(ms(3_000), Fault::RestartAll);
             let report = Cluster::new(cfg).run(&scenario);
-            assert_eq!(report.violation, None, "seed {seed}");
             all.extend(report.failovers);
-        }
+            report.violation.map(|v| v.to_string())
+        });
         all.sort();
         all[all.len() / 2]
     };
@@ -195,40 +186,33 @@ fn ms(v: u64) -> std::time::Duration {
     std::time::Duration::from_millis(v)
 }
 
-/// Runs standard scenario `name` over `seeds` (or `TENURE_SEED`) and
-/// returns every violation, each with its replay command.
-fn violations(name: &str, seeds: std::ops::Range<u64>) -> Vec<String> {
-    let std = standard_scenarios()
-        .into_iter()
-        .find(|s| s.name == name)
-        .expect("scenario exists");
-    let seeds: Vec<u64> = match seed_override() {
-        Some(seed) => vec![seed],
-        None => seeds.collect(),
-    };
-    let mut found = Vec::new();
-    for seed in seeds {
-        let (cfg, scenario) = std.build(seed);
-        if let Some(v) = Cluster::new(cfg).run(&scenario).violation {
-            found.push(format!(
-                "{name}: {v}\n  replay: cargo run --release -- sim --scenario {name} --seed {seed} --trace"
-            ));
-        }
-    }
-    found
-}
-
+/// Runs the standard scenarios `names` over `seeds`
+/// (`TENURE_STANDARD_SCENARIOS`; see `common::sweep`): no violation, each
+/// failure with its replay command.
 fn assert_clean(names: &[&str], seeds: std::ops::Range<u64>) {
-    let found: Vec<String> = names
+    let scenarios: Vec<_> = names
         .iter()
-        .flat_map(|n| violations(n, seeds.clone()))
+        .map(|name| {
+            standard_scenarios()
+                .into_iter()
+                .find(|s| s.name == *name)
+                .expect("scenario exists")
+        })
         .collect();
-    assert!(
-        found.is_empty(),
-        "{} violations:\n{}",
-        found.len(),
-        found.join("\n")
-    );
+    common::sweep("TENURE_STANDARD_SCENARIOS", seeds, |seed| {
+        let found: Vec<String> = scenarios
+            .iter()
+            .filter_map(|s| {
+                let (cfg, scenario) = s.build(seed);
+                let v = Cluster::new(cfg).run(&scenario).violation?;
+                Some(format!(
+                    "{}: {v}\n  replay: cargo run --release -- sim --scenario {} --seed {seed} --trace",
+                    s.name, s.name
+                ))
+            })
+            .collect();
+        (!found.is_empty()).then(|| found.join("\n"))
+    });
 }
 
 /// Long-tail delays really deliver messages after timeouts and after their

@@ -21,6 +21,8 @@ use std::collections::BTreeSet;
 use std::rc::Rc;
 use std::time::Duration;
 
+use crate::common;
+
 use tenure::sim::{Cluster, Fault, SimConfig};
 use tenure::{Config, Fencing, Instant, NodeId, RankPolicy};
 
@@ -329,7 +331,7 @@ fn seed_algorithms_split_brain_and_tenure_does_not() {
         RankPolicy::HighestId,
         RankPolicy::Oldest,
     ] {
-        for seed in 1..=5 {
+        common::sweep("TENURE_SEED_ALGORITHMS", 1..6, |seed| {
             let (leases, roles) = run_tenure(policy, Fencing::Strict, seed);
             let by_lease = split_brain(&leases);
             let by_role = split_brain(&roles);
@@ -344,7 +346,8 @@ fn seed_algorithms_split_brain_and_tenure_does_not() {
             // And it is not idle: some node held a lease most of the time.
             let led = leases.iter().filter(|&&n| n == 1).count() as u64;
             assert!(led * 2 > END_MS, "{policy} seed {seed}: led only {led} ms");
-        }
+            None
+        });
     }
     // The measure sees a stale leader: without fencing, a leader cut off
     // on the minority side keeps the leader role (in an older term, which
