@@ -24,7 +24,7 @@
 //! their own, one per node, would explore runs in which a message arrives,
 //! by the receiver's clock, before the sender sent it: any lease check
 //! would then fail for reasons no real run has.) Drift within the bound is
-//! not explored here (`tests/lease_sim.rs` does that); drift beyond it is,
+//! not explored here (`tests/sim/leases.rs` does that); drift beyond it is,
 //! in a test that must fail.
 //!
 //! **State identity.** Nodes are compared by
@@ -37,6 +37,7 @@
 //! alike, so they are explored once. Expired deadlines, and anchors older
 //! than a death timeout, collapse (that function's doc says why this is
 //! exact). Heartbeat round numbers stay absolute: the depth bounds them.
+//! The state, its identity and the steps are the shared `scaffold`'s.
 //!
 //! # What is checked
 //!
@@ -76,20 +77,21 @@
 //! CI runs `SAFE` to depth `TENURE_MODEL_DEPTH` (default 8) and `FAILOVER`
 //! one deeper, one after the other: 392k + 1.49M states, ~28 s, 3.2 GB peak
 //! on one core each. Deeper, 1.93M + 7.78M states, ~160 s, 17 GB:
-//! `TENURE_MODEL_DEPTH=9 cargo test --release --all-features --test model_check -- --nocapture`.
+//! `TENURE_MODEL_DEPTH=9 cargo test --release --all-features --test model election:: -- --nocapture`.
 
 #![cfg(feature = "sim")]
 #![forbid(unsafe_code)]
 
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Instant as WallClock;
 
 use stateright::{Checker, Expectation, Model, Property};
-use tenure::sim::{Checker as SimChecker, NodeChecker};
+use tenure::sim::NodeChecker;
 use tenure::{
     Action, Config, Event, Fencing, HardState, Input, Instant, Message, Node, NodeId, Role,
 };
+
+use crate::scaffold::{self, ClockRate, Envelope, Extra, Running, Step, index};
 
 const NODES: usize = 3;
 const MAX_TERM: u64 = 3;
@@ -99,7 +101,7 @@ const MAX_TERM: u64 = 3;
 struct Variant {
     /// An explicit quorum (only to show the checker can fail).
     unsafe_quorum: Option<usize>,
-    max_crashes: usize,
+    max_crashes: u8,
     /// Writes complete within the step that asks for them.
     instant_fsync: bool,
     /// A broken driver (only to show the checker can fail): it acknowledges
@@ -128,138 +130,28 @@ struct ElectionModel {
     variant: Variant,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-struct Envelope {
-    src: NodeId,
-    dst: NodeId,
-    msg: Message,
-}
-
-/// A node that is up: the engine and the write it asked for, not yet fsynced.
-#[derive(Clone, Debug)]
-struct Running {
-    node: Node,
-    pending: Option<HardState>,
-}
-
-#[derive(Clone, Debug)]
-struct Cluster {
-    /// Real time; every node's clock reads it.
-    now: Instant,
-    /// `None`: crashed.
-    nodes: Vec<Option<Arc<Running>>>,
-    /// What each node's storage holds.
-    disks: Vec<HardState>,
-    /// Messages in flight, sorted (a multiset: order means nothing).
-    network: Vec<Envelope>,
-    crashes: usize,
-    /// Ghost: the highest term any node became leader in.
-    highest_elected: u64,
-    /// Ghost: set when a write would replace a durable vote within its term.
+/// What the election model adds to the shared cluster state: ghosts only.
+#[derive(Clone, Debug, Default)]
+struct Ghosts {
+    /// Set when a write would replace a durable vote within its term.
     vote_changed: bool,
-    /// Ghost: the first invariant a step broke, as `tenure::sim::NodeChecker`
+    /// The first invariant a step broke, as `tenure::sim::NodeChecker`
     /// (resumed at each step) reported it.
     node_violation: Option<&'static str>,
-    /// How fast each node's clock runs (fixed per model).
-    clock_rates: [ClockRate; NODES],
 }
 
-/// A clock reading `num / den` times real time (no offset).
-#[derive(Clone, Copy, Debug)]
-struct ClockRate {
-    num: u64,
-    den: u64,
-}
+impl Extra for Ghosts {
+    type Identity<'a> = (bool, Option<&'static str>);
 
-impl ClockRate {
-    const EXACT: ClockRate = ClockRate { num: 1, den: 1 };
-
-    fn reading(self, real: Instant) -> Instant {
-        let nanos = u128::from(real.as_nanos()) * u128::from(self.num) / u128::from(self.den);
-        Instant::from_nanos(nanos as u64)
-    }
-
-    /// The first real instant at which the clock reads at least `local`.
-    fn real(self, local: Instant) -> Instant {
-        let nanos =
-            (u128::from(local.as_nanos()) * u128::from(self.den)).div_ceil(u128::from(self.num));
-        Instant::from_nanos(nanos as u64)
+    fn identity(&self) -> Self::Identity<'_> {
+        (self.vote_changed, self.node_violation)
     }
 }
 
-impl Cluster {
-    /// What node `id`'s clock reads now.
-    fn clock(&self, id: NodeId) -> Instant {
-        self.clock_rates[index(id)].reading(self.now)
-    }
-}
-
-/// What identifies a state: `now` itself is left out, the nodes are
-/// fingerprinted relative to it.
-type Identity<'a> = (
-    Vec<Option<(u64, Option<HardState>)>>,
-    &'a [HardState],
-    &'a [Envelope],
-    usize,
-    u64,
-    bool,
-    Option<&'static str>,
-);
-
-impl Cluster {
-    fn identity(&self) -> Identity<'_> {
-        let nodes = self
-            .nodes
-            .iter()
-            .zip(ids())
-            .map(|(slot, id)| {
-                slot.as_ref()
-                    .map(|r| (r.node.protocol_fingerprint(self.clock(id)), r.pending))
-            })
-            .collect();
-        (
-            nodes,
-            &self.disks,
-            &self.network,
-            self.crashes,
-            self.highest_elected,
-            self.vote_changed,
-            self.node_violation,
-        )
-    }
-}
-
-impl Hash for Cluster {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.identity().hash(state);
-    }
-}
-
-impl PartialEq for Cluster {
-    fn eq(&self, other: &Self) -> bool {
-        self.identity() == other.identity()
-    }
-}
-
-impl Eq for Cluster {}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Step {
-    Deliver(Envelope),
-    /// Real time jumps to the node's next deadline (unless due) and it ticks.
-    Tick(NodeId),
-    /// The node's pending write becomes durable and is acknowledged.
-    Fsync(NodeId),
-    Crash(NodeId),
-    Restart(NodeId),
-}
-
-fn index(id: NodeId) -> usize {
-    id as usize - 1
-}
+type Cluster = scaffold::Cluster<Ghosts>;
 
 fn ids() -> impl Iterator<Item = NodeId> {
-    1..=NODES as NodeId
+    scaffold::ids(NODES)
 }
 
 impl ElectionModel {
@@ -272,11 +164,7 @@ impl ElectionModel {
     }
 
     fn start(&self, id: NodeId, disk: HardState, now: Instant) -> Arc<Running> {
-        let node = Node::new(self.config(id), disk, now).expect("valid config");
-        Arc::new(Running {
-            node,
-            pending: None,
-        })
+        Running::new(Node::new(self.config(id), disk, now).expect("valid config"))
     }
 
     /// Steps node `id` at the real time and applies what it asks for. The
@@ -294,25 +182,26 @@ impl ElectionModel {
         }
         let mut actions = Vec::new();
         if let Err(v) = checker.step(&mut running.node, now, input, &mut actions) {
-            cluster.node_violation.get_or_insert(v.invariant);
+            cluster.extra.node_violation.get_or_insert(v.invariant);
         }
+        let mut sends = Vec::new();
         for action in actions {
             match action {
                 Action::Persist(hs) => running.pending = Some(hs),
-                Action::Send { to, message } => {
-                    let envelope = Envelope {
-                        src: id,
-                        dst: to,
-                        msg: message,
-                    };
-                    let at = cluster.network.partition_point(|e| *e <= envelope);
-                    cluster.network.insert(at, envelope);
-                }
+                Action::Send { to, message } => sends.push(Envelope {
+                    src: id,
+                    dst: to,
+                    stamp: (0, 0, 0),
+                    msg: message,
+                }),
                 Action::Event(Event::BecameLeader { term, .. }) => {
                     cluster.highest_elected = cluster.highest_elected.max(term);
                 }
                 _ => {}
             }
+        }
+        for envelope in sends {
+            cluster.send(envelope);
         }
         if self.variant.instant_fsync {
             self.fsync(cluster, id);
@@ -326,7 +215,7 @@ impl ElectionModel {
         let hs = running.pending?;
         let old = cluster.disks[index(id)];
         if hs.term == old.term && old.vote.is_some() && hs.vote != old.vote {
-            cluster.vote_changed = true;
+            cluster.extra.vote_changed = true;
         }
         // Durable before the acknowledgement: a crash after this keeps it
         // (a broken driver skips the write).
@@ -335,36 +224,6 @@ impl ElectionModel {
         }
         self.run(cluster, id, Input::Persisted(hs));
         Some(())
-    }
-
-    /// The cluster invariants `tenure::sim::Checker` (the simulator's) finds
-    /// in this state: a fresh checker, told of the highest election so far
-    /// (its leader, if still leading; otherwise no live node), then shown
-    /// every live node at its own clock reading.
-    fn cluster_violations(&self, cluster: &Cluster) -> Vec<&'static str> {
-        let mut checker = SimChecker::default();
-        if cluster.highest_elected > 0 {
-            let leader = self
-                .running(cluster)
-                .find(|(_, n)| {
-                    let st = n.status();
-                    st.role == Role::Leader && st.term == cluster.highest_elected
-                })
-                .map_or(0, |(id, _)| id);
-            checker.leader_elected(leader, cluster.highest_elected, cluster.now);
-        }
-        let nodes = self
-            .running(cluster)
-            .map(|(id, node)| (node, cluster.clock(id)));
-        checker
-            .check_nodes(0, cluster.now, nodes)
-            .into_iter()
-            .map(|v| v.invariant)
-            .collect()
-    }
-
-    fn running<'a>(&self, cluster: &'a Cluster) -> impl Iterator<Item = (NodeId, &'a Node)> {
-        ids().filter_map(|id| cluster.nodes[index(id)].as_ref().map(|r| (id, &r.node)))
     }
 
     /// Applies `steps` in order from `cluster` (each must be enabled;
@@ -382,19 +241,9 @@ impl ElectionModel {
     }
 
     fn fresh(&self) -> Cluster {
-        Cluster {
-            now: Instant::ZERO,
-            nodes: ids()
-                .map(|id| Some(self.start(id, HardState::default(), Instant::ZERO)))
-                .collect(),
-            disks: vec![HardState::default(); NODES],
-            network: Vec::new(),
-            crashes: 0,
-            highest_elected: 0,
-            vote_changed: false,
-            node_violation: None,
-            clock_rates: self.variant.clock_rates,
-        }
+        Cluster::fresh(NODES, &self.variant.clock_rates, Ghosts::default(), |id| {
+            self.start(id, HardState::default(), Instant::ZERO)
+        })
     }
 }
 
@@ -402,6 +251,7 @@ fn msg(src: NodeId, dst: NodeId, term: u64, kind: tenure::MessageKind) -> Envelo
     Envelope {
         src,
         dst,
+        stamp: (0, 0, 0),
         msg: Message { term, kind },
     }
 }
@@ -495,10 +345,7 @@ impl Model for ElectionModel {
                 self.run(&mut cluster, envelope.dst, input);
             }
             Step::Tick(id) => {
-                let deadline = cluster.nodes[index(id)].as_ref()?.node.next_deadline()?;
-                cluster.now = cluster
-                    .now
-                    .max(cluster.clock_rates[index(id)].real(deadline));
+                cluster.advance_to_deadline(id)?;
                 self.run(&mut cluster, id, Input::Tick);
             }
             Step::Fsync(id) => self.fsync(&mut cluster, id)?,
@@ -513,55 +360,57 @@ impl Model for ElectionModel {
                 let node = self.start(id, cluster.disks[index(id)], cluster.clock(id));
                 cluster.nodes[index(id)] = Some(node);
             }
+            // Steps of the membership model: no duplicates, no explicit
+            // drops (see the module docs), no membership changes.
+            Step::Duplicate(_) | Step::Drop(_) | Step::FsyncMembership(_) | Step::Propose(..) => {
+                return None;
+            }
         }
         Some(cluster)
     }
 
     fn within_boundary(&self, cluster: &Cluster) -> bool {
-        self.running(cluster)
+        cluster
+            .running()
             .all(|(_, node)| node.status().term <= MAX_TERM)
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
         vec![
-            Property::always("one leader per term", |model, cluster| {
-                !model
-                    .cluster_violations(cluster)
-                    .contains(&"one_leader_per_term")
+            Property::always("one leader per term", |_, cluster: &Cluster| {
+                !cluster.violations().contains(&"one_leader_per_term")
             }),
             Property::always(
                 "durable vote never changes within a term",
-                |_, cluster: &Cluster| !cluster.vote_changed,
+                |_, cluster: &Cluster| !cluster.extra.vote_changed,
             ),
             Property::always(
                 "every step passes its NodeChecker (persist before send, candidacy on a durable self-vote, ...)",
-                |_, cluster: &Cluster| cluster.node_violation.is_none(),
+                |_, cluster: &Cluster| cluster.extra.node_violation.is_none(),
             ),
-            Property::always("strict leases never overlap", |model, cluster| {
-                !model
-                    .cluster_violations(cluster)
-                    .contains(&"lease_exclusive")
+            Property::always("strict leases never overlap", |_, cluster: &Cluster| {
+                !cluster.violations().contains(&"lease_exclusive")
             }),
             Property::always(
                 "no lease once a higher term elected a leader",
-                |model, cluster| {
-                    !model
-                        .cluster_violations(cluster)
+                |_, cluster: &Cluster| {
+                    !cluster
+                        .violations()
                         .contains(&"lease_outlives_newer_leader")
                 },
             ),
-            Property::sometimes("a leader is elected", |model, cluster| {
-                model
-                    .running(cluster)
+            Property::sometimes("a leader is elected", |_, cluster: &Cluster| {
+                cluster
+                    .running()
                     .any(|(_, node)| node.status().role == Role::Leader)
             }),
             Property::sometimes(
                 "a leader is elected after a lease was held",
                 |_, cluster: &Cluster| cluster.highest_elected >= 2,
             ),
-            Property::sometimes("a lease is held", |model, cluster| {
-                model
-                    .running(cluster)
+            Property::sometimes("a lease is held", |_, cluster: &Cluster| {
+                cluster
+                    .running()
                     .any(|(id, node)| node.lease(cluster.clock(id)).is_some())
             }),
         ]
@@ -664,7 +513,7 @@ fn model_check_finds_a_send_before_durable_with_an_early_acking_driver() {
     let checker = model.checker().target_max_depth(4).spawn_bfs().join();
     let property = "every step passes its NodeChecker (persist before send, candidacy on a durable self-vote, ...)";
     let path = checker.discovery(property).expect("a counterexample");
-    let broken = path.last_state().node_violation;
+    let broken = path.last_state().extra.node_violation;
     assert!(
         matches!(
             broken,

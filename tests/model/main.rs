@@ -4,5 +4,7 @@
 #![cfg(feature = "sim")]
 #![forbid(unsafe_code)]
 
+mod scaffold;
+
 mod election;
 mod membership;

@@ -4,7 +4,7 @@
 //!
 //! # The model
 //!
-//! The election model of `tests/model_check.rs` (one real clock that
+//! The election model of `election.rs` on the shared `scaffold` (one real clock that
 //! only moves forward in `Tick` steps, an unordered network, strict
 //! fencing, crashes that keep only what was fsynced, nodes compared by
 //! `Node::protocol_fingerprint`), extended with what membership adds:
@@ -123,7 +123,7 @@
 //! # Not modelled
 //!
 //! Clock drift (every clock reads real time, so leases are checked against
-//! real time exactly; `tests/model_check.rs`, `tests/lease_sim.rs` and
+//! real time exactly; the election model, `tests/sim/leases.rs` and
 //! the simulator's `mixed_change` scenarios cover drift), log positions (all `()`: every
 //! acknowledging node is caught up), leadership transfer and promotion
 //! other than the handover of a removed leader, addresses, more than one
@@ -140,10 +140,10 @@
 //! `TENURE_MEMBERSHIP_CUT_DEPTH`) 39k and 22k states in 1-2 s; the random
 //! walks (`TENURE_MEMBERSHIP_WALKS`, default 500k states each, walks of up
 //! to 400 steps; `TENURE_MEMBERSHIP_SEED=<n>` picks other seeds) 10-25 s
-//! each. The whole file: about 130 s on two shared cores, most of it the
+//! each. The whole module: about 130 s on two shared cores, most of it the
 //! 3M-state walk of `model_check_membership_leader_moves_on_only_from_a_stored_membership`.
 //! Deeper, one test at a time:
-//! `TENURE_MEMBERSHIP_DEPTH=6 cargo test --release --all-features --test model_check_membership -- --test-threads 1 --exact model_check_membership_grow_shrink model_check_membership_replace`
+//! `TENURE_MEMBERSHIP_DEPTH=6 cargo test --release --all-features --test model -- --test-threads 1 --exact membership::model_check_membership_grow_shrink membership::model_check_membership_replace`
 //! visited 1.54M + 1.14M states in about 100 s, 5.9 GB peak, before mixed
 //! timing (expect about three times as many now);
 //! `TENURE_MEMBERSHIP_WALKS=3000000 ... random_walks` about 110-150 s per
@@ -152,15 +152,18 @@
 #![cfg(feature = "sim")]
 #![forbid(unsafe_code)]
 
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Instant as WallClock;
 
 use stateright::{Checker, Expectation, Model, Property};
-use tenure::sim::{Checker as SimChecker, NodeChecker};
+use tenure::sim::NodeChecker;
 use tenure::{
     Action, Config, Event, Fencing, HardState, Input, Instant, Membership, MembershipChange,
     MembershipId, Message, MessageKind, Node, NodeId, Role,
+};
+
+use crate::scaffold::{
+    self, ClockRate, Envelope, Extra, Running, Step, Version, env_usize, index, version,
 };
 
 /// An `Always` property over the ghost `broken` (a macro: properties
@@ -168,7 +171,11 @@ use tenure::{
 macro_rules! ghost_property {
     ($name:literal) => {
         Property::always($name, |_, cluster: &Cluster| {
-            cluster.broken.as_ref().is_none_or(|(p, _)| *p != $name)
+            cluster
+                .extra
+                .broken
+                .as_ref()
+                .is_none_or(|(p, _)| *p != $name)
         })
     };
 }
@@ -345,63 +352,19 @@ const REPLACE: Variant = Variant {
     ..GROW_SHRINK
 };
 
-/// A message in flight, stamped with the sender's membership when sent.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-struct Envelope {
-    src: NodeId,
-    dst: NodeId,
-    /// `MembershipId` as `(epoch, term, fingerprint)` (sortable).
-    stamp: (u64, u64, u64),
-    msg: Message,
-}
-
-impl Envelope {
-    fn stamp(&self) -> MembershipId {
-        MembershipId {
-            epoch: self.stamp.0,
-            term: self.stamp.1,
-            fingerprint: self.stamp.2,
-        }
-    }
-}
-
-/// A node that is up: the engine and the writes it asked for, not yet
-/// fsynced.
-#[derive(Clone, Debug)]
-struct Running {
-    node: Node,
-    pending: Option<HardState>,
-    pending_membership: Option<Membership>,
-}
-
-/// `(term, epoch)`: how memberships are ordered.
-type Version = (u64, u64);
-
-fn version(m: &Membership) -> Version {
-    (m.term, m.epoch)
-}
-
 fn id_version(m: MembershipId) -> Version {
     (m.term, m.epoch)
 }
 
+/// What the membership model adds to the shared cluster state: stored
+/// memberships, the budgets of duplicates and proposals, and ghosts.
 #[derive(Clone, Debug)]
-struct Cluster {
-    /// Real time; every node's clock reads it.
-    now: Instant,
-    /// `None`: crashed.
-    nodes: Vec<Option<Arc<Running>>>,
-    /// What each node's storage holds: term and vote, and the membership
-    /// (`None`: never stored one).
-    disks: Vec<HardState>,
+struct MembershipState {
+    /// What each node's storage holds besides term and vote: the
+    /// membership (`None`: never stored one).
     stored_memberships: Vec<Option<Arc<Membership>>>,
-    /// Messages in flight, sorted (a multiset: order means nothing).
-    network: Vec<Envelope>,
-    crashes: u8,
     duplicates: u8,
     proposals: u8,
-    /// Ghost: the highest term any node became leader in.
-    highest_elected: u64,
     /// Ghost: the newest membership version each node acted on, in any
     /// life.
     acted: [Version; NODES],
@@ -421,76 +384,49 @@ struct Cluster {
     broken: Option<(&'static str, String)>,
 }
 
-/// What identifies a state: `now` itself is left out, the nodes are
-/// fingerprinted relative to it (see `tests/model_check.rs`).
-type Identity<'a> = (
-    Vec<Option<(u64, Option<HardState>, Option<Version>)>>,
-    &'a [HardState],
-    Vec<Option<Version>>,
-    &'a [Envelope],
-    (u8, u8, u8, u8),
-    (u64, [Version; NODES], &'a [(Version, u64)]),
-    &'a [(Version, Version)],
-    Option<&'static str>,
-);
+impl Extra for MembershipState {
+    /// A stored membership is named by its version: each version has one
+    /// membership (the leader of its term made it). How a property broke
+    /// is left out.
+    type Identity<'a> = (
+        Vec<Option<Version>>,
+        (u8, u8, u8),
+        ([Version; NODES], &'a [(Version, u64)]),
+        &'a [(Version, Version)],
+        Option<&'static str>,
+    );
 
-impl Cluster {
-    fn identity(&self) -> Identity<'_> {
-        let nodes = self
-            .nodes
-            .iter()
-            .map(|slot| {
-                slot.as_ref().map(|r| {
-                    (
-                        r.node.protocol_fingerprint(self.now),
-                        r.pending,
-                        r.pending_membership.as_ref().map(version),
-                    )
-                })
-            })
-            .collect();
-        // A stored membership is named by its version: each version has
-        // one membership (the leader of its term made it).
+    fn identity(&self) -> Self::Identity<'_> {
         let stored = self
             .stored_memberships
             .iter()
             .map(|m| m.as_deref().map(version))
             .collect();
         (
-            nodes,
-            &self.disks,
             stored,
-            &self.network,
-            (
-                self.crashes,
-                self.duplicates,
-                self.proposals,
-                self.completed,
-            ),
-            (self.highest_elected, self.acted, &self.committed),
+            (self.duplicates, self.proposals, self.completed),
+            (self.acted, &self.committed),
             &self.lineage,
             self.broken.as_ref().map(|(p, _)| *p),
         )
     }
+}
 
+type Cluster = scaffold::Cluster<MembershipState>;
+
+fn ids() -> impl Iterator<Item = NodeId> {
+    scaffold::ids(NODES)
+}
+
+impl Cluster {
     fn break_property(&mut self, property: &'static str, detail: String) {
-        self.broken.get_or_insert((property, detail));
-    }
-
-    fn running(&self) -> impl Iterator<Item = (NodeId, &Node)> {
-        ids().filter_map(|id| self.nodes[index(id)].as_ref().map(|r| (id, &r.node)))
-    }
-
-    fn leader(&self) -> Option<(NodeId, &Node)> {
-        self.running()
-            .filter(|(_, n)| n.status().role == Role::Leader)
-            .max_by_key(|(_, n)| n.status().term)
+        self.extra.broken.get_or_insert((property, detail));
     }
 
     /// The stored version of node `id`'s membership: what storage holds,
     /// or the bootstrap membership (epoch 0) it starts from.
     fn stored_version(&self, id: NodeId) -> Version {
-        self.stored_memberships[index(id)]
+        self.extra.stored_memberships[index(id)]
             .as_deref()
             .map_or((0, 0), version)
     }
@@ -505,7 +441,7 @@ impl Cluster {
             if v.1 <= ancestor.1 {
                 return false;
             }
-            match self.lineage.iter().find(|&&(c, _)| c == v) {
+            match self.extra.lineage.iter().find(|&&(c, _)| c == v) {
                 Some(&(_, parent)) => v = parent,
                 None => return false,
             }
@@ -555,7 +491,7 @@ impl Cluster {
             })
             .collect();
         let mut found = Vec::new();
-        for m in self.stored_memberships.iter().flatten() {
+        for m in self.extra.stored_memberships.iter().flatten() {
             let v = version(m);
             let mut at = 0;
             let stored = [&m.voters, &m.outgoing]
@@ -580,58 +516,14 @@ impl Cluster {
             }
         }
         for (v, at) in found {
-            if self.committed.iter().any(|&(w, t)| w >= v && t <= at) {
+            if self.extra.committed.iter().any(|&(w, t)| w >= v && t <= at) {
                 continue;
             }
-            self.committed.retain(|&(w, t)| !(w <= v && t >= at));
-            self.committed.push((v, at));
-            self.committed.sort_unstable();
+            self.extra.committed.retain(|&(w, t)| !(w <= v && t >= at));
+            self.extra.committed.push((v, at));
+            self.extra.committed.sort_unstable();
         }
     }
-}
-
-impl Hash for Cluster {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.identity().hash(state);
-    }
-}
-
-impl PartialEq for Cluster {
-    fn eq(&self, other: &Self) -> bool {
-        self.identity() == other.identity()
-    }
-}
-
-impl Eq for Cluster {}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Step {
-    Deliver(Envelope),
-    /// Delivers a copy; the message stays in flight.
-    Duplicate(Envelope),
-    /// The message is lost.
-    Drop(Envelope),
-    /// Real time jumps to the node's next deadline (unless due) and it ticks.
-    Tick(NodeId),
-    /// The node's pending term-and-vote write becomes durable and is
-    /// acknowledged.
-    Fsync(NodeId),
-    /// The node's pending membership write becomes durable and is
-    /// acknowledged.
-    FsyncMembership(NodeId),
-    Crash(NodeId),
-    Restart(NodeId),
-    /// The operator asks the node (a leader) for a change: the scenario's
-    /// next one, or (`Variant::free_operator`) any that makes sense.
-    Propose(NodeId, MembershipChange),
-}
-
-fn index(id: NodeId) -> usize {
-    id as usize - 1
-}
-
-fn ids() -> impl Iterator<Item = NodeId> {
-    1..=NODES as NodeId
 }
 
 struct MembershipModel {
@@ -663,7 +555,9 @@ impl MembershipModel {
                     let pending = c.nodes[index(id)]
                         .as_ref()
                         .and_then(|r| r.pending_membership.as_ref().map(version));
-                    let stored = c.stored_memberships[index(id)].as_deref().map(version);
+                    let stored = c.extra.stored_memberships[index(id)]
+                        .as_deref()
+                        .map(version);
                     (pending, stored)
                 })
                 .collect()
@@ -711,33 +605,25 @@ impl MembershipModel {
         stored: Option<&Membership>,
         now: Instant,
     ) -> Arc<Running> {
-        let node = Node::new(self.config(id, stored), disk, now).expect("valid config");
-        Arc::new(Running {
-            node,
-            pending: None,
-            pending_membership: None,
-        })
+        Running::new(Node::new(self.config(id, stored), disk, now).expect("valid config"))
     }
 
     fn fresh(&self) -> Cluster {
-        Cluster {
-            now: Instant::ZERO,
-            nodes: ids()
-                .map(|id| Some(self.start(id, HardState::default(), None, Instant::ZERO)))
-                .collect(),
-            disks: vec![HardState::default(); NODES],
+        let state = MembershipState {
             stored_memberships: vec![None; NODES],
-            network: Vec::new(),
-            crashes: 0,
             duplicates: 0,
             proposals: 0,
-            highest_elected: 0,
             acted: [(0, 0); NODES],
             committed: Vec::new(),
             completed: 0,
             lineage: Vec::new(),
             broken: None,
-        }
+        };
+        // Every clock reads real time exactly (drift is the election
+        // model's and the simulator's concern).
+        Cluster::fresh(NODES, &[ClockRate::EXACT; NODES], state, |id| {
+            self.start(id, HardState::default(), None, Instant::ZERO)
+        })
     }
 
     /// Steps node `id` at the real time and applies what it asks for,
@@ -837,7 +723,7 @@ impl MembershipModel {
                 }),
                 Action::Event(Event::BecameLeader { term, .. }) => {
                     cluster.highest_elected = cluster.highest_elected.max(term);
-                    let missed = cluster.committed.iter().find(|&&(v, at)| {
+                    let missed = cluster.extra.committed.iter().find(|&&(v, at)| {
                         (at < term || self.variant.time_ordered_completeness)
                             && version(&membership) < v
                     });
@@ -871,7 +757,7 @@ impl MembershipModel {
                     running.pending_membership = Some(*m);
                 }
                 Action::Event(Event::MembershipChangeCompleted { .. }) => {
-                    cluster.completed = cluster.completed.saturating_add(1).min(3);
+                    cluster.extra.completed = cluster.extra.completed.saturating_add(1).min(3);
                 }
                 Action::Event(Event::MembershipChangeFailed { .. }) => failed = true,
                 Action::Event(_) => {}
@@ -909,14 +795,13 @@ impl MembershipModel {
                     ),
                 ));
             }
-            if !cluster.lineage.iter().any(|&(c, _)| c == version(&m)) {
-                cluster.lineage.push((version(&m), version(&parent)));
-                cluster.lineage.sort_unstable();
+            if !cluster.extra.lineage.iter().any(|&(c, _)| c == version(&m)) {
+                cluster.extra.lineage.push((version(&m), version(&parent)));
+                cluster.extra.lineage.sort_unstable();
             }
         }
         for envelope in sends {
-            let at = cluster.network.partition_point(|e| *e <= envelope);
-            cluster.network.insert(at, envelope);
+            cluster.send(envelope);
         }
         self.note_acted(cluster, id, version(&membership), &mut broken);
         for (property, detail) in broken {
@@ -935,7 +820,7 @@ impl MembershipModel {
         v: Version,
         broken: &mut Vec<(&'static str, String)>,
     ) {
-        let acted = &mut cluster.acted[index(id)];
+        let acted = &mut cluster.extra.acted[index(id)];
         if v < *acted {
             broken.push((
                 "membership never goes back",
@@ -966,7 +851,7 @@ impl MembershipModel {
     fn fsync_membership(&self, cluster: &mut Cluster, id: NodeId) -> Option<()> {
         let running = Arc::make_mut(cluster.nodes[index(id)].as_mut()?);
         let m = running.pending_membership.take()?;
-        if let Some(old) = cluster.stored_memberships[index(id)].as_deref()
+        if let Some(old) = cluster.extra.stored_memberships[index(id)].as_deref()
             && version(&m) < version(old)
         {
             cluster.break_property(
@@ -979,7 +864,7 @@ impl MembershipModel {
             );
         }
         let acked = m.id();
-        cluster.stored_memberships[index(id)] = Some(Arc::new(m));
+        cluster.extra.stored_memberships[index(id)] = Some(Arc::new(m));
         if !self.variant.ack_membership_early {
             self.run(cluster, id, Input::PersistedMembership(acked));
         }
@@ -993,7 +878,7 @@ impl MembershipModel {
         let stored = if self.variant.forget_membership_on_restart {
             None
         } else {
-            cluster.stored_memberships[index(id)].clone()
+            cluster.extra.stored_memberships[index(id)].clone()
         };
         let running = self.start(id, cluster.disks[index(id)], stored.as_deref(), cluster.now);
         let v = id_version(running.node.membership_id());
@@ -1006,35 +891,15 @@ impl MembershipModel {
         Some(())
     }
 
-    /// The cluster invariants `tenure::sim::Checker` finds in this state
-    /// (as in `tests/model_check.rs`).
-    fn cluster_violations(&self, cluster: &Cluster) -> Vec<&'static str> {
-        let mut checker = SimChecker::default();
-        if cluster.highest_elected > 0 {
-            let leader = cluster
-                .running()
-                .find(|(_, n)| {
-                    let st = n.status();
-                    st.role == Role::Leader && st.term == cluster.highest_elected
-                })
-                .map_or(0, |(id, _)| id);
-            checker.leader_elected(leader, cluster.highest_elected, cluster.now);
-        }
-        let nodes = cluster.running().map(|(_, node)| (node, cluster.now));
-        checker
-            .check_nodes(0, cluster.now, nodes)
-            .into_iter()
-            .map(|v| v.invariant)
-            .collect()
-    }
-
     /// The change the operator would ask node `id` for now, if it leads.
     fn proposals(&self, cluster: &Cluster, id: NodeId) -> Vec<MembershipChange> {
         let Some(running) = cluster.nodes[index(id)].as_ref() else {
             return Vec::new();
         };
         let node = &running.node;
-        if node.status().role != Role::Leader || cluster.proposals >= self.variant.max_proposals {
+        if node.status().role != Role::Leader
+            || cluster.extra.proposals >= self.variant.max_proposals
+        {
             return Vec::new();
         }
         let m = node.membership();
@@ -1089,7 +954,7 @@ impl MembershipModel {
             cluster.network.is_empty()
                 && cluster.running().all(|(id, n)| {
                     !n.membership().is_voter(id)
-                        || cluster.stored_memberships[index(id)]
+                        || cluster.extra.stored_memberships[index(id)]
                             .as_deref()
                             .is_some_and(|m| scenario.is_final(m))
                 })
@@ -1104,7 +969,7 @@ impl MembershipModel {
             "the happy path of {scenario:?} did not end in its final membership:\n{}",
             describe_state(last)
         );
-        assert!(last.broken.is_none(), "{:?}", last.broken);
+        assert!(last.extra.broken.is_none(), "{:?}", last.extra.broken);
         path
     }
 
@@ -1173,7 +1038,9 @@ impl MembershipModel {
                         .and_then(|r| r.pending_membership.as_ref().map(version));
                     (
                         pending,
-                        state.stored_memberships[index(id)].as_deref().map(version),
+                        state.extra.stored_memberships[index(id)]
+                            .as_deref()
+                            .map(version),
                     )
                 })
                 .collect();
@@ -1281,21 +1148,21 @@ impl MembershipModel {
                         .map(|(_, id)| Step::Tick(id))
                 });
             let Some(step) = step else { break };
-            let completed = cluster.completed;
+            let completed = cluster.extra.completed;
             if matches!(step, Step::Propose(..)) {
                 idle_since_proposal = false;
             }
             cluster = unbounded
                 .next_state(&cluster, step.clone())
                 .unwrap_or_else(|| panic!("policy step {step:?} not enabled"));
-            if cluster.completed != completed || matches!(step, Step::Tick(_)) {
+            if cluster.extra.completed != completed || matches!(step, Step::Tick(_)) {
                 // A change completed, or time passed (a refused or failed
                 // proposal is retried at the next tick).
                 idle_since_proposal = true;
             }
             // Seeded states count no proposals and no crashes: the
             // searches from them get the whole budget.
-            cluster.proposals = 0;
+            cluster.extra.proposals = 0;
             cluster.crashes = 0;
             path.push(cluster.clone());
         }
@@ -1320,7 +1187,7 @@ impl Model for MembershipModel {
             previous = Some(envelope);
             if cluster.nodes[index(envelope.dst)].is_some() {
                 actions.push(Step::Deliver(envelope.clone()));
-                if cluster.duplicates < self.variant.max_duplicates {
+                if cluster.extra.duplicates < self.variant.max_duplicates {
                     actions.push(Step::Duplicate(envelope.clone()));
                 }
             }
@@ -1367,7 +1234,7 @@ impl Model for MembershipModel {
                     let at = cluster.network.iter().position(|e| *e == envelope)?;
                     cluster.network.remove(at);
                 } else {
-                    cluster.duplicates += 1;
+                    cluster.extra.duplicates += 1;
                 }
                 let receiver = cluster.nodes[index(envelope.dst)].as_ref()?;
                 let stamp = if self.variant.stamp_with_receivers_membership {
@@ -1387,8 +1254,7 @@ impl Model for MembershipModel {
                 cluster.network.remove(at);
             }
             Step::Tick(id) => {
-                let deadline = cluster.nodes[index(id)].as_ref()?.node.next_deadline()?;
-                cluster.now = cluster.now.max(deadline);
+                cluster.advance_to_deadline(id)?;
                 self.run(&mut cluster, id, Input::Tick);
             }
             Step::Fsync(id) => self.fsync(&mut cluster, id)?,
@@ -1402,7 +1268,7 @@ impl Model for MembershipModel {
                 if !self.proposals(&cluster, id).contains(&change) {
                     return None;
                 }
-                cluster.proposals += 1;
+                cluster.extra.proposals += 1;
                 self.run(&mut cluster, id, Input::ChangeMembership(change));
             }
         }
@@ -1418,21 +1284,17 @@ impl Model for MembershipModel {
 
     fn properties(&self) -> Vec<Property<Self>> {
         vec![
-            Property::always("one leader per term", |model, cluster| {
-                !model
-                    .cluster_violations(cluster)
-                    .contains(&"one_leader_per_term")
+            Property::always("one leader per term", |_, cluster: &Cluster| {
+                !cluster.violations().contains(&"one_leader_per_term")
             }),
-            Property::always("strict leases never overlap", |model, cluster| {
-                !model
-                    .cluster_violations(cluster)
-                    .contains(&"lease_exclusive")
+            Property::always("strict leases never overlap", |_, cluster: &Cluster| {
+                !cluster.violations().contains(&"lease_exclusive")
             }),
             Property::always(
                 "no lease once a higher term elected a leader",
-                |model, cluster| {
-                    !model
-                        .cluster_violations(cluster)
+                |_, cluster: &Cluster| {
+                    !cluster
+                        .violations()
                         .contains(&"lease_outlives_newer_leader")
                 },
             ),
@@ -1460,7 +1322,7 @@ impl Model for MembershipModel {
                 },
             ),
             Property::sometimes("a change completes", |_, cluster: &Cluster| {
-                cluster.completed > 0
+                cluster.extra.completed > 0
             }),
             Property::sometimes(
                 "a leader is elected with the final membership",
@@ -1506,7 +1368,7 @@ fn describe_state(cluster: &Cluster) -> String {
     let nodes: Vec<String> = ids()
         .map(|id| {
             let disk = cluster.disks[index(id)];
-            let stored = cluster.stored_memberships[index(id)]
+            let stored = cluster.extra.stored_memberships[index(id)]
                 .as_deref()
                 .map_or_else(|| String::from("-"), show);
             let storage = format!("disk t{} v{:?} m {stored}", disk.term, disk.vote);
@@ -1536,7 +1398,7 @@ fn describe_state(cluster: &Cluster) -> String {
         "  at {} (in flight: {}, stored (version, at term): {:?}):\n    {}\n",
         cluster.now,
         cluster.network.len(),
-        cluster.committed,
+        cluster.extra.committed,
         nodes.join("\n    ")
     )
 }
@@ -1565,13 +1427,6 @@ fn describe(path: stateright::Path<Cluster, Step>) -> String {
         }
     }
     text
-}
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|d| d.parse().ok())
-        .unwrap_or(default)
 }
 
 /// Checks every `Always` property of `model`'s exhaustive search to
@@ -1615,7 +1470,8 @@ fn counterexamples(checker: &impl Checker<MembershipModel>) -> Vec<String> {
                 "{}: counterexample\n{}{}",
                 property.name,
                 describe(path),
-                last.broken
+                last.extra
+                    .broken
                     .map(|(p, d)| format!("  ({p}: {d})\n"))
                     .unwrap_or_default()
             ));
@@ -1648,7 +1504,7 @@ fn model_check_membership_happy_paths_reach_their_final_memberships() {
         let isolations = model.isolations(&model.happy_path());
         let overlapping: Vec<&Cluster> = isolations
             .iter()
-            .filter(|c| !model.cluster_violations(c).is_empty())
+            .filter(|c| !c.violations().is_empty())
             .collect();
         eprintln!(
             "  a successor to a cut-off leader: {} initial states, {} with a lease still held by the cut-off leader",
@@ -1902,7 +1758,7 @@ fn model_check_membership_finds_a_driver_that_forgets_the_membership() {
     let checker = model.checker().target_max_depth(4).spawn_bfs().join();
     let property = "membership never goes back";
     let path = checker.discovery(property).expect("a counterexample");
-    let broken = path.last_state().broken.clone();
+    let broken = path.last_state().extra.broken.clone();
     eprintln!(
         "{property}: counterexample\n{}  ({broken:?})",
         describe(path)
@@ -1923,7 +1779,7 @@ fn model_check_membership_finds_a_driver_that_acknowledges_early() {
     let checker = model.checker().target_max_depth(4).spawn_bfs().join();
     let property = "membership never goes back";
     let path = checker.discovery(property).expect("a counterexample");
-    let broken = path.last_state().broken.clone();
+    let broken = path.last_state().extra.broken.clone();
     eprintln!(
         "{property}: counterexample\n{}  ({broken:?})",
         describe(path)
@@ -1996,7 +1852,7 @@ fn walk_until_broken(variant: Variant, property: &'static str, seed: u64, states
         .spawn_simulation(seed, Biased)
         .join();
     let path = checker.discovery(property).expect("a counterexample");
-    let broken = path.last_state().broken.clone();
+    let broken = path.last_state().extra.broken.clone();
     let steps = path.into_actions().len();
     eprintln!("{property}: counterexample of {steps} steps, ends\n  ({broken:?})");
 }
