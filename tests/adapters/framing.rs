@@ -1,8 +1,5 @@
 //! Two or three authenticated `Framing`s of cluster 5 exchanging frames
-//! in memory: the helpers of `auth.rs` and `auth_break.rs`.
-
-// Each test binary uses a part of these.
-#![allow(dead_code)]
+//! in memory: the helpers of `auth.rs`.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -12,7 +12,6 @@ mod common;
 mod framing;
 
 mod auth;
-mod auth_break;
 mod codec;
 mod config_file;
 #[cfg(feature = "tokio")]
