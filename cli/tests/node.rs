@@ -1,60 +1,22 @@
-//! Real processes on loopback (bounded in count and time): the demo's
-//! kill -9 / failover / rejoin cycle, a node refusing to start on a corrupt
-//! state file, two clusters that must not hear each other, and nodes paused
-//! with SIGSTOP that must resume, not exit; a node whose listen address is
-//! taken, a demo stopped by SIGTERM or SIGHUP that must clean up, and a
-//! node restarted from an older copy of its state file, which must report
-//! it.
+//! `tenure node` (and its state tools, `tenure state` and `tenure
+//! recover`) with real processes on loopback, bounded in count and time: a
+//! node refusing to start on a taken address, a corrupt or lost state
+//! file or bad values; two clusters that must not hear each other; nodes
+//! paused with SIGSTOP that must resume, not exit; a leader handing over
+//! on SIGTERM; the decision log, dropped datagrams and metrics; and a node
+//! restarted from an older copy of its state file, which must report it.
 
 // Real sockets and clocks: this is driver code, outside the sans-IO core.
 #![allow(clippy::disallowed_types, clippy::disallowed_methods)]
 
 use std::collections::BTreeMap;
-
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-
 use std::time::Duration;
 
 mod common;
 use common::*;
-
-/// kill -9 the leader of 3: a new leader is elected and the survivors
-/// agree; the restarted node rejoins without a term change (the demo
-/// checks both and fails otherwise).
-#[test]
-fn kill_the_leader_of_three_then_rejoin() {
-    let mut child = Command::new(BIN)
-        .args([
-            "demo",
-            "--quiet",
-            "--kills",
-            "2",
-            "--heartbeat-ms",
-            "50",
-            "--death-ms",
-            "300",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let status = exit_within(
-        &mut child,
-        Duration::from_secs(60),
-        "demo did not finish in 60 s",
-    );
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        status.success(),
-        "demo failed: {stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(stdout.matches("new leader after").count(), 2, "{stdout}");
-    assert!(stdout.contains("failover over 2 kill(s)"), "{stdout}");
-}
 
 #[test]
 fn a_listen_address_in_use_is_named_when_the_node_refuses_to_start() {
@@ -361,124 +323,6 @@ fn paused_leader_and_follower_survive_sigstop_longer_than_death_timeout() {
     std::fs::remove_dir_all(d).unwrap();
 }
 
-/// A `mode = "manual"` cluster is operated through the admin socket
-/// (`tenure ctl`), the only way to send it a Promote: an
-/// operator reads a node's status, promotes it, transfers leadership,
-/// follows another node's events and demotes the new leader; commands
-/// for a non-leader are refused with the leader's id; the socket is the
-/// owner's only (0600) and goes away with a graceful stop; a node that is
-/// not running is reported as such, naming the socket.
-#[cfg(unix)]
-#[test]
-fn ctl_operates_a_manual_cluster() {
-    use std::os::unix::fs::PermissionsExt;
-    let d = dir("ctl");
-    let ports: Vec<(u64, u16)> = (1..=3).map(|id| (id, port())).collect();
-    let configs: Vec<PathBuf> = (1..=3)
-        .map(|id| write_config_with(&d, id, 11, &ports, "mode = \"manual\"\n"))
-        .collect();
-    let procs: Vec<Proc> = configs.iter().map(|c| Proc::start(c)).collect();
-    let socket = |id: usize| d.join(format!("data-{id}")).join("tenure.ctl");
-    within_5s("every control socket exists", || {
-        (1..=3).all(|id| socket(id).exists())
-    });
-    let mode = std::fs::metadata(socket(1)).unwrap().permissions().mode();
-    assert_eq!(mode & 0o777, 0o600, "control socket mode {mode:o}");
-    // Manual nodes elect nobody by themselves.
-    std::thread::sleep(Duration::from_millis(700));
-    let (code, status, err) = ctl(&configs[0], &["status"]);
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(status[0]["role"], "follower", "{status:?}");
-    assert!(status[0]["leader"].is_null(), "{status:?}");
-
-    let (code, promoted, err) = ctl(&configs[0], &["promote"]);
-    assert_eq!(code, 0, "{promoted:?} {err}");
-    assert_eq!(
-        promoted[0]["outcome"]["became_leader"]["token"]["leader"],
-        1
-    );
-    std::thread::sleep(Duration::from_millis(200));
-    let (_, status, _) = ctl(&configs[0], &["status"]);
-    let st = &status[0];
-    assert_eq!(st["role"], "leader", "{st}");
-    assert_eq!(st["token"]["leader"], 1, "{st}");
-    for peer in st["peers"].as_array().unwrap() {
-        let ago = peer["last_heard_ms"]
-            .as_u64()
-            .expect("every follower heard");
-        assert!(ago < 1000, "{st}");
-    }
-
-    // Node 2's events, followed from another process.
-    let mut follower = Command::new(BIN)
-        .args(["ctl", "--config"])
-        .arg(&configs[1])
-        .args(["events", "--json"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let events = lines_of(follower.stdout.take().unwrap());
-    std::thread::sleep(Duration::from_millis(100));
-    let (code, moved, err) = ctl(&configs[0], &["transfer", "2"]);
-    assert_eq!(code, 0, "{moved:?} {err}");
-    assert_eq!(moved[0]["outcome"]["transfer_completed"]["to"], 2);
-    let mut seen = Vec::new();
-    let end = std::time::Instant::now() + Duration::from_secs(3);
-    while let Some(left) = end.checked_duration_since(std::time::Instant::now()) {
-        let Ok(line) = events.recv_timeout(left) else {
-            break;
-        };
-        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
-        assert!(v["ts_ms"].as_u64().is_some(), "{v}");
-        let became = v["event"].get("became_leader").is_some();
-        seen.push(v);
-        if became {
-            break;
-        }
-    }
-    assert!(
-        seen.iter()
-            .any(|v| v["event"].get("became_leader").is_some()),
-        "node 2's event stream: {seen:?}"
-    );
-    let _ = follower.kill();
-    let _ = follower.wait();
-
-    let (code, refused, _) = ctl(&configs[0], &["demote"]);
-    assert_eq!(code, 1, "{refused:?}");
-    assert!(
-        refused[0]["error"].as_str().unwrap().contains("leader: 2"),
-        "{refused:?}"
-    );
-    let (code, demoted, err) = ctl(&configs[1], &["demote"]);
-    assert_eq!(code, 0, "{demoted:?} {err}");
-    assert_eq!(demoted[0]["outcome"]["stepped_down"]["reason"], "demoted");
-
-    // SIGTERM on a manual leader hands over: manual followers never
-    // campaign by themselves, so a plain resignation left no leader.
-    let (code, promoted, err) = ctl(&configs[0], &["promote"]);
-    assert_eq!(code, 0, "{promoted:?} {err}");
-    std::thread::sleep(Duration::from_millis(200));
-    procs[0].signal("-TERM");
-    within_5s("a manual follower leads after the leader's SIGTERM", || {
-        [1, 2].iter().any(|&i| {
-            ctl(&configs[i], &["status"])
-                .1
-                .first()
-                .is_some_and(|v| v["role"] == "leader")
-        })
-    });
-
-    // A graceful stop removes the socket; then the node is unreachable.
-    procs[2].signal("-TERM");
-    within_5s("node 3 removes its socket", || !socket(3).exists());
-    let (code, _, err) = ctl(&configs[2], &["status"]);
-    assert_eq!(code, 3, "{err}");
-    assert!(err.contains(&socket(3).display().to_string()), "{err}");
-    drop(procs);
-    let _ = std::fs::remove_dir_all(d);
-}
-
 /// The first `became_leader` event line among `procs` (index, term)
 /// within `limit`, skipping `except`.
 fn next_leader(procs: &[Proc], except: Option<usize>, limit: Duration) -> Option<(usize, u64)> {
@@ -653,136 +497,6 @@ fn tenure_recover_rebuilds_a_corrupt_state_file() {
     assert!(err.contains("in use by another process"), "{err}");
     drop(node);
     let _ = std::fs::remove_dir_all(d);
-}
-
-/// Runs `/usr/bin/kill` (or whichever `kill` is on the path) with `args`;
-/// true if it succeeded.
-fn kill(args: &[&str]) -> bool {
-    Command::new("kill")
-        .args(args)
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// A process group the test started and the directory its demo uses:
-/// everything left in the group is killed and the directory removed on
-/// drop, so a failing test leaves no node running and no files behind.
-struct Group(u32, Option<PathBuf>);
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        kill(&["-KILL", "--", &format!("-{}", self.0)]);
-        if let Some(dir) = &self.1 {
-            let _ = std::fs::remove_dir_all(dir);
-        }
-    }
-}
-
-/// `tenure demo` stopped by SIGTERM (or SIGHUP) kills its node processes,
-/// removes its temporary directory and exits non-zero.
-#[test]
-fn a_demo_stopped_by_sigterm_kills_its_nodes_and_removes_its_directory() {
-    demo_stopped_by("TERM", Some(143));
-}
-
-#[test]
-fn a_demo_stopped_by_sighup_kills_its_nodes_and_removes_its_directory() {
-    demo_stopped_by("HUP", Some(129));
-}
-
-/// SIGKILL cannot be caught: the nodes notice their parent is gone, stop,
-/// and remove the directory themselves.
-#[test]
-fn a_demo_killed_by_sigkill_leaves_no_node_and_no_directory() {
-    demo_stopped_by("KILL", None);
-}
-
-fn demo_stopped_by(signal: &str, code: Option<i32>) {
-    use std::os::unix::process::CommandExt;
-    let mut child = Command::new(BIN)
-        .args(["demo", "--heartbeat-ms", "50", "--death-ms", "300"])
-        // Its own process group (the nodes join it), so the test can tell
-        // whether any node outlived the demo, and kill them if so.
-        .process_group(0)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut group = Group(child.id(), None);
-    let lines = lines_of(child.stdout.take().unwrap());
-    let errors = lines_of(child.stderr.take().unwrap());
-    let end = std::time::Instant::now() + Duration::from_secs(10);
-    let mut dir = None;
-    let mut seen = Vec::new();
-    loop {
-        let left = end
-            .checked_duration_since(std::time::Instant::now())
-            .unwrap_or_else(|| panic!("no leader within 10 s: {seen:#?}"));
-        let Ok(line) = lines.recv_timeout(left) else {
-            panic!("no leader within 10 s: {seen:#?}");
-        };
-        if let Some((_, rest)) = line.split_once("(state files in ") {
-            dir = rest.strip_suffix(").").map(PathBuf::from);
-        }
-        let elected = line.contains("won the election");
-        seen.push(line);
-        if elected {
-            break;
-        }
-    }
-    let dir = dir.unwrap_or_else(|| panic!("the demo names its directory: {seen:#?}"));
-    group.1 = Some(dir.clone());
-    assert!(dir.is_dir(), "{}", dir.display());
-    let mut listens = Vec::new();
-    for id in 1..=3 {
-        let config = std::fs::read_to_string(dir.join(format!("node-{id}.toml"))).unwrap();
-        let listen = config
-            .lines()
-            .find_map(|l| l.strip_prefix("listen = \""))
-            .and_then(|l| l.strip_suffix('"'))
-            .unwrap()
-            .to_string();
-        listens.push(listen);
-    }
-    let pgid = format!("-{}", group.0);
-    assert!(kill(&["-0", "--", &pgid]), "the nodes run");
-
-    assert!(kill(&[&format!("-{signal}"), &child.id().to_string()]));
-    let status = exit_within(
-        &mut child,
-        Duration::from_secs(5),
-        &format!("the demo did not exit within 5 s of SIG{signal}"),
-    );
-    // Its stderr, up to the end (the reader thread may still be forwarding).
-    let mut stderr = Vec::new();
-    while let Ok(line) = errors.recv_timeout(Duration::from_secs(2)) {
-        stderr.push(line);
-    }
-    assert_eq!(status.code(), code, "{status:?} {stderr:#?}");
-    assert!(
-        code.is_none()
-            || stderr
-                .iter()
-                .any(|l| l.contains(&format!("stopped by SIG{signal}"))),
-        "{stderr:#?}"
-    );
-    // Every node is gone: nothing is left in the demo's process group...
-    let end = std::time::Instant::now() + Duration::from_secs(2);
-    while kill(&["-0", "--", &pgid]) {
-        assert!(
-            std::time::Instant::now() < end,
-            "node processes outlived the demo"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    // ...and their ports are free.
-    for listen in &listens {
-        UdpSocket::bind(listen.as_str())
-            .unwrap_or_else(|e| panic!("{listen} is still bound after the demo: {e}"));
-    }
-    assert!(!dir.exists(), "{} was not removed", dir.display());
-    drop(group);
 }
 
 /// Operating a node refuses what is unsafe and reports what failed:
