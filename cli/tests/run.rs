@@ -329,6 +329,7 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 /// stdin pipe if the node wrote an order every tick; then the leader is cut
 /// off. The node still kills the command itself before its lease ends: no
 /// write of the old command after its successor's first.
+///
 /// Guards against: a node writing ~100 orders a second and blocking on the full pipe, so that its own kill deadline never fires.
 #[test]
 fn run_a_paused_watchdog_neither_blocks_the_node_nor_outlives_the_lease() {
@@ -419,6 +420,7 @@ fn run_a_paused_node_and_watchdog_let_the_command_outlive_the_lease() {
 /// gives each background job a group of its own; `setsid` alike): the
 /// helper dies with the command when the node is killed (the watchdog is
 /// the subreaper and signals every descendant).
+///
 /// Guards against: only the command's group being signalled.
 #[test]
 fn run_a_descendant_in_another_process_group_dies_with_its_node() {
@@ -837,6 +839,7 @@ fn run_lease_deadlines_never_outlive_the_lease() {
 /// A second SIGTERM (or Ctrl-C twice) during a graceful stop, while the
 /// command cleans up inside its grace: no successor starts before the
 /// command is gone.
+///
 /// Guards against: the second signal ending the wait, so that the node demotes at once.
 #[test]
 fn run_a_second_sigterm_during_a_graceful_stop_kills_the_command_before_handing_over() {
@@ -901,6 +904,7 @@ fn cpu_ticks(pid: u32) -> u64 {
 
 /// Once its node's pipe closes, the watchdog waits for the command without
 /// burning CPU.
+///
 /// Guards against: spinning on the disconnected channel, a whole core until the command exits.
 #[test]
 fn run_the_watchdog_sleeps_after_its_node_is_killed() {
@@ -996,6 +1000,7 @@ fn run_a_transfer_the_command_holds_up_is_dropped_not_issued_late() {
 /// line names a stopper (`stopped_by: "lease_deadline"`), so the command
 /// starts again as soon as the node holds the lease, not after the restart
 /// delay.
+///
 /// Guards against: such a stop reported as an exit of the command's own.
 #[test]
 fn run_a_watchdog_deadline_stop_is_reported_as_such() {
@@ -1033,6 +1038,7 @@ fn run_a_watchdog_deadline_stop_is_reported_as_such() {
 
 /// An unwritable `--lease-file` is refused at start (exit 2, naming the
 /// path).
+///
 /// Guards against: accepting it, with a warning every 50 ms while leading.
 #[test]
 fn run_an_unwritable_lease_file_is_refused_at_start() {

@@ -49,7 +49,7 @@ fn msg(term: u64, kind: MessageKind) -> Message {
     Message { term, kind }
 }
 
-/// The forged messages of the report, as node `from` to `to`.
+/// The forged messages the cluster must shrug off, as node `from` to `to`.
 fn forgeries(term: u64) -> Vec<Message> {
     vec![
         msg(
@@ -93,7 +93,7 @@ fn wrong_key_frame(from: u64, to: u64, m: &Message) -> Vec<u8> {
         .0
 }
 
-/// The forgeries, unauthenticated and under a wrong key, spoofed
+/// The forgeries, unauthenticated and under a wrong key, spoofed
 /// from every follower's and the leader's address to every other node;
 /// genuine frames with a truncated tag, replayed to their receiver and
 /// sent on to another node; and a huge-term vote request from an address
@@ -518,6 +518,7 @@ fn set_keys(config: &Path, keys: &str) {
 /// `tenure ctl reload-keys` with a `next_key_file` holding a non-ASCII
 /// character is refused, and the node keeps running (README: a bad key
 /// file "is refused, and the keys in use stay").
+///
 /// Guards against: a panic in `auth::parse_hex` on the node's main thread, killing the running node.
 #[test]
 fn reload_keys_with_a_non_ascii_key_file_is_refused_and_the_node_keeps_running() {
@@ -551,6 +552,7 @@ fn reload_keys_with_a_non_ascii_key_file_is_refused_and_the_node_keeps_running()
 
 /// The same file as `key_file` at start: the node refuses to start with
 /// exit 2 and a message naming the file, as for every other bad key file.
+///
 /// Guards against: a panic at start (exit 101, "byte index ... is not a char boundary").
 #[test]
 fn a_non_ascii_key_file_at_start_is_refused_with_exit_2_naming_it() {
@@ -575,6 +577,7 @@ fn a_non_ascii_key_file_at_start_is_refused_with_exit_2_naming_it() {
 /// it, say; here the file holds now + 1 h) loses `tenure.incarnation` (a
 /// lost data directory) and restarts with the clock's value, which is
 /// smaller: it rejoins.
+///
 /// Guards against: the leader and the other follower refusing every frame of it as `replayed` for as long as they run.
 #[test]
 fn a_follower_whose_incarnation_went_back_rejoins() {

@@ -399,6 +399,7 @@ fn private(path: &std::path::Path) {
 /// A key file with a multi-byte character (an ellipsis or zero-width space
 /// pasted with the key, a stray `€`) is refused by `ClusterKey::load` with
 /// an error.
+///
 /// Guards against: `parse_hex` slicing the key text by bytes and panicking, which killed `tenure node` at start and a running node on `tenure ctl reload-keys`.
 #[test]
 fn auth_key_file_with_a_non_ascii_character_is_an_error_not_a_panic() {
@@ -421,6 +422,7 @@ fn auth_key_file_with_a_non_ascii_character_is_an_error_not_a_panic() {
 /// `tenure.incarnation` was lost with its data directory, and its clock is
 /// behind the clock of its previous start) is heard again by its peer
 /// after one exchange of hellos, in both directions.
+///
 /// Guards against: such a node being refused as `replayed` by every peer for the peer's whole run.
 #[test]
 fn auth_a_restart_whose_incarnation_went_back_is_heard_again() {
@@ -452,6 +454,7 @@ fn auth_a_restart_whose_incarnation_went_back_is_heard_again() {
 /// receiver incarnation) is not delivered, and once the key is rotated (the
 /// remedy for a stolen key) and the member restarted, the member's genuine
 /// frames are delivered again.
+///
 /// Guards against: one such datagram shutting the member out for the rest of the receiver's run, key rotation or not.
 #[test]
 fn auth_one_frame_with_incarnation_max_does_not_outlast_a_key_rotation() {
@@ -490,6 +493,7 @@ fn auth_one_frame_with_incarnation_max_does_not_outlast_a_key_rotation() {
 /// After a stored u64::MAX, `next_incarnation` refuses (or gives a larger
 /// value); it never gives u64::MAX again, which would let frames captured
 /// in the previous run be delivered to the next one.
+///
 /// Guards against: `next_incarnation` saturating, breaking its "strictly larger" promise.
 #[test]
 fn auth_the_incarnation_after_u64_max_is_refused_not_repeated() {

@@ -1,5 +1,6 @@
-//! Stopping the drivers: every form of `shutdown` returns only once no state write of
-//! the node runs or will start, reports the error that stopped the driver
+//! Stopping the drivers: every form of `shutdown` returns only once no
+//! state write of the node runs or will start, reports the error that
+//! stopped the driver
 //! (including a write that failed during the stop), and neither hangs nor
 //! panics whatever runtime it is called from or whether that runtime is
 //! still running. Every wait is bounded (5 s).

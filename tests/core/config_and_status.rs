@@ -143,6 +143,7 @@ fn log_lines_name_the_rule_and_node() {
 /// Huge durations are either refused by `validate` or saturate: a node
 /// built with them steps, ticks and promotes without panicking, and every
 /// deadline it gives is after the instant it was given at.
+///
 /// Guards against: durations that pass `validate` and then overflow.
 #[test]
 fn config_huge_durations_are_refused_or_saturate() {

@@ -745,6 +745,7 @@ fn quorum_wins_five_nodes_tolerate_two_failures_not_three() {
 /// A node that can send but hears nothing, with the lowest id, keeps
 /// pre-voting; the others still elect a leader within 5 s, with round trips
 /// comparable to the election jitter.
+///
 /// Guards against: healthy pre-candidates yielding to, and voters deferring for, a deaf node for ever.
 #[test]
 fn pre_vote_defers_once_a_deaf_lowest_id_node_cannot_stall_elections() {
@@ -765,6 +766,7 @@ fn pre_vote_defers_once_a_deaf_lowest_id_node_cannot_stall_elections() {
 
 /// A brand-new cluster's first election does not wait a death timeout for
 /// a leader that cannot exist.
+///
 /// Guards against: a fresh cluster waiting out a restart promise nobody made.
 #[test]
 fn fresh_node_owes_no_promise_a_fresh_cluster_elects_within_a_death_timeout() {
@@ -784,6 +786,7 @@ fn fresh_node_owes_no_promise_a_fresh_cluster_elects_within_a_death_timeout() {
 /// with the 3 lowest ids deaf, the default timing, fencing off, a
 /// 100–200 ms WAN: the first leader comes within the bound (death + 3
 /// election timeouts + 4 latencies).
+///
 /// Guards against: one deferral per deaf pre-candidate, which put the first election past the bound.
 #[test]
 fn pre_vote_defers_once_a_deaf_low_id_minority_delays_no_first_election_past_the_bound() {

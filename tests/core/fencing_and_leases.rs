@@ -233,6 +233,7 @@ fn strict_lease_events_announce_acquired_and_lost() {
 
 /// A single-voter cluster under strict fencing renews its lease with no
 /// peer to acknowledge anything, so the leader never steps down.
+///
 /// Guards against: a single-voter strict leader stepping down every lease period.
 #[test]
 fn strict_lease_a_single_voter_leader_keeps_its_lease() {
@@ -430,6 +431,7 @@ fn wan_run(fencing: Fencing, nodes: u64, lat: (u64, u64), seed: u64, secs: u64) 
 /// default timing (heartbeat 100 ms, death 400 ms) on a WAN of 100–200 ms
 /// one way and no fault at all, soft fencing adds at most one election in
 /// 30 s to what fencing off has, on every seed.
+///
 /// Guards against: a soft leader that keeps stepping down (`QuorumLost`) on a healthy WAN.
 #[test]
 fn soft_fencing_keeps_one_leader_on_a_healthy_wan() {
@@ -463,6 +465,7 @@ fn soft_fencing_keeps_one_leader_on_a_healthy_wan() {
 /// Strict fencing with a lease barely longer than one heartbeat is refused,
 /// with an error that names the settings to change; the default timing
 /// (death = 4 heartbeats) is accepted.
+///
 /// Guards against: a strict leader that steps down between rounds with no fault at all.
 #[test]
 fn strict_lease_shorter_than_several_heartbeats_is_refused_naming_the_settings() {
@@ -487,6 +490,7 @@ fn strict_lease_shorter_than_several_heartbeats_is_refused_naming_the_settings()
 /// Node 1's death timeout is 1000 ms, its followers keep a 400 ms promise:
 /// node 1's lease is never longer than the followers' promise, and ends
 /// before they elect anyone once it is cut off.
+///
 /// Guards against: a lease that assumes every voter keeps the leader's own promise length.
 #[test]
 fn strict_lease_ends_before_followers_with_shorter_death_timeouts_elect() {
@@ -535,6 +539,7 @@ fn strict_lease_ends_before_followers_with_shorter_death_timeouts_elect() {
 /// lease of `u64::MAX` ns would compute `sent + lease` saturated to
 /// `Instant::MAX`: such a lease is no lease, and the leader's lease never
 /// outlives its followers' 400 ms promise while they elect node 3.
+///
 /// Guards against: a lease that saturates at the end of time and so never expires.
 #[test]
 fn strict_lease_near_the_end_of_time_never_outlives_the_followers_promise() {

@@ -19,14 +19,18 @@ pub fn three_voters(id: NodeId) -> Config {
         .rng_seed(7)
 }
 
+/// The instant `millis` ms after zero.
 pub fn at(millis: u64) -> Instant {
     Instant::from_millis(millis)
 }
 
+/// Node `id` of [`three_voters`], fresh, at time zero.
 pub fn node(id: NodeId) -> Node {
     Node::new(three_voters(id), HardState::default(), Instant::ZERO).unwrap()
 }
 
+/// Node `n` receives `kind` at `term` from `from` (no persist
+/// acknowledged); what it did, split by kind.
 pub fn recv<P: tenure::LogPosition>(
     n: &mut Node<P>,
     now: Instant,
@@ -68,10 +72,12 @@ pub fn rx<P>(from: NodeId, term: u64, kind: MessageKind<P>) -> Input<P> {
     }
 }
 
+/// Heartbeat round `seq`.
 pub fn hb(seq: u64) -> MessageKind {
     MessageKind::Heartbeat { seq }
 }
 
+/// A vote request (no log position, no transfer).
 pub fn vote_req() -> MessageKind {
     MessageKind::VoteRequest {
         position: (),
@@ -125,6 +131,7 @@ pub fn leader_1_of(config: Config) -> (Node, Instant) {
     (n, t)
 }
 
+/// Ticks `n` at each of its deadlines up to `until`; everything it did.
 pub fn ticks(n: &mut Node, until: Instant) -> Out<()> {
     let mut all = Out {
         persists: vec![],
@@ -188,6 +195,7 @@ pub fn elect_at(c: &mut Node, tc: Instant, v: &mut Node, tv: Instant) -> Vec<(No
     panic!("node {} was not elected: {:?}", c.id(), c.status());
 }
 
+/// [`elect_at`] with both nodes reading `now`.
 pub fn elect(c: &mut Node, v: &mut Node, now: Instant) -> Vec<(NodeId, Message)> {
     elect_at(c, now, v, now)
 }
@@ -222,10 +230,12 @@ pub fn fencing_config(id: NodeId, voters: Vec<NodeId>) -> Config {
     common::timing(id, voters).rng_seed(3)
 }
 
+/// Three voters of [`fencing_config`] under `fencing`.
 pub fn sim_with(fencing: Fencing) -> Sim {
     Sim::new(3, move |id, v| fencing_config(id, v).fencing(fencing))
 }
 
+/// When node `id` first stepped down, and why.
 pub fn stepped_down_at(s: &Sim, id: NodeId) -> Option<(Instant, StepDownReason)> {
     s.events().iter().find_map(|(t, n, e)| match e {
         Event::SteppedDown { reason, .. } if *n == id => Some((*t, *reason)),

@@ -190,6 +190,7 @@ fn transfer_after_timeout_now_forfeits_the_lease_for_the_term() {
 
 /// After a transfer aborted before `TimeoutNow`, only a round sent after
 /// the abort may restore the lease.
+///
 /// Guards against: `lease()` coming back at the abort, anchored on a round sent during the transfer.
 #[test]
 fn transfer_leadership_aborted_before_timeout_now_needs_a_fresh_round_for_the_lease() {
@@ -248,6 +249,7 @@ fn transfer_leadership_to_a_node_that_cannot_lead_is_refused_keeping_the_lease()
 /// Transfer to A (caught up: `TimeoutNow` goes out at once, and is lost),
 /// then transfer to B (never catches up), which times out. Once healed,
 /// the healthy cluster has a leader holding a lease within 5 s.
+///
 /// Guards against: a superseded transfer forgetting its `TimeoutNow`, leaving a leader that never holds a lease again.
 #[test]
 fn transfer_leadership_superseded_after_timeout_now_leaves_no_leader_without_a_lease() {
@@ -636,6 +638,7 @@ fn promote_one_campaign_manual_nodes_elect_only_on_promote() {
 
 /// Promote on a node already campaigning joins the running campaign and
 /// reports its outcome within one election timeout.
+///
 /// Guards against: a stale promotion deadline abandoning the running round (`NoQuorum`) or never coming (`Instant::MAX`).
 #[test]
 fn promote_one_campaign_joins_a_running_campaign() {
@@ -710,6 +713,7 @@ fn promote_one_campaign_joins_a_running_campaign() {
 
 /// A promotion that starts while the term bump is being written is due
 /// within one election timeout.
+///
 /// Guards against: `next_deadline` at `Instant::MAX` with a promotion pending, whose outcome is then never reported.
 #[test]
 fn promote_one_campaign_during_a_durable_write_keeps_a_real_deadline() {
@@ -744,6 +748,7 @@ fn promote_one_campaign_during_a_durable_write_keeps_a_real_deadline() {
 /// A node whose durable term is 0 has never acknowledged any leader, so it
 /// owes no promise: a Promote on a fresh `Manual` cluster under strict
 /// fencing works at once, while a node with a durable term still waits.
+///
 /// Guards against: a fresh manual cluster refusing every Promote for a death timeout.
 #[test]
 fn fresh_node_owes_no_promise_a_manual_node_promotes_at_once() {

@@ -200,6 +200,7 @@ fn heartbeat_fits_promises_of_voters_with_a_shorter_death_timeout() {
 /// now at term 2, which answers it as stale. That answer does not count as
 /// node 2 acknowledging term 2's round 1: node 2 made no promise to node 1's
 /// new leadership.
+///
 /// Guards against: an answer to a heartbeat of a leader's earlier life backing its strict lease.
 #[test]
 fn acks_name_their_round_an_answer_to_a_stale_heartbeat_backs_no_lease() {
@@ -246,6 +247,7 @@ fn acks_name_their_round_an_answer_to_a_stale_heartbeat_backs_no_lease() {
 /// back the restarted leader's term-2 lease: node 2 never heard term 2's
 /// round and promised nothing, and node 3 is then elected with node 2's
 /// vote, so node 1 must hold no lease by then.
+///
 /// Guards against: `HeartbeatResponse { seq >= 1 }` counted as an acknowledgement during a rolling upgrade.
 #[test]
 fn acks_name_their_round_a_legacy_answer_to_a_stale_heartbeat_backs_no_lease() {
@@ -293,6 +295,7 @@ fn acks_name_their_round_a_legacy_answer_to_a_stale_heartbeat_backs_no_lease() {
 /// An acknowledgement of an older wire version (`HeartbeatResponse`, no
 /// promise stated) from a node with a 250 ms death timeout backs no lease
 /// at all.
+///
 /// Guards against: crediting a responder with the leader's own (longer) promise.
 #[test]
 fn acks_name_their_round_a_legacy_ack_stating_no_promise_backs_no_lease() {
@@ -302,7 +305,8 @@ fn acks_name_their_round_a_legacy_ack_stating_no_promise_backs_no_lease() {
     let mut n2: Node = Node::new(short(2), HardState::default(), Instant::ZERO).unwrap();
     let t = n1.next_deadline().unwrap();
     elect(&mut n1, &mut n2, t);
-    // Node 2 (old code, death timeout 250 ms) acknowledges round 1.
+    // Node 2 (an older wire version, death timeout 250 ms) acknowledges
+    // round 1.
     let legacy_ack = Message {
         term: 1,
         kind: MessageKind::HeartbeatResponse {
@@ -320,6 +324,7 @@ fn acks_name_their_round_a_legacy_ack_stating_no_promise_backs_no_lease() {
 /// counts: a strict lease is held and there is one election in 15 s with
 /// no fault. A heartbeat more frequent than `validate` allows is refused
 /// (`HeartbeatTooFrequent`).
+///
 /// Guards against: a capped round history that drops every acknowledgement slower than its capacity.
 #[test]
 fn acks_name_their_round_slow_acknowledgements_still_find_their_round() {
@@ -357,6 +362,7 @@ fn acks_name_their_round_slow_acknowledgements_still_find_their_round() {
 /// heartbeats faster for such voters, so with no fault its lease never
 /// lapses and there is one election in 10 s. Every configuration here
 /// passes `validate`.
+///
 /// Guards against: a strict leader stepping down between rounds, with no fault, when voters promise less than a round.
 #[test]
 fn heartbeat_fits_promises_voters_promising_less_than_a_round_keep_the_strict_leader() {
@@ -440,6 +446,7 @@ fn ring_run(death: u64, lat: (u64, u64), seed: u64) -> Report {
 /// 30 and death 100 (accepted by `validate`): `L_v = 100/1.001 − 25 =
 /// 74.9 ms`, round trip 30–40 ms; with no fault, at most one election in
 /// 10 s.
+///
 /// Guards against: a heartbeat period of half the promise, which lets the lease lapse once the round trip exceeds it.
 #[test]
 fn heartbeat_fits_promises_a_round_trip_over_half_a_voter_promise_keeps_the_strict_leader() {
@@ -473,6 +480,7 @@ fn heartbeat_fits_promises_one_short_promise_voter_in_five_keeps_every_invariant
 /// round. On a 176–177 ms one-way link (round trip 352–354 ms + 25 ms <
 /// 389.6 ms: the lease can be continuous) the leader keeps office, as it
 /// does with death 400 ms. (Node 1 is the only node that may lead.)
+///
 /// Guards against: a round history sized by `⌊death/heartbeat⌋` that overwrites every slot before its acknowledgement arrives.
 #[test]
 fn acks_name_their_round_the_round_history_covers_a_non_integer_death_to_heartbeat_ratio() {
@@ -502,6 +510,7 @@ fn acks_name_their_round_the_round_history_covers_a_non_integer_death_to_heartbe
 /// under 4 ns and a voter whose promise backs at most 1 ns, the leader's
 /// next deadline still moves past every tick's instant. Both
 /// configurations pass `validate`.
+///
 /// Guards against: a zero period, with `next_deadline()` staying at `now` however often the leader ticks.
 #[test]
 fn heartbeat_fits_promises_the_heartbeat_period_never_reaches_zero() {
@@ -579,9 +588,12 @@ fn heartbeat_fits_promises_the_heartbeat_period_never_reaches_zero() {
     );
 }
 
-/// Debug helper: `ADV2_DEATH=<ms> cargo test ... fault_sweep_replay_a_round_history_run -- --ignored --nocapture`.
+/// A tool, not a check: one run of [`ring_run`] with the death timeout
+/// `TENURE_RING_DEATH_MS` (default 300) and the one-way latency
+/// `TENURE_RING_LATENCY_MS` (default 176), summarized:
+/// `TENURE_RING_DEATH_MS=390 cargo test --release --all-features --test core round_history_run -- --ignored --nocapture`.
 #[test]
-#[ignore]
+#[ignore = "a tool: one run with a chosen timing"]
 fn acks_name_their_round_round_history_run_with_a_chosen_timing() {
     let death = common::env_u64("TENURE_RING_DEATH_MS", 300);
     let lat = common::env_u64("TENURE_RING_LATENCY_MS", 176);

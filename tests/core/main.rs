@@ -1,7 +1,9 @@
 //! The core's rules and behaviours, one module per concern, on single
 //! nodes driven by hand (`hand`) and on the deterministic harness in
 //! `common`. Rule tests are named `<rule>_<what holds>` (see
-//! `rule_coverage`).
+//! `rule_coverage`); a test that guards against a known failure says which
+//! in one `Guards against:` line of its doc comment. Loops over seeds go
+//! through `common::sweep` (see `tests/sim/main.rs`).
 
 #![cfg(feature = "sim")]
 

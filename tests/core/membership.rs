@@ -1077,6 +1077,7 @@ fn membership_change_bounded_names_an_unstamped_peer() {
 /// three voters, as a TOML file may say) grows to four voters; every node
 /// restarts from the stored membership, with the configuration still
 /// saying `quorum = 2`, and the new leader can still change the membership.
+///
 /// Guards against: a restarted node reading the configured 2 as a custom quorum of the stored four voters and refusing every change (`CustomQuorum`).
 #[test]
 fn membership_change_with_an_explicit_majority_quorum_still_works_after_a_restart() {
@@ -1184,6 +1185,7 @@ fn membership_change_bounded_a_lone_voter_rolls_back_a_joint_phase_whose_new_vot
 /// `AddObserver`; the change times out and is reported failed
 /// (`NoQuorum`). Once the disk answers, the step is undone (rule
 /// `membership_change_bounded`): node 4 is not a member.
+///
 /// Guards against: the membership written by a "failed" change being installed and sent to everyone once the disk answered.
 #[test]
 fn membership_change_bounded_a_change_reported_failed_never_takes_effect() {
@@ -1224,6 +1226,7 @@ fn membership_change_bounded_a_change_reported_failed_never_takes_effect() {
 /// Nodes 2 and 3 are voters that never campaign (mode `Voter`); node 1, the
 /// only node that may lead, removes itself. Either the change is refused
 /// or the cluster has a leader 5 s later.
+///
 /// Guards against: a change that completes and leaves a cluster no node of which may ever lead.
 #[test]
 fn membership_change_removing_the_only_node_that_may_lead_fails_or_keeps_a_leader() {
@@ -1255,6 +1258,7 @@ fn membership_change_removing_the_only_node_that_may_lead_fails_or_keeps_a_leade
 /// the only node that may lead; node 4 joins, also in mode `Voter`.
 /// `Replace { old: 1, new: 4 }`: either the change fails or the cluster
 /// has a leader 5 s later.
+///
 /// Guards against: `NoLeaderLeft` checked only when the change is asked for, when a node never heard from counts as one that may lead.
 #[test]
 fn membership_change_replacing_the_only_leader_capable_node_by_a_voter_only_node_fails_or_keeps_a_leader()
@@ -1292,6 +1296,7 @@ fn membership_change_replacing_the_only_leader_capable_node_by_a_voter_only_node
 /// `Candidate`) is added as an observer, then `Replace { old: 1, new: 4 }`
 /// (the documented way to promote an observer into a voter's place)
 /// completes, and node 4 leads.
+///
 /// Guards against: `NoLeaderLeft` taking every observer for a node that may not lead (an observer acknowledges with `can_lead: false`).
 #[test]
 fn membership_change_replacing_a_voter_by_a_leader_capable_observer_completes() {
@@ -1340,6 +1345,7 @@ fn membership_change_replacing_a_voter_by_a_leader_capable_observer_completes() 
 /// messages stop reaching the leader (one-way cut), so the leader never
 /// sees the final membership stored. Nodes 2 and 3, the whole new voter
 /// set, up and connected to each other, have a leader within 10 s.
+///
 /// Guards against: a removed leader (never stepping down without fencing) that keeps heartbeating the new voters, who stay sticky to it and never elect anyone.
 #[test]
 fn removed_leader_hands_over_without_fencing_when_a_new_voter_cannot_reach_it() {
@@ -1377,6 +1383,7 @@ fn removed_leader_hands_over_without_fencing_when_a_new_voter_cannot_reach_it() 
 /// is written, and node 3's disk stalls before it stores it. Node 3 still
 /// acknowledges every round (stamped with the joint membership); within
 /// 5 s the removed leader no longer leads alone.
+///
 /// Guards against: a removed leader that keeps its lease and leads for as long as a new voter's disk is stalled.
 #[test]
 fn removed_leader_hands_over_under_strict_fencing_while_a_new_voter_disk_stalls() {
@@ -1416,6 +1423,7 @@ fn removed_leader_hands_over_under_strict_fencing_while_a_new_voter_disk_stalls(
 /// membership. Every pre-vote needs node 3, which refuses at term 1 (an
 /// observer in its membership); the candidates teach it the joint
 /// membership all the same, and a leader is elected within 10 s.
+///
 /// Guards against: candidates teaching a refuser only when its refusal is of their own term, leaving everyone up, connected and leaderless.
 #[test]
 fn membership_adopt_newer_a_new_voter_behind_in_term_learns_the_joint_membership() {
@@ -1465,6 +1473,7 @@ fn membership_adopt_newer_a_new_voter_behind_in_term_learns_the_joint_membership
 /// joint membership, is the only node that campaigns and needs node 3's
 /// vote (old majority {2,3}); node 3 holds the observer step, in which
 /// node 4 is no voter. A leader is elected within 10 s.
+///
 /// Guards against: a lagging voter that drops a newer candidate's vote requests unanswered, so the candidate never learns it is behind.
 #[test]
 fn membership_adopt_newer_without_pre_vote_a_lagging_voter_learns_of_the_new_candidate() {
@@ -1512,6 +1521,7 @@ fn membership_adopt_newer_without_pre_vote_a_lagging_voter_learns_of_the_new_can
 /// node 4 crashes and restarts holding the observer step, in which it is
 /// no voter. {2,4} is a connected majority of {1,2,4} and node 4 may lead:
 /// a leader is elected within 20 s.
+///
 /// Guards against: nobody telling node 4 that it votes (node 2 sends a membership only when it refuses a candidate or is refused as one), so the cluster stays leaderless while node 1 is down.
 #[test]
 fn membership_adopt_newer_a_new_voter_that_missed_its_promotion_learns_it_with_its_leader_down() {
@@ -1585,6 +1595,7 @@ fn new_voter_missed_final(mode2: tenure::Mode) {
 /// messages (a non-member stamped with an older membership) and answer
 /// with a `MembershipUpdate` at the new term, which moves its term: within
 /// 5 s it no longer leads.
+///
 /// Guards against: a membership update of a higher term that a leader ignores outright, leaving it leader of the old term for ever, fully connected.
 #[test]
 fn higher_term_adopted_a_removed_stale_leader_stops_leading_once_healed() {
@@ -1634,6 +1645,7 @@ fn higher_term_adopted_a_removed_stale_leader_stops_leading_once_healed() {
 /// removed node, which would answer node 2 at term T, is down). Node 2
 /// restarts at an older term; node 4 teaches it the membership, and the
 /// simulator (which panics on two leaders in one term) sees a leader.
+///
 /// Guards against: node 2 adopting the membership without its term, campaigning for T and being elected by node 4.
 #[test]
 fn one_leader_per_term_a_membership_taught_without_its_term_elects_no_second_leader() {

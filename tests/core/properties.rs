@@ -5,7 +5,7 @@
 //! through `tenure::sim::NodeChecker`.
 //!
 //! The generator seed is printed and can be replayed with
-//! `TENURE_QC_SEED=<seed> cargo test --test properties`.
+//! `TENURE_QC_SEED=<seed> cargo test --release --all-features --test core properties::`.
 
 use crate::common;
 

@@ -567,6 +567,7 @@ fn under_load(append_ms: u64) -> (NodeId, Option<NodeId>, usize, usize) {
 /// tell that 1 cannot win; it still tries, ever more rarely, in case 1's
 /// links came back): in 60 s, at most 4 hand-backs to node 1, the waits
 /// between them growing, and terms stay low.
+///
 /// Guards against: a hand-back loop 2 → 1 → 3 → 2 → 1 repeated for ever, each cycle an outage of a death timeout or more.
 #[test]
 fn rank_hand_back_to_a_node_that_cannot_win_backs_off_geometrically() {
@@ -581,7 +582,6 @@ fn rank_hand_back_to_a_node_that_cannot_win_backs_off_geometrically() {
         .filter(|(_, _, to)| *to == 1)
         .map(|(at, _, _)| *at)
         .collect();
-    // Before the fix: 17 times in 60 s, term 43.
     assert!(
         to_one.len() <= 4,
         "leadership handed {} times to node 1, which cannot win: {hb:?}",
@@ -605,6 +605,7 @@ fn rank_hand_back_to_a_node_that_cannot_win_backs_off_geometrically() {
 /// leaders across it (same version, so neither side refuses the other).
 /// Nodes 1 and 2 rank 3 best (highest id), node 3 ranks 1 best (priority):
 /// in 20 s no hand-back is followed by one back the other way.
+///
 /// Guards against: leadership bouncing 3 → 1 → 3 → 1 for good, a hand-back accepting a target whose conflicting membership is "not older".
 #[test]
 fn rank_hand_back_never_bounces_between_conflicting_bootstrap_ranks() {
@@ -641,6 +642,7 @@ fn rank_hand_back_never_bounces_between_conflicting_bootstrap_ranks() {
 /// A `Manual` node leads only when an operator promotes it (README: "the
 /// only way a `mode = \"manual\"` node leads"): ranked best (highest id),
 /// the manual node 3 still never leads in 10 s without a Promote.
+///
 /// Guards against: a manual node reporting `can_lead` like a candidate, listed in the standings and handed leadership.
 #[test]
 fn rank_hand_back_never_makes_a_manual_node_lead_without_promote() {
@@ -671,6 +673,7 @@ fn rank_hand_back_never_makes_a_manual_node_lead_without_promote() {
 /// follower's acknowledged position trails the leader's by the entries in
 /// flight; the preferred node 1, up, connected and replicating normally,
 /// still gets leadership back within 30 s.
+///
 /// Guards against: "caught up" meaning an acknowledged position at least the leader's at every round, which a steady load never allows.
 #[test]
 fn rank_hand_back_happens_under_a_steady_write_load() {
@@ -696,6 +699,7 @@ fn rank_hand_back_happens_under_a_light_write_load() {
 /// ranks and the shortest hand-back period accepted (one death timeout),
 /// the demoted node still does not campaign within a death timeout of its
 /// demote.
+///
 /// Guards against: the next leader handing leadership straight back to the demoted node, which campaigns on `TimeoutNow` inside its embargo.
 #[test]
 fn demote_moves_leadership_no_hand_back_undoes_a_demote_within_its_embargo() {
@@ -724,6 +728,7 @@ fn demote_moves_leadership_no_hand_back_undoes_a_demote_within_its_embargo() {
 /// After `Resign` (a demoted leader) the followers keep the leader's
 /// standings to compute their campaign delay: a node the leader listed as
 /// behind does not campaign first, and the best caught-up node (3) leads.
+///
 /// Guards against: followers dropping the standings on `Resign`, so that the static order decides and a node listed as behind campaigns first.
 #[test]
 fn rank_orders_campaigns_after_a_resign_by_the_leaders_standings() {
@@ -756,6 +761,7 @@ fn rank_orders_campaigns_after_a_resign_by_the_leaders_standings() {
 /// slip in through a later `SetRankPolicy`; a period shorter than a death
 /// timeout is refused too (a voter would count as stable before its death
 /// could be noticed).
+///
 /// Guards against: an unranked cluster accepting a zero period, which `SetRankPolicy` then puts to use (leadership following a flapping node).
 #[test]
 fn rank_config_refuses_a_zero_or_short_hand_back_period_whatever_the_policy() {
@@ -770,7 +776,7 @@ fn rank_config_refuses_a_zero_or_short_hand_back_period_whatever_the_policy() {
             c.hand_back_after(Duration::ZERO)
         }
     };
-    // Fixed: a zero period is refused whatever the policy, so it cannot
+    // A zero period is refused whatever the policy, so it cannot
     // slip in through a later `SetRankPolicy`.
     let refused = config(1, vec![1, 2, 3, 4, 5]).validate();
     assert!(
@@ -796,6 +802,7 @@ fn rank_config_refuses_a_zero_or_short_hand_back_period_whatever_the_policy() {
 /// default step would not fit its election timeout is accepted, and once
 /// `SetRankPolicy` turned ranks on, a follower restarts from the stored
 /// membership.
+///
 /// Guards against: rank settings checked only under a ranked bootstrap policy, so that a node accepted at bootstrap refuses to restart after a rank change.
 #[test]
 fn rank_config_a_node_accepted_at_bootstrap_restarts_after_set_rank_policy() {
@@ -835,10 +842,11 @@ fn rank_config_a_node_accepted_at_bootstrap_restarts_after_set_rank_policy() {
 /// policy. With the default step, after `SetRankPolicy` turned ranks on and
 /// the two best nodes crashed, the three voters left elect a leader within
 /// 5 s.
+///
 /// Guards against: an unranked cluster accepting any step, which `SetRankPolicy` then puts to use, so that failover waits a whole step per node.
 #[test]
 fn rank_config_refuses_a_long_rank_step_whatever_the_policy() {
-    // Fixed: the step is checked whatever the policy.
+    // The step is checked whatever the policy.
     let long = timing(1, vec![1, 2, 3, 4, 5])
         .rank_step(ms(60_000))
         .validate();

@@ -1,8 +1,9 @@
 //! Every rule of `tenure::Rule` is logged by the file that
 //! [`Rule::decided_in`] names (its variant appears there, where every
 //! decision line logs `"rule" => Rule::…`), and has a test named after it
-//! (`<rule>_<behaviour>` in a file under `tests/`). A rule added without both, or moved
-//! without updating where it says it is decided, fails here.
+//! (`<rule>_<behaviour>` in a file under `tests/`, subdirectories
+//! included). A rule added without both, or moved without updating where
+//! it says it is decided, fails here.
 
 use std::fs;
 use std::path::Path;

@@ -166,6 +166,7 @@ fn monotonic_time_an_earlier_now_acts_as_the_latest() {
 
 /// At `Instant::MAX`, under every fencing mode and in every role, a node
 /// has no deadline left.
+///
 /// Guards against: every tick being due again at once at the end of time (a busy loop).
 #[test]
 fn monotonic_time_the_end_of_time_has_no_deadlines() {

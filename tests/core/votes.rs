@@ -137,8 +137,8 @@ fn persist_before_send_vote_grant_is_held_until_persisted() {
     );
 }
 
-/// Reference: etcd raft commit e9e525d: rejections that assert a new term are
-/// held until durable too.
+/// Reference: etcd raft's asynchronous storage writes: rejections that
+/// assert a new term are held until durable too.
 #[test]
 fn persist_before_send_rejection_asserting_a_new_term_is_held_too() {
     let mut n = node(1);

@@ -323,6 +323,7 @@ thread_local! {
 /// `pre_vote_defers_once`) and yield at most once per term (rule
 /// `pre_vote_duel_ranked`): the failover still comes within the liveness
 /// bound.
+///
 /// Guards against: one deferral and one duel yield per deaf pre-candidate, which put this failover past the bound.
 #[test]
 fn pre_vote_defers_once_a_deaf_leader_and_deaf_lower_ids_fail_over_within_the_bound() {

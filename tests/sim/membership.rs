@@ -277,6 +277,7 @@ fn sim_checks_catch_a_change_skipping_the_joint_phase() {
 /// steps down (quorum lost). After the heal, nodes 2 (epoch 0) and 3
 /// (epoch 1) pre-vote for term 2 at the same time: the two live voters of
 /// three elect a leader, and the operator's change completes.
+///
 /// Guards against: node 2 refusing node 3 by id (`pre_vote_duel_ranked` ignoring membership) while node 3 refuses node 2 (`membership_up_to_date`) without sending the newer membership, for ever.
 #[test]
 fn pre_vote_duel_ranked_after_a_change_on_an_isolated_leader_elects_a_leader() {
@@ -298,6 +299,7 @@ fn pre_vote_duel_ranked_after_a_change_on_an_isolated_leader_elects_a_leader() {
 /// re-writes the joint membership in term 2 before the final one and hands
 /// over once it leads a membership that does not list it. Both operators
 /// complete, with no violation.
+///
 /// Guards against: a leader writing the final membership of an inherited change at once, then leading a membership that does not list it and never handing over (fencing off: no leader known to a quorum of {2,3,4,5}).
 #[test]
 fn removed_leader_hands_over_after_inheriting_the_joint_phase_of_two_operators() {
@@ -431,6 +433,7 @@ fn membership_conflicting_replacements_replay_one_seed_with_its_trace() {
 /// joint membership in term 7 before the final one ({1,2,3,4,6}), and
 /// hands over once it removed itself. Both operators complete, with no
 /// violation.
+///
 /// Guards against: a removed leader that keeps leading and accepts the second operator's change, whose new voter (not listing it) drops its heartbeats and never catches up.
 #[test]
 fn removed_leader_hands_over_before_a_new_change() {

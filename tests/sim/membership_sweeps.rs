@@ -4,6 +4,13 @@
 //! change, and "figure 8" starting states (every node on a membership of
 //! one honest history of a half-done replacement). The long sweeps are
 //! `#[ignore]`d; two seeds of the awkward-moments sweep run in CI.
+//!
+//! Seeds (see `common::sweep`): `TENURE_MEMBERSHIP_SWEEP`,
+//! `TENURE_AWKWARD_CHANGES`, `TENURE_CHANGE_OFFSETS`, `TENURE_FIGURE8`,
+//! `TENURE_FIGURE8_TERMS`. Knobs: `TENURE_MEMBERSHIP_SWEEP_FENCING`
+//! (off, soft or strict; default strict), `_TRACE` (print the trace of a
+//! failing run, from `_TRACE_FROM` seconds), `_STATS`, `_VOTERS`, `_DUP`,
+//! `_LONG_TAIL`, `_LOSS`, `_LATENCY_MS`.
 
 use std::time::Duration;
 
@@ -743,6 +750,7 @@ fn membership_sweep_figure8_starting_states_keep_every_invariant() {
 /// (term 2) pre-votes; node 2 refuses at term 1, so node 4 teaches it the
 /// membership, made in term 2, which node 2 adopts with its term: node 2
 /// cannot then lead term 2, which node 1 led.
+///
 /// Guards against: a membership adopted without its term, so that a node campaigns for a term whose election it missed and a voter that had no vote then elects it.
 #[test]
 fn one_leader_per_term_holds_in_membership_sweep_seed_2922() {

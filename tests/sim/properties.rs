@@ -8,7 +8,7 @@
 //! schedule.
 //!
 //! The generator seed is printed; replay with
-//! `TENURE_QC_SEED=<seed> cargo test --release --all-features --test sim_properties`.
+//! `TENURE_QC_SEED=<seed> cargo test --release --all-features --test sim properties::arbitrary_fault_schedules`.
 //! Schedules of tricky paths and of known failure shapes are kept below
 //! and replayed on every run.
 

@@ -1,5 +1,5 @@
 //! quickcheck: rank policies and rank changes never cause two leaders in a
-//! term or overlapping leases (issue 14). Arbitrary rank settings (policy,
+//! term or overlapping leases. Arbitrary rank settings (policy,
 //! priorities including 0, rank step, hand-back period, hand-back on or
 //! off) and arbitrary schedules of crashes, quick restarts, partitions,
 //! deaf and mute nodes, loss, long tails, disk stalls, transfers and rank
@@ -9,7 +9,7 @@
 //! everything is healed, that a leader is elected.
 //!
 //! The generator seed is printed; replay with
-//! `TENURE_QC_SEED=<seed> cargo test --release --all-features --test rank_properties`.
+//! `TENURE_QC_SEED=<seed> cargo test --release --all-features --test sim rank_properties`.
 //! `TENURE_RANK_QC_TESTS` sets the number of schedules (default 300).
 
 #![cfg(feature = "sim")]
@@ -179,9 +179,11 @@ fn rank_changes_never_cause_two_leaders_or_overlapping_leases() {
         .quickcheck(prop as fn(Schedule) -> TestResult);
 }
 
-/// A hand-back started just before the liveness deadline: the simulator
-/// once counted the moment without a leader as a liveness failure (a
-/// hand-back is owed the bound, as a fault is). Kept as a regression.
+/// A hand-back started just before the liveness deadline is owed the
+/// liveness bound, as a fault is: the moment without a leader is not a
+/// liveness failure.
+///
+/// Guards against: the simulator counting that moment as a stall.
 #[test]
 fn rank_hand_back_at_the_liveness_deadline_is_not_a_stall() {
     let step = |after_ms, fault| Step { after_ms, fault };

@@ -396,6 +396,7 @@ fn rank_sweep_with_membership_changes_keeps_every_invariant() {
 /// several leaders but cut off from a majority. Having lost a handed
 /// campaign, the target answers "not ready" to every leader, so the run
 /// keeps every check of the rank sweep.
+///
 /// Guards against: each leader backing off on its own, so that the target kept getting leadership handed to it (8 hand-backs in 25 s).
 #[test]
 fn rank_hand_back_loop_across_leaders_stays_bounded() {
@@ -412,6 +413,7 @@ fn rank_hand_back_loop_across_leaders_stays_bounded() {
 /// elected). A leader that sees a peer stamp newer than its own
 /// membership, of an earlier term, writes its membership again in its own
 /// term, which the peer then adopts.
+///
 /// Guards against: the follower ranking itself at priority 0 for good, and the leader never handing back to the oldest member.
 #[test]
 fn membership_adopt_newer_a_follower_with_a_stale_newer_membership_is_brought_back() {

@@ -357,6 +357,7 @@ fn standard_scenarios_with_quorum_4_of_5_keep_every_invariant() {
 /// with the current term and the old round's sequence number; the
 /// restarted leader does not count that as an acknowledgement of its new
 /// round, so it holds no lease a quorum did not promise.
+///
 /// Guards against: a stale-term heartbeat answer backing the restarted leader's lease.
 #[test]
 fn acks_name_their_round_late_heartbeats_of_an_earlier_incarnation_grant_no_lease() {
@@ -368,6 +369,7 @@ fn acks_name_their_round_late_heartbeats_of_an_earlier_incarnation_grant_no_leas
 
 /// A deaf node (it sends, hears nothing) does not stall the first election
 /// on a 20–40 ms network; every id is deaf in turn (`1 + seed % n`).
+///
 /// Guards against: a deaf lowest-id node whose pre-votes keep the others from ever electing.
 #[test]
 fn pre_vote_defers_once_a_deaf_node_does_not_stall_the_first_election() {
@@ -376,6 +378,7 @@ fn pre_vote_defers_once_a_deaf_node_does_not_stall_the_first_election() {
 
 /// Nodes with different death timeouts: a leader's strict lease ends
 /// before a voter with a shorter death timeout helps elect a successor.
+///
 /// Guards against: a lease that assumes every voter keeps the leader's own promise length.
 #[test]
 fn strict_lease_holds_with_mixed_death_timeouts() {

@@ -1,5 +1,5 @@
 //! The two rank-based seed algorithms beside tenure's rank policies, through
-//! the same partition schedule (issue 14): the naive Bully algorithm
+//! the same partition schedule: the naive Bully algorithm
 //! (Garcia-Molina 1982, seed 003: ELECTION / OK / COORDINATOR, highest id
 //! wins, no quorum) and the Emergent Leader pattern (seed 000: all-to-all
 //! heartbeats, the oldest live member in a node's own view coordinates).
@@ -12,7 +12,7 @@
 //! hold a valid lease under strict fencing (what a tenure leader needs
 //! before acting), and, stricter, nodes in the leader role at all.
 //!
-//! `cargo test --release --test seed_algorithms -- --nocapture` prints the
+//! `cargo test --release --all-features --test sim seed_algorithms -- --nocapture` prints the
 //! table; the README quotes it.
 
 #![cfg(feature = "sim")]
