@@ -25,8 +25,9 @@
 //!   leadership older than its current election term.
 //!
 //! The run: a client writes continuously; the leader's outgoing
-//! replication is delayed by 2 s (a stalled NIC or a paused process) and
-//! the leader is killed mid-stream. The survivors elect a new leader, which
+//! replication is delayed by 2 s (a stalled NIC or a paused process), so
+//! the leader, hearing no majority answer its appends for a death timeout,
+//! resigns, and it is killed mid-stream. The survivors elect a new leader, which
 //! holds the newest acknowledged entry; the client retries what was not
 //! acknowledged; the old leader's delayed writes then arrive and both
 //! survivors' stores refuse them; nothing acknowledged is lost.
@@ -44,7 +45,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
-use tenure::adapters::driver::{self, Handle, NodeSetup};
+use tenure::adapters::driver::{Handle, NodeSetup};
 use tenure::adapters::storage::{Storage, StorageError, StorageErrorKind};
 use tenure::{Config, Fencing, FencingToken, HardState, NodeId};
 
@@ -263,10 +264,7 @@ impl SqliteState {
 }
 
 fn storage_error(path: &Path, e: rusqlite::Error) -> StorageError {
-    StorageError {
-        path: path.to_path_buf(),
-        kind: StorageErrorKind::Io(std::io::Error::other(e)),
-    }
+    StorageError::at(path, StorageErrorKind::Backend(Box::new(e)))
 }
 
 impl Storage for SqliteState {
@@ -361,20 +359,31 @@ struct Leading {
     next: BTreeMap<NodeId, u64>,
     matched: BTreeMap<NodeId, u64>,
     waiting: VecDeque<(u64, Sender<Result<u64, String>>)>,
+    /// When it began, and when each follower last answered an append.
+    since: Instant,
+    answered: BTreeMap<NodeId, Instant>,
+    /// Whether it resigned because its replication is cut off.
+    resigned: bool,
 }
+
+/// The engine's death timeout here: a leader whose replication reached
+/// no majority for this long resigns.
+const DEATH_TIMEOUT: Duration = Duration::from_millis(300);
 
 /// Counters the run reports.
 #[derive(Default)]
 pub struct Counters {
     /// Appends a store refused because it had seen a newer token.
     pub fenced: AtomicU64,
+    /// Leaders that resigned because their replication was cut off.
+    pub resigned: AtomicU64,
 }
 
 struct App {
     id: NodeId,
     voters: Vec<NodeId>,
     store: Store,
-    handle: Arc<Handle<Pos>>,
+    handle: Handle<Pos>,
     net: Net,
     inbox: Receiver<Msg>,
     alive: Arc<AtomicBool>,
@@ -384,10 +393,10 @@ struct App {
 
 impl App {
     fn run(mut self) -> rusqlite::Result<()> {
-        self.handle.set_position(self.store.last()?);
         let mut last_round = Instant::now();
         while self.alive.load(Ordering::SeqCst) {
             self.follow_the_lease()?;
+            self.resign_if_replication_is_cut_off();
             if let Ok(msg) = self.inbox.recv_timeout(Duration::from_millis(5)) {
                 self.handle_msg(msg)?;
             }
@@ -397,6 +406,28 @@ impl App {
             }
         }
         Ok(())
+    }
+
+    /// Two streams can fail apart: tenure's messages may flow while the
+    /// replication stream is broken, and the cluster would keep a leader
+    /// that cannot replicate. A leader none of whose appends a majority
+    /// answered within a death timeout resigns (`Handle::demote`), so one
+    /// that can reach them is elected.
+    fn resign_if_replication_is_cut_off(&mut self) {
+        let majority = self.voters.len() / 2 + 1;
+        let Some(l) = self.leading.as_mut().filter(|l| !l.resigned) else {
+            return;
+        };
+        let live = 1 + l
+            .answered
+            .values()
+            .filter(|at| at.elapsed() < DEATH_TIMEOUT)
+            .count();
+        if live < majority && l.since.elapsed() >= DEATH_TIMEOUT {
+            l.resigned = true;
+            self.counters.resigned.fetch_add(1, Ordering::SeqCst);
+            self.handle.demote();
+        }
     }
 
     /// Leads exactly while tenure's strict lease is held.
@@ -411,6 +442,9 @@ impl App {
             }
         }
         if let Some(token) = token {
+            // The first append of a leadership (empty if the followers
+            // hold the whole log) is its barrier: every replica's fence
+            // moves to this token before any new write.
             let end = self.store.last()?.1 + 1;
             let followers = self.voters.iter().copied().filter(|&v| v != self.id);
             self.leading = Some(Leading {
@@ -418,6 +452,9 @@ impl App {
                 next: followers.clone().map(|f| (f, end)).collect(),
                 matched: followers.map(|f| (f, 0)).collect(),
                 waiting: VecDeque::new(),
+                since: Instant::now(),
+                answered: BTreeMap::new(),
+                resigned: false,
             });
             self.replicate()?;
         }
@@ -427,11 +464,11 @@ impl App {
     fn handle_msg(&mut self, msg: Msg) -> rusqlite::Result<()> {
         match msg {
             Msg::Propose { key, value, reply } => self.propose(key, value, reply)?,
-            // Raft's "reply false if term < currentTerm": a node that has
-            // moved to a newer election term (it may have voted in it)
-            // takes nothing from an older leadership, even one its fence
-            // has not seen yet.
-            Msg::Append { token, .. } if token.term < self.handle.status().term => {
+            // The replica check (`Handle::admits`, Raft's "reply false if
+            // term < currentTerm"): a node that has moved to a newer
+            // election term (it may have voted in it) takes nothing from an
+            // older leadership, even one its fence has not seen yet.
+            Msg::Append { token, .. } if !self.handle.admits(token) => {
                 self.counters.fenced.fetch_add(1, Ordering::SeqCst);
             }
             Msg::Append {
@@ -442,6 +479,15 @@ impl App {
             } => match self.store.append(token.as_u64(), prev, &entries)? {
                 Appended::Stored { matched, last } => {
                     self.handle.set_position(last);
+                    // Checked again before acknowledging, once the driver
+                    // took the new position (`sync`): a vote cast meanwhile
+                    // (for a candidate that may lack these entries)
+                    // withholds the acknowledgement; any later vote is
+                    // decided with the new position.
+                    if !self.handle.sync() || !self.handle.admits(token) {
+                        self.counters.fenced.fetch_add(1, Ordering::SeqCst);
+                        return Ok(());
+                    }
                     self.net.send(
                         self.id,
                         from,
@@ -474,6 +520,7 @@ impl App {
             } => self.stored(from, token, matched.1),
             Msg::Gap { from, token, last } => {
                 if let Some(l) = self.leading.as_mut().filter(|l| l.token == token) {
+                    l.answered.insert(from, Instant::now());
                     l.next.insert(from, last + 1);
                 }
             }
@@ -531,6 +578,7 @@ impl App {
         let Some(l) = self.leading.as_mut().filter(|l| l.token == token) else {
             return;
         };
+        l.answered.insert(from, Instant::now());
         let m = l.matched.entry(from).or_insert(0);
         *m = (*m).max(index);
         l.next.insert(from, index + 1);
@@ -568,7 +616,7 @@ impl App {
 
 /// A running node: its tenure handle (shared with its app) and its app.
 struct RunningNode {
-    handle: Arc<Handle<Pos>>,
+    handle: Handle<Pos>,
     alive: Arc<AtomicBool>,
     app: JoinHandle<rusqlite::Result<()>>,
 }
@@ -579,10 +627,7 @@ impl RunningNode {
     fn kill(self) -> Result<(), Box<dyn std::error::Error>> {
         self.alive.store(false, Ordering::SeqCst);
         self.app.join().map_err(|_| "app thread panicked")??;
-        match Arc::try_unwrap(self.handle) {
-            Ok(handle) => handle.shutdown()?,
-            Err(_) => return Err("the tenure handle is still shared".into()),
-        }
+        self.handle.shutdown()?;
         Ok(())
     }
 }
@@ -596,6 +641,9 @@ pub struct Report {
     pub leaders: (NodeId, NodeId),
     /// Late appends the survivors' stores refused.
     pub fenced_late_writes: u64,
+    /// Leaders that resigned because no majority answered their appends
+    /// for a death timeout (the stalled leader must be one).
+    pub resigned: u64,
     /// Acknowledged writes missing from the new leader's store (must be 0).
     pub lost: Vec<String>,
     /// The newest acknowledged key and whether the new leader holds it.
@@ -630,6 +678,9 @@ impl Report {
                 self.late_entries_on_survivors
             ));
         }
+        if self.resigned == 0 {
+            return Err("the leader whose replication stalled did not resign".into());
+        }
         if self.leaders.0 == self.leaders.1 {
             return Err("the killed leader still leads".into());
         }
@@ -649,7 +700,7 @@ fn start_node(
     let config = Config::new(id, peers.keys().copied())
         .fencing(Fencing::Strict)
         .heartbeat_interval(Duration::from_millis(50))
-        .death_timeout(Duration::from_millis(300))
+        .death_timeout(DEATH_TIMEOUT)
         .rng_seed(id);
     let setup = NodeSetup {
         config,
@@ -662,8 +713,8 @@ fn start_node(
             .collect(),
         storage: SqliteState::open(&db)?,
     };
-    let (handle, _events) = driver::spawn_with_positions::<_, Pos>(setup)?;
-    let handle = Arc::new(handle);
+    // The log's durable end: votes compare it from the first message.
+    let (handle, _events) = setup.positions(store.last()?).spawn()?;
     let (tx, inbox) = mpsc::channel();
     net.inboxes.lock().unwrap().insert(id, tx);
     let alive = Arc::new(AtomicBool::new(true));
@@ -829,6 +880,7 @@ pub fn run(dir: &Path) -> Result<Report, Box<dyn std::error::Error>> {
         acknowledged,
         leaders: (first, second),
         fenced_late_writes: counters.fenced.load(Ordering::SeqCst),
+        resigned: counters.resigned.load(Ordering::SeqCst),
         lost,
         survivors,
         late_entries_on_survivors: late,

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
 
-use tenure::adapters::driver::{self, Handle, NodeSetup};
+use tenure::adapters::driver::{Handle, NodeSetup};
 use tenure::adapters::storage::MemStorage;
 use tenure::{Config, Event, Fence, Fencing, Role};
 
@@ -35,13 +35,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .filter(|(p, _)| **p != id)
             .map(|(p, a)| (*p, *a))
             .collect();
-        let (handle, events) = driver::spawn(NodeSetup {
+        let (handle, events) = NodeSetup {
             config,
             cluster_id: 1,
             listen,
             peers: others,
             storage: MemStorage::new(),
-        })?;
+        }
+        .spawn()?;
         handles.insert(id, handle);
         event_streams.push((id, events));
     }

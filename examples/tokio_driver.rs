@@ -1,6 +1,7 @@
 //! Embedding the tokio driver: three nodes as tasks on one runtime, over
-//! loopback UDP with in-memory storage. Waits for a leader, demotes it and
-//! watches another node take over.
+//! loopback UDP with in-memory storage, each with an async-native handle
+//! (a `watch` of its status, a `broadcast` of its events). Waits for a
+//! leader, demotes it and watches another node take over.
 //!
 //! ```text
 //! cargo run --release --features tokio --example tokio_driver
@@ -13,9 +14,9 @@ use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
 
 use tenure::adapters::driver::NodeSetup;
-use tenure::adapters::driver_tokio;
+use tenure::adapters::driver_tokio::AsyncHandle;
 use tenure::adapters::storage::MemStorage;
-use tenure::{Config, Event};
+use tenure::{Config, Role};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -23,8 +24,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|_| UdpSocket::bind("127.0.0.1:0").and_then(|s| s.local_addr()))
         .collect::<Result<_, _>>()?;
     let peers: BTreeMap<u64, SocketAddr> = (1..=3).zip(addrs.iter().copied()).collect();
-    let mut handles = BTreeMap::new();
-    let mut streams = Vec::new();
+    let mut nodes: BTreeMap<u64, AsyncHandle> = BTreeMap::new();
     for (&id, &listen) in &peers {
         let config = Config::new(id, [1, 2, 3])
             .heartbeat_interval(Duration::from_millis(50))
@@ -35,53 +35,51 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .filter(|(p, _)| **p != id)
             .map(|(p, a)| (*p, *a))
             .collect();
-        let (handle, events) = driver_tokio::spawn(NodeSetup {
+        let setup = NodeSetup {
             config,
             cluster_id: 9,
             listen,
             peers: others,
             storage: MemStorage::new(),
-        })
-        .await?;
-        handles.insert(id, handle);
-        streams.push((id, events));
+        };
+        nodes.insert(id, setup.spawn_async().await?);
     }
-    let (tx, mut all) = tokio::sync::mpsc::unbounded_channel();
-    for (id, events) in streams {
-        let tx = tx.clone();
-        // The event stream is a std channel: drain it on a blocking thread.
-        std::thread::spawn(move || {
-            for e in events {
-                let _ = tx.send((id, e));
-            }
-        });
+    let leader = first_leader(&nodes, None).await?;
+    println!("node {leader} leads; demoting it");
+    // Every event of the old leader, as a broadcast subscriber sees them.
+    let mut events = nodes[&leader].subscribe();
+    nodes[&leader].handle.demote();
+    let next = first_leader(&nodes, Some(leader)).await?;
+    println!("node {next} took over");
+    while let Ok(event) = events.try_recv() {
+        println!("node {leader}: {event:?}");
     }
-    let leader = loop {
-        let (id, event) = next(&mut all).await?;
-        println!("node {id}: {event:?}");
-        if matches!(event, Event::BecameLeader { .. }) {
-            break id;
-        }
-    };
-    println!("demoting node {leader}");
-    handles[&leader].demote();
-    loop {
-        let (id, event) = next(&mut all).await?;
-        println!("node {id}: {event:?}");
-        if matches!(event, Event::BecameLeader { .. }) && id != leader {
-            println!("node {id} took over");
-            break;
-        }
+    for (_, node) in nodes {
+        node.shutdown().await?;
     }
     Ok(())
 }
 
-async fn next(
-    all: &mut tokio::sync::mpsc::UnboundedReceiver<(u64, Event)>,
-) -> Result<(u64, Event), &'static str> {
-    tokio::time::timeout(Duration::from_secs(5), all.recv())
-        .await
-        .ok()
-        .flatten()
-        .ok_or("no event within 5 s")
+/// The first node other than `not` whose status watch shows it leading
+/// (within 5 s).
+async fn first_leader(
+    nodes: &BTreeMap<u64, AsyncHandle>,
+    not: Option<u64>,
+) -> Result<u64, Box<dyn std::error::Error>> {
+    let (tx, mut leaders) = tokio::sync::mpsc::unbounded_channel();
+    for (&id, node) in nodes.iter().filter(|(id, _)| Some(**id) != not) {
+        let mut status = node.status();
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            if status
+                .wait_for(|p| p.status.role == Role::Leader)
+                .await
+                .is_ok()
+            {
+                let _ = tx.send(id);
+            }
+        });
+    }
+    let leader = tokio::time::timeout(Duration::from_secs(5), leaders.recv()).await?;
+    leader.ok_or_else(|| "every node stopped".into())
 }

@@ -1,18 +1,6 @@
 //! Fencing tokens, leases, and the storage-side [`Fence`].
 //!
-//! # The write path
-//!
-//! 1. Before acting as leader (accepting a write, running the singleton
-//!    job), ask [`Node::lease(now)`](crate::Node::lease). `None` means "you
-//!    may not act as the only leader right now": refuse or redirect.
-//! 2. Attach the lease's [`FencingToken`] to the write.
-//! 3. The storage that applies writes keeps a [`Fence`] (persisted with the
-//!    data it guards) and calls [`Fence::check`] on every write's token. A
-//!    token older than one already seen is rejected, so a deposed leader
-//!    that was paused past its lease cannot overwrite its successor's work.
-//!
-//! The lease bounds the window with a clock-drift argument; the token closes
-//! the rest (pauses, slow disks, late packets), which no clock can bound.
+//! The write path they serve is in the crate docs (section "Fencing").
 
 use crate::NodeId;
 use crate::time::Instant;
@@ -102,6 +90,30 @@ pub struct StaleToken {
     pub highest: FencingToken,
 }
 
+/// Whether a node in `term` that knows `leader` for it may take a write
+/// under `token` (see [`Node::admits`](crate::Node::admits)).
+pub(crate) fn admits(term: u64, leader: Option<NodeId>, token: FencingToken) -> bool {
+    token.term > term || (token.term == term && leader.is_none_or(|l| l == token.leader))
+}
+
+/// Why a replica refused a write ([`Fence::admit`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum WriteRefused {
+    /// A newer leadership already wrote here.
+    #[error(transparent)]
+    Stale(StaleToken),
+    /// This replica's node is in a later term than the token's: it may
+    /// have voted for a newer leader that has not written here yet.
+    #[error("fencing token {presented:?} is of term {}, but this replica is in term {term}", presented.term)]
+    TermPassed {
+        /// The token the write carried.
+        presented: FencingToken,
+        /// The replica's node's current term.
+        term: u64,
+    },
+}
+
 /// The storage side of fencing: remembers the highest token seen, accepts
 /// equal or higher tokens, rejects lower ones. Persist it atomically with
 /// the data it guards.
@@ -144,6 +156,42 @@ impl Fence {
                 Ok(())
             }
         }
+    }
+
+    /// The replica-side check: refuses `token` if its term is older than
+    /// `replica_term` (the current term of the node beside this replica,
+    /// [`Status::term`](crate::Status::term)), else as [`Fence::check`].
+    ///
+    /// Invariant kept: a replica never takes a write from a leadership
+    /// older than a term it may have voted in, so a write a deposed leader
+    /// sends late cannot become held by a quorum behind the new leader's
+    /// back.
+    ///
+    /// ```
+    /// use tenure::{Fence, FencingToken, WriteRefused};
+    ///
+    /// let mut replica = Fence::new();
+    /// let old = FencingToken { term: 1, leader: 1 };
+    /// assert!(replica.admit(old, 1).is_ok()); // the term-1 leader replicates
+    /// // The replica votes in term 2; the new leader has not written yet.
+    /// let late = replica.admit(old, 2);
+    /// assert!(matches!(late, Err(WriteRefused::TermPassed { term: 2, .. })));
+    /// // The plain check would still take it: no term-2 token seen yet.
+    /// assert!(replica.clone().check(old).is_ok());
+    /// # Ok::<(), WriteRefused>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`WriteRefused::TermPassed`] when `token.term < replica_term`;
+    /// [`WriteRefused::Stale`] when a higher token was already accepted.
+    pub fn admit(&mut self, token: FencingToken, replica_term: u64) -> Result<(), WriteRefused> {
+        if token.term < replica_term {
+            return Err(WriteRefused::TermPassed {
+                presented: token,
+                term: replica_term,
+            });
+        }
+        self.check(token).map_err(WriteRefused::Stale)
     }
 
     /// The highest token accepted so far.

@@ -76,7 +76,8 @@
 //!                     // Store it beside the HardState, fsync, then confirm
 //!                     // it. A cluster that changes its membership also
 //!                     // stamps frames (`Input::ReceiveStamped`): see the
-//!                     // README's "Membership in your own loop".
+//!                     // book's "Membership in your own loop"
+//!                     // (docs/src/embedding.md).
 //!                     let stored = Input::PersistedMembership(membership.id());
 //!                     node.step_into(now, stored, actions);
 //!                 }
@@ -149,9 +150,46 @@
 //!
 //! With [`Fencing::Strict`], [`Node::lease`] proves that no other node can be
 //! leader until the returned instant, given a bound on clock-rate drift; the
-//! argument is in the docs of [`Node::lease`]. Attach the lease's
-//! [`FencingToken`] to every write and let storage check it with a
-//! [`Fence`], which rejects tokens older than one it has seen.
+//! argument is in the docs of [`Node::lease`]. Under the default
+//! [`Fencing::Soft`] there is no lease (`lease(now)` is always `None`):
+//! leases and lease-guarded local reads need strict fencing.
+//!
+//! The write path:
+//!
+//! 1. Before acting as leader (accepting a write, running the singleton
+//!    job), ask [`Node::lease(now)`](Node::lease). `None` means "you may
+//!    not act as the only leader right now": refuse or redirect.
+//! 2. Attach the lease's [`FencingToken`] to the write.
+//! 3. The storage that applies writes keeps a [`Fence`] (persisted with the
+//!    data it guards) and calls [`Fence::check`] on every write's token. A
+//!    token older than one already seen is rejected, so a deposed leader
+//!    that was paused past its lease cannot overwrite its successor's work.
+//! 4. A *replica* (a follower's copy of replicated data) checks more: with
+//!    [`Fence::admit`] it also refuses a token older than its own node's
+//!    current term ([`Node::admits`], [`Status::admits`] and the drivers'
+//!    `Handle::admits` answer the same question). A replica that voted in
+//!    term 2 may have elected a leader that has not written yet, so its
+//!    fence has seen no term-2 token: the highest-token check alone would
+//!    take the deposed term-1 leader's late write, and that leader could
+//!    count it as held by a quorum the new leader does not have (Raft:
+//!    "reply false if term < currentTerm").
+//! 5. A new leader writes once (a barrier: an empty entry of its term) when
+//!    it gains leadership ([`Event::BecameLeader`], or
+//!    [`Event::LeaseAcquired`] under strict fencing), so every replica's
+//!    fence moves to its token before the first real write.
+//!
+//! A replica orders its steps so that no vote slips between them: check
+//! with [`Fence::admit`] against the current term, make the write durable,
+//! report the new log position to the node ([`Input::LogPosition`]; with a
+//! driver, `Handle::set_position` then `Handle::sync`, which returns once
+//! the driver took it), then check the term again before acknowledging. A
+//! vote cast before the second check is seen by it (no acknowledgement goes
+//! out); one cast after it is decided with the new position, so the
+//! candidate it elects holds the write.
+//!
+//! The lease bounds the window with a clock-drift argument; the token
+//! closes the rest (pauses, slow disks, late packets), which no clock can
+//! bound.
 //!
 //! ## Features
 //! - `std` (default): `std::error::Error` for errors, std support in slog.
@@ -195,7 +233,7 @@ mod status;
 mod time;
 
 pub use config::{Config, ConfigError, Fencing, Mode, Setting};
-pub use fence::{Fence, FencingToken, Lease, StaleToken};
+pub use fence::{Fence, FencingToken, Lease, StaleToken, WriteRefused};
 pub use hard_state::HardState;
 pub use membership::{Membership, MembershipChange, MembershipFailure, MembershipId};
 pub use message::{MAX_TERM_JUMP, Message, MessageKind};
@@ -204,7 +242,7 @@ pub use position::{LogPosition, VClock};
 pub use rank::{Rank, RankPolicy};
 pub use rule::Rule;
 pub use status::{
-    Event, HandBackReason, PromoteFailure, Role, Status, StepDownReason, TransferFailure,
+    Event, HandBackReason, PromoteFailure, Refusals, Role, Status, StepDownReason, TransferFailure,
 };
 pub use time::Instant;
 
@@ -218,3 +256,11 @@ pub use core::time::Duration;
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+// So are the book's (docs/src; cli/tests/examples.rs checks that every
+// page with a Rust example is listed here).
+#[cfg(doctest)]
+#[doc = include_str!("../docs/src/embedding.md")]
+#[doc = include_str!("../docs/src/fencing.md")]
+#[doc = include_str!("../docs/src/priorities.md")]
+struct BookDoctests;

@@ -8,6 +8,7 @@ use crate::config::{Fencing, Mode};
 use crate::fence::FencingToken;
 use crate::hard_state::HardState;
 use crate::membership::{Membership, MembershipFailure, MembershipId};
+use crate::rule::Rule;
 use crate::time::Instant;
 
 /// A node's role in its current term.
@@ -271,6 +272,73 @@ pub enum Event {
     },
 }
 
+/// Votes and pre-votes a node refused, by the rule that refused them
+/// ([`Status::refusals`]): why a candidate cannot win, visible without a
+/// log drain.
+///
+/// ```
+/// use tenure::{Config, HardState, Input, Instant, Message, MessageKind, Node, Rule};
+///
+/// // Node 2 already voted for 3 in term 5; node 1 asks for its vote too.
+/// let mut node: Node = Node::new(Config::new(2, [1, 2, 3]), HardState::new(5, Some(3)), Instant::ZERO)?;
+/// let ask = Message { term: 5, kind: MessageKind::VoteRequest { position: (), transfer: false } };
+/// node.step(Instant::ZERO, Input::Receive { from: 1, message: ask });
+/// let refusals = node.status().refusals;
+/// assert_eq!(refusals.votes(Rule::OneVotePerTerm), 1);
+/// assert_eq!(refusals.total(), 1);
+/// # Ok::<(), tenure::ConfigError>(())
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Refusals {
+    /// Vote requests refused, by rule (rules never seen are absent).
+    pub by_vote: Vec<(Rule, u64)>,
+    /// Pre-vote requests refused, by rule.
+    pub by_pre_vote: Vec<(Rule, u64)>,
+}
+
+impl Refusals {
+    /// Votes refused under `rule`.
+    #[must_use]
+    pub fn votes(&self, rule: Rule) -> u64 {
+        count(&self.by_vote, rule)
+    }
+
+    /// Pre-votes refused under `rule`.
+    #[must_use]
+    pub fn pre_votes(&self, rule: Rule) -> u64 {
+        count(&self.by_pre_vote, rule)
+    }
+
+    /// Votes and pre-votes refused under any rule.
+    #[must_use]
+    pub fn total(&self) -> u64 {
+        self.by_vote
+            .iter()
+            .chain(&self.by_pre_vote)
+            .fold(0, |sum, (_, n)| sum.saturating_add(*n))
+    }
+
+    pub(crate) fn vote_refused(&mut self, rule: Rule) {
+        bump(&mut self.by_vote, rule);
+    }
+
+    pub(crate) fn pre_vote_refused(&mut self, rule: Rule) {
+        bump(&mut self.by_pre_vote, rule);
+    }
+}
+
+fn count(list: &[(Rule, u64)], rule: Rule) -> u64 {
+    list.iter().find(|(r, _)| *r == rule).map_or(0, |(_, n)| *n)
+}
+
+fn bump(list: &mut Vec<(Rule, u64)>, rule: Rule) {
+    match list.iter_mut().find(|(r, _)| *r == rule) {
+        Some((_, n)) => *n = n.saturating_add(1),
+        None => list.push((rule, 1)),
+    }
+}
+
 /// A snapshot of a node, from [`Node::status`](crate::Node::status).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -310,4 +378,16 @@ pub struct Status {
     /// Messages whose sender stamped the same membership version with
     /// other voter sets (see [`Event::MembershipConflict`]).
     pub membership_conflicts: u64,
+    /// Votes and pre-votes this node refused since it started, by rule.
+    pub refusals: Refusals,
+}
+
+impl Status {
+    /// Whether a replica beside this node may take a write made under
+    /// `token`, as [`Node::admits`](crate::Node::admits) answers it from
+    /// this snapshot (the drivers publish one after every step).
+    #[must_use]
+    pub fn admits(&self, token: FencingToken) -> bool {
+        crate::fence::admits(self.term, self.leader, token)
+    }
 }

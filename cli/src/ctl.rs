@@ -538,10 +538,10 @@ enum CtlCommand {
     /// Print the node's events as they happen, until interrupted.
     Events,
     /// Read the node file's `key_file` and `next_key_file` again and use
-    /// them (a step of a key rotation; README "Security").
+    /// them (a step of a key rotation; docs/src/security.md).
     ReloadKeys,
     /// Add a voter (on the leader): it joins as an observer, catches up,
-    /// then votes (README "Changing membership").
+    /// then votes (docs/src/membership.md).
     AddVoter {
         /// The new node's id.
         id: NodeId,

@@ -88,7 +88,7 @@ fn keygen(args: KeygenArgs) -> ExitCode {
     match tenure::adapters::auth::write_key_file(&args.path) {
         Ok(id) => {
             println!(
-                "wrote cluster key {id} to {} (mode 0600)\n  new cluster: copy it to every node and set key_file = \"{}\" in each node file\n  running cluster: rotate as README \"Security\" says (next_key_file on every node first), or nodes stop hearing each other",
+                "wrote cluster key {id} to {} (mode 0600)\n  new cluster: copy it to every node and set key_file = \"{}\" in each node file\n  running cluster: rotate as docs/src/security.md says (next_key_file on every node first), or nodes stop hearing each other",
                 args.path.display(),
                 args.path.display()
             );
@@ -270,7 +270,7 @@ fn sim(args: SimArgs) -> ExitCode {
              clean: failovers in which only the leader crashed (every other voter up, no cut, loss or transfer); best %: share of them won by the best live caught-up node\n\
              (highest rank among the running voters that may lead whose log is at least every other's, counting copies in flight); base %: the same for the rank-unaware run on the same seeds.\n\
              p50 r/u, p99 r/u: failover times (every failover, ms) ranked / unranked, and p99 ranked as a share of unranked; hb/h: hand-backs per simulated hour; spur/h: leader changes\n\
-             caused by no crash, partition or hand-back, per hour (b: baseline). Goal (issue 14): best % >= 99, p99 <= 110% of unranked."
+             caused by no crash, partition or hand-back, per hour (b: baseline). Goal: best % >= 99, p99 <= 110% of unranked."
         );
     }
     if failed {

@@ -262,6 +262,26 @@ pub fn prometheus(st: &Value) -> String {
         "Messages whose sender has the same membership version with other voters (misconfigured peer lists).",
         &[(l.clone(), num(&st["membership_conflicts"]))],
     );
+    for (key, name, help) in [
+        (
+            "votes",
+            "tenure_votes_refused_total",
+            "Vote requests this node refused, by the rule that refused them (since the process started).",
+        ),
+        (
+            "pre_votes",
+            "tenure_pre_votes_refused_total",
+            "Pre-vote requests this node refused, by the rule that refused them (since the process started).",
+        ),
+    ] {
+        let samples: Vec<(String, Option<f64>)> = st["refusals"][key]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(rule, n)| (format!("{{node=\"{node}\",rule=\"{rule}\"}}"), num(n)))
+            .collect();
+        family(&mut out, name, "counter", help, &samples);
+    }
     // Rule `rollback_abstains`: 0 until a peer tells the node it was
     // restarted from an older copy of its state.
     let rollback = &st["rollback_suspected"];
@@ -287,4 +307,31 @@ pub fn prometheus(st: &Value) -> String {
         &[(l.clone(), num(&rollback["had"]))],
     );
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Refused votes and pre-votes are exported per rule, as the status
+    /// reports them.
+    #[test]
+    fn refusals_are_exported_by_rule() {
+        let st = json!({
+            "node": 2,
+            "refusals": {
+                "votes": {"one_vote_per_term": 3},
+                "pre_votes": {"leader_stickiness": 5, "log_up_to_date": 1},
+            },
+        });
+        let text = prometheus(&st);
+        for line in [
+            "tenure_votes_refused_total{node=\"2\",rule=\"one_vote_per_term\"} 3",
+            "tenure_pre_votes_refused_total{node=\"2\",rule=\"leader_stickiness\"} 5",
+            "tenure_pre_votes_refused_total{node=\"2\",rule=\"log_up_to_date\"} 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");
+        }
+    }
 }

@@ -248,7 +248,7 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
     };
     let spawned = match &keys {
         Some(keys) => match PeerAuth::for_data_dir(keys.clone(), &file.data_dir) {
-            Ok(auth) => driver::spawn_authenticated(setup, auth),
+            Ok(auth) => setup.auth(auth).spawn(),
             Err(e) => {
                 eprintln!("error: node {id} refuses to start: incarnation: {e}");
                 return ExitCode::from(2);
@@ -256,16 +256,16 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
         },
         None => {
             eprintln!(
-                "warning: node {id}: no key_file: peer messages are NOT authenticated; anyone who can send it a UDP datagram with a peer's source address controls the cluster (create a key with `tenure keygen`; README \"Security\")"
+                "warning: node {id}: no key_file: peer messages are NOT authenticated; anyone who can send it a UDP datagram with a peer's source address controls the cluster (create a key with `tenure keygen`; docs/src/security.md)"
             );
-            driver::spawn(setup)
+            setup.spawn()
         }
     };
     let (handle, events) = match spawned {
         Ok(started) => started,
         Err(e) => {
             let hint = if matches!(e, driver::DriverError::Storage(_)) {
-                "\n  (a damaged or lost state file: see `tenure recover` and README \"Recovering a lost or corrupt state file\"; never just delete it)"
+                "\n  (a damaged or lost state file: see `tenure recover` and docs/src/recovery.md; never just delete it)"
             } else {
                 ""
             };
@@ -403,7 +403,7 @@ impl Rollback {
 /// What a `rollback_suspected` event means, for its JSON line and stderr.
 fn rollback_message(seen: u64, had: u64) -> String {
     format!(
-        "a peer saw this node use term {seen}, but it restarted with term {had}: it was restarted from an older copy of its state (a restored backup, a VM snapshot, a copied data directory) and may have voted in a term up to {seen}; it now has term {seen} with a vote for itself, so it votes for no one else up to term {seen} and cannot vote twice. Find out how its data directory went back; never restore a data directory from a backup (README \"Recovering a lost or corrupt state file\")"
+        "a peer saw this node use term {seen}, but it restarted with term {had}: it was restarted from an older copy of its state (a restored backup, a VM snapshot, a copied data directory) and may have voted in a term up to {seen}; it now has term {seen} with a vote for itself, so it votes for no one else up to term {seen} and cannot vote twice. Find out how its data directory went back; never restore a data directory from a backup (docs/src/recovery.md)"
     )
 }
 
@@ -754,6 +754,10 @@ impl Running {
             "rank": rank_json(&st.membership, &self.rank_local),
             "member": member,
             "membership_conflicts": st.membership_conflicts,
+            "refusals": {
+                "votes": by_rule(&st.refusals.by_vote),
+                "pre_votes": by_rule(&st.refusals.by_pre_vote),
+            },
             // Null unless a peer told this node, since it started, that it
             // had used a higher term than it restarted with.
             "rollback_suspected": self.rollback.as_ref().map(Rollback::json),
@@ -968,6 +972,15 @@ pub fn rank_json(m: &tenure::Membership, local: &Value) -> Value {
 }
 
 /// The drop counters as JSON, by reason.
+/// Refusal counts by rule name, for the status.
+fn by_rule(counts: &[(tenure::Rule, u64)]) -> Value {
+    counts
+        .iter()
+        .map(|(rule, n)| (rule.name().to_string(), json!(n)))
+        .collect::<serde_json::Map<_, _>>()
+        .into()
+}
+
 fn drops_json(d: DropCounts) -> Value {
     Value::Object(
         d.by_reason()

@@ -26,7 +26,7 @@
 //! Not protected: confidentiality (frames are readable; they carry terms,
 //! votes and log positions, no application data), traffic analysis, and
 //! denial of service by volume (a flood costs a bounded amount of work per
-//! datagram: see the README's "Security" section for the measured rate).
+//! datagram: see `docs/src/measured.md` in the book for the measured rate).
 //!
 //! # Frame
 //!
@@ -74,7 +74,13 @@
 //!   replayed hello teaches nothing.
 //!
 //! The receiver's state is a fixed size per configured peer (a few
-//! numbers and a timestamp): a flood cannot grow it.
+//! numbers and a timestamp): a flood cannot grow it. A joining node (no
+//! membership yet) also keeps it for up to
+//! [`MAX_LEARNED_PEERS`](super::udp::MAX_LEARNED_PEERS) senders it learned
+//! from their authenticated frames (see
+//! [`Framing::follow_members`](super::udp::Framing::follow_members)): nothing
+//! without the key adds one, and a replayed frame at most sends a hello
+//! astray until the sender's next frame.
 
 use std::fmt;
 use std::io;
@@ -368,7 +374,8 @@ fn parse_hex(text: &str) -> Result<Vec<u8>, String> {
 
 /// The keys a node holds: the current one, which it sends with, and an
 /// optional next one, which it also accepts (for rotation without
-/// downtime: see the README's "Security" section).
+/// downtime: see the book's "Security and keys" chapter,
+/// `docs/src/security.md`).
 #[derive(Clone, Debug)]
 pub struct KeyRing {
     current: ClusterKey,

@@ -231,7 +231,7 @@ impl From<NodeFileText> for NodeFile {
 
 /// Settings in the node's file that are not the engine's: the `tenure`
 /// binary's, and the cluster keys a driver is started with
-/// ([`driver::spawn_authenticated`](super::driver::spawn_authenticated)).
+/// ([`Launch::auth`](super::driver::Launch::auth)).
 ///
 /// ```toml
 /// metrics_listen = "127.0.0.1:9464"   # HTTP: Prometheus /metrics and JSON /status

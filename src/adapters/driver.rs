@@ -6,11 +6,11 @@
 //!
 //! ```no_run
 //! use tenure::adapters::config::NodeFile;
-//! use tenure::adapters::driver::{self, NodeSetup};
+//! use tenure::adapters::driver::NodeSetup;
 //! use tenure::Event;
 //!
 //! let file = NodeFile::load("node.toml".as_ref())?;
-//! let (handle, events) = driver::spawn(NodeSetup::from_file(&file)?)?;
+//! let (handle, events) = NodeSetup::from_file(&file)?.spawn()?;
 //! for event in events {
 //!     match event {
 //!         Event::BecameLeader { token, .. } => println!("leading with {token:?}"),
@@ -26,11 +26,16 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! [`spawn`] runs a pure election (`Node<()>`). A system with its own
-//! replicated log uses [`spawn_with_positions`] with its position type
-//! (`u64`, `(u64, u64)`, [`VClock`](crate::VClock) or its own
-//! [`WirePosition`]) and reports the log's durable end with
-//! [`Handle::set_position`] after each append, so votes go only to
+//! One way to start a node: a [`NodeSetup`] (built by hand,
+//! [`NodeSetup::load`] or [`NodeSetup::from_file`]), optionally
+//! [`.positions(initial)`](NodeSetup::positions) and
+//! [`.auth(auth)`](NodeSetup::auth), then [`.spawn()`](Launch::spawn) (a
+//! thread), or with feature `tokio` `.spawn_tokio()` or `.spawn_async()`
+//! (a task). Without `positions` the node runs a pure election
+//! (`Node<()>`). A system with its own replicated log gives its position
+//! type (`u64`, `(u64, u64)`, [`VClock`](crate::VClock) or its own
+//! [`WirePosition`]) and the log's durable end at the start, and reports
+//! it with [`Handle::set_position`] after each append, so votes go only to
 //! up-to-date candidates and transfers wait for the target to catch up.
 //!
 //! Time comes from a [`SuspendAwareClock`]: `CLOCK_BOOTTIME` on Linux and
@@ -58,8 +63,8 @@ use serde::de::DeserializeOwned;
 
 use super::executor::{Effects, Executor, Write};
 use crate::{
-    Config, ConfigError, Event, HardState, Input, Instant, Lease, LogPosition, Membership,
-    MembershipChange, MembershipId, Message, Node, NodeId, Status,
+    Config, ConfigError, Event, FencingToken, HardState, Input, Instant, Lease, LogPosition,
+    Membership, MembershipChange, MembershipId, Message, Node, NodeId, Status,
 };
 
 /// A log position the drivers can carry: the wire codec (postcard) encodes
@@ -320,13 +325,19 @@ impl<P: LogPosition> Driver<P> {
     pub(crate) fn start(
         config: Config,
         state: Option<HardState>,
+        position: Option<P>,
         clock: &SuspendAwareClock,
     ) -> Result<(Driver<P>, mpsc::Receiver<Event>), DriverError> {
         let state = state.unwrap_or_default();
         // A driver runs a real process, which may have been restarted from
         // an older copy of its state: ask the peers (rule
         // `rollback_seen_by_peers`).
-        let node = Node::new(config.restart_probe(true), state, clock.now())?;
+        let mut node = Node::new(config.restart_probe(true), state, clock.now())?;
+        if let Some(position) = position {
+            // Recorded before any message: a vote compares against it.
+            let actions = node.step(clock.now(), Input::LogPosition(position));
+            debug_assert!(actions.is_empty(), "a position asks for nothing");
+        }
         let shared = Arc::new(Mutex::new(Shared {
             status: node.status(),
             lease: None,
@@ -511,9 +522,12 @@ pub(crate) fn starting_config(
 }
 
 /// Keeps `framing` in step with the node's durable membership: its stamp
-/// on every message, and the addresses the membership carries (an
+/// on every message, the addresses the membership carries (an
 /// address that is not `ip:port` is looked up once per membership; it
-/// replaces the address known for that peer, e.g. from the node file). `known` is the
+/// replaces the address known for that peer, e.g. from the node file), and
+/// whether the node is still joining (no voters yet: it accepts the
+/// authenticated frames of members it does not know, such as a leader
+/// elected after it started; see `Framing::follow_members`). `known` is the
 /// membership last followed. Messages a step sends carry the membership of
 /// that step's start at the latest, never a newer one than they were
 /// decided on; an older stamp only makes peers more cautious.
@@ -542,6 +556,8 @@ pub(crate) fn follow_membership<P: LogPosition>(
             framing.set_peer_addr(*peer, addr);
         }
     }
+    // After the addresses: a learned peer the membership names stays.
+    framing.follow_members(&node.membership().members());
 }
 
 pub(crate) enum Command<P> {
@@ -550,13 +566,16 @@ pub(crate) enum Command<P> {
     PeerAddr(NodeId, SocketAddr),
     /// `Handle::set_keys`.
     Keys(Box<KeyRing>),
+    /// `Handle::sync`: answered once the status is published after every
+    /// command sent before it.
+    Sync(mpsc::Sender<()>),
     Stop,
 }
 
 pub(crate) enum Commands<P> {
     Std {
         tx: mpsc::Sender<Command<P>>,
-        wake: UdpSocket,
+        wake: Arc<UdpSocket>,
         target: SocketAddr,
     },
     #[cfg(feature = "tokio")]
@@ -579,8 +598,8 @@ pub(crate) enum Commands<P> {
 ///     peers: BTreeMap::new(),
 ///     storage: MemStorage::new(),
 /// };
-/// let (handle, events) = driver::spawn_with_positions::<_, u64>(setup)?;
-/// handle.set_position(41); // the log's durable end
+/// let (handle, events) = setup.positions(41u64).spawn()?; // the log's durable end
+/// handle.set_position(42); // after the next durable append
 /// for event in events {
 ///     if let Event::LeaseAcquired { token, .. } = event {
 ///         // Act as the only leader while `handle.lease()` is Some,
@@ -592,12 +611,44 @@ pub(crate) enum Commands<P> {
 /// handle.shutdown()?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+///
+/// A handle is cheap to clone: every clone commands the same node, and
+/// any of them may [`shutdown`](Handle::shutdown) it. Dropping the last
+/// clone stops the node too (within a second), without waiting for it to
+/// have stopped: call `shutdown` to reopen its storage at once.
 pub struct Handle<P = ()> {
     pub(crate) shared: Arc<Mutex<Shared>>,
     pub(crate) commands: Commands<P>,
     pub(crate) clock: SuspendAwareClock,
     pub(crate) local_addr: SocketAddr,
-    pub(crate) finish: Finish,
+    /// Shared by the clones; the first shutdown takes it.
+    pub(crate) finish: Arc<Mutex<Finish>>,
+}
+
+impl<P> Clone for Handle<P> {
+    fn clone(&self) -> Handle<P> {
+        Handle {
+            shared: self.shared.clone(),
+            commands: self.commands.clone(),
+            clock: self.clock,
+            local_addr: self.local_addr,
+            finish: self.finish.clone(),
+        }
+    }
+}
+
+impl<P> Clone for Commands<P> {
+    fn clone(&self) -> Commands<P> {
+        match self {
+            Commands::Std { tx, wake, target } => Commands::Std {
+                tx: tx.clone(),
+                wake: wake.clone(),
+                target: *target,
+            },
+            #[cfg(feature = "tokio")]
+            Commands::Tokio(tx) => Commands::Tokio(tx.clone()),
+        }
+    }
 }
 
 /// What [`Handle::shutdown`] waits for.
@@ -636,6 +687,14 @@ impl<P> Handle<P> {
     /// The node's status after its last step.
     pub fn status(&self) -> Status {
         self.shared().status.clone()
+    }
+
+    /// Whether the replica this node guards may take a write made under
+    /// `token` ([`Node::admits`](crate::Node::admits) on the status of the
+    /// node's last step): a replica checks it before it writes and again
+    /// before it acknowledges (see [`Fence::admit`](crate::Fence::admit)).
+    pub fn admits(&self, token: FencingToken) -> bool {
+        self.shared().status.admits(token)
     }
 
     /// The lease, if this node may act as the only leader right now.
@@ -678,7 +737,7 @@ impl<P> Handle<P> {
     }
 
     /// This run's incarnation if the node authenticates its frames
-    /// ([`spawn_authenticated`]), else `None`. It is published with the
+    /// ([`Launch::auth`]), else `None`. It is published with the
     /// status, so it shows a raised incarnation too.
     pub fn incarnation(&self) -> Option<u64> {
         self.shared().incarnation
@@ -717,8 +776,8 @@ impl<P> Handle<P> {
     }
 
     /// Sends with `keys`' current key and accepts its keys from now on: a
-    /// step of a key rotation (the README's "Security" section has the
-    /// whole procedure). Ignored by a node started without authentication
+    /// step of a key rotation (the book's "Security and keys" chapter,
+    /// `docs/src/security.md`, has the whole procedure). Ignored by a node started without authentication
     /// (it stays unauthenticated until restarted with a key).
     pub fn set_keys(&self, keys: KeyRing) {
         self.send(Command::Keys(Box::new(keys)));
@@ -727,14 +786,28 @@ impl<P> Handle<P> {
     /// Reports the application's log position (the last entry this node
     /// holds durably; see [`LogPosition`] for when to call it).
     ///
-    /// Call it right after the spawn, before anything else: until then
-    /// the node compares candidates against `P::default()`. A restarted
-    /// node (durable term above 0) votes for no one during its first death
-    /// timeout (rule `restart_waits_death_timeout`), which covers that
-    /// window; a node whose state file was lost does not wait, so keep it
-    /// down for a death timeout as the storage docs say.
+    /// The first position is given at the start
+    /// ([`NodeSetup::positions`]); call this after each durable append.
+    /// It is asynchronous: [`Handle::sync`] waits until the node took it.
     pub fn set_position(&self, position: P) {
         self.send(Command::Input(Input::LogPosition(position)));
+    }
+
+    /// Waits until the driver has applied every command sent before this
+    /// call and published its status; `false` if the driver stopped.
+    ///
+    /// Commands are asynchronous: after `set_position(p)` a vote may still
+    /// be decided with the older position until the driver takes the
+    /// command. After `set_position(p); sync()`, every vote the node casts
+    /// is decided with `p`, and [`Handle::admits`] reflects every vote cast
+    /// before: the replica's check before it acknowledges a write (see the
+    /// crate docs' write path). It blocks for one turn of the driver's loop
+    /// (microseconds while the node is idle); in async code call it on the
+    /// blocking pool.
+    pub fn sync(&self) -> bool {
+        let (tx, rx) = mpsc::channel();
+        self.send(Command::Sync(tx));
+        rx.recv().is_ok()
     }
 
     /// Stops the node and waits until it has stopped: its thread (std
@@ -755,9 +828,12 @@ impl<P> Handle<P> {
     /// (the state it carried is not durable);
     /// [`DriverError::ShutdownTimedOut`] if a write outlasted
     /// [`SHUTDOWN_WAIT`].
-    pub fn shutdown(mut self) -> Result<(), DriverError> {
+    ///
+    /// Any clone may call it; the first call waits, and a later one (of
+    /// another clone) returns at once.
+    pub fn shutdown(self) -> Result<(), DriverError> {
         self.send(Command::Stop);
-        match std::mem::replace(&mut self.finish, Finish::Nothing) {
+        match self.take_finish() {
             Finish::Thread(t) => joined(t),
             // Waiting for the task only where no runtime thread is blocked.
             #[cfg(feature = "tokio")]
@@ -776,9 +852,9 @@ impl<P> Handle<P> {
     /// # Errors
     /// As [`Handle::shutdown`].
     #[cfg(feature = "tokio")]
-    pub async fn shutdown_async(mut self) -> Result<(), DriverError> {
+    pub async fn shutdown_async(self) -> Result<(), DriverError> {
         self.send(Command::Stop);
-        let finish = std::mem::replace(&mut self.finish, Finish::Nothing);
+        let finish = self.take_finish();
         // On the blocking pool: the task keeps running meanwhile, even on a
         // current-thread runtime.
         tokio::task::spawn_blocking(move || match finish {
@@ -788,6 +864,12 @@ impl<P> Handle<P> {
         })
         .await
         .map_err(|e| DriverError::Setup(format!("waiting for the driver failed: {e}")))?
+    }
+
+    /// What shutting down waits for, unless a clone took it already.
+    fn take_finish(&self) -> Finish {
+        let mut finish = self.finish.lock().unwrap_or_else(|p| p.into_inner());
+        std::mem::replace(&mut *finish, Finish::Nothing)
     }
 
     pub(crate) fn send(&self, command: Command<P>) {
@@ -822,77 +904,120 @@ pub(crate) fn reachable(addr: SocketAddr) -> SocketAddr {
     target
 }
 
-/// Starts a node with no log position (`Node<()>`) on its own thread.
-///
-/// # Errors
-/// Damaged stored state (the node refuses to start), invalid configuration,
-/// [`DriverError::Bind`] if `listen` cannot be bound (its message names the
-/// address), or another socket error.
-pub fn spawn<S: Storage + Send + 'static>(
-    setup: NodeSetup<S>,
-) -> Result<(Handle, mpsc::Receiver<Event>), DriverError> {
-    spawn_with_positions(setup)
-}
-
-/// Starts a node whose log position is `P` on its own thread; feed the
-/// position with [`Handle::set_position`].
-///
-/// # Errors
-/// Damaged stored state (the node refuses to start), invalid configuration,
-/// [`DriverError::Bind`] if `listen` cannot be bound (its message names the
-/// address), or another socket error.
-pub fn spawn_with_positions<S: Storage + Send + 'static, P: WirePosition>(
-    setup: NodeSetup<S>,
-) -> Result<(Handle<P>, mpsc::Receiver<Event>), DriverError> {
-    start_thread(setup, None)
-}
-
-/// Starts a node whose log position is `P` (`()` for a pure election) on
-/// its own thread, with authenticated frames: every frame it sends is
-/// tagged with `auth`'s current key, and it accepts only frames tagged with
-/// one of its keys, addressed to this run of this node and not seen before
-/// (see [`auth`](super::auth)). Every member of the cluster must hold the
-/// key; an unauthenticated node cannot talk to it.
+/// A node ready to start: a [`NodeSetup`] with its log position type `P`
+/// and first position, and its frame authentication. Made by
+/// [`NodeSetup::positions`] or [`NodeSetup::auth`]; started by
+/// [`Launch::spawn`] (a thread of its own), or with feature `tokio` by
+/// `Launch::spawn_tokio` (a task, the same [`Handle`]) or
+/// `Launch::spawn_async` (a task, an async-native `AsyncHandle`).
 ///
 /// ```no_run
 /// use std::path::Path;
 /// use tenure::adapters::auth::PeerAuth;
 /// use tenure::adapters::config::{NodeFile, OperatorSettings};
-/// use tenure::adapters::driver::{self, NodeSetup};
+/// use tenure::adapters::driver::NodeSetup;
 ///
 /// let path = Path::new("node.toml");
 /// let file = NodeFile::load(path)?;
-/// let settings = OperatorSettings::load(path)?;
-/// let setup = NodeSetup::from_file(&file)?; // takes the data directory's lock
-/// let auth = match settings.key_ring()? {
-///     Some(keys) => PeerAuth::for_data_dir(keys, &file.data_dir)?,
-///     None => panic!("this node file names no key_file"),
-/// };
-/// let (handle, events) = driver::spawn_authenticated::<_, ()>(setup, auth)?;
+/// let keys = OperatorSettings::load(path)?.key_ring()?.expect("a key_file");
+/// let (handle, events) = NodeSetup::from_file(&file)? // takes the data directory's lock
+///     .positions(41u64) // the log's durable end: votes compare it from the start
+///     .auth(PeerAuth::for_data_dir(keys, &file.data_dir)?)
+///     .spawn()?;
 /// # let _ = (handle, events);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-///
-/// # Errors
-/// As [`spawn`].
-pub fn spawn_authenticated<S: Storage + Send + 'static, P: WirePosition>(
-    setup: NodeSetup<S>,
-    auth: PeerAuth,
-) -> Result<(Handle<P>, mpsc::Receiver<Event>), DriverError> {
-    start_thread(setup, Some(auth))
+#[derive(Debug)]
+#[must_use = "a node starts only when spawned"]
+pub struct Launch<S, P = ()> {
+    pub(crate) setup: NodeSetup<S>,
+    pub(crate) position: Option<P>,
+    pub(crate) auth: Option<PeerAuth>,
+}
+
+impl<S> From<NodeSetup<S>> for Launch<S> {
+    fn from(setup: NodeSetup<S>) -> Launch<S> {
+        Launch {
+            setup,
+            position: None,
+            auth: None,
+        }
+    }
+}
+
+impl<S: Storage + Send + 'static> NodeSetup<S> {
+    /// Runs the node with log positions of type `P`, the first being
+    /// `initial` (the log's durable end now): votes compare candidates
+    /// against it from the first message, not against `P::default()`.
+    /// Later positions go through [`Handle::set_position`].
+    pub fn positions<P: WirePosition>(self, initial: P) -> Launch<S, P> {
+        Launch::from(self).positions(initial)
+    }
+
+    /// Authenticates the node's frames with `auth` (see [`Launch::auth`]).
+    pub fn auth(self, auth: PeerAuth) -> Launch<S> {
+        Launch::from(self).auth(auth)
+    }
+
+    /// Starts a node with no log position (`Node<()>`) and unauthenticated
+    /// frames on a thread of its own: [`Launch::spawn`].
+    ///
+    /// # Errors
+    /// As [`Launch::spawn`].
+    pub fn spawn(self) -> Result<(Handle, mpsc::Receiver<Event>), DriverError> {
+        Launch::from(self).spawn()
+    }
+}
+
+impl<S: Storage + Send + 'static, P: WirePosition> Launch<S, P> {
+    /// Runs the node with log positions of type `Q`, the first being
+    /// `initial` (see [`NodeSetup::positions`]).
+    pub fn positions<Q: WirePosition>(self, initial: Q) -> Launch<S, Q> {
+        Launch {
+            setup: self.setup,
+            position: Some(initial),
+            auth: self.auth,
+        }
+    }
+
+    /// Authenticated frames: every frame the node sends is tagged with
+    /// `auth`'s current key, and it accepts only frames tagged with one of
+    /// its keys, addressed to this run of this node and not seen before
+    /// (see [`auth`](super::auth)). Every member of the cluster must hold
+    /// the key; an unauthenticated node cannot talk to it.
+    pub fn auth(self, auth: PeerAuth) -> Launch<S, P> {
+        Launch {
+            auth: Some(auth),
+            ..self
+        }
+    }
+
+    /// Starts the node on a thread of its own.
+    ///
+    /// # Errors
+    /// Damaged stored state (the node refuses to start), invalid
+    /// configuration, [`DriverError::Bind`] if `listen` cannot be bound
+    /// (its message names the address), or another socket error.
+    pub fn spawn(self) -> Result<(Handle<P>, mpsc::Receiver<Event>), DriverError> {
+        start_thread(self)
+    }
 }
 
 fn start_thread<S: Storage + Send + 'static, P: WirePosition>(
-    mut setup: NodeSetup<S>,
-    auth: Option<PeerAuth>,
+    launch: Launch<S, P>,
 ) -> Result<(Handle<P>, mpsc::Receiver<Event>), DriverError> {
+    let Launch {
+        mut setup,
+        position,
+        auth,
+    } = launch;
     let clock = SuspendAwareClock::start();
     let me = setup.config.id();
     // A damaged state file stops the start here (the node must not vote).
     let state = setup.storage.load()?;
     let stored = setup.storage.load_membership()?;
     setup.config = starting_config(setup.config, stored, &setup.peers, setup.listen);
-    let (mut driver, events) = Driver::start(setup.config, state, &clock)?;
+    let (mut driver, events) = Driver::start(setup.config, state, position, &clock)?;
     let mut storage = setup.storage;
     let listen = setup.listen;
     let framing = Framing::with_auth(me, setup.cluster_id, setup.peers, auth);
@@ -920,12 +1045,12 @@ fn start_thread<S: Storage + Send + 'static, P: WirePosition>(
         shared,
         commands: Commands::Std {
             tx,
-            wake,
+            wake: Arc::new(wake),
             target: reachable(local_addr),
         },
         clock,
         local_addr,
-        finish: Finish::Thread(thread),
+        finish: Arc::new(Mutex::new(Finish::Thread(thread))),
     };
     Ok((handle, events))
 }
@@ -938,11 +1063,13 @@ fn run<S: Storage, P: WirePosition>(
     clock: &SuspendAwareClock,
 ) -> Result<(), DriverError> {
     let mut known = None;
+    let mut syncs = Vec::new();
     loop {
         follow_membership(driver.exec.node(), &mut transport.framing, &mut known);
         let now = clock.now();
         loop {
             match commands.try_recv() {
+                Ok(Command::Sync(reply)) => syncs.push(reply),
                 // A dropped handle stops the node too (within a second:
                 // the receive below waits at most that long).
                 Ok(Command::Stop) | Err(mpsc::TryRecvError::Disconnected) => return Ok(()),
@@ -964,6 +1091,9 @@ fn run<S: Storage, P: WirePosition>(
             })?;
         }
         driver.publish(now, &transport.framing);
+        for reply in syncs.drain(..) {
+            let _ = reply.send(());
+        }
         let wait = driver
             .exec
             .next_deadline()
@@ -996,7 +1126,7 @@ mod tests {
         let clock = SuspendAwareClock::start();
         let config = Config::new(1, [1]).rng_seed(3);
         let mut storage = MemStorage::new();
-        let (mut driver, _) = Driver::<()>::start(config, None, &clock).unwrap();
+        let (mut driver, _) = Driver::<()>::start(config, None, None, &clock).unwrap();
         let (tx, rx) = mpsc::sync_channel(0);
         driver.publisher.events = EventSink::Rendezvous(tx);
         let shared = driver.shared();
@@ -1021,5 +1151,69 @@ mod tests {
         }
         stepper.join().unwrap();
         assert!(seen, "no BecameLeader");
+    }
+
+    /// `Handle::sync` returns once the commands sent before it are applied
+    /// and published: a promote of a manual single-node cluster shows in
+    /// the status at once, and a stopped driver answers `false`.
+    #[test]
+    fn sync_returns_after_earlier_commands_are_published() {
+        for _ in 0..20 {
+            let setup = NodeSetup {
+                config: Config::new(1, [1]).mode(crate::Mode::Manual).rng_seed(5),
+                cluster_id: 1,
+                listen: "127.0.0.1:0".parse().unwrap(),
+                peers: BTreeMap::new(),
+                storage: MemStorage::new(),
+            };
+            let (handle, _events) = setup.spawn().unwrap();
+            assert_eq!(handle.status().term, 0);
+            handle.promote();
+            assert!(handle.sync());
+            assert!(
+                handle.status().term >= 1,
+                "promote not applied before sync returned"
+            );
+            handle.send(Command::Stop);
+            // The driver has stopped once its command channel is gone.
+            let stopped = (0..1000).any(|_| !handle.sync());
+            assert!(stopped, "sync answered after the driver stopped");
+        }
+    }
+
+    /// Clones command the same node; dropping one keeps the node running,
+    /// and any clone's `shutdown` stops it and waits for it (the storage
+    /// can be reopened at once); dropping the last clone stops it.
+    #[test]
+    fn handle_clones_share_the_node_and_any_may_shut_it_down() {
+        let setup = || NodeSetup {
+            config: Config::new(1, [1]).mode(crate::Mode::Manual).rng_seed(5),
+            cluster_id: 1,
+            listen: "127.0.0.1:0".parse().unwrap(),
+            peers: BTreeMap::new(),
+            storage: MemStorage::new(),
+        };
+        let (handle, _events) = setup().spawn().unwrap();
+        let clone = handle.clone();
+        drop(handle);
+        assert!(clone.sync(), "dropping one clone stopped the node");
+        clone.promote();
+        assert!(clone.sync());
+        assert!(clone.status().term >= 1);
+        let last = clone.clone();
+        clone.shutdown().unwrap();
+        assert!(!last.sync(), "the node runs after a clone's shutdown");
+        // Dropping the last clone stops a node without a shutdown.
+        let (handle, _events) = setup().spawn().unwrap();
+        let shared = handle.shared.clone();
+        drop(handle);
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while Arc::strong_count(&shared) > 1 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the node outlived its handles"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 }

@@ -6,20 +6,27 @@
 //! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
 //! use tenure::adapters::config::NodeFile;
 //! use tenure::adapters::driver::NodeSetup;
-//! use tenure::adapters::driver_tokio;
+//! use tenure::{Event, Role};
 //!
 //! let file = NodeFile::load("node.toml".as_ref())?;
-//! let (handle, events) = driver_tokio::spawn(NodeSetup::from_file(&file)?).await?;
-//! // `events` is a std channel: read it from a blocking task or poll it.
-//! handle.promote();
-//! # drop(events);
+//! let node = NodeSetup::from_file(&file)?.spawn_async().await?;
+//! let mut status = node.status(); // a tokio watch
+//! status.wait_for(|p| p.status.role == Role::Leader).await?;
+//! let mut events = node.subscribe(); // a tokio broadcast
+//! while let Ok(event) = events.recv().await {
+//!     if let Event::SteppedDown { .. } = event {
+//!         break;
+//!     }
+//! }
+//! node.shutdown().await?;
 //! # Ok(())
 //! # }
 //! ```
 //!
-//! [`spawn_async`] is the async-native form: an [`AsyncHandle`] with a
-//! `watch` of status and lease and a `broadcast` of events, nothing that
-//! a task must block on.
+//! [`Launch::spawn_async`] gives that async-native [`AsyncHandle`] (a
+//! `watch` of status and lease and a `broadcast` of events, nothing that a
+//! task must block on); [`Launch::spawn_tokio`] gives the std driver's
+//! [`Handle`] and event channel instead, for code shared with it.
 //!
 //! `now` comes from the same [`SuspendAwareClock`] as in the std driver
 //! (it counts suspend on Linux and Android); tokio's timer only decides
@@ -41,12 +48,11 @@ use std::sync::mpsc;
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
-use super::auth::PeerAuth;
 use super::clock::SuspendAwareClock;
 use super::codec::MAX_FRAME;
 use super::driver::{
-    Command, Commands, Driver, DriverError, Finish, Handle, NodeSetup, Published, WirePosition,
-    Writes, follow_membership,
+    Command, Commands, Driver, DriverError, Finish, Handle, Launch, NodeSetup, Published,
+    WirePosition, Writes, follow_membership,
 };
 use super::executor::Write;
 use super::retry::retry_interrupted_async;
@@ -54,49 +60,72 @@ use super::storage::{Storage, StorageError};
 use super::udp::{Framing, Received};
 use crate::{Event, HardState, Input, MembershipId, Message, NodeId};
 
-/// Starts a node with no log position (`Node<()>`) as a task on the
-/// current tokio runtime.
-///
-/// # Errors
-/// Damaged stored state (the node refuses to start), invalid configuration,
-/// [`DriverError::Bind`] if `listen` cannot be bound (its message names the
-/// address), or another socket error.
-pub async fn spawn<S: Storage + Send + 'static>(
-    setup: NodeSetup<S>,
-) -> Result<(Handle, mpsc::Receiver<Event>), DriverError> {
-    spawn_with_positions(setup).await
+impl<S: Storage + Send + 'static> NodeSetup<S> {
+    /// Starts a node with no log position and unauthenticated frames as a
+    /// task on the current tokio runtime: [`Launch::spawn_tokio`].
+    ///
+    /// # Errors
+    /// As [`Launch::spawn`].
+    pub async fn spawn_tokio(self) -> Result<(Handle, mpsc::Receiver<Event>), DriverError> {
+        Launch::from(self).spawn_tokio().await
+    }
+
+    /// Starts a node with no log position and unauthenticated frames as a
+    /// task, with an async-native handle: [`Launch::spawn_async`].
+    ///
+    /// # Errors
+    /// As [`Launch::spawn`].
+    pub async fn spawn_async(self) -> Result<AsyncHandle, DriverError> {
+        Launch::from(self).spawn_async().await
+    }
 }
 
-/// Starts a node whose log position is `P` as a task on the current tokio
-/// runtime; feed the position with [`Handle::set_position`].
-///
-/// # Errors
-/// Damaged stored state (the node refuses to start), invalid configuration,
-/// [`DriverError::Bind`] if `listen` cannot be bound (its message names the
-/// address), or another socket error.
-pub async fn spawn_with_positions<S: Storage + Send + 'static, P: WirePosition>(
-    setup: NodeSetup<S>,
-) -> Result<(Handle<P>, mpsc::Receiver<Event>), DriverError> {
-    spawn_inner(setup, None).await
-}
+impl<S: Storage + Send + 'static, P: WirePosition> Launch<S, P> {
+    /// Starts the node as a task on the current tokio runtime, with the
+    /// same [`Handle`] and event channel as [`Launch::spawn`] (its state
+    /// writes run on tokio's blocking pool).
+    ///
+    /// # Errors
+    /// As [`Launch::spawn`].
+    pub async fn spawn_tokio(self) -> Result<(Handle<P>, mpsc::Receiver<Event>), DriverError> {
+        spawn_inner(self).await
+    }
 
-/// [`spawn_with_positions`] with authenticated frames: as
-/// [`driver::spawn_authenticated`](super::driver::spawn_authenticated).
-///
-/// # Errors
-/// As [`spawn`].
-pub async fn spawn_authenticated<S: Storage + Send + 'static, P: WirePosition>(
-    setup: NodeSetup<S>,
-    auth: PeerAuth,
-) -> Result<(Handle<P>, mpsc::Receiver<Event>), DriverError> {
-    spawn_inner(setup, Some(auth)).await
+    /// Starts the node as a task on the current tokio runtime, with
+    /// async-native status and events (nothing in it blocks a runtime
+    /// thread waiting for the application).
+    ///
+    /// ```no_run
+    /// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+    /// use tenure::adapters::config::NodeFile;
+    /// use tenure::adapters::driver::NodeSetup;
+    /// use tenure::{Event, Role};
+    ///
+    /// let file = NodeFile::load("node.toml".as_ref())?;
+    /// let node = NodeSetup::from_file(&file)?.spawn_async().await?;
+    /// let mut events = node.subscribe();
+    /// let mut status = node.status();
+    /// status.wait_for(|p| p.status.role == Role::Leader).await?;
+    /// while let Ok(event) = events.recv().await {
+    ///     if let Event::SteppedDown { .. } = event {
+    ///         break;
+    ///     }
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Launch::spawn`].
+    pub async fn spawn_async(self) -> Result<AsyncHandle<P>, DriverError> {
+        spawn_async_inner(self).await
+    }
 }
 
 async fn spawn_inner<S: Storage + Send + 'static, P: WirePosition>(
-    setup: NodeSetup<S>,
-    auth: Option<PeerAuth>,
+    launch: Launch<S, P>,
 ) -> Result<(Handle<P>, mpsc::Receiver<Event>), DriverError> {
-    let (mut handle, started) = start::<S, P>(setup, auth).await?;
+    let (mut handle, started) = start::<S, P>(launch).await?;
     let events = started.events;
     started.task.spawn(&mut handle);
     Ok((handle, events))
@@ -120,9 +149,13 @@ struct Started<S, P: WirePosition> {
 }
 
 async fn start<S: Storage + Send + 'static, P: WirePosition>(
-    setup: NodeSetup<S>,
-    auth: Option<PeerAuth>,
+    launch: Launch<S, P>,
 ) -> Result<(Handle<P>, Started<S, P>), DriverError> {
+    let Launch {
+        setup,
+        position,
+        auth,
+    } = launch;
     let clock = SuspendAwareClock::start();
     let me = setup.config.id();
     // The load reads a file: off the runtime, like every write.
@@ -136,7 +169,7 @@ async fn start<S: Storage + Send + 'static, P: WirePosition>(
     .map_err(|e| DriverError::Setup(format!("state load task failed: {e}")))?;
     let config =
         super::driver::starting_config(setup.config, membership?, &setup.peers, setup.listen);
-    let (driver, events) = Driver::<P>::start(config, state?, &clock)?;
+    let (driver, events) = Driver::<P>::start(config, state?, position, &clock)?;
     let shared = driver.shared();
     let listen = setup.listen;
     let socket = UdpSocket::bind(listen)
@@ -155,7 +188,7 @@ async fn start<S: Storage + Send + 'static, P: WirePosition>(
         commands: Commands::Tokio(tx),
         clock,
         local_addr,
-        finish: Finish::Nothing,
+        finish: std::sync::Arc::new(std::sync::Mutex::new(Finish::Nothing)),
     };
     let task = Task {
         driver,
@@ -169,7 +202,7 @@ async fn start<S: Storage + Send + 'static, P: WirePosition>(
     Ok((handle, Started { task, events }))
 }
 
-/// A running node's async-native handle (from [`spawn_async`]): the
+/// A running node's async-native handle (from [`Launch::spawn_async`]): the
 /// commands of [`Handle`], a `tokio::sync::watch` of its status and lease,
 /// and a `tokio::sync::broadcast` of its events. The watch is updated
 /// before each event is broadcast, so a task woken by an event never reads
@@ -208,59 +241,11 @@ impl<P> AsyncHandle<P> {
     }
 }
 
-/// Starts a node whose log position is `P` as a task on the current tokio
-/// runtime, with async-native status and events (nothing in it blocks a
-/// runtime thread waiting for the application).
-///
-/// ```no_run
-/// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
-/// use tenure::adapters::config::NodeFile;
-/// use tenure::adapters::driver::NodeSetup;
-/// use tenure::adapters::driver_tokio;
-/// use tenure::{Event, Role};
-///
-/// let file = NodeFile::load("node.toml".as_ref())?;
-/// let node = driver_tokio::spawn_async::<_, ()>(NodeSetup::from_file(&file)?).await?;
-/// let mut events = node.subscribe();
-/// let mut status = node.status();
-/// status.wait_for(|p| p.status.role == Role::Leader).await?;
-/// while let Ok(event) = events.recv().await {
-///     if let Event::SteppedDown { .. } = event {
-///         break;
-///     }
-/// }
-/// # Ok(())
-/// # }
-/// ```
-///
-/// # Errors
-/// Damaged stored state (the node refuses to start), invalid configuration,
-/// [`DriverError::Bind`] if `listen` cannot be bound (its message names the
-/// address), or another socket error.
-pub async fn spawn_async<S: Storage + Send + 'static, P: WirePosition>(
-    setup: NodeSetup<S>,
-) -> Result<AsyncHandle<P>, DriverError> {
-    spawn_async_inner(setup, None).await
-}
-
-/// [`spawn_async`] with authenticated frames: as
-/// [`driver::spawn_authenticated`](super::driver::spawn_authenticated).
-///
-/// # Errors
-/// As [`spawn_async`].
-pub async fn spawn_async_authenticated<S: Storage + Send + 'static, P: WirePosition>(
-    setup: NodeSetup<S>,
-    auth: PeerAuth,
-) -> Result<AsyncHandle<P>, DriverError> {
-    spawn_async_inner(setup, Some(auth)).await
-}
-
 async fn spawn_async_inner<S: Storage + Send + 'static, P: WirePosition>(
-    setup: NodeSetup<S>,
-    auth: Option<PeerAuth>,
+    launch: Launch<S, P>,
 ) -> Result<AsyncHandle<P>, DriverError> {
     // The std channel's receiver is dropped: events go to the broadcast.
-    let (mut handle, Started { mut task, .. }) = start::<S, P>(setup, auth).await?;
+    let (mut handle, Started { mut task, .. }) = start::<S, P>(launch).await?;
     let status = task.driver.exec.node().status();
     let (status, events) = task.driver.publisher.use_tokio_channels(status, 256);
     task.spawn(&mut handle);
@@ -383,7 +368,8 @@ impl<S: Storage + Send + 'static, P: WirePosition> Task<S, P> {
             let result = self.run().await;
             guard.0.update(|st| st.ended = Some(result));
         });
-        handle.finish = Finish::Task { life, multi_thread };
+        *handle.finish.lock().unwrap_or_else(|p| p.into_inner()) =
+            Finish::Task { life, multi_thread };
     }
 
     /// Runs until stopped (after any state write in progress returned); an
@@ -453,6 +439,7 @@ async fn run<S: Storage + Send + 'static, P: WirePosition>(
     let mut requested = Writes::default();
     let mut writing: Option<Writing<S>> = None;
     let mut known = None;
+    let mut syncs: Vec<std::sync::mpsc::Sender<()>> = Vec::new();
     loop {
         follow_membership(driver.exec.node(), &mut framing, &mut known);
         let now = clock.now();
@@ -462,6 +449,9 @@ async fn run<S: Storage + Send + 'static, P: WirePosition>(
         start_write(&life, &mut requested, &mut storage, &mut writing);
         flush(&socket, &mut framing, &mut outbox).await;
         driver.publish(now, &framing);
+        for reply in syncs.drain(..) {
+            let _ = reply.send(());
+        }
         let wait = driver
             .exec
             .next_deadline()
@@ -482,6 +472,7 @@ async fn run<S: Storage + Send + 'static, P: WirePosition>(
                 Some(Command::Keys(keys)) => {
                     framing.set_keys(*keys);
                 }
+                Some(Command::Sync(reply)) => syncs.push(reply),
             },
             done = async { writing.as_mut().expect("guarded by the branch condition").await }, if writing.is_some() => {
                 writing = None;

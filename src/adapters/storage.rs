@@ -228,10 +228,7 @@ pub trait Storage {
     /// The membership could not be made durable (the node must not act on it).
     fn save_membership(&mut self, membership: &Membership) -> Result<(), StorageError> {
         let _ = membership;
-        Err(StorageError {
-            path: PathBuf::new(),
-            kind: StorageErrorKind::MembershipUnsupported,
-        })
+        Err(StorageError::new(StorageErrorKind::MembershipUnsupported))
     }
 }
 
@@ -309,6 +306,10 @@ pub enum StorageErrorKind {
     /// implement [`Storage::save_membership`]).
     #[error("this storage does not store memberships: membership changes cannot reach this node")]
     MembershipUnsupported,
+    /// The storage's own failure (a database error, say), for storages
+    /// that are not this crate's files.
+    #[error("{0}")]
+    Backend(Box<dyn std::error::Error + Send + Sync>),
     /// Another process holds the data directory's lock.
     #[error("the data directory is in use by another process{}", holder.as_ref().map(|h| format!(" ({h})")).unwrap_or_default())]
     Locked {
@@ -318,14 +319,43 @@ pub enum StorageErrorKind {
     },
 }
 
-/// A storage failure, naming the file.
+/// A storage failure, naming the file if the storage has one.
+///
+/// A storage that is not a file (a database, memory) makes one with
+/// [`StorageError::new`], its own error in [`StorageErrorKind::Backend`]:
+///
+/// ```
+/// use tenure::adapters::storage::{StorageError, StorageErrorKind};
+///
+/// let e = StorageError::new(StorageErrorKind::Backend("database is locked".into()));
+/// assert_eq!(e.to_string(), "state storage: database is locked");
+/// assert!(e.path.is_none());
+/// ```
 #[derive(Debug, thiserror::Error)]
-#[error("state file {}: {kind}", path.display())]
+#[error("{}: {kind}", match path { Some(p) => format!("state file {}", p.display()), None => "state storage".to_string() })]
 pub struct StorageError {
-    /// The file concerned.
-    pub path: PathBuf,
+    /// The file concerned, for a storage made of files.
+    pub path: Option<PathBuf>,
     /// What is wrong.
     pub kind: StorageErrorKind,
+}
+
+impl StorageError {
+    /// A failure of a storage that has no file to name.
+    pub fn new(kind: impl Into<StorageErrorKind>) -> StorageError {
+        StorageError {
+            path: None,
+            kind: kind.into(),
+        }
+    }
+
+    /// A failure concerning the file at `path`.
+    pub fn at(path: impl Into<PathBuf>, kind: impl Into<StorageErrorKind>) -> StorageError {
+        StorageError {
+            path: Some(path.into()),
+            kind: kind.into(),
+        }
+    }
 }
 
 /// Encodes a state record in format 1, without an owner (exposed for
@@ -454,10 +484,7 @@ impl FileStorage {
     /// The directory cannot be created.
     pub fn open(dir: impl Into<PathBuf>) -> Result<FileStorage, StorageError> {
         let dir = dir.into();
-        retry_interrupted(|| fs::create_dir_all(&dir)).map_err(|e| StorageError {
-            path: dir.clone(),
-            kind: e.into(),
-        })?;
+        retry_interrupted(|| fs::create_dir_all(&dir)).map_err(|e| StorageError::at(&dir, e))?;
         Ok(FileStorage {
             dir,
             owner: None,
@@ -492,7 +519,7 @@ impl FileStorage {
         let ran_before = path.exists();
         let has_state = storage.path().exists();
         let err = |kind: StorageErrorKind| StorageError {
-            path: path.clone(),
+            path: Some(path.clone()),
             kind,
         };
         // On Unix the directory itself is locked: a lock file can be
@@ -644,10 +671,7 @@ impl FileStorage {
     }
 
     fn err(path: &Path, kind: impl Into<StorageErrorKind>) -> StorageError {
-        StorageError {
-            path: path.to_path_buf(),
-            kind: kind.into(),
-        }
+        StorageError::at(path, kind)
     }
 }
 
@@ -664,10 +688,8 @@ impl Storage for FileStorage {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(Self::err(&path, e)),
         };
-        let (found, state) = decode_owned_record(&bytes).map_err(|kind| StorageError {
-            path: path.clone(),
-            kind,
-        })?;
+        let (found, state) =
+            decode_owned_record(&bytes).map_err(|kind| StorageError::at(&path, kind))?;
         match (self.owner, found) {
             (Some(expected), Some(found)) if self.owned() && expected != found => {
                 return Err(Self::err(

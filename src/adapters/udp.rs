@@ -1,7 +1,7 @@
 //! UDP transport over `std::net`. Election traffic is small and tolerates
 //! loss, so one datagram carries one framed message; nothing is retried.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
@@ -23,7 +23,9 @@ pub struct DropCounts {
     /// Addressed to another node.
     pub misaddressed: u64,
     /// Sender id unknown, or its datagram came from another address than
-    /// the one configured for it.
+    /// the one configured for it. (A joining node with a cluster key
+    /// accepts authenticated frames of unknown members: see
+    /// [`Framing::follow_members`].)
     pub unknown_sender: u64,
     /// Messages that could not be encoded or sent.
     pub send_failed: u64,
@@ -79,6 +81,14 @@ pub enum Received<P> {
     Timeout,
 }
 
+/// The most peers a joining node learns from their authenticated frames
+/// (see [`Framing::follow_members`]); frames of further unknown senders are
+/// dropped as `unknown_sender`. Only leaders send to a node that has no
+/// membership yet, so a few cover every leadership change between its
+/// start and the change that adds it; the bound keeps the receiver's state
+/// fixed even under a key holder's flood of made-up sender ids.
+pub const MAX_LEARNED_PEERS: usize = 8;
+
 /// Framing and filtering shared by the std and tokio transports: who may
 /// talk to this node, and what was dropped. With a cluster key
 /// ([`Framing::authenticated`]) every frame is tagged and replay-checked
@@ -88,6 +98,12 @@ pub struct Framing {
     me: NodeId,
     cluster: u64,
     peers: BTreeMap<NodeId, SocketAddr>,
+    /// This node has no membership yet ([`Framing::follow_members`]).
+    joining: bool,
+    /// Peers learned while joining from their authenticated frames, not
+    /// (yet) given by [`Framing::add_peer`] or [`Framing::set_peer_addr`]:
+    /// reached where their last authenticated frame came from.
+    learned: BTreeSet<NodeId>,
     /// Drop counters.
     pub drops: DropCounts,
     auth: Option<Sessions>,
@@ -118,6 +134,8 @@ impl Framing {
             me,
             cluster,
             peers,
+            joining: false,
+            learned: BTreeSet::new(),
             drops: DropCounts::default(),
             auth: None,
             control: Vec::new(),
@@ -159,11 +177,13 @@ impl Framing {
     }
 
     /// Adds peer `id` at `addr` (a member that a membership change added);
-    /// a known peer keeps its address (see [`Framing::set_peer_addr`]).
-    /// With authentication, a hello goes to a new peer at once. Returns
-    /// whether the peer is new.
+    /// a known peer keeps its address (see [`Framing::set_peer_addr`]),
+    /// except one learned while joining ([`Framing::follow_members`]), which is
+    /// reached at `addr` from now on (its session is kept). With
+    /// authentication, a hello goes to a new peer at once. Returns whether
+    /// the peer is new.
     pub fn add_peer(&mut self, id: NodeId, addr: SocketAddr) -> bool {
-        if id == self.me || self.peers.contains_key(&id) {
+        if id == self.me || (self.peers.contains_key(&id) && !self.learned.remove(&id)) {
             return false;
         }
         self.peers.insert(id, addr);
@@ -345,15 +365,54 @@ impl Framing {
     }
 
     /// Reaches peer `id` at `addr` from now on, and accepts its datagrams
-    /// only from there. Returns `false` (and changes nothing) if `id` is
-    /// not a peer ([`Framing::add_peer`] adds one).
+    /// only from there (a peer learned while joining is a peer like any
+    /// other from then on). Returns `false` (and changes nothing) if `id`
+    /// is not a peer ([`Framing::add_peer`] adds one).
     pub fn set_peer_addr(&mut self, id: NodeId, addr: SocketAddr) -> bool {
         match self.peers.get_mut(&id) {
             Some(current) => {
                 *current = addr;
+                self.learned.remove(&id);
                 true
             }
             None => false,
+        }
+    }
+
+    /// Follows the members of the node's durable membership; none while
+    /// it has no membership yet: it is joining (started with
+    /// [`Config::join`](crate::Config::join)) and waits for the leader's.
+    /// Whoever leads when the node is added sends it, and the peers this
+    /// framing was given (the node file's, for `tenure node --join`) may
+    /// not include that leader: leadership can move between the node's
+    /// start and its addition. So while joining, an authenticated frame
+    /// from a sender this framing does not know is accepted once its tag
+    /// verifies (the key proves a member sent it), and the sender is
+    /// learned, at most [`MAX_LEARNED_PEERS`] of them: its incarnation and
+    /// replay window are kept like a configured peer's, and it is answered
+    /// where its last authenticated frame came from (a joining node sends
+    /// nothing but hellos). Without a cluster key nothing is learned: an
+    /// unknown sender's identity cannot be checked.
+    ///
+    /// Once there are members, a learned peer among them is a peer like
+    /// any other, reached where it is now (unless [`Framing::add_peer`] or
+    /// [`Framing::set_peer_addr`] gave it the membership's address), and
+    /// the other learned peers are forgotten. The drivers call this
+    /// whenever the node's membership changes, after giving the framing
+    /// its addresses; a custom event loop must too.
+    pub fn follow_members(&mut self, members: &[NodeId]) {
+        self.joining = members.is_empty();
+        if self.joining {
+            return;
+        }
+        for id in std::mem::take(&mut self.learned) {
+            if members.contains(&id) {
+                continue;
+            }
+            self.peers.remove(&id);
+            if let Some(a) = self.auth.as_mut() {
+                a.peers.remove(&id);
+            }
         }
     }
 
@@ -491,7 +550,15 @@ impl Framing {
         if let Err(e) = checked {
             return self.classify(Err(e), from_addr);
         }
-        if h.from == self.me || self.peers.get(&h.from) != Some(&from_addr) {
+        let listed = self.peers.get(&h.from).copied();
+        let learned = self.learned.contains(&h.from);
+        // A joining node may learn an unknown sender, once its tag verifies
+        // (see `follow_members`).
+        let learn = listed.is_none()
+            && self.joining
+            && self.auth.is_some()
+            && self.learned.len() < MAX_LEARNED_PEERS;
+        if h.from == self.me || !(learned || learn || listed == Some(from_addr)) {
             self.drops.unknown_sender += 1;
             return Received::Dropped;
         }
@@ -509,6 +576,12 @@ impl Framing {
             return Received::Dropped;
         }
         // Authentic from here on: h.from really sent this, at some time.
+        if learn || learned {
+            // Reached where its last authenticated frame came from.
+            self.peers.insert(h.from, from_addr);
+            self.learned.insert(h.from);
+            sessions.peers.entry(h.from).or_default();
+        }
         let mine = sessions.incarnation;
         let Some(peer) = sessions.peers.get_mut(&h.from) else {
             self.drops.unknown_sender += 1;

@@ -570,8 +570,9 @@ impl<P: LogPosition> Node<P> {
     /// `None` (logged, round abandoned) when the term space is exhausted
     /// (the term is `u64::MAX`, at least 2^32 messages away by rule
     /// `term_jump_bounded`). Campaigning would wrap to term 0 and break
-    /// every invariant, so this node stops campaigning instead; the README's
-    /// "Security" section says how an operator recovers.
+    /// every invariant, so this node stops campaigning instead; the book's
+    /// "Security and keys" chapter (`docs/src/security.md`, "The end of the
+    /// term space") says how an operator recovers.
     fn term_space_left(&mut self, now: Instant) -> Option<u64> {
         let next = self.term.checked_add(1);
         if next.is_none() {
@@ -784,6 +785,7 @@ impl<P: LogPosition> Node<P> {
     fn refuse_pre_vote(&mut self, from: NodeId, (rule, reason): Refusal, out: &mut Vec<Action<P>>) {
         slog::info!(self.log, "pre-vote refused"; "rule" => rule,
             "term" => self.term, "from" => from, "reason" => reason);
+        self.refusals.pre_vote_refused(rule);
         self.reply(from, MessageKind::PreVoteResponse { granted: false }, out);
     }
 
@@ -874,6 +876,7 @@ impl<P: LogPosition> Node<P> {
         if let Some((rule, reason)) = reason {
             slog::info!(self.log, "vote refused"; "rule" => rule,
                 "term" => term, "from" => from, "reason" => reason);
+            self.refusals.vote_refused(rule);
             self.reply(from, MessageKind::VoteResponse { granted: false }, out);
             self.share_newer_membership(from, candidate, out);
             return;

@@ -104,6 +104,8 @@ impl<P: LogPosition + Hash> Node<P> {
             handover,
             rollback,
             lease_announced,
+            // Counters for the status: they decide nothing.
+            refusals: _,
         } = self;
         let at = at.max(*now);
         let rel = Relative {

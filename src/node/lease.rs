@@ -303,6 +303,32 @@ impl<P: LogPosition> Node<P> {
         })
     }
 
+    /// Whether a replica beside this node may take a write made under
+    /// `token`: its term is at least this node's current term, and in this
+    /// term it names the leader this node knows (if any). The question
+    /// [`Fence::admit`](crate::Fence::admit) asks with the term alone.
+    ///
+    /// Invariant kept: a node that moved to a later term (it may have
+    /// voted there, for a leader that has not written yet) takes no write
+    /// of an older leadership, so a deposed leader's late write is refused
+    /// at every replica that could have elected its successor.
+    ///
+    /// ```
+    /// use tenure::{Config, FencingToken, HardState, Instant, Node};
+    ///
+    /// // A follower restarted in term 2 (it may have voted there).
+    /// let config = Config::new(2, [1, 2, 3]);
+    /// let node: Node = Node::new(config, HardState::new(2, Some(3)), Instant::ZERO)?;
+    /// assert!(!node.admits(FencingToken { term: 1, leader: 1 })); // deposed
+    /// assert!(node.admits(FencingToken { term: 2, leader: 3 }));
+    /// assert!(node.admits(FencingToken { term: 3, leader: 1 })); // newer
+    /// # Ok::<(), tenure::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn admits(&self, token: FencingToken) -> bool {
+        crate::fence::admits(self.term, self.leader, token)
+    }
+
     /// When the lease held at `now` ends, if one is held (what
     /// [`Node::lease`] reports, without building it).
     fn lease_held_until(&self, now: Instant) -> Option<Instant> {

@@ -57,7 +57,7 @@ use crate::message::Message;
 use crate::position::LogPosition;
 use crate::rng::Jitter;
 use crate::rule::Rule;
-use crate::status::{Event, Status};
+use crate::status::{Event, Refusals, Status};
 use crate::time::Instant;
 
 /// Everything a driver feeds into [`Node::step`].
@@ -285,6 +285,9 @@ pub struct Node<P = ()> {
     /// The lease last announced with `LeaseAcquired` and not yet with
     /// `LeaseLost` (lease.rs).
     lease_announced: Option<FencingToken>,
+    /// Votes and pre-votes refused, by rule (election.rs): reported in
+    /// the status, never decides anything.
+    refusals: Refusals,
 }
 
 /// What the configuration fixed: never changes after [`Node::new`].
@@ -379,6 +382,7 @@ impl<P: LogPosition> Node<P> {
                 timing.death,
             ),
             lease_announced: None,
+            refusals: Refusals::default(),
         };
         node.refresh_rank_delay();
         // Rule `rank_orders_campaigns`: a cold start elects by rank too.
@@ -547,6 +551,7 @@ impl<P: LogPosition> Node<P> {
             transferring_to: self.handover.transfer(),
             membership: self.members.current().clone(),
             membership_conflicts: self.members.conflicts(),
+            refusals: self.refusals.clone(),
         }
     }
 

@@ -443,6 +443,10 @@ pub struct Report {
     /// With [`Cluster::with_replication`]: the newest log entry a quorum
     /// of voters held, `(term, index)`.
     pub committed: Option<(u64, u64)>,
+    /// With [`Cluster::with_replication`]: by node id, the copies its
+    /// replica refused ([`Fence::admit`](crate::Fence::admit): a deposed
+    /// leadership's, or one older than a leadership it took).
+    pub refused_writes: Vec<(NodeId, u64)>,
     /// The first invariant violation, if any (the run stopped there).
     pub violation: Option<Violation>,
     /// Number of `BecameLeader` events.
@@ -1804,6 +1808,7 @@ impl<P: LogPosition> Cluster<P> {
         self.report.ended_at = self.now;
         self.report.max_term = self.checker.max_term();
         self.report.committed = self.committed();
+        self.report.refused_writes = self.refused_writes();
         *out = self.report.clone();
         (self.timeline, self.trace)
     }
@@ -1994,11 +1999,11 @@ impl<P: LogPosition> Cluster<P> {
                 detail: std::format!("node {} at local {:?}: {}", v.node, v.at, v.detail),
             });
         }
-        if let Some((at, detail)) = self.replication_violation() {
+        if let Some((at, invariant, detail)) = self.replication_violation() {
             return Some(Violation {
                 seed,
                 at,
-                invariant: "leader_completeness",
+                invariant,
                 detail,
             });
         }

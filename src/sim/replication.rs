@@ -4,7 +4,7 @@ use std::format;
 use std::vec::Vec;
 
 use super::{Cluster, Payload};
-use crate::{Input, Instant, LogPosition, NodeId, Role};
+use crate::{Fence, FencingToken, Input, Instant, LogPosition, NodeId, Role};
 use core::time::Duration;
 
 /// A log position of the model: (term of the last entry, its index).
@@ -18,11 +18,12 @@ type End = (u64, u64);
 /// - Every `append_every`, each node whose role is leader appends one entry
 ///   of its term: its log end becomes `(term, index + 1)`.
 /// - It replicates its log end to every other node over the simulated
-///   network (the same cuts; a lag drawn from `lag`). A node accepts a copy
-///   from the leadership of term `t` only if `t` is at least its own
-///   election term and the highest leadership it accepted before (Raft's
-///   "reply false if term < currentTerm", and a fence); it then holds the
-///   leader's log up to that end.
+///   network (the same cuts; a lag drawn from `lag`). Each node keeps a
+///   [`Fence`] and accepts a copy under the leadership's token only if
+///   [`Fence::admit`] takes it against the node's current term (Raft's
+///   "reply false if term < currentTerm", and the highest token seen); it
+///   then holds the leader's log up to that end. Refusals are counted in
+///   [`Report::refused_writes`](super::Report::refused_writes).
 /// - Log ends are durable (they survive crashes) and fed to each node as
 ///   [`Input::LogPosition`] at every change and at every start, as the
 ///   drivers' `set_position` does.
@@ -30,7 +31,11 @@ type End = (u64, u64);
 /// An entry is *committed* once a quorum of voters holds it. The invariant
 /// `leader_completeness` (Raft §5.4.1, the election restriction) says
 /// every node elected leader holds every entry committed before its
-/// election: a node with a shorter log must not win.
+/// election: a node with a shorter log must not win. The invariant
+/// `commit_held_by_later_leaders` says the converse for late writes: an
+/// entry of an older term that a quorum comes to hold after a newer
+/// leader was elected without it would be lost (that leader overwrites
+/// it), so no replica may take a deposed leader's late copy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ReplicationModel {
@@ -64,15 +69,20 @@ pub(super) struct Replication<P> {
     model: ReplicationModel,
     /// By node index: the log's durable end.
     logs: Vec<End>,
-    /// By node index: the highest leadership term whose copy it accepted.
-    fences: Vec<u64>,
+    /// By node index: the fence of its copy (the highest leadership whose
+    /// copy it accepted).
+    fences: Vec<Fence>,
+    /// By node index: copies refused by the fence.
+    refused: Vec<u64>,
+    /// The newest election: its term and the leader's log end then.
+    elected: Option<(u64, End)>,
     /// By node index: whether it stores no copies ([`Fault::StallReplication`](super::Fault::StallReplication)).
     stalled: Vec<bool>,
     /// The newest entry a quorum of voters holds.
     committed: End,
     to_position: fn(End) -> P,
-    /// `leader_completeness` failures not yet reported.
-    pending: Option<(Instant, String)>,
+    /// An invariant failure not yet reported: when, which, what.
+    pending: Option<(Instant, &'static str, String)>,
 }
 
 impl Cluster<(u64, u64)> {
@@ -86,7 +96,9 @@ impl Cluster<(u64, u64)> {
         cluster.replication = Some(Replication {
             model,
             logs: vec![(0, 0); n],
-            fences: vec![0; n],
+            fences: vec![Fence::new(); n],
+            refused: vec![0; n],
+            elected: None,
             stalled: vec![false; n],
             committed: (0, 0),
             to_position: |end| end,
@@ -122,9 +134,21 @@ impl<P: LogPosition> Cluster<P> {
                 continue;
             }
             let end = (status.term, r.logs[i].1 + 1);
-            r.logs[i] = end;
-            r.fences[i] = r.fences[i].max(status.term);
             let id = self.nodes[i].id;
+            if r.fences[i]
+                .admit(
+                    FencingToken {
+                        term: end.0,
+                        leader: id,
+                    },
+                    status.term,
+                )
+                .is_err()
+            {
+                // A newer leadership wrote here: this leader is deposed.
+                continue;
+            }
+            r.logs[i] = end;
             self.log(id, format_args!("append {end:?}"));
             self.feed_log_end(i);
             self.send_log_end(id, end);
@@ -167,14 +191,18 @@ impl<P: LogPosition> Cluster<P> {
             );
             return;
         }
-        if end.0 < term.max(r.fences[i]) {
+        let token = FencingToken {
+            term: end.0,
+            leader: from,
+        };
+        if let Err(refused) = r.fences[i].admit(token, term) {
+            r.refused[i] += 1;
             self.log(
                 to,
-                format_args!("refuse log end {end:?} of n{from}: stale leadership"),
+                format_args!("refuse log end {end:?} of n{from}: {refused}"),
             );
             return;
         }
-        r.fences[i] = end.0;
         // A copy from the same leadership that arrives late must not cut
         // the log back; a newer leadership's log replaces it.
         if end > r.logs[i] {
@@ -197,7 +225,7 @@ impl<P: LogPosition> Cluster<P> {
             for core::cmp::Reverse(ev) in self.queue.iter() {
                 if let Payload::Replicated { to, end: e, .. } = &ev.payload
                     && *to == id
-                    && e.0 >= r.fences[i]
+                    && e.0 >= r.fences[i].highest().map_or(0, |t| t.term)
                 {
                     end = end.max(*e);
                 }
@@ -245,6 +273,19 @@ impl<P: LogPosition> Cluster<P> {
                 .count();
             if holders >= quorum && candidate > r.committed {
                 r.committed = candidate;
+                if let Some((term, end)) = r.elected
+                    && candidate.0 < term
+                    && end < candidate
+                    && r.pending.is_none()
+                {
+                    r.pending = Some((
+                        self.now,
+                        "commit_held_by_later_leaders",
+                        format!(
+                            "{candidate:?} became held by a quorum after the leader of term {term} was elected without it (log end {end:?}): a replica took a deposed leader's write"
+                        ),
+                    ));
+                }
             }
         }
     }
@@ -256,9 +297,13 @@ impl<P: LogPosition> Cluster<P> {
         let Some(r) = self.replication.as_mut() else {
             return;
         };
+        if r.elected.is_none_or(|(t, _)| term >= t) {
+            r.elected = Some((term, r.logs[i]));
+        }
         if r.logs[i] < r.committed && r.pending.is_none() {
             r.pending = Some((
                 now,
+                "leader_completeness",
                 format!(
                     "node {id} elected in term {term} with log end {:?}, but {:?} was committed (held by a quorum) before",
                     r.logs[i], r.committed
@@ -267,9 +312,21 @@ impl<P: LogPosition> Cluster<P> {
         }
     }
 
-    /// A `leader_completeness` failure, if one was found.
-    pub(super) fn replication_violation(&mut self) -> Option<(Instant, String)> {
+    /// A replicated-log invariant failure, if one was found.
+    pub(super) fn replication_violation(&mut self) -> Option<(Instant, &'static str, String)> {
         self.replication.as_mut().and_then(|r| r.pending.take())
+    }
+
+    /// Copies each node's fence refused, by node id (empty without
+    /// replication).
+    pub(super) fn refused_writes(&self) -> Vec<(NodeId, u64)> {
+        self.replication.as_ref().map_or_else(Vec::new, |r| {
+            self.nodes
+                .iter()
+                .zip(&r.refused)
+                .map(|(n, &count)| (n.id, count))
+                .collect()
+        })
     }
 
     /// The newest committed entry, if the cluster replicates.

@@ -610,3 +610,139 @@ fn auth_a_frame_whose_sender_and_address_disagree_is_refused() {
     assert_eq!(c.drops.unknown_sender, 1);
     assert!(delivered(c.accept(&f, addr(1))).is_some());
 }
+
+/// Delivers every control frame `from` queued for `to_addr` to `to`, as
+/// sent from `from_addr`; returns how many there were.
+fn deliver_control(
+    from: &mut Framing,
+    to: &mut Framing,
+    to_addr: SocketAddr,
+    from_addr: SocketAddr,
+) -> usize {
+    let frames: Vec<Vec<u8>> = from
+        .take_control()
+        .into_iter()
+        .filter(|(_, a)| *a == to_addr)
+        .map(|(f, _)| f)
+        .collect();
+    for f in &frames {
+        let _ = to.accept::<()>(f, from_addr);
+    }
+    frames.len()
+}
+
+/// A node started with `--join` whose node file lists only node 1 (the
+/// leader then) is added by node 2, which leads by now: while joining, it
+/// accepts node 2's authenticated frames, answers node 2's first one
+/// (bound to no run of it yet) with a hello where it came from, and then
+/// takes node 2's messages. A frame that does not verify teaches it
+/// nothing; a node that is not joining, or has no key, drops unknown
+/// senders as before; and once the node stored a membership, a learned
+/// peer it names stays a peer at one address, and one it does not name is
+/// forgotten.
+#[test]
+fn auth_a_joining_node_learns_the_members_whose_authenticated_frames_reach_it() {
+    let joiner = |joining: bool| {
+        let mut f = Framing::authenticated(
+            4,
+            5,
+            [(1, addr(1))].into(),
+            PeerAuth::new(KeyRing::new(key(9)), 40),
+        );
+        // No members yet: joining; else a membership of nodes 1, 3 and 4.
+        f.follow_members(if joining { &[] } else { &[1, 3, 4] });
+        let _ = f.take_control(); // its start hello to node 1
+        f
+    };
+    let mut leader = node(2, KeyRing::new(key(9)), 20);
+    assert!(leader.add_peer(4, addr(4)));
+    let _ = leader.take_control();
+
+    // Not joining: an unknown sender, as for any node.
+    let mut settled = joiner(false);
+    let (first, _) = leader.frame(4, &heartbeat(3)).unwrap();
+    assert!(delivered(settled.accept(&first, addr(2))).is_none());
+    assert_eq!(settled.drops.unknown_sender, 1, "{:?}", settled.drops);
+
+    // Joining: a forged frame teaches nothing.
+    let mut j = joiner(true);
+    let mut forged = first.clone();
+    let last = forged.len() - 1;
+    forged[last] ^= 1;
+    assert!(delivered(j.accept(&forged, addr(2))).is_none());
+    assert_eq!(j.drops.bad_tag, 1);
+    assert!(
+        j.take_control().is_empty(),
+        "nothing learned, nothing answered"
+    );
+
+    // The leader's first frame names no run of the joiner: dropped, and
+    // answered with a hello to where it came from.
+    assert!(delivered(j.accept(&first, addr(2))).is_none());
+    assert_eq!(j.drops.stale_session, 1, "{:?}", j.drops);
+    std::thread::sleep(auth::HELLO_INTERVAL);
+    assert_eq!(deliver_control(&mut j, &mut leader, addr(2), addr(4)), 1);
+    let (next, _) = leader.frame(4, &heartbeat(3)).unwrap();
+    assert_eq!(
+        delivered(j.accept(&next, addr(2))).map(|(from, _)| from),
+        Some(2)
+    );
+    assert!(delivered(j.accept(&next, addr(2))).is_none(), "once");
+    assert_eq!(j.drops.replayed, 1);
+
+    // While joining, a learned peer is answered wherever its authentic
+    // frames come from.
+    let (moved, _) = leader.frame(4, &heartbeat(3)).unwrap();
+    assert!(delivered(j.accept(&moved, addr(5))).is_some());
+
+    // Stored a membership of nodes 1 to 4: learned node 2 stays a peer,
+    // and from now on only at one address.
+    let mut kept = j.clone();
+    kept.follow_members(&[1, 2, 3, 4]);
+    let (more, _) = leader.frame(4, &heartbeat(3)).unwrap();
+    assert!(delivered(kept.accept(&more, addr(5))).is_some());
+    let (more, _) = leader.frame(4, &heartbeat(3)).unwrap();
+    assert!(delivered(kept.accept(&more, addr(2))).is_none());
+    assert_eq!(kept.drops.unknown_sender, 1, "{:?}", kept.drops);
+    // A membership that does not name node 2: forgotten.
+    j.follow_members(&[1, 3, 4]);
+    let (more, _) = leader.frame(4, &heartbeat(3)).unwrap();
+    assert!(delivered(j.accept(&more, addr(5))).is_none());
+    assert_eq!(j.drops.unknown_sender, 1, "{:?}", j.drops);
+
+    // Without a key nothing is learned: an unknown sender cannot be told
+    // from anyone.
+    let mut open = Framing::new(4, 5, [(1, addr(1))].into());
+    open.follow_members(&[]);
+    let mut plain = Framing::new(2, 5, [(4, addr(4))].into());
+    let (frame, _) = plain.frame(4, &heartbeat(3)).unwrap();
+    assert!(delivered(open.accept(&frame, addr(2))).is_none());
+    assert_eq!(open.drops.unknown_sender, 1);
+}
+
+/// A joining node learns at most `MAX_LEARNED_PEERS` senders: a key holder
+/// naming ever new sender ids cannot grow its state.
+#[test]
+fn auth_a_joining_node_learns_a_bounded_number_of_senders() {
+    use tenure::adapters::udp::MAX_LEARNED_PEERS;
+    let mut j = Framing::authenticated(
+        4,
+        5,
+        [(1, addr(1))].into(),
+        PeerAuth::new(KeyRing::new(key(9)), 40),
+    );
+    j.follow_members(&[]);
+    let n = MAX_LEARNED_PEERS as u64;
+    for id in 10..10 + n + 3 {
+        let mut sender = Framing::authenticated(
+            id,
+            5,
+            [(4, addr(4))].into(),
+            PeerAuth::new(KeyRing::new(key(9)), 7),
+        );
+        let (frame, _) = sender.frame(4, &heartbeat(3)).unwrap();
+        let _ = j.accept::<()>(&frame, addr(id));
+    }
+    assert_eq!(j.drops.stale_session, n, "{:?}", j.drops);
+    assert_eq!(j.drops.unknown_sender, 3, "{:?}", j.drops);
+}

@@ -120,9 +120,9 @@ fn through_std(auth: bool) {
     for setup in setups() {
         let id = setup.config.id();
         let (h, e) = if auth {
-            driver::spawn_authenticated::<_, ()>(setup, authenticated_for(id)).unwrap()
+            setup.auth(authenticated_for(id)).spawn().unwrap()
         } else {
-            driver::spawn(setup).unwrap()
+            setup.spawn().unwrap()
         };
         handles.insert(id, h);
         events.push((id, e));
@@ -148,12 +148,9 @@ fn through_tokio(auth: bool) {
     for setup in setups() {
         let id = setup.config.id();
         let spawned = if auth {
-            rt.block_on(driver_tokio::spawn_authenticated::<_, ()>(
-                setup,
-                authenticated_for(id),
-            ))
+            rt.block_on(setup.auth(authenticated_for(id)).spawn_tokio())
         } else {
-            rt.block_on(driver_tokio::spawn(setup))
+            rt.block_on(setup.spawn_tokio())
         };
         let (h, e) = spawned.unwrap();
         handles.insert(id, h);
@@ -252,7 +249,7 @@ fn a_damaged_store_stops_the_driver_from_starting() {
         peers: std::mem::take(&mut setup.peers),
         storage,
     };
-    let err = driver::spawn(setup).unwrap_err();
+    let err = setup.spawn().unwrap_err();
     assert!(err.to_string().contains(STATE_FILE), "{err}");
     std::fs::remove_dir_all(dir).unwrap();
 }
@@ -276,14 +273,10 @@ fn an_address_in_use_is_named_in_the_error() {
         assert!(text.contains(&format!("cannot bind {addr}")), "{text}");
         assert!(text.contains("in use"), "{text}");
     };
-    check(driver::spawn(setup()).unwrap_err());
+    check(setup().spawn().unwrap_err());
     let rt = current_thread();
-    check(rt.block_on(driver_tokio::spawn(setup())).unwrap_err());
-    check(
-        rt.block_on(driver_tokio::spawn_async::<_, ()>(setup()))
-            .map(drop)
-            .unwrap_err(),
-    );
+    check(rt.block_on(setup().spawn_tokio()).unwrap_err());
+    check(rt.block_on(setup().spawn_async()).map(drop).unwrap_err());
     // The transport alone: the io::Error keeps its kind and names the address.
     let framing = tenure::adapters::udp::Framing::new(1, 4, BTreeMap::new());
     let err = tenure::adapters::udp::UdpTransport::bind(addr, framing).unwrap_err();
@@ -321,23 +314,21 @@ fn exercise_positions<P: tenure::adapters::driver::WirePosition>(
 /// Handles by node id, and each node's event channel.
 type Running<P> = (BTreeMap<u64, Handle<P>>, Vec<(u64, Receiver<Event>)>);
 
+/// Starts every node with its first position given at the start
+/// (`NodeSetup::positions`): node 1 behind, the others ahead. Nothing
+/// delays the first campaign, so node 1 could win if a node voted before
+/// knowing its own position.
 fn spawn_all<P: tenure::adapters::driver::WirePosition>(
-    spawn: impl Fn(NodeSetup<MemStorage>) -> (Handle<P>, Receiver<Event>),
+    spawn: impl Fn(NodeSetup<MemStorage>, P) -> (Handle<P>, Receiver<Event>),
     behind: &P,
     ahead: &P,
 ) -> Running<P> {
     let mut handles = BTreeMap::new();
     let mut events = Vec::new();
-    for mut setup in setups() {
+    for setup in setups() {
         let id = setup.config.id();
-        // Position before the first campaign can start (no fresh-node rush).
-        setup.config = setup.config.election_jitter(Duration::from_millis(150));
-        let (h, e) = spawn(setup);
-        h.set_position(if id == 1 {
-            behind.clone()
-        } else {
-            ahead.clone()
-        });
+        let first = if id == 1 { behind } else { ahead };
+        let (h, e) = spawn(setup, first.clone());
         handles.insert(id, h);
         events.push((id, e));
     }
@@ -346,7 +337,7 @@ fn spawn_all<P: tenure::adapters::driver::WirePosition>(
 
 fn through_the_std_driver<P: tenure::adapters::driver::WirePosition>(behind: P, ahead: P) {
     let (handles, events) = spawn_all(
-        |s| driver::spawn_with_positions::<_, P>(s).unwrap(),
+        |s, first| s.positions(first).spawn().unwrap(),
         &behind,
         &ahead,
     );
@@ -363,10 +354,7 @@ fn through_the_tokio_driver<P: tenure::adapters::driver::WirePosition>(behind: P
         .build()
         .unwrap();
     let (handles, events) = spawn_all(
-        |s| {
-            rt.block_on(driver_tokio::spawn_with_positions::<_, P>(s))
-                .unwrap()
-        },
+        |s, first| rt.block_on(s.positions(first).spawn_tokio()).unwrap(),
         &behind,
         &ahead,
     );
@@ -410,7 +398,7 @@ fn tokio_async_handle_watches_status_and_broadcasts_events() {
         let mut nodes = BTreeMap::new();
         for setup in setups() {
             let id = setup.config.id();
-            let node = driver_tokio::spawn_async::<_, ()>(setup).await.unwrap();
+            let node = setup.spawn_async().await.unwrap();
             nodes.insert(id, node);
         }
         let mut subscriptions: Vec<_> = nodes.iter().map(|(&id, n)| (id, n.subscribe())).collect();
@@ -478,7 +466,7 @@ fn tokio_driver_writes_state_off_the_runtime() {
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
         });
-        let node = driver_tokio::spawn_async::<_, ()>(setup).await.unwrap();
+        let node = setup.spawn_async().await.unwrap();
         let mut status = node.status();
         tokio::time::timeout(
             Duration::from_secs(5),
@@ -538,10 +526,9 @@ impl tenure::adapters::storage::Storage for WatchedStorage {
         self.done.fetch_add(1, SeqCst);
         self.running.store(false, SeqCst);
         if self.fail {
-            return Err(tenure::adapters::storage::StorageError {
-                path: "watched".into(),
-                kind: std::io::Error::other("disk full").into(),
-            });
+            return Err(tenure::adapters::storage::StorageError::new(
+                std::io::Error::other("disk full"),
+            ));
         }
         Ok(())
     }
@@ -601,9 +588,7 @@ fn tokio_shutdown_waits_for_the_write_in_flight() {
         let rt = one_worker();
         let storage = slow(400);
         let (running, done) = (storage.running.clone(), storage.done.clone());
-        let (handle, _events) = rt
-            .block_on(driver_tokio::spawn(single_voter(storage)))
-            .unwrap();
+        let (handle, _events) = rt.block_on(single_voter(storage).spawn_tokio()).unwrap();
         eventually("the first write starts", || running.load(SeqCst));
         let result = if inside_a_task {
             rt.block_on(async { tokio::spawn(async move { handle.shutdown() }).await })
@@ -628,9 +613,7 @@ fn tokio_async_shutdown_waits_for_the_write_in_flight() {
     let storage = slow(400);
     let (running, done) = (storage.running.clone(), storage.done.clone());
     rt.block_on(async {
-        let node = driver_tokio::spawn_async::<_, ()>(single_voter(storage))
-            .await
-            .unwrap();
+        let node = single_voter(storage).spawn_async().await.unwrap();
         while !running.load(SeqCst) {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
@@ -653,16 +636,12 @@ fn tokio_shutdown_reports_the_error_that_stopped_the_driver() {
         fail: true,
         ..WatchedStorage::default()
     };
-    let (handle, _events) = rt
-        .block_on(driver_tokio::spawn(single_voter(failing())))
-        .unwrap();
+    let (handle, _events) = rt.block_on(single_voter(failing()).spawn_tokio()).unwrap();
     eventually("the driver stops", || handle.stopped().is_some());
     let err = handle.shutdown().unwrap_err();
     assert!(err.to_string().contains("disk full"), "{err}");
     let err = rt.block_on(async {
-        let node = driver_tokio::spawn_async::<_, ()>(single_voter(failing()))
-            .await
-            .unwrap();
+        let node = single_voter(failing()).spawn_async().await.unwrap();
         for _ in 0..5000 {
             if node.handle.stopped().is_some() {
                 break;
@@ -700,8 +679,8 @@ fn a_peer_that_moved_is_reached_after_set_peer_addr() {
         .local_addr()
         .unwrap();
     let new_addr = moved.listen;
-    let (h1, e1) = driver::spawn(one).unwrap();
-    let (h3, e3) = driver::spawn(moved).unwrap();
+    let (h1, e1) = one.spawn().unwrap();
+    let (h3, e3) = moved.spawn().unwrap();
     let events = [(1, e1), (3, e3)];
     std::thread::sleep(Duration::from_millis(800));
     let early: Vec<(u64, Event)> = events

@@ -13,8 +13,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use tenure::Mode;
-use tenure::adapters::driver::{self, DriverError, Handle, NodeSetup};
-use tenure::adapters::driver_tokio;
+use tenure::adapters::driver::{DriverError, Handle, NodeSetup};
 use tenure::adapters::storage::{Storage, StorageError};
 use tenure::{Config, HardState};
 
@@ -51,10 +50,7 @@ impl Storage for Store {
         self.running.store(true, SeqCst);
         std::thread::sleep(self.delay);
         let res = if self.fail {
-            Err(StorageError {
-                path: "store".into(),
-                kind: std::io::Error::other("disk full").into(),
-            })
+            Err(StorageError::new(std::io::Error::other("disk full")))
         } else {
             self.rec.lock().unwrap().saved = Some(*state);
             Ok(())
@@ -110,7 +106,7 @@ fn eventually(what: &str, cond: impl Fn() -> bool) {
 fn mid_write(rt: &tokio::runtime::Runtime, s: Store) -> (Handle, Arc<AtomicBool>) {
     let running = s.running.clone();
     let (handle, _events) = rt
-        .block_on(driver_tokio::spawn(setup(s, Mode::Candidate)))
+        .block_on(setup(s, Mode::Candidate).spawn_tokio())
         .unwrap();
     eventually("write starts", || running.load(SeqCst));
     (handle, running)
@@ -135,7 +131,7 @@ fn bounded<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<
 fn shutdown_outside_an_idle_current_thread_runtime_returns() {
     let rt = ct();
     let (handle, _events) = rt
-        .block_on(driver_tokio::spawn(setup(store(0), Mode::Candidate)))
+        .block_on(setup(store(0), Mode::Candidate).spawn_tokio())
         .unwrap();
     let r = bounded(move || handle.shutdown());
     match r {
@@ -175,9 +171,7 @@ fn shutdown_async_reports_a_write_that_fails_during_the_stop() {
     };
     let running = s.running.clone();
     rt.block_on(async move {
-        let node = driver_tokio::spawn_async::<_, ()>(setup(s, Mode::Candidate))
-            .await
-            .unwrap();
+        let node = setup(s, Mode::Candidate).spawn_async().await.unwrap();
         while !running.load(SeqCst) {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
@@ -234,9 +228,7 @@ fn shutdown_from_spawn_blocking_on_a_current_thread_runtime_waits() {
     let s = store(700);
     let running = s.running.clone();
     let still = rt.block_on(async move {
-        let (handle, _events) = driver_tokio::spawn(setup(s, Mode::Candidate))
-            .await
-            .unwrap();
+        let (handle, _events) = setup(s, Mode::Candidate).spawn_tokio().await.unwrap();
         while !running.load(SeqCst) {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
@@ -295,7 +287,7 @@ fn shutdown_waits_for_the_write_in_every_form_that_may_block() {
 fn shutdown_after_the_runtime_was_dropped_returns() {
     let rt = mt(1);
     let (handle, _events) = rt
-        .block_on(driver_tokio::spawn(setup(store(0), Mode::Candidate)))
+        .block_on(setup(store(0), Mode::Candidate).spawn_tokio())
         .unwrap();
     drop(rt);
     let (res, took) = bounded(move || handle.shutdown()).expect("within 5 s");
@@ -304,7 +296,7 @@ fn shutdown_after_the_runtime_was_dropped_returns() {
     // async form on a new runtime
     let rt = mt(1);
     let (handle, _events) = rt
-        .block_on(driver_tokio::spawn(setup(store(0), Mode::Candidate)))
+        .block_on(setup(store(0), Mode::Candidate).spawn_tokio())
         .unwrap();
     drop(rt);
     let res = ct().block_on(async move {
@@ -343,7 +335,7 @@ fn shutdown_starts_no_write_after_returning_and_stores_the_latest_state() {
         } else {
             Mode::Manual
         };
-        let (handle, _events) = rt.block_on(driver_tokio::spawn(setup(s, mode))).unwrap();
+        let (handle, _events) = rt.block_on(setup(s, mode).spawn_tokio()).unwrap();
         if action >= 1 {
             handle.promote();
             eventually("leader", || {
@@ -384,7 +376,7 @@ fn shutdown_starts_no_write_after_returning_and_stores_the_latest_state() {
 /// socket is released.
 #[test]
 fn shutdown_by_dropping_a_std_handle_releases_the_socket() {
-    let (handle, _events) = driver::spawn(setup(store(0), Mode::Candidate)).unwrap();
+    let (handle, _events) = setup(store(0), Mode::Candidate).spawn().unwrap();
     let addr = handle.local_addr();
     drop(handle);
     // The thread notices within its longest receive wait (1 s).
@@ -399,7 +391,7 @@ fn shutdown_by_dropping_a_std_handle_releases_the_socket() {
 fn shutdown_by_dropping_a_tokio_handle_releases_the_socket() {
     let rt = mt(1);
     let (handle, _events) = rt
-        .block_on(driver_tokio::spawn(setup(store(0), Mode::Candidate)))
+        .block_on(setup(store(0), Mode::Candidate).spawn_tokio())
         .unwrap();
     let addr = handle.local_addr();
     drop(handle);
@@ -413,13 +405,13 @@ fn shutdown_by_dropping_a_tokio_handle_releases_the_socket() {
 fn shutdown_of_the_std_driver_waits_and_reports_in_both_forms() {
     let s = store(300);
     let running = s.running.clone();
-    let (handle, _events) = driver::spawn(setup(s, Mode::Candidate)).unwrap();
+    let (handle, _events) = setup(s, Mode::Candidate).spawn().unwrap();
     eventually("write", || running.load(SeqCst));
     handle.shutdown().unwrap();
     assert!(!running.load(SeqCst));
     let s = store(300);
     let running = s.running.clone();
-    let (handle, _events) = driver::spawn(setup(s, Mode::Candidate)).unwrap();
+    let (handle, _events) = setup(s, Mode::Candidate).spawn().unwrap();
     eventually("write", || running.load(SeqCst));
     let res = ct().block_on(async move {
         tokio::time::timeout(Duration::from_secs(5), handle.shutdown_async())
@@ -433,14 +425,14 @@ fn shutdown_of_the_std_driver_waits_and_reports_in_both_forms() {
         fail: true,
         ..store(0)
     };
-    let (handle, _events) = driver::spawn(setup(s, Mode::Candidate)).unwrap();
+    let (handle, _events) = setup(s, Mode::Candidate).spawn().unwrap();
     eventually("stop", || handle.stopped().is_some());
     assert!(handle.shutdown().is_err());
     let s = Store {
         fail: true,
         ..store(0)
     };
-    let (handle, _events) = driver::spawn(setup(s, Mode::Candidate)).unwrap();
+    let (handle, _events) = setup(s, Mode::Candidate).spawn().unwrap();
     eventually("stop", || handle.stopped().is_some());
     assert!(ct().block_on(handle.shutdown_async()).is_err());
 }
@@ -456,7 +448,7 @@ fn shutdown_reports_the_stopping_error_in_every_form() {
             ..store(0)
         };
         let (handle, _events) = rt
-            .block_on(driver_tokio::spawn(setup(s, Mode::Candidate)))
+            .block_on(setup(s, Mode::Candidate).spawn_tokio())
             .unwrap();
         eventually("stop", || handle.stopped().is_some());
         let res = match form {
@@ -483,9 +475,7 @@ fn shutdown_reports_the_stopping_error_in_every_form() {
 fn shutdown_by_the_last_owner_of_a_shared_handle_returns() {
     let rt = mt(2);
     let s = store(50);
-    let (handle, _events) = rt
-        .block_on(driver_tokio::spawn(setup(s, Mode::Manual)))
-        .unwrap();
+    let (handle, _events) = rt.block_on(setup(s, Mode::Manual).spawn_tokio()).unwrap();
     let h = Arc::new(handle);
     let ts: Vec<_> = (0..4)
         .map(|i| {
@@ -518,7 +508,7 @@ fn shutdown_by_the_last_owner_of_a_shared_handle_returns() {
 fn shutdown_in_a_multi_thread_context_inside_a_current_thread_block_on_does_not_panic() {
     let mt_rt = mt(1);
     let (handle, _events) = mt_rt
-        .block_on(driver_tokio::spawn(setup(store(0), Mode::Candidate)))
+        .block_on(setup(store(0), Mode::Candidate).spawn_tokio())
         .unwrap();
     let h = mt_rt.handle().clone();
     let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

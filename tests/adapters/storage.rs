@@ -65,7 +65,7 @@ fn damaged_final_file_is_a_typed_error_naming_the_file() {
     for cut in 0..good.len() {
         std::fs::write(&path, &good[..cut]).unwrap();
         let err = FileStorage::open(&dir).unwrap().load().unwrap_err();
-        assert_eq!(err.path, path);
+        assert_eq!(err.path, Some(path.clone()));
         assert!(err.to_string().contains(STATE_FILE), "{err}");
     }
     for i in 0..good.len() {

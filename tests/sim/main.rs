@@ -23,6 +23,7 @@ mod properties;
 mod rank;
 mod rank_properties;
 mod rank_sweeps;
+mod replica_fence;
 mod replication;
 mod safety_sweep;
 mod scenarios;
