@@ -419,7 +419,7 @@ fn ids() -> impl Iterator<Item = NodeId> {
 }
 
 impl Cluster {
-    fn break_property(&mut self, property: &'static str, detail: String) {
+    fn note_broken(&mut self, property: &'static str, detail: String) {
         self.extra.broken.get_or_insert((property, detail));
     }
 
@@ -805,7 +805,7 @@ impl MembershipModel {
         }
         self.note_acted(cluster, id, version(&membership), &mut broken);
         for (property, detail) in broken {
-            cluster.break_property(property, detail);
+            cluster.note_broken(property, detail);
         }
         for acked in early_acks {
             self.run(cluster, id, Input::PersistedMembership(acked));
@@ -836,7 +836,7 @@ impl MembershipModel {
         let hs = running.pending?;
         let old = cluster.disks[index(id)];
         if hs.term == old.term && old.vote.is_some() && hs.vote != old.vote {
-            cluster.break_property(
+            cluster.note_broken(
                 "durable vote never changes within a term",
                 format!("node {id}: {old:?} -> {hs:?}"),
             );
@@ -854,7 +854,7 @@ impl MembershipModel {
         if let Some(old) = cluster.extra.stored_memberships[index(id)].as_deref()
             && version(&m) < version(old)
         {
-            cluster.break_property(
+            cluster.note_broken(
                 "membership never goes back",
                 format!(
                     "node {id}: storage replaces {:?} by {:?} (term, epoch)",
@@ -886,7 +886,7 @@ impl MembershipModel {
         let mut broken = Vec::new();
         self.note_acted(cluster, id, v, &mut broken);
         for (property, detail) in broken {
-            cluster.break_property(property, detail);
+            cluster.note_broken(property, detail);
         }
         Some(())
     }
