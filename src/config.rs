@@ -341,6 +341,24 @@ impl ConfigError {
 ///
 /// Built with [`Config::new`] and the builder methods; checked by
 /// [`Config::validate`] (which [`Node::new`](crate::Node::new) calls).
+///
+/// ```
+/// use std::time::Duration;
+/// use tenure::{Config, Fencing, Setting};
+///
+/// let config = Config::new(2, [1, 2, 3])
+///     .fencing(Fencing::Strict) // leases; the default is soft fencing
+///     .heartbeat_interval(Duration::from_millis(100))
+///     .death_timeout(Duration::from_millis(1000));
+/// assert!(config.validate().is_ok());
+/// // A bad setting is a typed error that names it.
+/// let err = Config::new(2, [1, 2, 3])
+///     .heartbeat_interval(Duration::from_secs(2))
+///     .death_timeout(Duration::from_secs(1))
+///     .validate()
+///     .unwrap_err();
+/// assert!(matches!(err.setting(), Setting::HeartbeatInterval | Setting::DeathTimeout));
+/// ```
 #[derive(Clone, Debug)]
 pub struct Config {
     id: NodeId,

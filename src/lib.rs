@@ -249,9 +249,6 @@ pub use time::Instant;
 /// Identifies a node. `0` is never a valid id.
 pub type NodeId = u64;
 
-/// Re-exported so drivers need not depend on `core::time` paths.
-pub use core::time::Duration;
-
 // The README's Rust examples are compiled and run as doctests.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

@@ -134,6 +134,21 @@ pub(crate) const MAX_EPOCH: u64 = 1 << 62;
 /// joint phase of a change, `outgoing` holds the voters before the change
 /// and `voters` those after it; both groups vote, and every quorum needs a
 /// majority of each.
+///
+/// ```
+/// use tenure::{Config, HardState, Input, Instant, MembershipChange, Node};
+///
+/// let node: Node = Node::new(Config::new(1, [1, 2, 3]), HardState::default(), Instant::ZERO)?;
+/// let m = node.membership(); // the bootstrap membership, from the config
+/// assert_eq!((m.epoch, m.voters.as_slice()), (0, &[1, 2, 3][..]));
+/// assert!(m.outgoing.is_empty() && m.is_member(2) && !m.is_member(4));
+/// // Changes go through the leader, one at a time, e.g.:
+/// let _grow: Input = Input::ChangeMembership(MembershipChange::AddVoter {
+///     id: 4,
+///     address: "10.0.0.4:7001".into(),
+/// });
+/// # Ok::<(), tenure::ConfigError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Membership {

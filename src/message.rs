@@ -59,11 +59,9 @@ pub enum MessageKind<P = ()> {
     /// nothing. Followers acknowledge rounds with
     /// [`HeartbeatAck`](MessageKind::HeartbeatAck).
     ///
-    /// Compatibility: a leader still counts a `HeartbeatResponse` with
-    /// `seq ≥ 1` of its own term as an acknowledgement for soft fencing, log
-    /// positions and transfers, but never for a strict lease: it states no
-    /// promise, and nodes before `HeartbeatAck` also sent it in answer to
-    /// stale heartbeats (the wire codec's version 2 keeps such nodes out).
+    /// A leader counts a `HeartbeatResponse` with `seq ≥ 1` of its own
+    /// term as an acknowledgement for soft fencing, log positions and
+    /// transfers, but never for a strict lease: it states no promise.
     HeartbeatResponse {
         /// The round acknowledged; `0` acknowledges none.
         seq: u64,

@@ -111,6 +111,30 @@ pub enum HandBackReason {
 }
 
 /// Something the application may want to react to.
+///
+/// Events arrive as [`Action::Event`](crate::Action::Event), after the
+/// state they report (the drivers publish the status first):
+///
+/// ```
+/// use tenure::{Action, Config, Event, HardState, Input, Instant, Node};
+///
+/// let mut node: Node = Node::new(Config::new(1, [1]).rng_seed(7), HardState::default(), Instant::ZERO)?;
+/// let mut events = Vec::new();
+/// while events.is_empty() {
+///     let now = node.next_deadline().expect("a deadline");
+///     let mut actions = node.step(now, Input::Tick);
+///     while let Some(action) = (!actions.is_empty()).then(|| actions.remove(0)) {
+///         match action {
+///             Action::Persist(state) => actions.extend(node.step(now, Input::Persisted(state))),
+///             Action::Event(Event::BecameLeader { term, token, .. }) => events.push((term, token)),
+///             _ => {}
+///         }
+///     }
+/// }
+/// let (term, token) = events[0];
+/// assert_eq!((token.term, token.leader), (term, 1)); // the token names this leadership
+/// # Ok::<(), tenure::ConfigError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
@@ -340,6 +364,20 @@ fn bump(list: &mut Vec<(Rule, u64)>, rule: Rule) {
 }
 
 /// A snapshot of a node, from [`Node::status`](crate::Node::status).
+///
+/// ```
+/// use tenure::{Config, HardState, Instant, Node, Role};
+///
+/// // A node restarted with its durable term 4 and vote for node 3.
+/// let node: Node = Node::new(Config::new(2, [1, 2, 3]), HardState::new(4, Some(3)), Instant::ZERO)?;
+/// let status = node.status();
+/// assert_eq!((status.role, status.term, status.vote), (Role::Follower, 4, Some(3)));
+/// assert_eq!(status.leader, None); // not heard yet
+/// assert_eq!(status.persisted, HardState::new(4, Some(3)));
+/// assert_eq!(status.membership.voters, [1, 2, 3]);
+/// assert_eq!(status.lease_until, None); // soft fencing: never a lease
+/// # Ok::<(), tenure::ConfigError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Status {

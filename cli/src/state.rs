@@ -83,7 +83,7 @@ pub fn show(args: StateArgs) -> ExitCode {
     };
     match decode_owned_record(&bytes) {
         Ok((owner, state)) => {
-            let owner = owner.map_or("unrecorded (format 1)".to_string(), |o| o.to_string());
+            let owner = owner.map_or("not recorded".to_string(), |o| o.to_string());
             println!(
                 "{}: term {}, vote {}, owner {owner}",
                 path.display(),

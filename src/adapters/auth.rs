@@ -33,7 +33,7 @@
 //! ```text
 //! offset  0  "TNRE"
 //!         4  version 3
-//!         5  kind: 1 message, 2 hello, 3 stamped message
+//!         5  kind: 2 hello, 3 message
 //!         6  key id (4 bytes, KeyId)
 //!        10  cluster id        u64 LE
 //!        18  sender id         u64 LE
@@ -41,8 +41,9 @@
 //!        34  sender incarnation    u64 LE
 //!        42  receiver incarnation  u64 LE (as the sender knows it; 0: unknown)
 //!        50  counter           u64 LE (per sender, receiver and incarnation)
-//!        58  payload: postcard(Message) for kind 1, empty for kind 2,
-//!            postcard(MembershipId) | postcard(Message) for kind 3
+//!        58  payload: empty for kind 2, postcard(MembershipId) |
+//!            postcard(Message) for kind 3 (the sender's membership stamp,
+//!            the default for none)
 //!   len-32   HMAC-SHA-256(key, every byte before the tag)
 //! ```
 //!
@@ -97,7 +98,7 @@ pub const VERSION: u8 = 3;
 /// Bytes of the authenticated header (before the payload).
 pub const HEADER_LEN: usize = 58;
 /// Bytes of the tag (a full HMAC-SHA-256 output).
-pub const TAG_LEN: usize = 32;
+pub(crate) const TAG_LEN: usize = 32;
 /// The shortest key accepted: 256 bits.
 pub const MIN_KEY_BYTES: usize = 32;
 /// The bytes `tenure keygen` writes: 256 bits.
@@ -107,12 +108,11 @@ pub const HELLO_INTERVAL: Duration = Duration::from_millis(20);
 /// The incarnation file in a node's data directory.
 pub const INCARNATION_FILE: &str = "tenure.incarnation";
 
-/// Frame kinds.
-pub(crate) const KIND_MESSAGE: u8 = 1;
+/// Frame kinds. A message carries the sender's membership stamp (the
+/// default for none): the payload is `postcard(MembershipId) |
+/// postcard(Message)`. Any other kind is dropped as malformed.
 pub(crate) const KIND_HELLO: u8 = 2;
-/// A message with the sender's membership stamp: the payload is
-/// `postcard(MembershipId) | postcard(Message)`.
-pub(crate) const KIND_STAMPED: u8 = 3;
+pub(crate) const KIND_MESSAGE: u8 = 3;
 
 type HmacSha256 = Hmac<Sha256>;
 

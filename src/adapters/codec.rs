@@ -1,15 +1,14 @@
 //! The wire format: a small envelope around one [`Message`].
 //!
 //! ```text
-//! "TNRE" | 2 | postcard(Envelope { cluster, from, to, message })
 //! "TNRE" | 4 | postcard(Envelope { cluster, from, to, stamp, message })
 //! ```
 //!
-//! Version 4 carries the sender's membership stamp
-//! ([`Node::membership_id`](crate::Node::membership_id)), which the
-//! receiver feeds with the message as
-//! [`Input::ReceiveStamped`](crate::Input::ReceiveStamped); the drivers
-//! write it, and read both.
+//! The one version this build writes and reads. The stamp is the sender's
+//! membership ([`Node::membership_id`](crate::Node::membership_id)), which
+//! the receiver feeds with the message as
+//! [`Input::ReceiveStamped`](crate::Input::ReceiveStamped); a sender that
+//! has none writes `MembershipId::default()`, which decodes as no stamp.
 //!
 //! [`decode`] never panics, on any input: every way the bytes can be wrong
 //! is a [`DecodeError`] variant.
@@ -26,19 +25,11 @@ use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use crate::{MembershipId, Message, NodeId};
 
 /// First bytes of every frame.
-pub const MAGIC: [u8; 4] = *b"TNRE";
-/// The envelope version this build writes and reads.
-///
-/// Version 2 (issue 8): followers acknowledge rounds with `HeartbeatAck`
-/// and answer stale heartbeats with `HeartbeatResponse { seq: 0 }`. A
-/// version-1 node answers a stale heartbeat with a countable
-/// acknowledgement at its own term, which could back a lease it never
-/// promised, so the two versions must not talk: frames of another version
-/// are dropped as `UnknownVersion`. Upgrade a cluster by stopping it.
-pub const VERSION: u8 = 2;
-/// The envelope version that also carries the sender's membership stamp
-/// (issue 13). Read alongside [`VERSION`].
-pub const VERSION_STAMPED: u8 = 4;
+pub(crate) const MAGIC: [u8; 4] = *b"TNRE";
+/// The envelope version this build writes and reads. Frames of any other
+/// version are dropped as [`DecodeError::UnknownVersion`]: nodes of
+/// different wire versions never talk (upgrade a cluster by stopping it).
+pub const VERSION: u8 = 4;
 /// Largest frame accepted or produced (fits one UDP datagram without IP
 /// fragmentation on common networks only for small positions; election
 /// traffic is tiny).
@@ -47,14 +38,6 @@ const HEADER: usize = MAGIC.len() + 1;
 
 #[derive(Serialize, Deserialize)]
 struct Envelope<M> {
-    cluster: u64,
-    from: NodeId,
-    to: NodeId,
-    message: M,
-}
-
-#[derive(Serialize, Deserialize)]
-struct StampedEnvelope<M> {
     cluster: u64,
     from: NodeId,
     to: NodeId,
@@ -104,7 +87,7 @@ pub enum DecodeError {
         found: [u8; 4],
     },
     /// A version this build does not speak.
-    #[error("unknown frame version {version} (this build speaks {VERSION} and {VERSION_STAMPED})")]
+    #[error("unknown frame version {version} (this build speaks {VERSION})")]
     UnknownVersion {
         /// The version byte.
         version: u8,
@@ -126,8 +109,8 @@ pub enum DecodeError {
         /// This node's cluster id.
         expected: u64,
     },
-    /// An unauthenticated (version 2) frame at a node that holds a cluster
-    /// key: every frame must carry a tag.
+    /// An unauthenticated frame at a node that holds a cluster key: every
+    /// frame must carry a tag.
     #[error("unauthenticated frame at a node that requires authentication")]
     Unauthenticated,
     /// Tagged with a key this node does not hold (or this node holds no
@@ -150,7 +133,9 @@ pub enum DecodeError {
     },
 }
 
-/// Encodes `message` from `from` to `to` in `cluster`.
+/// Encodes `message` from `from` to `to` in `cluster`, with no membership
+/// stamp (it stands for the bootstrap membership: see
+/// [`encode_stamped`]).
 ///
 /// # Errors
 /// [`EncodeError::Oversized`] if the frame would exceed [`MAX_FRAME`].
@@ -160,17 +145,11 @@ pub fn encode<P: Serialize>(
     to: NodeId,
     message: &Message<P>,
 ) -> Result<Vec<u8>, EncodeError> {
-    let envelope = Envelope {
-        cluster,
-        from,
-        to,
-        message,
-    };
-    frame_with(VERSION, &envelope)
+    encode_stamped(cluster, from, to, MembershipId::default(), message)
 }
 
 /// Encodes `message` from `from` to `to` in `cluster`, stamped with the
-/// sender's membership `stamp` (version [`VERSION_STAMPED`]).
+/// sender's membership `stamp`.
 ///
 /// # Errors
 /// [`EncodeError::Oversized`] if the frame would exceed [`MAX_FRAME`].
@@ -181,22 +160,18 @@ pub fn encode_stamped<P: Serialize>(
     stamp: MembershipId,
     message: &Message<P>,
 ) -> Result<Vec<u8>, EncodeError> {
-    let envelope = StampedEnvelope {
+    let envelope = Envelope {
         cluster,
         from,
         to,
         stamp,
         message,
     };
-    frame_with(VERSION_STAMPED, &envelope)
-}
-
-fn frame_with(version: u8, envelope: &impl Serialize) -> Result<Vec<u8>, EncodeError> {
     let mut frame = Vec::with_capacity(64);
     frame.extend_from_slice(&MAGIC);
-    frame.push(version);
+    frame.push(VERSION);
     let frame =
-        postcard::to_extend(envelope, frame).map_err(|e| EncodeError::Serialize(e.to_string()))?;
+        postcard::to_extend(&envelope, frame).map_err(|e| EncodeError::Serialize(e.to_string()))?;
     if frame.len() > MAX_FRAME {
         return Err(EncodeError::Oversized {
             len: frame.len(),
@@ -242,9 +217,8 @@ pub fn decode<P: DeserializeOwned>(
     decode_stamped(bytes, cluster, me).map(|(from, _, message)| (from, message))
 }
 
-/// Decodes a frame of either version received by node `me` of `cluster`;
-/// returns the sender, its membership stamp (`None` in a version-2 frame)
-/// and the message.
+/// Decodes a frame received by node `me` of `cluster`; returns the sender,
+/// its membership stamp (`None` if it sent none) and the message.
 ///
 /// # Errors
 /// A [`DecodeError`] naming what is wrong with the bytes.
@@ -267,17 +241,12 @@ pub fn decode_stamped<P: DeserializeOwned>(
     if found != MAGIC {
         return Err(DecodeError::BadMagic { found });
     }
-    let (env_cluster, from, to, stamp, message) = match bytes[4] {
-        VERSION => {
-            let e: Envelope<Message<P>> = envelope(bytes)?;
-            (e.cluster, e.from, e.to, None, e.message)
-        }
-        VERSION_STAMPED => {
-            let e: StampedEnvelope<Message<P>> = envelope(bytes)?;
-            (e.cluster, e.from, e.to, Some(e.stamp), e.message)
-        }
-        version => return Err(DecodeError::UnknownVersion { version }),
-    };
+    if bytes[4] != VERSION {
+        return Err(DecodeError::UnknownVersion { version: bytes[4] });
+    }
+    let e: Envelope<Message<P>> = envelope(bytes)?;
+    let (env_cluster, from, to, message) = (e.cluster, e.from, e.to, e.message);
+    let stamp = stamped(e.stamp);
     if env_cluster != cluster {
         return Err(DecodeError::ForeignCluster {
             cluster: env_cluster,
@@ -288,6 +257,11 @@ pub fn decode_stamped<P: DeserializeOwned>(
         return Err(DecodeError::NotAddressedToMe { to, me });
     }
     Ok((from, stamp, message))
+}
+
+/// A stamp as received: the default stands for none.
+pub(crate) fn stamped(stamp: MembershipId) -> Option<MembershipId> {
+    (stamp != MembershipId::default()).then_some(stamp)
 }
 
 fn envelope<E: DeserializeOwned>(bytes: &[u8]) -> Result<E, DecodeError> {

@@ -73,7 +73,27 @@ pub trait WirePosition: LogPosition + Serialize + DeserializeOwned + Send + 'sta
 
 impl<P: LogPosition + Serialize + DeserializeOwned + Send + 'static> WirePosition for P {}
 
-/// Everything needed to run one node.
+/// Everything needed to run one node; started with
+/// [`NodeSetup::spawn`], or through [`NodeSetup::positions`] and
+/// [`NodeSetup::auth`].
+///
+/// ```no_run
+/// use std::collections::BTreeMap;
+/// use tenure::adapters::driver::NodeSetup;
+/// use tenure::adapters::storage::FileStorage;
+/// use tenure::Config;
+///
+/// let setup = NodeSetup {
+///     config: Config::new(1, [1, 2, 3]),
+///     cluster_id: 7,
+///     listen: "10.0.0.1:7001".parse()?,
+///     peers: BTreeMap::from([(2, "10.0.0.2:7001".parse()?), (3, "10.0.0.3:7001".parse()?)]),
+///     storage: FileStorage::open("/var/lib/tenure")?,
+/// };
+/// let (handle, events) = setup.spawn()?;
+/// # let _ = (handle, events);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct NodeSetup<S> {
     /// Engine configuration.

@@ -3,7 +3,7 @@
 //!
 //! - [`clock`]: the [`SuspendAwareClock`](clock::SuspendAwareClock) both
 //!   drivers read `now` from (`CLOCK_BOOTTIME` on Linux and Android);
-//! - [`retry`]: retrying system calls that a signal interrupted;
+//! - `retry` (internal): every system call a signal interrupts is retried;
 //! - [`codec`]: the wire envelope (postcard) and its typed decode errors;
 //! - [`auth`]: cluster keys, key files, incarnations, and why tagged
 //!   frames cannot be forged or replayed;
@@ -29,6 +29,6 @@ pub mod driver;
 #[cfg(feature = "tokio")]
 pub mod driver_tokio;
 pub mod executor;
-pub mod retry;
+pub(crate) mod retry;
 pub mod storage;
 pub mod udp;

@@ -19,21 +19,9 @@ use std::io;
 /// `f` must be safe to repeat: an interrupted call had no effect (or, for a
 /// partial write, `Write::write_all` already resumes it).
 ///
-/// ```
-/// use std::io;
-/// use tenure::adapters::retry::retry_interrupted;
-///
-/// let mut calls = 0;
-/// let result = retry_interrupted(|| {
-///     calls += 1;
-///     if calls < 3 { Err(io::ErrorKind::Interrupted.into()) } else { Ok(calls) }
-/// });
-/// assert_eq!(result.unwrap(), 3);
-/// ```
-///
 /// # Errors
 /// The first error of `f` that is not `Interrupted`.
-pub fn retry_interrupted<T>(mut f: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+pub(crate) fn retry_interrupted<T>(mut f: impl FnMut() -> io::Result<T>) -> io::Result<T> {
     loop {
         match f() {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -73,5 +61,20 @@ mod tests {
         assert_eq!(result.unwrap_err().kind(), io::ErrorKind::TimedOut);
         assert_eq!(calls, 1);
         assert_eq!(retry_interrupted(|| Ok(7)).unwrap(), 7);
+    }
+
+    /// An interrupted call is repeated until it gives anything else.
+    #[test]
+    fn retry_interrupted_repeats_interrupted_calls_only() {
+        let mut calls = 0;
+        let result = retry_interrupted(|| {
+            calls += 1;
+            if calls < 3 {
+                Err(io::ErrorKind::Interrupted.into())
+            } else {
+                Ok(calls)
+            }
+        });
+        assert_eq!(result.unwrap(), 3);
     }
 }

@@ -4,31 +4,30 @@
 //! directory:
 //!
 //! ```text
-//! format 1: "TNRS" | 1 | postcard(HardState) | CRC-32 (LE) of all before
-//! format 2: "TNRS" | 2 | postcard(StateOwner) | postcard(HardState) | CRC-32 (LE)
+//! "TNRS" | 3 | postcard(Option<StateOwner>) | postcard(HardState) | CRC-32 (LE) of all before
 //! ```
 //!
 //! The membership ([`Action::PersistMembership`](crate::Action::PersistMembership))
 //! lives beside it in `tenure.membership`, written the same way:
 //!
 //! ```text
-//! format 1: "TNRM" | 1 | postcard(StateOwner) | postcard(Membership without ranks) | CRC-32 (LE)
-//! format 2: "TNRM" | 2 | postcard(StateOwner) | postcard(Membership) | CRC-32 (LE)
+//! "TNRM" | 3 | postcard(StateOwner) | postcard(Membership) | CRC-32 (LE)
 //! ```
 //!
-//! Format 1 (before rank policies) is still read, as an unranked
-//! membership; saves write format 2.
+//! One format each, behind a version byte: a file of another version is
+//! refused ([`StorageErrorKind::UnknownVersion`]), never read as this one.
 //!
 //! A missing membership file means the node never changed membership: it
 //! starts from its bootstrap membership (the node file's peers).
 //!
-//! Format 2 records whose state it is ([`StateOwner`]: node id and cluster
-//! id). [`FileStorage::open_owned`] refuses a file of another node or
+//! A state record names whose state it is ([`StateOwner`]: node id and
+//! cluster id), or no one if written by [`FileStorage::open`] (tools and
+//! tests). [`FileStorage::open_owned`] refuses a file of another node or
 //! cluster (a copied data directory would let a node vote twice in a term),
 //! locks the directory against a second process, and checks that it can
-//! write there before the node answers anyone. Format 1 files (written by
-//! [`FileStorage::open`] or earlier versions) are read by both and become
-//! format 2 at the first save of an owned storage.
+//! write there before the node answers anyone; a record that names no
+//! owner is read by both and names its owner from the first save of an
+//! owned storage.
 //!
 //! A save writes `tenure.state.tmp`, fsyncs it, renames it over
 //! `tenure.state` and fsyncs the directory, so a crash at any point leaves
@@ -40,7 +39,7 @@
 //! corrupt, truncated or foreign file is an error that names the file and
 //! the problem, and the node must not start: silently starting from term 0
 //! would let it vote twice in a term it already voted in. Every step is
-//! retried if a signal interrupts it (see [`retry`](super::retry)): each is
+//! retried if a signal interrupts it: each is
 //! safe to repeat, and failing the write would stop the node.
 
 use std::fs::{self, File, OpenOptions};
@@ -54,7 +53,7 @@ use serde::{Deserialize, Serialize};
 use super::retry::retry_interrupted;
 use crate::{HardState, Membership, NodeId};
 
-/// Whose state a file holds: recorded in format 2 and checked by
+/// Whose state a file holds: recorded in the state file and checked by
 /// [`FileStorage::open_owned`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StateOwner {
@@ -71,9 +70,10 @@ impl core::fmt::Display for StateOwner {
 }
 
 const MAGIC: [u8; 4] = *b"TNRS";
-const FORMAT: u8 = 1;
-/// The format that records its owner.
-const FORMAT_OWNED: u8 = 2;
+/// The state record's format: `"TNRS" | 3 | postcard(Option<StateOwner>) |
+/// postcard(HardState) | CRC-32 (LE)`. The only one this build reads or
+/// writes; the byte is there so a later format is refused, not misread.
+const FORMAT: u8 = 3;
 /// The lock file's name inside the data directory.
 pub const LOCK_FILE: &str = "tenure.lock";
 /// The state file's name inside the data directory.
@@ -83,38 +83,12 @@ const TEMP_FILE: &str = "tenure.state.tmp";
 pub const MEMBERSHIP_FILE: &str = "tenure.membership";
 const MEMBERSHIP_TEMP_FILE: &str = "tenure.membership.tmp";
 const MEMBERSHIP_MAGIC: [u8; 4] = *b"TNRM";
-const MEMBERSHIP_FORMAT: u8 = 2;
-/// The membership record format before rank policies: read, never written.
-const MEMBERSHIP_FORMAT_UNRANKED: u8 = 1;
-
-/// A membership as format 1 stored it: [`Membership`]'s fields before rank
-/// policies, in the same order.
-#[derive(Deserialize)]
-struct UnrankedMembership {
-    epoch: u64,
-    term: u64,
-    voters: Vec<NodeId>,
-    outgoing: Vec<NodeId>,
-    observers: Vec<NodeId>,
-    addresses: Vec<(NodeId, String)>,
-}
-
-impl From<UnrankedMembership> for Membership {
-    fn from(m: UnrankedMembership) -> Membership {
-        Membership {
-            epoch: m.epoch,
-            term: m.term,
-            voters: m.voters,
-            outgoing: m.outgoing,
-            observers: m.observers,
-            addresses: m.addresses,
-            ..Membership::default()
-        }
-    }
-}
+/// The membership record's format, the only one this build reads or
+/// writes (as [`FORMAT`]).
+const MEMBERSHIP_FORMAT: u8 = 3;
 
 /// Encodes a membership record of `owner`:
-/// `"TNRM" | 2 | postcard(StateOwner) | postcard(Membership) | CRC-32 (LE)`.
+/// `"TNRM" | 3 | postcard(StateOwner) | postcard(Membership) | CRC-32 (LE)`.
 pub fn encode_membership_record(owner: StateOwner, membership: &Membership) -> Vec<u8> {
     let mut out = Vec::with_capacity(96);
     out.extend_from_slice(&MEMBERSHIP_MAGIC);
@@ -136,16 +110,10 @@ pub fn encode_membership_record(owner: StateOwner, membership: &Membership) -> V
 pub fn decode_membership_record(
     bytes: &[u8],
 ) -> Result<(StateOwner, Membership), StorageErrorKind> {
-    let formats = [MEMBERSHIP_FORMAT_UNRANKED, MEMBERSHIP_FORMAT];
-    let (format, body) = checked_body(bytes, MEMBERSHIP_MAGIC, &formats)?;
+    let body = checked_body(bytes, MEMBERSHIP_MAGIC, MEMBERSHIP_FORMAT)?;
     let undecodable = |e: postcard::Error| StorageErrorKind::Undecodable(e.to_string());
     let (owner, rest) = postcard::take_from_bytes::<StateOwner>(&body[5..]).map_err(undecodable)?;
-    let decoded = if format == MEMBERSHIP_FORMAT_UNRANKED {
-        postcard::take_from_bytes::<UnrankedMembership>(rest).map(|(m, rest)| (m.into(), rest))
-    } else {
-        postcard::take_from_bytes::<Membership>(rest)
-    };
-    match decoded {
+    match postcard::take_from_bytes::<Membership>(rest) {
         Ok((membership, [])) if membership.is_well_formed() => Ok((owner, membership)),
         Ok((_, [])) => Err(StorageErrorKind::Undecodable(
             "the membership is not well formed (unsorted, overlapping, id 0 or no voters)".into(),
@@ -358,56 +326,45 @@ impl StorageError {
     }
 }
 
-/// Encodes a state record in format 1, without an owner (exposed for
-/// tests and tools; [`encode_owned_record`] writes format 2).
+/// Encodes a state record that names no owner (what
+/// [`FileStorage::open`] writes). The record's format is in the state
+/// file's docs; tools that read state files (`tenure state`) decode it with
+/// [`decode_owned_record`].
 pub fn encode_record(state: &HardState) -> Vec<u8> {
-    encode(FORMAT, None, state)
+    encode(None, state)
 }
 
-/// Encodes a state record in format 2, recording its owner.
+/// Encodes a state record that names its owner (what
+/// [`FileStorage::open_owned`] writes).
 pub fn encode_owned_record(owner: StateOwner, state: &HardState) -> Vec<u8> {
-    encode(FORMAT_OWNED, Some(owner), state)
+    encode(Some(owner), state)
 }
 
-fn encode(format: u8, owner: Option<StateOwner>, state: &HardState) -> Vec<u8> {
+fn encode(owner: Option<StateOwner>, state: &HardState) -> Vec<u8> {
     let mut out = Vec::with_capacity(48);
     out.extend_from_slice(&MAGIC);
-    out.push(format);
+    out.push(FORMAT);
     // Owners and states always serialize.
-    if let Some(owner) = owner {
-        out = postcard::to_extend(&owner, out).unwrap_or_default();
-    }
+    let out = postcard::to_extend(&owner, out).unwrap_or_default();
     let mut out = postcard::to_extend(state, out).unwrap_or_default();
     let crc = crc32fast::hash(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     out
 }
 
-/// Decodes a state record of either format, dropping the owner.
-///
-/// # Errors
-/// The [`StorageErrorKind`] that describes the damage.
-pub fn decode_record(bytes: &[u8]) -> Result<HardState, StorageErrorKind> {
-    decode_owned_record(bytes).map(|(_, state)| state)
-}
-
-/// Decodes a state record of either format: its owner (`None` in format 1)
-/// and its state.
+/// Decodes a state record: its owner (`None` if it names none) and its
+/// state. A record of another format is refused
+/// ([`StorageErrorKind::UnknownVersion`]), never read as this one.
 ///
 /// # Errors
 /// The [`StorageErrorKind`] that describes the damage.
 pub fn decode_owned_record(
     bytes: &[u8],
 ) -> Result<(Option<StateOwner>, HardState), StorageErrorKind> {
-    let (format, body) = checked_body(bytes, MAGIC, &[FORMAT, FORMAT_OWNED])?;
+    let body = checked_body(bytes, MAGIC, FORMAT)?;
     let undecodable = |e: postcard::Error| StorageErrorKind::Undecodable(e.to_string());
-    let (owner, rest) = if format == FORMAT_OWNED {
-        let (owner, rest) =
-            postcard::take_from_bytes::<StateOwner>(&body[5..]).map_err(undecodable)?;
-        (Some(owner), rest)
-    } else {
-        (None, &body[5..])
-    };
+    let (owner, rest) =
+        postcard::take_from_bytes::<Option<StateOwner>>(&body[5..]).map_err(undecodable)?;
     match postcard::take_from_bytes::<HardState>(rest) {
         Ok((state, [])) => Ok((owner, state)),
         Ok((_, rest)) => Err(StorageErrorKind::Undecodable(format!(
@@ -418,13 +375,9 @@ pub fn decode_owned_record(
     }
 }
 
-/// Checks a record's length, `magic`, format (one of `formats`) and
-/// CRC-32; returns its format and everything before the CRC.
-fn checked_body<'a>(
-    bytes: &'a [u8],
-    magic: [u8; 4],
-    formats: &[u8],
-) -> Result<(u8, &'a [u8]), StorageErrorKind> {
+/// Checks a record's length, `magic`, `format` and CRC-32; returns
+/// everything before the CRC.
+fn checked_body(bytes: &[u8], magic: [u8; 4], format: u8) -> Result<&[u8], StorageErrorKind> {
     let min = magic.len() + 1 + 2 + 4;
     if bytes.len() < min {
         return Err(StorageErrorKind::Truncated {
@@ -437,9 +390,8 @@ fn checked_body<'a>(
     if found != magic {
         return Err(StorageErrorKind::Foreign { found });
     }
-    let format = bytes[4];
-    if !formats.contains(&format) {
-        return Err(StorageErrorKind::UnknownVersion { version: format });
+    if bytes[4] != format {
+        return Err(StorageErrorKind::UnknownVersion { version: bytes[4] });
     }
     let (body, tail) = bytes.split_at(bytes.len() - 4);
     let stored = u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]);
@@ -447,7 +399,7 @@ fn checked_body<'a>(
     if stored != computed {
         return Err(StorageErrorKind::Corrupt { stored, computed });
     }
-    Ok((format, body))
+    Ok(body)
 }
 
 /// What [`FileStorage::recover`] wrote, and where the damaged file went.
@@ -816,4 +768,56 @@ pub(crate) fn replace_durably(
     // The rename itself is durable only once the directory is.
     let dir = retry_interrupted(|| File::open(dir))?;
     retry_interrupted(|| dir.sync_all())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The same bytes with another version byte (and a CRC that matches
+    /// them): what a build of another format would have written.
+    fn with_version(mut record: Vec<u8>, version: u8) -> Vec<u8> {
+        record[4] = version;
+        let end = record.len() - 4;
+        let crc = crc32fast::hash(&record[..end]);
+        record[end..].copy_from_slice(&crc.to_le_bytes());
+        record
+    }
+
+    /// One format per record: a record of any other version is refused
+    /// with an error naming the version, never read as this format.
+    #[test]
+    fn storage_format_unknown_versions_are_refused_by_name() {
+        let owner = StateOwner {
+            node: 2,
+            cluster: 7,
+        };
+        let state = encode_owned_record(owner, &HardState::new(5, Some(2)));
+        let membership = encode_membership_record(owner, &Membership::default());
+        for version in (0..=u8::MAX).filter(|&v| v != FORMAT) {
+            let err = decode_owned_record(&with_version(state.clone(), version)).unwrap_err();
+            assert!(
+                matches!(err, StorageErrorKind::UnknownVersion { version: v } if v == version),
+                "{err}"
+            );
+            assert!(
+                err.to_string().contains(&format!("version {version}")),
+                "{err}"
+            );
+            let err =
+                decode_membership_record(&with_version(membership.clone(), version)).unwrap_err();
+            assert!(
+                matches!(err, StorageErrorKind::UnknownVersion { version: v } if v == version),
+                "{err}"
+            );
+        }
+        assert_eq!(
+            decode_owned_record(&state).unwrap(),
+            (Some(owner), HardState::new(5, Some(2)))
+        );
+        assert_eq!(
+            decode_owned_record(&encode_record(&HardState::new(1, None))).unwrap(),
+            (None, HardState::new(1, None))
+        );
+    }
 }

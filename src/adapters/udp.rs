@@ -424,17 +424,13 @@ impl Framing {
         message: &Message<P>,
     ) -> Option<(Vec<u8>, SocketAddr)> {
         let addr = self.peers.get(&to).copied();
-        let frame = match (self.auth.is_some(), self.stamp) {
-            (true, None) => self.seal(to, auth::KIND_MESSAGE, |f| {
-                codec::encode_payload(message, f)
-            }),
-            (true, Some(stamp)) => self.seal(to, auth::KIND_STAMPED, |f| {
+        let stamp = self.stamp.unwrap_or_default();
+        let frame = if self.auth.is_some() {
+            self.seal(to, auth::KIND_MESSAGE, |f| {
                 codec::encode_payload(&(stamp, message), f)
-            }),
-            (false, None) => codec::encode(self.cluster, self.me, to, message).ok(),
-            (false, Some(stamp)) => {
-                codec::encode_stamped(self.cluster, self.me, to, stamp, message).ok()
-            }
+            })
+        } else {
+            codec::encode_stamped(self.cluster, self.me, to, stamp, message).ok()
         };
         match (addr, frame) {
             (Some(addr), Some(frame)) => Some((frame, addr)),
@@ -636,13 +632,8 @@ impl Framing {
         match h.kind {
             auth::KIND_HELLO if signed.len() == auth::HEADER_LEN => Received::Wake,
             auth::KIND_MESSAGE => {
-                let decoded =
-                    codec::decode_payload(&signed[auth::HEADER_LEN..]).map(|m| (h.from, None, m));
-                self.classify(decoded, from_addr)
-            }
-            auth::KIND_STAMPED => {
                 let decoded = codec::decode_payload(&signed[auth::HEADER_LEN..])
-                    .map(|(stamp, m)| (h.from, Some(stamp), m));
+                    .map(|(stamp, m)| (h.from, codec::stamped(stamp), m));
                 self.classify(decoded, from_addr)
             }
             _ => {

@@ -61,6 +61,22 @@ use crate::status::{Event, Refusals, Status};
 use crate::time::Instant;
 
 /// Everything a driver feeds into [`Node::step`].
+///
+/// ```
+/// use tenure::{Action, Config, HardState, Input, Instant, Message, MessageKind, Node};
+///
+/// let mut node: Node = Node::new(Config::new(2, [1, 2, 3]), HardState::default(), Instant::ZERO)?;
+/// // A heartbeat of node 1, leader of term 1, arrives from the network.
+/// let heartbeat = Message { term: 1, kind: MessageKind::Heartbeat { seq: 1 } };
+/// let actions = node.step(Instant::ZERO, Input::Receive { from: 1, message: heartbeat });
+/// // Term 1 must be durable before anything that asserts it goes out.
+/// assert!(actions.contains(&Action::Persist(HardState::new(1, None))));
+/// assert!(!actions.iter().any(|a| matches!(a, Action::Send { .. })));
+/// // Once storage confirms it, the acknowledgement is sent.
+/// let actions = node.step(Instant::ZERO, Input::Persisted(HardState::new(1, None)));
+/// assert!(actions.iter().any(|a| matches!(a, Action::Send { to: 1, .. })));
+/// # Ok::<(), tenure::ConfigError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum Input<P = ()> {
@@ -126,7 +142,49 @@ pub enum Input<P = ()> {
 ///
 /// The enum is exhaustive on purpose: a driver's `match` must name every
 /// action, so a new kind of action can never be dropped silently by a
-/// wildcard arm (it becomes a compile error instead).
+/// wildcard arm (it becomes a compile error instead):
+///
+/// ```
+/// use tenure::{Action, Event, HardState, Input, Instant, Membership, Message, Node, NodeId};
+///
+/// /// A disk, a network and an event log, all in memory.
+/// #[derive(Default)]
+/// struct World {
+///     state: Option<HardState>,
+///     membership: Option<Membership>,
+///     sent: Vec<(NodeId, Message)>,
+///     events: Vec<Event>,
+/// }
+///
+/// fn execute(node: &mut Node, now: Instant, actions: Vec<Action>, world: &mut World) {
+///     for action in actions {
+///         match action {
+///             Action::Persist(state) => {
+///                 world.state = Some(state); // fsync here
+///                 let more = node.step(now, Input::Persisted(state));
+///                 execute(node, now, more, world);
+///             }
+///             Action::Send { to, message } => world.sent.push((to, message)),
+///             Action::PersistMembership(membership) => {
+///                 let id = membership.id();
+///                 world.membership = Some(*membership); // fsync here too
+///                 let more = node.step(now, Input::PersistedMembership(id));
+///                 execute(node, now, more, world);
+///             }
+///             Action::Event(event) => world.events.push(event),
+///         }
+///     }
+/// }
+///
+/// let config = tenure::Config::new(1, [1]).rng_seed(1);
+/// let mut node: Node = Node::new(config, HardState::default(), Instant::ZERO)?;
+/// let mut world = World::default();
+/// let due = node.next_deadline().expect("a follower waits for a leader");
+/// let actions = node.step(due, Input::Tick);
+/// execute(&mut node, due, actions, &mut world);
+/// assert!(world.state.is_some_and(|s| s.term >= 1)); // it campaigned
+/// # Ok::<(), tenure::ConfigError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub enum Action<P = ()> {
     /// Durably store this state, then feed [`Input::Persisted`] with it.
@@ -251,6 +309,32 @@ impl Timing {
 /// Every message is legal in every state: stale, duplicated, reordered,
 /// misdirected or nonsensical messages are logged and ignored; nothing a peer
 /// sends makes `step` panic.
+///
+/// # Example
+/// A single-voter cluster elects itself once its election timer fires:
+///
+/// ```
+/// use tenure::{Action, Config, HardState, Input, Instant, Node, Role};
+///
+/// let mut node: Node = Node::new(Config::new(1, [1]).rng_seed(7), HardState::default(), Instant::ZERO)?;
+/// let mut now = Instant::ZERO;
+/// while node.status().role != Role::Leader {
+///     now = node.next_deadline().expect("a follower always has a deadline");
+///     let mut actions = node.step(now, Input::Tick);
+///     while !actions.is_empty() {
+///         let mut next = Vec::new();
+///         for action in actions {
+///             // A real driver writes the state durably before confirming it.
+///             if let Action::Persist(state) = action {
+///                 next.extend(node.step(now, Input::Persisted(state)));
+///             }
+///         }
+///         actions = next;
+///     }
+/// }
+/// assert_eq!(node.status().leader, Some(1));
+/// # Ok::<(), tenure::ConfigError>(())
+/// ```
 #[derive(Clone)]
 pub struct Node<P = ()> {
     id: NodeId,

@@ -1,6 +1,7 @@
 //! The simulator's replicated-log model; see [`ReplicationModel`].
 
 use std::format;
+use std::vec;
 use std::vec::Vec;
 
 use super::{Cluster, Payload};
@@ -28,7 +29,12 @@ type End = (u64, u64);
 ///   [`Input::LogPosition`] at every change and at every start, as the
 ///   drivers' `set_position` does.
 ///
-/// An entry is *committed* once a quorum of voters holds it. The invariant
+/// An entry is *committed* once a quorum of voters holds it: of every
+/// voter set of the membership the newest leader acts on (both sets of a
+/// joint one; the configured quorum of the bootstrap voters before any
+/// change), so that a removed node, which takes a deposed leader's late
+/// copies as long as its node never hears the new term, counts for
+/// nothing. The invariant
 /// `leader_completeness` (Raft §5.4.1, the election restriction) says
 /// every node elected leader holds every entry committed before its
 /// election: a node with a shorter log must not win. The invariant
@@ -80,6 +86,9 @@ pub(super) struct Replication<P> {
     stalled: Vec<bool>,
     /// The newest entry a quorum of voters holds.
     committed: End,
+    /// The voter sets (with their quorums) commits were last counted
+    /// against (see `Cluster::voter_sets`).
+    voter_sets: Vec<(Vec<NodeId>, usize)>,
     to_position: fn(End) -> P,
     /// An invariant failure not yet reported: when, which, what.
     pending: Option<(Instant, &'static str, String)>,
@@ -101,6 +110,7 @@ impl Cluster<(u64, u64)> {
             elected: None,
             stalled: vec![false; n],
             committed: (0, 0),
+            voter_sets: Vec::new(),
             to_position: |end| end,
             pending: None,
         });
@@ -257,34 +267,76 @@ impl<P: LogPosition> Cluster<P> {
         }
     }
 
+    /// The voter sets an entry must be held by a quorum of (each of them,
+    /// with its quorum) to be committed: those of the membership the
+    /// leader of the highest term acts on (both sets of a joint one), as
+    /// Raft's leader counts; the bootstrap voters and configured quorum
+    /// before any membership change. With no leader, the sets last used.
+    /// Counting the bootstrap voters after a change would count removed
+    /// nodes, which keep taking a deposed leader's copies (their node never
+    /// hears the new term) without holding anything for the cluster.
+    fn voter_sets(&mut self) -> Vec<(Vec<NodeId>, usize)> {
+        let leading = self
+            .nodes
+            .iter()
+            .filter_map(|s| s.node.as_ref())
+            .filter(|n| n.status().role == Role::Leader)
+            .max_by_key(|n| n.status().term)
+            .map(|n| n.membership());
+        let sets = match leading {
+            Some(m) if m.epoch > 0 => [&m.voters, &m.outgoing]
+                .into_iter()
+                .filter(|set| !set.is_empty())
+                .map(|set| (set.clone(), set.len() / 2 + 1))
+                .collect(),
+            Some(_) => vec![(self.voters.clone(), self.quorum)],
+            None => match self.replication.as_ref() {
+                Some(r) if !r.voter_sets.is_empty() => r.voter_sets.clone(),
+                _ => vec![(self.voters.clone(), self.quorum)],
+            },
+        };
+        if let Some(r) = self.replication.as_mut() {
+            r.voter_sets.clone_from(&sets);
+        }
+        sets
+    }
+
     fn recompute_committed(&mut self) {
-        let quorum = self.quorum;
-        let voters: Vec<usize> = self.voters.iter().filter_map(|&v| self.idx(v)).collect();
+        let sets: Vec<(Vec<usize>, usize)> = self
+            .voter_sets()
+            .into_iter()
+            .map(|(set, quorum)| (set.iter().filter_map(|&v| self.idx(v)).collect(), quorum))
+            .collect();
         let Some(r) = self.replication.as_mut() else {
             return;
         };
         // An entry (t, i) is held by each voter whose log ends in term t at
-        // or after i (it copied that leader's log that far).
-        for &v in &voters {
-            let candidate = r.logs[v];
-            let holders = voters
-                .iter()
-                .filter(|&&w| r.logs[w].0 == candidate.0 && r.logs[w].1 >= candidate.1)
-                .count();
-            if holders >= quorum && candidate > r.committed {
-                r.committed = candidate;
-                if let Some((term, end)) = r.elected
-                    && candidate.0 < term
-                    && end < candidate
-                    && r.pending.is_none()
-                {
-                    r.pending = Some((
-                        self.now,
-                        "commit_held_by_later_leaders",
-                        format!(
-                            "{candidate:?} became held by a quorum after the leader of term {term} was elected without it (log end {end:?}): a replica took a deposed leader's write"
-                        ),
-                    ));
+        // or after i (it copied that leader's log that far); it is
+        // committed once a quorum of every voter set holds it.
+        for (set, _) in &sets {
+            for &v in set {
+                let candidate = r.logs[v];
+                let held = sets.iter().all(|(set, quorum)| {
+                    set.iter()
+                        .filter(|&&w| r.logs[w].0 == candidate.0 && r.logs[w].1 >= candidate.1)
+                        .count()
+                        >= *quorum
+                });
+                if held && candidate > r.committed {
+                    r.committed = candidate;
+                    if let Some((term, end)) = r.elected
+                        && candidate.0 < term
+                        && end < candidate
+                        && r.pending.is_none()
+                    {
+                        r.pending = Some((
+                            self.now,
+                            "commit_held_by_later_leaders",
+                            format!(
+                                "{candidate:?} became held by a quorum after the leader of term {term} was elected without it (log end {end:?}): a replica took a deposed leader's write"
+                            ),
+                        ));
+                    }
                 }
             }
         }

@@ -128,12 +128,13 @@ fn random_inputs_never_panic() {
     );
 }
 
-/// Version-4 frames carry the sender's membership stamp; both versions are
-/// read, and `decode` (which drops the stamp) reads both too.
+/// Frames carry the sender's membership stamp; a frame encoded without
+/// one decodes with none, and a frame of any other version is refused by
+/// name.
 #[test]
 fn stamped_frames_round_trip_and_unstamped_ones_carry_none() {
     use tenure::MembershipId;
-    use tenure::adapters::codec::{VERSION_STAMPED, decode_stamped, encode_stamped};
+    use tenure::adapters::codec::{VERSION, decode_stamped, encode_stamped};
     let stamp = MembershipId {
         epoch: 3,
         term: 2,
@@ -141,7 +142,17 @@ fn stamped_frames_round_trip_and_unstamped_ones_carry_none() {
     };
     let m = sample();
     let frame = encode_stamped(7, 1, 2, stamp, &m).unwrap();
-    assert_eq!(frame[4], VERSION_STAMPED);
+    assert_eq!(frame[4], VERSION);
+    for version in (0..=u8::MAX).filter(|&v| v != VERSION) {
+        let mut other = frame.clone();
+        other[4] = version;
+        let err = decode_stamped::<u64>(&other, 7, 2).unwrap_err();
+        assert_eq!(err, DecodeError::UnknownVersion { version });
+        assert!(
+            err.to_string().contains(&format!("version {version}")),
+            "{err}"
+        );
+    }
     assert_eq!(
         decode_stamped::<u64>(&frame, 7, 2).unwrap(),
         (1, Some(stamp), m.clone())
