@@ -1,6 +1,7 @@
 //! The adapters (`tenure::adapters`): crash-safe storage, the wire codec,
-//! authenticated framing, the node file, the std and tokio drivers and
-//! their shutdown, the public executor, serde, and the replicated
+//! authenticated framing, the node file, the std and tokio drivers, their
+//! handles
+//! and their shutdown, the public executor, serde, and the replicated
 //! key-value example built on them.
 
 #![cfg(feature = "adapters")]
@@ -18,6 +19,8 @@ mod config_file;
 mod drivers;
 #[cfg(feature = "sim")]
 mod executor;
+#[cfg(feature = "tokio")]
+mod handles;
 mod replicated_kv;
 mod serde_roundtrip;
 #[cfg(feature = "tokio")]
