@@ -1,8 +1,7 @@
 //! The adapters (`tenure::adapters`): crash-safe storage, the wire codec,
 //! authenticated framing, the node file, the std and tokio drivers, their
-//! handles
-//! and their shutdown, the public executor, serde, and the replicated
-//! key-value example built on them.
+//! handles and their shutdown, the public executor, serde, and the
+//! replicated key-value example built on them.
 
 #![cfg(feature = "adapters")]
 
