@@ -1,4 +1,4 @@
-//! Membership changes with real processes (issue 13): a 3-node cluster
+//! Membership changes with real processes: a 3-node cluster
 //! grows to 5, loses two nodes (the leader among them), is repaired by
 //! replacing them, and shrinks back to 3, with `tenure ctl` only: no
 //! configuration edits, no restart of the survivors; and a joining node

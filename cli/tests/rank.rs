@@ -1,4 +1,4 @@
-//! Priorities with real processes (issue 14): a 3-node cluster started
+//! Priorities with real processes: a 3-node cluster started
 //! from node files with `rank = "priority"` and priorities 3/2/1 elects
 //! the priority-3 node; killed, the priority-2 node takes over; restarted,
 //! leadership is handed back to it. `tenure ctl status` shows the ranks,

@@ -1,18 +1,37 @@
 //! `tenure run`: the gated command runs only while its node leads (strict
-//! fencing: only under the lease) and is gone before the lease ends.
-//! Real processes on loopback, bounded in count and time.
+//! fencing: only under the lease) and is gone before the lease ends; no two
+//! nodes' gated commands run at overlapping times, tokens only go up, and
+//! no command outlives its node. Real processes on loopback, bounded in
+//! count and time.
 //!
 //! Every gated command here appends `<token> <node>` lines to one shared
 //! file. Appends are atomic and ordered, so the file is the record of who
 //! wrote when: tokens must never go down, and one token's lines always
 //! come from one node. A command still writing after its successor started
 //! would put a smaller token after a larger one.
+//!
+//! The node's watchdog is the command's subreaper and signals every
+//! descendant; containment beyond the watchdog
+//! (`run_a_killed_watchdog_leaves_no_descendant`,
+//! `run_restart_kills_what_a_crashed_run_left`) needs a delegated cgroup v2
+//! and says so when it skips. Pausing both a node and its watchdog (two
+//! faults, in two process groups) is beyond what a lease can cover, like
+//! the command itself being paused; fencing tokens at the store cover it
+//! (README): `run_a_paused_node_and_watchdog_let_the_command_outlive_the_lease`
+//! is ignored, a documented limit.
+//!
+//! The tests of faults around the lease take turns (`serial`): each runs
+//! three nodes against a lease of under 300 ms, and many clusters at once
+//! on 2 cores would starve each other's timers.
 
 #![cfg(target_os = "linux")]
 // Real sockets, clocks and processes: outside the sans-IO core.
 #![allow(clippy::disallowed_types, clippy::disallowed_methods)]
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod common;
@@ -298,4 +317,745 @@ fn run_allow_overlap_warns_at_start() {
     node.signal("-TERM");
     let status = exit_within(&mut node.child, Duration::from_secs(5), "node did not stop");
     assert!(status.success(), "{status}");
+}
+
+/// One test at a time (see the module docs).
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// SIGSTOP of the leader's watchdog alone, long enough (30 s) to fill its
+/// stdin pipe if the node wrote an order every tick; then the leader is cut
+/// off. The node still kills the command itself before its lease ends: no
+/// write of the old command after its successor's first.
+///
+/// Guards against: a node writing ~100 orders a second and blocking on the full pipe, so that its own kill deadline never fires.
+#[test]
+fn run_a_paused_watchdog_neither_blocks_the_node_nor_outlives_the_lease() {
+    let _serial = serial();
+    paused_watchdog(30);
+}
+
+/// Control for the above: the same with the watchdog paused 5 s (the pipe
+/// is not full yet): the node kills the command itself, no overlap.
+#[test]
+fn run_a_watchdog_paused_5s_lets_the_node_stop_the_command_itself() {
+    let _serial = serial();
+    paused_watchdog(5);
+}
+
+fn paused_watchdog(secs: u64) {
+    let (d, relay, configs) = cluster("run-paused-watchdog", "");
+    let file = d.join("writes.log");
+    let command = writer(&d, &file);
+    let mut reaper = Reaper::new(&d);
+    let procs: BTreeMap<u64, Proc> = start_all(&configs, &command, &[]);
+    let (token, leader) = next_writer(&file, 0, Duration::from_secs(8));
+    let wd = watchdog_pid(&procs[&leader], token);
+    reaper.pids.push(wd);
+    kill("-STOP", wd);
+    // Let the pipe fill: ~31 bytes * ~95 lines/s; 64 KiB in ~22 s.
+    std::thread::sleep(Duration::from_secs(secs));
+    // Is the main loop still answering? (It does not once blocked.)
+    let t = Instant::now();
+    let out = Command::new("timeout")
+        .args(["2", BIN, "ctl", "--config"])
+        .arg(&configs[&leader])
+        .args(["status", "--json"])
+        .output()
+        .unwrap();
+    eprintln!(
+        "ctl status on the leader after {secs} s of a paused watchdog: exit {:?} in {:?}: {}",
+        out.status.code(),
+        t.elapsed(),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let before = writes(&file).len();
+    relay.cut(leader, true);
+    let (t2, n2) = next_writer(&file, token, Duration::from_secs(8));
+    assert_ne!(n2, leader);
+    std::thread::sleep(Duration::from_millis(1000));
+    let old_after: usize = writes(&file)[before..]
+        .iter()
+        .filter(|w| w.1 == leader)
+        .count();
+    eprintln!(
+        "after the cut: node {n2} leads with token {t2}; the old leader {leader}'s command wrote {old_after} more lines"
+    );
+    let v = violation(&file);
+    drop(procs);
+    drop(reaper);
+    assert!(v.is_none(), "SAFETY: {}", v.unwrap());
+}
+
+/// SIGSTOP of both the node and its watchdog (two process groups; a cgroup
+/// freezer on the node's cgroup without the command would do it): nothing
+/// stops the command. Ignored: a documented limit (module docs).
+#[test]
+#[ignore = "a documented limit: pausing the node and its watchdog together (module docs)"]
+fn run_a_paused_node_and_watchdog_let_the_command_outlive_the_lease() {
+    let _serial = serial();
+    let (d, _relay, configs) = cluster("run-paused-both", "");
+    let file = d.join("writes.log");
+    let command = writer(&d, &file);
+    let mut reaper = Reaper::new(&d);
+    let procs: BTreeMap<u64, Proc> = start_all(&configs, &command, &[]);
+    let (token, leader) = next_writer(&file, 0, Duration::from_secs(8));
+    let wd = watchdog_pid(&procs[&leader], token);
+    reaper.pids.push(wd);
+    let node_pid = procs[&leader].child.id();
+    kill("-STOP", wd);
+    kill("-STOP", node_pid);
+    let _ = next_writer(&file, token, Duration::from_secs(8));
+    std::thread::sleep(Duration::from_millis(500));
+    let v = violation(&file);
+    kill("-CONT", node_pid);
+    drop(procs);
+    drop(reaper);
+    assert!(v.is_none(), "SAFETY: {}", v.unwrap());
+}
+
+/// A command whose helper leaves its process group (`set -m`: job control
+/// gives each background job a group of its own; `setsid` alike): the
+/// helper dies with the command when the node is killed (the watchdog is
+/// the subreaper and signals every descendant).
+///
+/// Guards against: only the command's group being signalled.
+#[test]
+fn run_a_descendant_in_another_process_group_dies_with_its_node() {
+    let _serial = serial();
+    let (d, _relay, configs) = cluster("run-setsid", "");
+    let file = d.join("writes.log");
+    // bash with job control: the background loop gets its own group; its
+    // pgid is recorded so the test can clean it up.
+    let inner = writer(&d, &file);
+    let command = format!("set -m; ( {inner} ) & wait");
+    let reaper = Reaper::new(&d);
+    let mut procs: BTreeMap<u64, Proc> = configs
+        .iter()
+        .map(|(&id, c)| {
+            let config = c.to_str().unwrap().to_string();
+            (
+                id,
+                Proc::spawn(&["run", "--config", &config, "--", "bash", "-c", &command]),
+            )
+        })
+        .collect();
+    let (token, leader) = next_writer(&file, 0, Duration::from_secs(8));
+    procs.get_mut(&leader).unwrap().child.kill().unwrap();
+    let _ = procs.get_mut(&leader).unwrap().child.wait();
+    let (_, next) = next_writer(&file, token, Duration::from_secs(8));
+    assert_ne!(next, leader);
+    std::thread::sleep(Duration::from_millis(500));
+    let v = violation(&file);
+    drop(procs);
+    std::thread::sleep(Duration::from_millis(300));
+    let before = writes(&file).len();
+    std::thread::sleep(Duration::from_millis(300));
+    let orphan = writes(&file).len() > before;
+    drop(reaper);
+    assert!(
+        v.is_none() && !orphan,
+        "SAFETY: {v:?}; still writing after every node was killed: {orphan}"
+    );
+}
+
+/// Control: the same with a plain background child (same group): it must
+/// die with its node.
+#[test]
+fn run_a_background_child_in_the_same_group_dies_with_its_node() {
+    let _serial = serial();
+    let (d, _relay, configs) = cluster("run-bgchild", "");
+    let file = d.join("writes.log");
+    let inner = writer(&d, &file);
+    let command = format!("( {inner} ) & ( sleep 1000 ) & wait");
+    let reaper = Reaper::new(&d);
+    let mut procs: BTreeMap<u64, Proc> = start_all(&configs, &command, &[]);
+    let (token, leader) = next_writer(&file, 0, Duration::from_secs(8));
+    procs.get_mut(&leader).unwrap().child.kill().unwrap();
+    let _ = procs.get_mut(&leader).unwrap().child.wait();
+    let _ = next_writer(&file, token, Duration::from_secs(8));
+    std::thread::sleep(Duration::from_millis(500));
+    let v = violation(&file);
+    drop(procs);
+    drop(reaper);
+    assert!(v.is_none(), "SAFETY: {}", v.unwrap());
+}
+
+/// SIGKILL of the leader's watchdog while its command has a descendant
+/// in a session of its own (`setsid`): the subreaper is gone, so that
+/// descendant is re-parented out of the watchdog's reach. The node must
+/// still stop the whole tree before it restarts the command or gives
+/// leadership up: after `tenure ctl transfer` no process of the old
+/// leader's command tree may run. Needs a delegated cgroup v2 (skipped,
+/// saying why, without one).
+#[test]
+fn run_a_killed_watchdog_leaves_no_descendant() {
+    let _serial = serial();
+    if let Err(why) = cgroup2_delegated() {
+        eprintln!("skipped: no delegated cgroup v2 for `tenure run` to use: {why}");
+        return;
+    }
+    let (d, file, configs) = manual_cluster("run-watchdog-killed");
+    // The escaped descendant records its pid (`exec` keeps it) in
+    // `pid.<node>`, which the reaper also kills.
+    let command = format!(
+        "setsid sh -c 'echo $$ >> {d}/pid.$TENURE_NODE; exec sleep 1000' & {w}",
+        d = d.display(),
+        w = writer(&d, &file)
+    );
+    let reaper = Reaper::new(&d);
+    let procs: Vec<Proc> = start_manual(&d, &configs, &command);
+    let (code, out, err) = ctl(&configs[0], &["promote"]);
+    assert_eq!(code, 0, "{out:?} {err}");
+    let (token, leader) = next_writer(&file, 0, Duration::from_secs(8));
+    assert_eq!(leader, 1);
+    let escaped = d.join("pid.1");
+    let recorded = || -> Vec<u32> {
+        std::fs::read_to_string(&escaped)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    };
+    until("the first descendant recorded its pid", || {
+        recorded().len() == 1
+    });
+    let wd = watchdog_pid(&procs[0], token);
+    kill("-KILL", wd);
+    // The node restarts the command (it still leads): a second descendant.
+    until("the command was restarted", || recorded().len() == 2);
+    let (code, out, err) = ctl(&configs[0], &["transfer", "2"]);
+    assert_eq!(code, 0, "{out:?} {err}");
+    let survivors: Vec<u32> = recorded().into_iter().filter(|&p| runs_sleep(p)).collect();
+    let (_, next) = next_writer(&file, token, Duration::from_secs(8));
+    let (_, status, _) = ctl(&configs[0], &["status"]);
+    drop(procs);
+    drop(reaper);
+    assert_eq!(next, 2, "node 2 leads after the transfer");
+    assert!(
+        survivors.is_empty(),
+        "node 1's command tree outlived its leadership: descendants {survivors:?} still run after the transfer"
+    );
+    assert_eq!(
+        status[0]["run"]["containment"], "cgroup",
+        "{}",
+        status[0]["run"]
+    );
+}
+
+/// A crash of the node and its watchdog together (SIGKILL to both) leaves
+/// the command's escaped descendant running; the node started again on the
+/// same data directory kills it before anything else runs, and says so.
+/// Needs a delegated cgroup v2 (skipped, saying why, without one).
+#[test]
+fn run_restart_kills_what_a_crashed_run_left() {
+    let _serial = serial();
+    if let Err(why) = cgroup2_delegated() {
+        eprintln!("skipped: no delegated cgroup v2 for `tenure run` to use: {why}");
+        return;
+    }
+    let d = dir("run-crash-leftover");
+    let config = write_config_with(&d, 1, 9, &[(1, port())], "fencing = \"strict\"\n");
+    let command = format!(
+        "read -r _ _ _ _ g _ < /proc/self/stat; echo $g >> {d}/pgid.1; \
+         setsid sh -c 'echo $$ >> {d}/pid.1; exec sleep 1000' & sleep 1000",
+        d = d.display()
+    );
+    let mut reaper = Reaper::new(&d);
+    let mut node = start_run(&config, &command, &[]);
+    let escaped = d.join("pid.1");
+    until("the descendant recorded its pid", || escaped.exists());
+    let pid: u32 = std::fs::read_to_string(&escaped)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let wd = watchdog_pid(&node, 1);
+    reaper.pids.push(wd);
+    // The watchdog paused first, so it does not stop the command when its
+    // node's pipe closes.
+    kill("-STOP", wd);
+    node.child.kill().unwrap();
+    let _ = node.child.wait();
+    kill("-KILL", wd);
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(runs_sleep(pid), "the crash should leave {pid} running");
+    let restarted = start_run(&config, "sleep 1000", &[]);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while runs_sleep(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let survived = runs_sleep(pid);
+    std::thread::sleep(Duration::from_millis(200));
+    let err: Vec<String> = restarted.errors.try_iter().collect();
+    drop(restarted);
+    drop(reaper);
+    assert!(
+        !survived,
+        "{pid}, left by the crashed run, still runs after the restart: {err:?}"
+    );
+    assert!(
+        err.iter()
+            .any(|l| l.contains("killed processes") && l.contains(&pid.to_string())),
+        "{err:?}"
+    );
+}
+
+/// Whether `pid` is a live (not zombie) `sleep`: the recorded descendant,
+/// not a process that reused its pid.
+fn runs_sleep(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next());
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    matches!(state, Some(s) if s != "Z") && cmdline.starts_with(b"sleep\0")
+}
+
+/// Asymmetric partition: the leader still sends but hears nothing. Its
+/// lease is not renewed, so its command must stop; the followers keep
+/// hearing heartbeats. Checks exclusivity and that a command runs again
+/// within 5 s (liveness).
+#[test]
+fn run_a_deaf_leaders_command_stops_and_another_runs() {
+    let _serial = serial();
+    one_way_partition("deaf");
+}
+
+/// Asymmetric partition the other way: the leader hears everyone but
+/// nothing it sends arrives. Exclusivity and liveness.
+#[test]
+fn run_a_mute_leaders_command_stops_and_another_runs() {
+    let _serial = serial();
+    one_way_partition("mute");
+}
+
+fn one_way_partition(how: &str) {
+    let (d, relay, configs) = cluster(&format!("run-{how}"), "");
+    let file = d.join("writes.log");
+    let command = writer(&d, &file);
+    let reaper = Reaper::new(&d);
+    let procs: BTreeMap<u64, Proc> = start_all(&configs, &command, &[]);
+    let (token, leader) = next_writer(&file, 0, Duration::from_secs(8));
+    let cut = |on: bool| match how {
+        "mute" => relay.mute(leader, on),
+        _ => relay.deafen(leader, on),
+    };
+    cut(true);
+    let r = std::panic::catch_unwind(|| next_writer(&file, token, Duration::from_secs(5)));
+    eprintln!("{how} leader {leader}: next writer {r:?}");
+    std::thread::sleep(Duration::from_millis(500));
+    cut(false);
+    std::thread::sleep(Duration::from_millis(1000));
+    let v = violation(&file);
+    drop(procs);
+    drop(reaper);
+    assert!(v.is_none(), "SAFETY: {}", v.unwrap());
+    assert!(
+        r.is_ok(),
+        "no command ran for 5 s after the leader went {how}"
+    );
+}
+
+/// Partitions that heal around the lease's end, many times: the leader is
+/// cut for a duration swept across [200, 420] ms, then healed.
+#[test]
+fn run_partitions_healing_around_the_lease_end_never_overlap_commands() {
+    let _serial = serial();
+    let (d, relay, configs) = cluster("run-heal", "");
+    let file = d.join("writes.log");
+    let command = writer(&d, &file);
+    let reaper = Reaper::new(&d);
+    let procs: BTreeMap<u64, Proc> = start_all(&configs, &command, &[]);
+    let (mut token, _) = next_writer(&file, 0, Duration::from_secs(8));
+    let mut cuts = 0;
+    for i in 0..24u64 {
+        let Some(&(t, leader)) = writes(&file).last() else {
+            continue;
+        };
+        token = token.max(t);
+        relay.cut(leader, true);
+        std::thread::sleep(Duration::from_millis(200 + (i * 10) % 230));
+        relay.cut(leader, false);
+        cuts += 1;
+        std::thread::sleep(Duration::from_millis(700));
+        if let Some(v) = violation(&file) {
+            drop(procs);
+            drop(reaper);
+            panic!("SAFETY after {cuts} cuts: {v}");
+        }
+    }
+    let tokens: BTreeSet<u64> = writes(&file).iter().map(|w| w.0).collect();
+    eprintln!("{cuts} cuts, tokens seen {tokens:?}");
+    drop(procs);
+    drop(reaper);
+}
+
+/// Fast transfers back and forth in a manual-mode cluster, each issued as
+/// soon as the previous `ctl transfer` returns, and some issued to both
+/// nodes at once; plus a SIGTERM to the leader in the middle of one.
+#[test]
+fn run_fast_transfers_and_a_sigterm_during_one_never_overlap_commands() {
+    let _serial = serial();
+    let (d, file, configs) = manual_cluster("run-transfers");
+    let command = writer(&d, &file);
+    let reaper = Reaper::new(&d);
+    let mut procs: Vec<Proc> = start_manual(&d, &configs, &command);
+    let (code, out, err) = ctl(&configs[0], &["promote"]);
+    assert_eq!(code, 0, "{out:?} {err}");
+    let _ = next_writer(&file, 0, Duration::from_secs(8));
+    let mut failures = Vec::new();
+    for i in 0..20 {
+        let Some(&(_, leader)) = writes(&file).last() else {
+            continue;
+        };
+        let to = if i % 3 == 0 {
+            leader % 3 + 1
+        } else {
+            (leader + 1) % 3 + 1
+        };
+        // Both other nodes get a transfer at once on some rounds.
+        let c = configs[leader as usize - 1].clone();
+        let other = configs[to as usize - 1].clone();
+        let h = std::thread::spawn(move || ctl(&c, &["transfer", &to.to_string()]));
+        if i % 4 == 1 {
+            let back = leader;
+            let _ = std::thread::spawn(move || ctl(&other, &["transfer", &back.to_string()]));
+        }
+        let (code, out, err) = h.join().unwrap();
+        if code != 0 {
+            failures.push(format!("{i}: {leader}->{to}: {code} {out:?} {err}"));
+        }
+        if let Some(v) = violation(&file) {
+            drop(procs);
+            drop(reaper);
+            panic!("SAFETY at round {i}: {v}");
+        }
+    }
+    eprintln!("transfer failures: {failures:#?}");
+    // SIGTERM to the leader right after asking it to transfer.
+    let &(t, leader) = writes(&file).last().unwrap();
+    let to = leader % 3 + 1;
+    let c = configs[leader as usize - 1].clone();
+    let h = std::thread::spawn(move || ctl(&c, &["transfer", &to.to_string()]));
+    std::thread::sleep(Duration::from_millis(5));
+    procs[leader as usize - 1].signal("-TERM");
+    let _ = h.join();
+    let r = std::panic::catch_unwind(|| next_writer(&file, t, Duration::from_secs(5)));
+    let st = exit_within(
+        &mut procs[leader as usize - 1].child,
+        Duration::from_secs(5),
+        "the leader did not stop",
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let v = violation(&file);
+    drop(procs);
+    drop(reaper);
+    assert!(v.is_none(), "SAFETY: {}", v.unwrap());
+    assert!(st.success(), "{st}");
+    assert!(
+        r.is_ok(),
+        "nobody's command ran after the SIGTERM during a transfer"
+    );
+}
+
+/// The TENURE_LEASE_UNTIL_* values and every lease file written must
+/// never be later than the lease the node itself reports
+/// (`lease_acquired.valid_until` is on the driver's clock, not
+/// comparable; so compare against the first `lease_lost`/`stepped_down`
+/// moment: nothing may claim validity past the moment the node says the
+/// lease is gone). Single node, then cut the leader of a 3-node cluster.
+#[test]
+fn run_lease_deadlines_never_outlive_the_lease() {
+    let _serial = serial();
+    let (d, relay, configs) = cluster("run-deadlines", "");
+    let file = d.join("writes.log");
+    // Each start records its env deadline, and a sampler copies the lease
+    // file every 5 ms with the wall time of the copy.
+    let cmd = format!(
+        "read -r _ _ _ _ g _ < /proc/self/stat; echo $g >> {d}/pgid.$TENURE_NODE; echo \"$TENURE_NODE $TENURE_TOKEN $TENURE_LEASE_UNTIL_UNIX_MS\" >> {d}/env.log; \
+         while :; do echo \"$TENURE_TOKEN $TENURE_NODE $(date +%s%3N)\" >> {f}; sleep 0.01; done",
+        d = d.display(),
+        f = file.display()
+    );
+    let reaper = Reaper::new(&d);
+    let procs: BTreeMap<u64, Proc> = start_all(&configs, &cmd, &[]);
+    let (token, leader) = next_writer(&file, 0, Duration::from_secs(8));
+    let lease_file = d.join(format!("data-{leader}/tenure.lease"));
+    let stop = Arc::new(AtomicBool::new(false));
+    let samples = Arc::new(Mutex::new(Vec::new()));
+    let sampler = {
+        let (stop, samples, lease_file) = (stop.clone(), samples.clone(), lease_file.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                if let Ok(s) = std::fs::read_to_string(&lease_file) {
+                    match serde_json::from_str::<serde_json::Value>(&s) {
+                        Ok(v) => samples.lock().unwrap().push(v),
+                        Err(e) => panic!("torn lease file {s:?}: {e}"),
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    relay.cut(leader, true);
+    let (_, next) = next_writer(&file, token, Duration::from_secs(8));
+    let new_start: u64 = std::fs::read_to_string(&file)
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            (w[1] == next.to_string()).then(|| w[2].parse().unwrap())
+        })
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::SeqCst);
+    sampler.join().unwrap();
+    let samples = samples.lock().unwrap();
+    let latest_claim = samples
+        .iter()
+        .filter(|v| v["valid"] == true && v["token"] == token)
+        .filter_map(|v| v["lease_until_unix_ms"].as_u64())
+        .max()
+        .unwrap();
+    eprintln!(
+        "{} lease file samples; old leader's latest claim {latest_claim}, successor's first write {new_start} ({} ms later)",
+        samples.len(),
+        new_start as i64 - latest_claim as i64
+    );
+    let env = std::fs::read_to_string(d.join("env.log")).unwrap();
+    drop(procs);
+    drop(reaper);
+    assert!(
+        latest_claim <= new_start,
+        "the lease file claimed validity past the successor's start"
+    );
+    assert!(!env.is_empty());
+}
+
+/// A second SIGTERM (or Ctrl-C twice) during a graceful stop, while the
+/// command cleans up inside its grace: no successor starts before the
+/// command is gone.
+///
+/// Guards against: the second signal ending the wait, so that the node demotes at once.
+#[test]
+fn run_a_second_sigterm_during_a_graceful_stop_kills_the_command_before_handing_over() {
+    let _serial = serial();
+    graceful_stop(true);
+}
+
+/// Control for the above: one SIGTERM, the same command: no overlap.
+#[test]
+fn run_one_sigterm_stops_gracefully_without_overlap() {
+    let _serial = serial();
+    graceful_stop(false);
+}
+
+fn graceful_stop(second: bool) {
+    let (d, _relay, configs) = cluster(
+        if second {
+            "run-double-term"
+        } else {
+            "run-one-term"
+        },
+        "",
+    );
+    let file = d.join("writes.log");
+    // Cleans up for a while on SIGTERM, still writing: within its grace.
+    let command = format!(
+        "trap 'for i in 1 2 3 4 5 6 7 8 9 10 11 12; do echo \"$TENURE_TOKEN $TENURE_NODE\" >> {f}; sleep 0.01; done; exit 0' TERM; {w}",
+        f = file.display(),
+        w = writer(&d, &file)
+    );
+    let reaper = Reaper::new(&d);
+    let mut procs: BTreeMap<u64, Proc> = start_all(&configs, &command, &["--grace-ms", "150"]);
+    let (token, leader) = next_writer(&file, 0, Duration::from_secs(8));
+    std::thread::sleep(Duration::from_millis(300));
+    procs[&leader].signal("-TERM");
+    std::thread::sleep(Duration::from_millis(15));
+    if second {
+        procs[&leader].signal("-TERM");
+    }
+    let _ = next_writer(&file, token, Duration::from_secs(5));
+    let st = exit_within(
+        &mut procs.get_mut(&leader).unwrap().child,
+        Duration::from_secs(5),
+        "the leader did not stop",
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let v = violation(&file);
+    drop(procs);
+    drop(reaper);
+    eprintln!("old leader exited with {st}");
+    assert!(v.is_none(), "SAFETY: {}", v.unwrap());
+}
+
+/// CPU time (utime + stime, in clock ticks) of a process.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rsplit_once(')').map(|x| x.1).unwrap_or("");
+    let f: Vec<&str> = after.split_whitespace().collect();
+    f.get(11).and_then(|u| u.parse::<u64>().ok()).unwrap_or(0)
+        + f.get(12).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0)
+}
+
+/// Once its node's pipe closes, the watchdog waits for the command without
+/// burning CPU.
+///
+/// Guards against: spinning on the disconnected channel, a whole core until the command exits.
+#[test]
+fn run_the_watchdog_sleeps_after_its_node_is_killed() {
+    let _serial = serial();
+    let d = dir("run-spin");
+    let config = write_config_with(&d, 1, 4, &[(1, port())], "fencing = \"soft\"\n");
+    let command = format!(
+        "read -r _ _ _ _ g _ < /proc/self/stat; echo $g >> {}/pgid.1; trap '' TERM; while :; do sleep 0.1; done",
+        d.display()
+    );
+    let reaper = Reaper::new(&d);
+    // Soft fencing: a grace longer than any lease.
+    let mut node = start_run(
+        &config,
+        &command,
+        &["--allow-overlap", "--grace-ms", "5000"],
+    );
+    let v = json_lines(&node, Duration::from_millis(1000));
+    let wd = v
+        .iter()
+        .find_map(|v| v["run"]["started"]["watchdog_pid"].as_u64())
+        .expect("started") as u32;
+    node.child.kill().unwrap();
+    let _ = node.child.wait();
+    std::thread::sleep(Duration::from_millis(200));
+    let before = cpu_ticks(wd);
+    std::thread::sleep(Duration::from_secs(2));
+    let used = cpu_ticks(wd) - before;
+    let mut reaper = reaper;
+    reaper.pids.push(wd);
+    drop(reaper);
+    // 2 s is 200 ticks at USER_HZ 100.
+    assert!(
+        used < 20,
+        "the watchdog used {used} clock ticks of CPU in 2 s while waiting out the grace"
+    );
+}
+
+/// A `ctl transfer` while the leader's watchdog is paused cannot see the
+/// command go: it is dropped after the grace and a second, not carried out
+/// whenever the watchdog resumes, long after ctl reported no outcome.
+#[test]
+fn run_a_transfer_the_command_holds_up_is_dropped_not_issued_late() {
+    let _serial = serial();
+    let d = dir("run-late-transfer");
+    let file = d.join("writes.log");
+    let ports: Vec<(u64, u16)> = (1..=3).map(|id| (id, port())).collect();
+    let configs: Vec<_> = (1..=3)
+        .map(|id| {
+            write_config_with(
+                &d,
+                id,
+                5,
+                &ports,
+                "mode = \"manual\"\nfencing = \"strict\"\n",
+            )
+        })
+        .collect();
+    let command = writer(&d, &file);
+    let mut reaper = Reaper::new(&d);
+    let procs: Vec<Proc> = start_manual(&d, &configs, &command);
+    let (code, out, err) = ctl(&configs[0], &["promote"]);
+    assert_eq!(code, 0, "{out:?} {err}");
+    let (token, _) = next_writer(&file, 0, Duration::from_secs(8));
+    let wd = watchdog_pid(&procs[0], token);
+    reaper.pids.push(wd);
+    kill("-STOP", wd);
+    let (code, out, _) = ctl(&configs[0], &["transfer", "2"]);
+    let (_, status, _) = ctl(&configs[0], &["status"]);
+    eprintln!(
+        "transfer: exit {code} {out:?}; status.run {}",
+        status[0]["run"]
+    );
+    assert_ne!(
+        code, 0,
+        "the transfer cannot complete while the watchdog is paused"
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    kill("-CONT", wd);
+    std::thread::sleep(Duration::from_secs(1));
+    let (_, status, _) = ctl(&configs[0], &["status"]);
+    let role = status[0]["role"].clone();
+    drop(procs);
+    drop(reaper);
+    assert_eq!(
+        role, "leader",
+        "node 1 gave leadership away 3 s after `ctl transfer` reported failure"
+    );
+}
+
+/// The watchdog's own deadline stops the command (the node paused 200 ms,
+/// under the death timeout: it keeps leading and its lease): the `exited`
+/// line names a stopper (`stopped_by: "lease_deadline"`), so the command
+/// starts again as soon as the node holds the lease, not after the restart
+/// delay.
+///
+/// Guards against: such a stop reported as an exit of the command's own.
+#[test]
+fn run_a_watchdog_deadline_stop_is_reported_as_such() {
+    let _serial = serial();
+    let (d, _relay, configs) = cluster("run-deadline-report", "");
+    let file = d.join("writes.log");
+    let command = writer(&d, &file);
+    let reaper = Reaper::new(&d);
+    let procs: BTreeMap<u64, Proc> = start_all(&configs, &command, &[]);
+    let (_, leader) = next_writer(&file, 0, Duration::from_secs(8));
+    std::thread::sleep(Duration::from_millis(300));
+    let _ = json_lines(&procs[&leader], Duration::from_millis(10));
+    procs[&leader].signal("-STOP");
+    std::thread::sleep(Duration::from_millis(200));
+    procs[&leader].signal("-CONT");
+    let lines = json_lines(&procs[&leader], Duration::from_millis(1500));
+    drop(procs);
+    drop(reaper);
+    let exits: Vec<&serde_json::Value> = lines
+        .iter()
+        .filter(|v| v["run"].get("exited").is_some())
+        .collect();
+    let events: Vec<&serde_json::Value> =
+        lines.iter().filter(|v| v.get("event").is_some()).collect();
+    eprintln!("exits {exits:?}\nevents {events:?}");
+    // The pause outlasts the SIGTERM deadline (lease - 30 ms - grace).
+    assert!(!exits.is_empty(), "the watchdog's deadline stopped nothing");
+    for e in &exits {
+        assert!(
+            !e["run"]["exited"]["stopped_by"].is_null() || e["run"]["exited"]["signal"].is_null(),
+            "killed by the watchdog's deadline but reported as stopped by nobody: {e}"
+        );
+    }
+}
+
+/// An unwritable `--lease-file` is refused at start (exit 2, naming the
+/// path).
+///
+/// Guards against: accepting it, with a warning every 50 ms while leading.
+#[test]
+fn run_an_unwritable_lease_file_is_refused_at_start() {
+    let _serial = serial();
+    let d = dir("run-lease-file");
+    let config = write_config_with(&d, 1, 6, &[(1, port())], "fencing = \"strict\"\n");
+    let mut node = start_run(
+        &config,
+        "sleep 100",
+        &["--lease-file", "/nonexistent-dir/x.lease"],
+    );
+    let status = exit_within(&mut node.child, Duration::from_secs(3), "not refused");
+    assert_eq!(status.code(), Some(2), "{status}");
+    let err: Vec<String> = node.errors.try_iter().collect();
+    assert!(
+        err.iter()
+            .any(|l| l.contains("cannot write the lease file /nonexistent-dir/x.lease")),
+        "{err:?}"
+    );
 }

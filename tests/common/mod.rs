@@ -13,9 +13,10 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
 
-use tenure::sim::{Cluster, Fault, NodeConfigFn, Scenario, SimConfig, StorageMode};
+use tenure::sim::{Cluster, Fault, NodeConfigFn, Report, Scenario, SimConfig, StorageMode};
 use tenure::{
-    Action, Config, Event, HardState, Input, Instant, LogPosition, Message, Node, NodeId, Role,
+    Action, Config, Event, HardState, Input, Instant, LogPosition, MembershipChange, Message, Node,
+    NodeId, RankPolicy, Role,
 };
 
 pub fn ms(v: u64) -> Duration {
@@ -47,6 +48,32 @@ pub fn qc_seed() -> u64 {
         });
     eprintln!("quickcheck seed: {seed} (replay with TENURE_QC_SEED={seed})");
     seed
+}
+
+/// The number in environment variable `name`, or `default`.
+pub fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+/// One line of what a simulated run did: its violation, elections,
+/// spurious leader changes, lease events and highest term.
+pub fn report_summary(r: &Report) -> String {
+    format!(
+        "violation {:?}; elections {}; spurious {}; lease events {}; max term {}",
+        r.violation.as_ref().map(|v| v.to_string()),
+        r.elections,
+        r.spurious_leader_changes,
+        r.lease_events,
+        r.max_term
+    )
+}
+
+/// The operator's input that switches the rank policy (a membership step).
+pub fn set_rank_policy(policy: RankPolicy) -> Input {
+    Input::ChangeMembership(MembershipChange::SetRankPolicy { policy })
 }
 
 /// A cluster on `tenure::sim::Cluster` set up for hand-written tests: a
@@ -340,7 +367,7 @@ pub fn strict(id: NodeId) -> Config {
 }
 
 /// Prints a simulator trace to stderr from `from_secs` on, leaving out
-/// heartbeats (debug output of the adversarial sweeps).
+/// heartbeats (the sweeps' debug output).
 pub fn print_trace_from(log: &str, from_secs: f64) {
     for line in log.lines() {
         let t: f64 = line
@@ -379,58 +406,61 @@ pub fn schedule_then_heal(
     (scenario, heal)
 }
 
-/// Ends a randomized sweep: prints the run count and up to `show` failed
-/// runs, then fails if any run failed.
-pub fn assert_sweep_clean(runs: usize, bad: &[String], show: usize) {
-    eprintln!("{runs} runs, {} violations", bad.len());
-    for b in bad.iter().take(show) {
-        eprintln!("{b}");
-    }
-    assert!(
-        bad.is_empty(),
-        "{} of {runs} runs failed; first: {}",
-        bad.len(),
-        bad[0]
-    );
-}
-
-/// The seeds of a randomized sweep whose environment variables start with
-/// `prefix`: `{prefix}_SEEDS=3,17` replays exactly those seeds; otherwise
-/// `{prefix}_RUNS` (default `runs`) consecutive seeds from `{prefix}_BASE`
-/// (default `base`).
-pub fn sweep_seeds(prefix: &str, runs: u64, base: u64) -> Vec<u64> {
-    let var = |name: &str| std::env::var(format!("{prefix}_{name}")).ok();
+/// Runs a randomized sweep: `run` on each seed, and fails listing the
+/// seeds whose run failed, with the variable that replays them.
+///
+/// A run fails when `run` returns what went wrong or panics; each failure
+/// is printed with its seed as it happens, and the sweep goes on to the
+/// next seed. The seeds are `seeds`, unless the environment says
+/// otherwise: `{name}_SEEDS=3,17` or `{name}_SEEDS=100..200` runs exactly
+/// those (replaying a failure), and `{name}_RUNS=<n>` the first `n`
+/// seeds counting from the first of `seeds` (a longer or shorter sweep).
+pub fn sweep(
+    name: &str,
+    seeds: impl IntoIterator<Item = u64>,
+    mut run: impl FnMut(u64) -> Option<String>,
+) {
+    let var = |suffix: &str| std::env::var(format!("{name}_{suffix}")).ok();
+    let mut seeds: Vec<u64> = seeds.into_iter().collect();
     if let Some(list) = var("SEEDS") {
-        return list
-            .split(',')
-            .map(|s| s.trim().parse().expect("seeds are a comma-separated list"))
-            .collect();
+        seeds = match list.split_once("..") {
+            Some((a, b)) => {
+                let bound = |x: &str| x.trim().parse::<u64>().expect("a seed range a..b");
+                (bound(a)..bound(b)).collect()
+            }
+            None => list
+                .split(',')
+                .map(|s| s.trim().parse().expect("seeds are a comma-separated list"))
+                .collect(),
+        };
+    } else if let Some(runs) = var("RUNS") {
+        let first = seeds.first().copied().unwrap_or(0);
+        let runs: u64 = runs.parse().expect("a number of runs");
+        seeds = (first..first + runs).collect();
     }
-    let number = |name: &str, default: u64| {
-        var(name).map_or(default, |v| v.parse().expect("a number of runs or a seed"))
-    };
-    let base = number("BASE", base);
-    (base..base + number("RUNS", runs)).collect()
-}
-
-/// Runs a randomized sweep: `run` on each seed, each failure printed with
-/// its seed as it happens (replay it with the sweep's `_SEEDS` variable),
-/// then the run count. Returns the failing seeds, for
-/// [`assert_no_failing_seeds`] once the caller printed what else it
-/// measured.
-pub fn run_sweep(seeds: &[u64], mut run: impl FnMut(u64) -> Option<String>) -> Vec<u64> {
-    let mut bad = Vec::new();
-    for &seed in seeds {
-        if let Some(why) = run(seed) {
-            eprintln!("FAIL seed {seed}: {why}\n");
-            bad.push(seed);
+    let mut failed = Vec::new();
+    for &seed in &seeds {
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(seed)))
+            .unwrap_or_else(|panic| {
+                let why = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "panicked".into());
+                Some(why)
+            });
+        if let Some(why) = outcome {
+            eprintln!("FAIL seed {seed}: {why}\n  replay: {name}_SEEDS={seed}\n");
+            failed.push(seed);
         }
     }
-    eprintln!("{} runs, {} failed: {bad:?}", seeds.len(), bad.len());
-    bad
-}
-
-/// Fails a sweep that had failing seeds, listing them.
-pub fn assert_no_failing_seeds(bad: &[u64]) {
-    assert!(bad.is_empty(), "failing seeds: {bad:?}");
+    eprintln!("{name}: {} runs, {} failed", seeds.len(), failed.len());
+    let list: Vec<String> = failed.iter().map(u64::to_string).collect();
+    assert!(
+        failed.is_empty(),
+        "{} of {} runs failed; replay them with {name}_SEEDS={}",
+        failed.len(),
+        seeds.len(),
+        list.join(",")
+    );
 }

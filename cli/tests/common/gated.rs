@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use super::*;
 
-/// A UDP relay between nodes (as in tests/run.rs) that can cut a node
+/// A UDP relay between nodes (as in `run.rs`) that can cut a node
 /// off in both directions, or only the datagrams going *to* it.
 /// A datagram the relay forwarded: (from, to, bytes).
 pub type Datagram = (u64, u64, Vec<u8>);

@@ -1,6 +1,6 @@
 //! Three strict-fencing nodes whose peers are reached through a [`Relay`]
 //! (so a test can record datagrams and send spoofed ones), with or without
-//! a cluster key: the harness of `security.rs` and `security_break.rs`.
+//! a cluster key: the harness of `security.rs`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

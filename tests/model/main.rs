@@ -1,0 +1,10 @@
+//! Model checking with stateright: the real `Node` in models of the
+//! cluster, searched exhaustively to a bound and by seeded random walks.
+
+#![cfg(feature = "sim")]
+#![forbid(unsafe_code)]
+
+mod scaffold;
+
+mod election;
+mod membership;
