@@ -105,7 +105,7 @@
 //! rule's doc comment, in the `rule` key of every log line that applies it,
 //! and in the names of the tests that check it (`<rule>_<behaviour>`), and
 //! [`Rule::decided_in`] names the file that decides it
-//! (`tests/rule_coverage.rs` fails when a rule is not logged there or has
+//! (`tests/core/rule_coverage.rs` fails when a rule is not logged there or has
 //! no such test): `src/node/durable.rs` (persistence), `election.rs`
 //! (terms, pre-vote, votes), `leadership.rs` (following, heartbeats,
 //! acknowledgements, step-down), `lease.rs` (fencing math), `handover.rs`
@@ -121,7 +121,7 @@
 //!
 //! Every decision is one slog line at `info` or above (per-message noise at
 //! `debug`, compiled out of release builds by slog's default features) with
-//! the logger's `node` and these keys; `tests/rule_coverage.rs` fails when
+//! the logger's `node` and these keys; `tests/core/rule_coverage.rs` fails when
 //! the core logs a key that is not listed here.
 //!
 //! | key | meaning |

@@ -73,8 +73,8 @@
 //!    counts, votes, stamps and reports the membership storage confirmed.
 //!
 //! The same argument is checked by the model checker
-//! (`tests/model_check_membership.rs`) and by the simulator's membership
-//! scenarios (`tests/membership_sim.rs`).
+//! (`tests/model/membership.rs`) and by the simulator's membership
+//! scenarios (`tests/sim/membership.rs`).
 //!
 //! # Liveness: how a membership reaches every node
 //!

@@ -1,5 +1,5 @@
 //! One node driven by a list of operations: the shared vocabulary of the
-//! quickcheck properties (`tests/properties.rs`) and the `node_inputs` fuzz
+//! quickcheck properties (`tests/core/properties.rs`) and the `node_inputs` fuzz
 //! target. Each tool generates [`Op`]s its own way; [`OpRunner`] executes
 //! them the way an honest driver would (or a broken one, for the ops that
 //! say so) and checks every step with a [`NodeChecker`].

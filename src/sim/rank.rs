@@ -15,8 +15,9 @@
 //! the default rank step (jitter + heartbeat / 4 = 65 ms) and hand-back
 //! period (ten death timeouts, 4 s).
 //!
-//! What the figures show (500 seeds of each, `TENURE_RANK_SEEDS=500 cargo
-//! test --release --all-features --test rank_sim -- --ignored sweep`):
+//! What the figures show (500 seeds of each, `cargo test --release
+//! --all-features --test sim rank_scenarios_hold_over_many_seeds --
+//! --ignored --nocapture`):
 //!
 //! - The best live caught-up node wins 99.8% of clean failovers on both
 //!   logs (rank-unaware: 26%); a returning node gets leadership back once;
