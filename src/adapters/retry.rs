@@ -5,8 +5,8 @@
 //! Linux this happens even with no signal handler installed: after a
 //! process is stopped (`SIGSTOP`, `SIGTSTP`, a debugger) and continued
 //! (`SIGCONT`), a socket receive with a timeout returns `EINTR`. Treating it
-//! as fatal made a paused `tenure node` exit the moment it was resumed
-//! (issue 8, defect 9). Every system call in the adapters goes through
+//! as fatal would make a paused `tenure node` exit the moment it is
+//! resumed. Every system call in the adapters goes through
 //! [`retry_interrupted`] (or, for a blocking receive whose timeout the
 //! caller computes, returns to the caller's loop so that it re-reads its
 //! clock before waiting again).

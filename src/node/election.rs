@@ -683,7 +683,7 @@ impl<P: LogPosition> Node<P> {
     /// never completed a round, e.g. it hears nothing). However many such
     /// nodes there are, each costs the others at most one round per term in
     /// total. Without this, a deaf node that keeps pre-voting stalls every
-    /// election (issue 8, defect 2).
+    /// election.
     fn on_pre_vote_request(
         &mut self,
         now: Instant,

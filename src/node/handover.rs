@@ -364,7 +364,7 @@ impl<P: LogPosition> Node<P> {
             }
         } else {
             // Only rounds sent from now on may restore the lease: rounds
-            // acknowledged during the transfer do not (issue 8, defect 7).
+            // acknowledged during the transfer do not.
             l.fence_mut().restart_lease(now);
             self.tracker.drop_lease();
         }

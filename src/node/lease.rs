@@ -218,8 +218,7 @@ impl<P: LogPosition> Node<P> {
     ///   one round of one leadership. A heartbeat of another term is
     ///   answered with `HeartbeatResponse { seq: 0 }`, which names no round
     ///   and counts for nothing: a delayed heartbeat from the leader's
-    ///   earlier life can never stand in for a promise to its new one
-    ///   (issue 8, defect 1).
+    ///   earlier life can never stand in for a promise to its new one.
     /// - **Restarts** (rule `restart_waits_death_timeout`): a restarted `v`
     ///   waits `E_v` before voting or campaigning, so a crash does not
     ///   shorten the promise. A node whose durable term is 0 skips the wait
@@ -231,7 +230,7 @@ impl<P: LogPosition> Node<P> {
     ///   the current term), and must stay down for a death timeout before
     ///   it starts again from an empty state.
     /// - **Mixed timing**: each voter's own promise `E_v` is used, so nodes
-    ///   need not share a death timeout (issue 8, defect 6); capping at `E`
+    ///   need not share a death timeout; capping at `E`
     ///   keeps the lease within [`Config::effective_lease_duration`](crate::Config::effective_lease_duration).
     ///   A node whose death timeout is lowered across a restart waits only
     ///   the new value (the promise length is not durable): keep it down

@@ -132,8 +132,8 @@ pub enum PeerMode {
     Honest,
     /// Broken: a node that answers a heartbeat of an older term
     /// (`HeartbeatResponse { seq: 0 }`) has its answer rewritten into an
-    /// acknowledgement of that round at its own term, as tenure did before
-    /// issue 8 (defect 1). Across a leader restart this lets a stale answer
+    /// acknowledgement of that round at its own term, as an engine without
+    /// round-named acknowledgements would. Across a leader restart this lets a stale answer
     /// back a strict lease.
     AckStaleHeartbeats,
     /// Broken: every message is stamped with the receiver's durable

@@ -1,4 +1,4 @@
-//! The rank scenarios (issue 14): a preferred node under each rank policy
+//! The rank scenarios: a preferred node under each rank policy
 //! leads, crashes, returns, flaps, is partitioned with a minority, or
 //! falls behind; every scenario also runs rank-unaware
 //! ([`RankPolicy::Unranked`]) on the same seeds as the baseline, measured

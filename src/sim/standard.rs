@@ -124,7 +124,7 @@ fn mode_name(fencing: Fencing) -> &'static str {
     }
 }
 
-/// The membership-change scenarios (issue 13), each in every fencing mode:
+/// The membership-change scenarios, each in every fencing mode:
 /// scripted operators grow 3 → 5, shrink 5 → 3, replace the leader,
 /// replace a dead follower, change while a follower and the leader crash
 /// or the leader is partitioned with a minority, and two operators ask at
