@@ -42,7 +42,7 @@ fn a_corrupt_state_file_refuses_to_start_with_the_documented_error() {
     let config = write_config(&d, 1, 1, &ports);
     std::fs::create_dir_all(d.join("data-1")).unwrap();
     let state = d.join("data-1").join("tenure.state");
-    std::fs::write(&state, b"TNRS\x01\x05\x01\x02\xde\xad\xbe\xef").unwrap();
+    std::fs::write(&state, b"TNRS\x03\x05\x01\x02\xde\xad\xbe\xef").unwrap();
     let (code, _, err) = tenure(&["node"], &config);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("refuses to start"), "{err}");
@@ -54,7 +54,7 @@ fn a_corrupt_state_file_refuses_to_start_with_the_documented_error() {
     // The file is left as it was, for the operator to inspect.
     assert_eq!(
         std::fs::read(&state).unwrap(),
-        b"TNRS\x01\x05\x01\x02\xde\xad\xbe\xef"
+        b"TNRS\x03\x05\x01\x02\xde\xad\xbe\xef"
     );
     std::fs::remove_dir_all(d).unwrap();
 }
@@ -460,7 +460,7 @@ fn tenure_recover_rebuilds_a_corrupt_state_file() {
     let config = write_config(&d, 1, 1, &ports);
     std::fs::create_dir_all(d.join("data-1")).unwrap();
     let state = d.join("data-1").join("tenure.state");
-    std::fs::write(&state, b"TNRS\x01\x05\x01\x02\xde\xad\xbe\xef").unwrap();
+    std::fs::write(&state, b"TNRS\x03\x05\x01\x02\xde\xad\xbe\xef").unwrap();
     let (code, _, err) = tenure(&["state"], &config);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("corrupt"), "{err}");
