@@ -48,6 +48,7 @@
 //! ```
 
 mod check;
+mod clock;
 mod config;
 mod membership_check;
 mod node_check;
@@ -90,6 +91,7 @@ use crate::{
     Action, Config, Event, HardState, Input, Instant, LogPosition, Membership, MembershipChange,
     MembershipId, Message, MessageKind, Mode, Node, NodeId, Role,
 };
+use clock::Clock;
 use config::configure;
 
 /// How the simulated driver treats durability. Everything but `Honest` is
@@ -166,34 +168,6 @@ impl LinkSpec {
             long_tail: 0.0,
             long_tail_delay: (Duration::ZERO, Duration::ZERO),
         }
-    }
-}
-
-/// A node's local clock: `local = offset + real · (1 + rate_ppm / 10⁶)`.
-#[derive(Clone, Copy, Debug)]
-struct Clock {
-    offset: u64,
-    rate_ppm: i64,
-}
-
-impl Clock {
-    fn local(&self, real: Instant) -> Instant {
-        let r = i128::from(real.as_nanos());
-        let scaled = r + r * i128::from(self.rate_ppm) / 1_000_000;
-        Instant::from_nanos(self.offset.saturating_add(scaled.max(0) as u64))
-    }
-
-    /// The first real instant at which the local clock reads `local` or more.
-    fn real(&self, local: Instant) -> Instant {
-        let l = i128::from(local.as_nanos().saturating_sub(self.offset));
-        let denom = 1_000_000 + i128::from(self.rate_ppm);
-        let real = (l * 1_000_000 + denom - 1) / denom;
-        let mut t = Instant::from_nanos(u64::try_from(real).unwrap_or(u64::MAX));
-        // Integer rounding: step forward until the local clock has arrived.
-        while self.local(t) < local && t < Instant::MAX {
-            t = Instant::from_nanos(t.as_nanos() + 1);
-        }
-        t
     }
 }
 
@@ -540,20 +514,9 @@ impl<P: LogPosition> Cluster<P> {
             + max_latency * 4;
         let config_memberships: Vec<Membership> =
             configs.iter().map(Config::effective_membership).collect();
-        let half = i64::from(cfg.clock_skew_ppm / 2);
         let mut nodes = Vec::new();
         for &id in &ids {
-            let rate_ppm = if half == 0 {
-                0
-            } else {
-                (rng.next_u64() % (2 * half as u64 + 1)) as i64 - half
-            };
-            let offset = if cfg.clock_offsets {
-                rng.next_u64() % 1_000_000_000_000
-            } else {
-                0
-            };
-            let clock = Clock { offset, rate_ppm };
+            let clock = Clock::draw(&mut rng, &cfg);
             nodes.push(SimNode {
                 id,
                 node: None,
@@ -716,11 +679,6 @@ impl<P: LogPosition> Cluster<P> {
         self.slot(id).and_then(|s| s.node.as_ref())
     }
 
-    /// Node `id`'s local clock reading now.
-    pub fn local_now(&self, id: NodeId) -> Option<Instant> {
-        self.slot(id).map(|s| s.clock.local(self.now))
-    }
-
     /// Nodes whose role is leader.
     pub fn leaders(&self) -> Vec<NodeId> {
         self.nodes
@@ -812,16 +770,6 @@ impl<P: LogPosition> Cluster<P> {
             }
             Err(e) => panic!("simulated node {id} has an invalid configuration: {e}"),
         }
-    }
-
-    fn reschedule_timer(&mut self, i: usize) {
-        let Some(deadline) = self.nodes[i].node.as_ref().and_then(|n| n.next_deadline()) else {
-            return;
-        };
-        let at = self.nodes[i].clock.real(deadline).max(self.now);
-        self.nodes[i].timer_gen += 1;
-        let (node, generation) = (self.nodes[i].id, self.nodes[i].timer_gen);
-        self.schedule(at, Payload::Timer { node, generation });
     }
 
     /// Feeds `input` to node `id` (if up) at the current real time.
@@ -1770,13 +1718,7 @@ impl<P: LogPosition> Cluster<P> {
                     self.complete_write(i);
                 }
             }
-            Payload::Timer { node, generation } => {
-                if let Some(i) = self.idx(node)
-                    && self.nodes[i].timer_gen == generation
-                {
-                    self.input(node, Input::Tick);
-                }
-            }
+            Payload::Timer { node, generation } => self.timer_fired(node, generation),
             Payload::Fault(fault) => self.apply(fault),
             Payload::Append => self.append_tick(),
             Payload::Replicated { from, to, end } => self.log_end_arrived(from, to, end),
