@@ -51,6 +51,7 @@ mod check;
 mod clock;
 mod config;
 mod membership_check;
+mod network;
 mod node_check;
 mod operator;
 mod ops;
@@ -74,6 +75,7 @@ use rand_pcg::Pcg64Mcg;
 pub use check::{Checker, Violation};
 pub use config::{NodeConfigFn, SimConfig};
 pub use membership_check::{MembershipChecker, quorums_intersect};
+pub use network::{LinkSpec, PeerMode};
 pub use node_check::{NodeChecker, NodeViolation};
 pub use operator::{Goal, Operation};
 pub use ops::{Op, OpRunner};
@@ -93,6 +95,7 @@ use crate::{
 };
 use clock::Clock;
 use config::configure;
+use network::Network;
 
 /// How the simulated driver treats durability. Everything but `Honest` is
 /// a deliberately broken driver, used to show that the checks can fail.
@@ -118,57 +121,6 @@ pub enum StorageMode {
     /// lost if the node crashes first. For hand-written tests that reason
     /// about exact instants.
     Synchronous,
-}
-
-/// How simulated peers answer. Everything but `Honest` is a deliberately
-/// broken peer, used to show that the checks can fail.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum PeerMode {
-    /// Messages are exactly what the nodes sent.
-    #[default]
-    Honest,
-    /// Broken: a node that answers a heartbeat of an older term
-    /// (`HeartbeatResponse { seq: 0 }`) has its answer rewritten into an
-    /// acknowledgement of that round at its own term, as tenure did before
-    /// issue 8 (defect 1). Across a leader restart this lets a stale answer
-    /// back a strict lease.
-    AckStaleHeartbeats,
-    /// Broken: every message is stamped with the receiver's durable
-    /// membership instead of the sender's, so no node ever learns that a
-    /// peer's membership is older or newer than its own.
-    StampReceiverMembership,
-}
-
-/// Overrides for one directed link.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct LinkSpec {
-    /// One-way latency range on this link.
-    pub latency: (Duration, Duration),
-    /// Loss probability on this link (on top of the global loss).
-    pub loss: f64,
-    /// Duplication probability on this link.
-    pub duplicate: f64,
-    /// Probability that a message on this link takes a long-tail delay (on
-    /// top of the global [`SimConfig::long_tail`]).
-    pub long_tail: f64,
-    /// Long-tail delay range on this link, used when this link's own
-    /// long-tail chance fires.
-    pub long_tail_delay: (Duration, Duration),
-}
-
-impl LinkSpec {
-    /// A link with this latency range and nothing else: no loss, no
-    /// duplication, no long tail.
-    pub fn latency(lo: Duration, hi: Duration) -> LinkSpec {
-        LinkSpec {
-            latency: (lo, hi),
-            loss: 0.0,
-            duplicate: 0.0,
-            long_tail: 0.0,
-            long_tail_delay: (Duration::ZERO, Duration::ZERO),
-        }
-    }
 }
 
 struct SimNode<P> {
@@ -385,9 +337,8 @@ pub struct Cluster<P: LogPosition = ()> {
     quorum: usize,
     /// Bound within which a leader must appear once faults allow one.
     liveness_bound: Duration,
-    cut: BTreeSet<(NodeId, NodeId)>,
-    loss: f64,
-    long_tail: f64,
+    /// The network's cuts, loss and long tail.
+    net: Network,
     checker: Checker,
     trace: Option<String>,
     buf: Vec<Action<P>>,
@@ -405,12 +356,6 @@ pub struct Cluster<P: LogPosition = ()> {
     /// From when a first leader is awaited (`Scenario::first_leader_from`).
     first_leader_from: Option<Instant>,
     report: Report,
-    /// `PeerMode::AckStaleHeartbeats`: while a stale heartbeat is being
-    /// delivered, its sender and round.
-    stale_heartbeat: Option<(NodeId, u64)>,
-    /// When the latest long-tail message arrives: a message still in flight
-    /// is a fault still acting, so liveness is owed only after it.
-    last_long_tail_arrival: Instant,
     /// When a leader last started a hand-back (rule `rank_hand_back`): a
     /// deliberate leadership move, which the liveness check waits out as
     /// it waits out a fault.
@@ -534,8 +479,7 @@ impl<P: LogPosition> Cluster<P> {
                 snapshot: None,
             });
         }
-        let loss = cfg.loss;
-        let long_tail = cfg.long_tail;
+        let net = Network::new(&cfg);
         let mut cluster = Cluster {
             cfg,
             rng,
@@ -547,9 +491,7 @@ impl<P: LogPosition> Cluster<P> {
             observer_ids,
             quorum,
             liveness_bound,
-            cut: BTreeSet::new(),
-            loss,
-            long_tail,
+            net,
             checker: Checker::default(),
             trace: None,
             buf: Vec::new(),
@@ -561,8 +503,6 @@ impl<P: LogPosition> Cluster<P> {
             quorum_leader: None,
             first_leader_from: None,
             report: Report::default(),
-            stale_heartbeat: None,
-            last_long_tail_arrival: Instant::ZERO,
             last_hand_back: Instant::ZERO,
             replication: None,
             history: None,
@@ -845,72 +785,7 @@ impl<P: LogPosition> Cluster<P> {
                     );
                 }
             }
-            Action::Send { to, mut message } => {
-                if let Some(h) = self.history.as_mut() {
-                    h.sent.push((self.now, id, to, message.clone()));
-                }
-                if let (Some((leader, seq)), MessageKind::HeartbeatResponse { seq: 0, position }) =
-                    (self.stale_heartbeat, &message.kind)
-                    && leader == to
-                {
-                    let promise = configure(&self.cfg, &self.voters, &self.observer_ids, id)
-                        .effective_death_timeout();
-                    message.kind = MessageKind::HeartbeatAck {
-                        seq,
-                        position: position.clone(),
-                        promise_nanos: crate::time::duration_nanos(promise),
-                        can_lead: true,
-                    };
-                }
-                let link = self.cfg.links.get(&(id, to)).copied();
-                let link_loss = link.map_or(0.0, |l| l.loss);
-                if self.cut.contains(&(id, to)) || self.chance(self.loss) || self.chance(link_loss)
-                {
-                    return;
-                }
-                let duplicate = link.map_or(self.cfg.duplicate, |l| l.duplicate);
-                let latency = link.map_or(self.cfg.latency, |l| l.latency);
-                let copies = if self.chance(duplicate) { 2 } else { 1 };
-                let incarnation = self.nodes[i].incarnation;
-                let stamper = if self.cfg.peers == PeerMode::StampReceiverMembership {
-                    self.idx(to).unwrap_or(i)
-                } else {
-                    i
-                };
-                let stamp = self.nodes[stamper]
-                    .node
-                    .as_ref()
-                    .map_or_else(MembershipId::default, Node::membership_id);
-                for _ in 0..copies {
-                    // Each copy draws its own delay: a duplicate may take the
-                    // long tail while the original arrives on time.
-                    let delay = match link {
-                        Some(l) if self.chance(l.long_tail) => Some(l.long_tail_delay),
-                        _ if self.chance(self.long_tail) => Some(self.cfg.long_tail_delay),
-                        _ => None,
-                    };
-                    let delay = match delay {
-                        Some(range) => {
-                            self.report.long_tail_messages += 1;
-                            let d = self.uniform(range);
-                            self.last_long_tail_arrival =
-                                self.last_long_tail_arrival.max(self.now + d);
-                            d
-                        }
-                        None => self.uniform(latency),
-                    };
-                    self.schedule(
-                        self.now + delay,
-                        Payload::Deliver {
-                            from: id,
-                            incarnation,
-                            stamp,
-                            to,
-                            message: message.clone(),
-                        },
-                    );
-                }
-            }
+            Action::Send { to, message } => self.send(i, to, message),
             Action::PersistMembership(membership) => {
                 self.log(id, format_args!("persist membership {:?}", membership.id()));
                 self.write_membership(i, *membership);
@@ -1112,7 +987,7 @@ impl<P: LogPosition> Cluster<P> {
                     self.mute(l);
                 }
             }
-            Fault::SetLongTail(p) => self.long_tail = p,
+            Fault::SetLongTail(p) => self.net.long_tail = p,
             Fault::Isolate(id) => self.isolate(id),
             Fault::IsolateLeader => {
                 if let Some(&l) = self.leaders().first() {
@@ -1121,7 +996,7 @@ impl<P: LogPosition> Cluster<P> {
                 }
             }
             Fault::Cut { from, to } => {
-                self.cut.insert((from, to));
+                self.net.cut.insert((from, to));
             }
             Fault::LeaderDeaf => {
                 if let Some(&l) = self.leaders().first() {
@@ -1133,8 +1008,8 @@ impl<P: LogPosition> Cluster<P> {
                 if let Some(&l) = self.leaders().first()
                     && let Some(f) = self.voters.iter().copied().find(|&o| o != l)
                 {
-                    self.cut.insert((l, f));
-                    self.cut.insert((f, l));
+                    self.net.cut.insert((l, f));
+                    self.net.cut.insert((f, l));
                 }
             }
             Fault::StallLeaderDisk => {
@@ -1142,8 +1017,8 @@ impl<P: LogPosition> Cluster<P> {
                     self.apply(Fault::StallDisk(l));
                 }
             }
-            Fault::Heal => self.cut.clear(),
-            Fault::SetLoss(p) => self.loss = p,
+            Fault::Heal => self.net.cut.clear(),
+            Fault::SetLoss(p) => self.net.loss = p,
             Fault::StallDisk(id) => {
                 if let Some(i) = self.idx(id) {
                     self.nodes[i].stalled = true;
@@ -1292,8 +1167,8 @@ impl<P: LogPosition> Cluster<P> {
         self.start_failover();
         for &a in &side {
             for b in self.all_ids().filter(|b| !side.contains(b)) {
-                self.cut.insert((a, b));
-                self.cut.insert((b, a));
+                self.net.cut.insert((a, b));
+                self.net.cut.insert((b, a));
             }
         }
         self.log(leader, format_args!("isolated with {side:?}"));
@@ -1432,9 +1307,9 @@ impl<P: LogPosition> Cluster<P> {
     fn note_leader_crash(&mut self, leader: NodeId) {
         self.clean_crash = None;
         let calm = self.failover.is_none()
-            && self.cut.is_empty()
-            && self.loss == 0.0
-            && self.long_tail == 0.0
+            && self.net.cut.is_empty()
+            && self.net.loss == 0.0
+            && self.net.long_tail == 0.0
             && !self.hand_back_pending;
         let Some(node) = self.node(leader).filter(|_| calm) else {
             return;
@@ -1467,30 +1342,6 @@ impl<P: LogPosition> Cluster<P> {
             .map(|(v, _, _)| *v)
             .max_by_key(|&v| m.rank_of(v));
         self.clean_crash = best.map(|b| (self.now, leader, b));
-    }
-
-    fn isolate(&mut self, id: NodeId) {
-        for other in self.all_ids().filter(|&o| o != id) {
-            self.cut.insert((id, other));
-            self.cut.insert((other, id));
-        }
-        self.log(id, format_args!("isolated"));
-    }
-
-    /// Cuts every link into `id`: it still sends, and hears nothing.
-    fn deafen(&mut self, id: NodeId) {
-        for other in self.all_ids().filter(|&o| o != id) {
-            self.cut.insert((other, id));
-        }
-        self.log(id, format_args!("deaf"));
-    }
-
-    /// Cuts every link out of `id`: it still hears everyone.
-    fn mute(&mut self, id: NodeId) {
-        for other in self.all_ids().filter(|&o| o != id) {
-            self.cut.insert((id, other));
-        }
-        self.log(id, format_args!("mute"));
     }
 
     /// Crashes `id` now and restarts it from its disk `after` later (a
@@ -1659,41 +1510,7 @@ impl<P: LogPosition> Cluster<P> {
                 stamp,
                 to,
                 message,
-            } => {
-                let stale = self
-                    .slot(from)
-                    .is_some_and(|s| s.incarnation != incarnation || s.node.is_none());
-                if stale {
-                    self.report.delivered_after_sender_restart += 1;
-                }
-                let receiver_down = self.node(to).is_none();
-                let mark = match (receiver_down, stale) {
-                    (true, _) => " (dropped: receiver down)",
-                    (false, true) => " (sender restarted since)",
-                    (false, false) => "",
-                };
-                self.log(to, format_args!("<- n{from} {message:?}{mark}"));
-                self.stale_heartbeat = match message.kind {
-                    MessageKind::Heartbeat { seq }
-                        if self.cfg.peers == PeerMode::AckStaleHeartbeats
-                            && self
-                                .node(to)
-                                .is_some_and(|n| n.status().term > message.term) =>
-                    {
-                        Some((from, seq))
-                    }
-                    _ => None,
-                };
-                self.input(
-                    to,
-                    Input::ReceiveStamped {
-                        from,
-                        stamp,
-                        message,
-                    },
-                );
-                self.stale_heartbeat = None;
-            }
+            } => self.deliver(from, incarnation, stamp, to, message),
             Payload::MembershipWriteDone { node, generation } => {
                 if let Some(i) = self.idx(node)
                     && self.nodes[i].membership_gen == generation
@@ -1727,8 +1544,8 @@ impl<P: LogPosition> Cluster<P> {
                 // still arrive after it (a late higher term can depose a
                 // leader): liveness is owed a bound after the last one.
                 let heal = Instant::ZERO + self.heal_at.unwrap_or_default();
-                let owed = self.last_long_tail_arrival + self.liveness_bound;
-                if self.last_long_tail_arrival > heal && owed > self.now {
+                let owed = self.net.last_long_tail_arrival + self.liveness_bound;
+                if self.net.last_long_tail_arrival > heal && owed > self.now {
                     self.schedule(owed, Payload::LivenessDeadline);
                     return Handled::Skip;
                 }
@@ -1753,7 +1570,7 @@ impl<P: LogPosition> Cluster<P> {
                         detail: std::format!(
                             "no fault since {:?} (and no delayed message in flight since {:?}), yet no leader known to a quorum of {} voters within {:?} (death timeout + 3 election timeouts + 4 latencies)",
                             self.heal_at.unwrap_or_default(),
-                            self.last_long_tail_arrival,
+                            self.net.last_long_tail_arrival,
                             self.quorum,
                             self.liveness_bound
                         ),
