@@ -50,6 +50,7 @@
 mod check;
 mod clock;
 mod config;
+mod disk;
 mod membership_check;
 mod network;
 mod node_check;
@@ -74,6 +75,7 @@ use rand_pcg::Pcg64Mcg;
 
 pub use check::{Checker, Violation};
 pub use config::{NodeConfigFn, SimConfig};
+pub use disk::StorageMode;
 pub use membership_check::{MembershipChecker, quorums_intersect};
 pub use network::{LinkSpec, PeerMode};
 pub use node_check::{NodeChecker, NodeViolation};
@@ -96,32 +98,6 @@ use crate::{
 use clock::Clock;
 use config::configure;
 use network::Network;
-
-/// How the simulated driver treats durability. Everything but `Honest` is
-/// a deliberately broken driver, used to show that the checks can fail.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum StorageMode {
-    /// Acknowledge a write only once it is durable.
-    #[default]
-    Honest,
-    /// Broken: acknowledge every write at once, make it durable later; a
-    /// crash loses what was acknowledged but not yet written.
-    AckBeforeDurable,
-    /// Broken: restart nodes from an empty state instead of their disk.
-    RestartFromEmpty,
-    /// Broken: restart nodes with their term and vote but without their
-    /// stored membership (from the configured bootstrap membership), as a
-    /// driver that forgets to save or load it would.
-    ForgetMembership,
-    /// A synchronous disk: a write completes within the step that issued
-    /// it (the disk holds it, and `Input::Persisted` is fed right after the
-    /// step's other actions), ignoring `write_latency`. A write issued
-    /// while the disk is stalled completes at [`Fault::UnstallDisk`] and is
-    /// lost if the node crashes first. For hand-written tests that reason
-    /// about exact instants.
-    Synchronous,
-}
 
 struct SimNode<P> {
     id: NodeId,
@@ -571,11 +547,6 @@ impl<P: LogPosition> Cluster<P> {
         self.history.as_ref().map_or(&[], |h| &h.events)
     }
 
-    /// What node `id`'s disk holds (durable writes only), up or down.
-    pub fn disk(&self, id: NodeId) -> Option<HardState> {
-        self.slot(id).map(|s| s.disk)
-    }
-
     /// Processes every scheduled event due at or before `until`, in order,
     /// evaluating the invariants after each (as [`Cluster::run`] does), then
     /// sets the clock to `until`. Stops at the first violation and returns
@@ -736,55 +707,10 @@ impl<P: LogPosition> Cluster<P> {
         self.drain_membership_acks();
     }
 
-    fn drain_membership_acks(&mut self) {
-        while let Some((node, id)) = self.membership_acks.pop() {
-            self.input(node, Input::PersistedMembership(id));
-        }
-    }
-
     fn execute(&mut self, i: usize, action: Action<P>) {
         let id = self.nodes[i].id;
         match action {
-            Action::Persist(state) => {
-                self.log(id, format_args!("persist {state:?}"));
-                self.nodes[i].pending_write = Some(state);
-                self.nodes[i].write_gen += 1;
-                if self.cfg.storage == StorageMode::Synchronous {
-                    // Durable at once unless the disk is stalled; the
-                    // acknowledgement follows the step's other actions.
-                    if !self.nodes[i].stalled {
-                        self.nodes[i].pending_write = None;
-                        if let Some(c) = self.nodes[i].checker.as_mut() {
-                            c.durable(state);
-                        }
-                        self.nodes[i].disk = state;
-                        self.acks.push((id, state));
-                    }
-                    return;
-                }
-                let write_latency = self
-                    .cfg
-                    .node_write_latency
-                    .get(&id)
-                    .copied()
-                    .unwrap_or(self.cfg.write_latency);
-                let lying = self.cfg.storage == StorageMode::AckBeforeDurable;
-                if lying {
-                    // The broken driver lies: "durable" now, written later.
-                    self.acks.push((id, state));
-                }
-                if lying || !self.nodes[i].stalled {
-                    let at = self.now + self.uniform(write_latency);
-                    let generation = self.nodes[i].write_gen;
-                    self.schedule(
-                        at,
-                        Payload::WriteDone {
-                            node: id,
-                            generation,
-                        },
-                    );
-                }
-            }
+            Action::Persist(state) => self.persist(i, state),
             Action::Send { to, message } => self.send(i, to, message),
             Action::PersistMembership(membership) => {
                 self.log(id, format_args!("persist membership {:?}", membership.id()));
@@ -829,64 +755,6 @@ impl<P: LogPosition> Cluster<P> {
         }
     }
 
-    /// Starts the membership write `membership` (as `Action::Persist`
-    /// does for the term and vote: the same latency, stalls and crashes).
-    fn write_membership(&mut self, i: usize, membership: Membership) {
-        let id = self.nodes[i].id;
-        self.nodes[i].pending_membership = Some(membership);
-        self.nodes[i].membership_gen += 1;
-        if self.nodes[i].stalled {
-            return;
-        }
-        if self.cfg.storage == StorageMode::Synchronous {
-            self.complete_membership_write(i);
-            return;
-        }
-        let latency = self
-            .cfg
-            .node_write_latency
-            .get(&id)
-            .copied()
-            .unwrap_or(self.cfg.write_latency);
-        let at = self.now + self.uniform(latency);
-        let generation = self.nodes[i].membership_gen;
-        self.schedule(
-            at,
-            Payload::MembershipWriteDone {
-                node: id,
-                generation,
-            },
-        );
-    }
-
-    fn complete_membership_write(&mut self, i: usize) {
-        let Some(membership) = self.nodes[i].pending_membership.take() else {
-            return;
-        };
-        let id = self.nodes[i].id;
-        let stored = membership.id();
-        self.nodes[i].disk_membership = Some(membership);
-        self.membership_acks.push((id, stored));
-        self.membership_disks_changed();
-    }
-
-    /// Re-evaluates which memberships are stored (every node's durable
-    /// membership, or its configured one before its first write), and
-    /// whether an operator's goal is now met.
-    fn membership_disks_changed(&mut self) {
-        let max_term = self.nodes.iter().map(|s| s.disk.term).max().unwrap_or(0);
-        let disks = self
-            .nodes
-            .iter()
-            .zip(&self.config_memberships)
-            .map(|(s, c)| {
-                let m = s.disk_membership.as_ref().unwrap_or(c);
-                (s.id, (!m.voters.is_empty()).then_some(m))
-            });
-        self.membership_checker.disks_changed(disks, max_term);
-        self.check_operators();
-    }
-
     /// Membership change timing for the report.
     fn note_membership_event(&mut self, id: NodeId, event: &Event) {
         match event {
@@ -904,18 +772,6 @@ impl<P: LogPosition> Cluster<P> {
             _ => return,
         }
         self.operator_event(id, event);
-    }
-
-    fn complete_write(&mut self, i: usize) {
-        let Some(state) = self.nodes[i].pending_write.take() else {
-            return;
-        };
-        let id = self.nodes[i].id;
-        if let Some(c) = self.nodes[i].checker.as_mut() {
-            c.durable(state);
-        }
-        self.nodes[i].disk = state;
-        self.input(id, Input::Persisted(state));
     }
 
     /// Applies a fault now.
@@ -1019,36 +875,15 @@ impl<P: LogPosition> Cluster<P> {
             }
             Fault::Heal => self.net.cut.clear(),
             Fault::SetLoss(p) => self.net.loss = p,
-            Fault::StallDisk(id) => {
-                if let Some(i) = self.idx(id) {
-                    self.nodes[i].stalled = true;
-                }
-            }
-            Fault::UnstallDisk(id) => {
-                if let Some(i) = self.idx(id) {
-                    self.nodes[i].stalled = false;
-                    if self.nodes[i].pending_write.is_some() {
-                        self.complete_write(i);
-                    }
-                    if self.nodes[i].pending_membership.is_some() {
-                        self.complete_membership_write(i);
-                        self.drain_membership_acks();
-                    }
-                }
-            }
+            Fault::StallDisk(id) => self.stall_disk(id),
+            Fault::UnstallDisk(id) => self.unstall_disk(id),
             Fault::ChangeMembership(change) => self.change_at_leader(change, 0),
             Fault::Operate(op) => self.start_operator(op),
             Fault::CrashFollower { restart_after } => self.crash_follower(restart_after),
             Fault::IsolateLeaderWith(others) => self.isolate_leader_with(others),
             Fault::StallReplication(id) => self.stall_replication(id, true),
             Fault::ResumeReplication(id) => self.stall_replication(id, false),
-            Fault::Snapshot(id) => {
-                if let Some(i) = self.idx(id) {
-                    let n = &mut self.nodes[i];
-                    n.snapshot = Some((n.disk, n.disk_membership.clone()));
-                    self.log(id, format_args!("disk copied aside"));
-                }
-            }
+            Fault::Snapshot(id) => self.snapshot_disk(id),
             Fault::RestoreSnapshot(id) => self.restore_snapshot(id),
             Fault::WhenLeaderReaches { .. } => unreachable!("handled above"),
             Fault::Input(id, input) => {
@@ -1352,30 +1187,6 @@ impl<P: LogPosition> Cluster<P> {
         self.schedule(self.now + after, Payload::Fault(Fault::Restart(id)));
     }
 
-    /// [`Fault::RestoreSnapshot`]: crash `id`, put the older copy of its
-    /// disk back, and start it again.
-    fn restore_snapshot(&mut self, id: NodeId) {
-        let Some(i) = self.idx(id) else { return };
-        let Some((disk, membership)) = self.nodes[i].snapshot.clone() else {
-            return;
-        };
-        self.crash(id);
-        self.nodes[i].pending_write = None;
-        self.nodes[i].pending_membership = None;
-        self.nodes[i].disk = disk;
-        self.nodes[i].disk_membership = membership;
-        self.membership_disks_changed();
-        // The node's own checks assume storage never goes back.
-        self.nodes[i].checker = None;
-        self.log(
-            id,
-            format_args!("disk restored from an older copy: {disk:?}"),
-        );
-        if !self.dead.contains(&id) {
-            self.start_node(id);
-        }
-    }
-
     fn crash(&mut self, id: NodeId) {
         let Some(i) = self.idx(id) else { return };
         if self.nodes[i].node.take().is_none() {
@@ -1512,13 +1323,7 @@ impl<P: LogPosition> Cluster<P> {
                 message,
             } => self.deliver(from, incarnation, stamp, to, message),
             Payload::MembershipWriteDone { node, generation } => {
-                if let Some(i) = self.idx(node)
-                    && self.nodes[i].membership_gen == generation
-                    && self.nodes[i].node.is_some()
-                {
-                    self.complete_membership_write(i);
-                    self.drain_membership_acks();
-                }
+                self.membership_write_done(node, generation);
             }
             Payload::ChangeAtLeader(change, tries) => self.change_at_leader(change, tries),
             Payload::OperatorPoll(idx, periodic) => self.operator_poll(idx, periodic),
@@ -1527,14 +1332,7 @@ impl<P: LogPosition> Cluster<P> {
                 self.watch(stage, delay, then);
                 return Handled::Skip;
             }
-            Payload::WriteDone { node, generation } => {
-                if let Some(i) = self.idx(node)
-                    && self.nodes[i].write_gen == generation
-                    && self.nodes[i].node.is_some()
-                {
-                    self.complete_write(i);
-                }
-            }
+            Payload::WriteDone { node, generation } => self.write_done(node, generation),
             Payload::Timer { node, generation } => self.timer_fired(node, generation),
             Payload::Fault(fault) => self.apply(fault),
             Payload::Append => self.append_tick(),
