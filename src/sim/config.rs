@@ -68,11 +68,12 @@ pub struct SimConfig {
     pub keep_node_seeds: bool,
     /// Give every node's local clock a random offset from real time
     /// (default `true`). With `false` (and `clock_skew_ppm` 0) every local
-    /// clock reads real time, so [`Cluster::now`](super::Cluster::now) can be compared with
-    /// node deadlines and leases directly.
+    /// clock reads real time, so [`Cluster::now`](super::Cluster::now)
+    /// can be compared with node deadlines and leases directly.
     pub clock_offsets: bool,
-    /// Rank clean failovers ([`Report::clean_failovers`](super::Report::clean_failovers)) by this policy
-    /// instead of the leader's membership's: a rank-unaware baseline
+    /// Rank clean failovers
+    /// ([`Report::clean_failovers`](super::Report::clean_failovers)) by
+    /// this policy instead of the leader's membership's: a rank-unaware baseline
     /// ([`RankPolicy::Unranked`](crate::RankPolicy::Unranked)) is then
     /// measured against the order a ranked run would aim for (default
     /// `None`).
