@@ -23,7 +23,7 @@ impl<P: LogPosition> Cluster<P> {
         }
         // Faults aimed at the current leader start a failover measurement;
         // leader changes without one count as spurious.
-        let leader = self.quorum_leader.map(|(l, _)| l);
+        let leader = self.track.quorum_leader.map(|(l, _)| l);
         let targets_leader = match &fault {
             Fault::Crash(n)
             | Fault::Isolate(n)
@@ -141,7 +141,7 @@ impl<P: LogPosition> Cluster<P> {
         match self.leader_known_to_quorum() {
             Some((leader, _)) => {
                 self.log(leader, format_args!("change membership {change:?}"));
-                self.change_started = Some(self.now);
+                self.track.change_started = Some(self.now);
                 self.input(leader, Input::ChangeMembership(change));
             }
             None if tries < 200 => {

@@ -101,6 +101,7 @@ use crate::{
 use clock::Clock;
 use config::configure;
 use network::Network;
+use report::Tracking;
 
 struct SimNode<P> {
     id: NodeId,
@@ -224,19 +225,9 @@ pub struct Cluster<P: LogPosition = ()> {
     acks: Vec<(NodeId, HardState)>,
     /// Membership writes completed, to acknowledge after the step.
     membership_acks: Vec<(NodeId, MembershipId)>,
-    /// When the membership change in progress was asked for.
-    change_started: Option<Instant>,
-    /// Failover measurement in progress: (start, campaigns so far).
-    failover: Option<(Instant, u32)>,
-    /// The leader known to a quorum, with its term.
-    quorum_leader: Option<(NodeId, u64)>,
-    /// From when a first leader is awaited (`Scenario::first_leader_from`).
-    first_leader_from: Option<Instant>,
     report: Report,
-    /// When a leader last started a hand-back (rule `rank_hand_back`): a
-    /// deliberate leadership move, which the liveness check waits out as
-    /// it waits out a fault.
-    last_hand_back: Instant,
+    /// Leadership, failover and change measurements behind the report.
+    track: Tracking,
     /// The replicated-log model, if [`Cluster::with_replication`] built
     /// this cluster.
     replication: Option<replication::Replication<P>>,
@@ -259,10 +250,6 @@ pub struct Cluster<P: LogPosition = ()> {
     dead: BTreeSet<NodeId>,
     /// The node the latest [`Fault::CrashFollower`] crashed.
     crashed_follower: Option<NodeId>,
-    /// A clean leader crash being measured: (when, crashed, best node).
-    clean_crash: Option<(Instant, NodeId, NodeId)>,
-    /// A hand-back started and its leader change not yet seen.
-    hand_back_pending: bool,
 }
 
 /// Every `Send` action and every event, in order.
@@ -374,13 +361,9 @@ impl<P: LogPosition> Cluster<P> {
             buf: Vec::new(),
             acks: Vec::new(),
             membership_acks: Vec::new(),
-            change_started: None,
             timeline: None,
-            failover: None,
-            quorum_leader: None,
-            first_leader_from: None,
             report: Report::default(),
-            last_hand_back: Instant::ZERO,
+            track: Tracking::new(),
             replication: None,
             history: None,
             heal_at: None,
@@ -391,8 +374,6 @@ impl<P: LogPosition> Cluster<P> {
             operator_refused: false,
             dead: BTreeSet::new(),
             crashed_follower: None,
-            clean_crash: None,
-            hand_back_pending: false,
         };
         cluster.membership_disks_changed();
         cluster.report.seed = cluster.cfg.seed;
@@ -677,7 +658,7 @@ impl<P: LogPosition> Cluster<P> {
             }
         }
         if let Some(from) = scenario.first_leader_from {
-            self.first_leader_from = Some(Instant::ZERO + from);
+            self.track.first_leader_from = Some(Instant::ZERO + from);
             let at = Instant::ZERO + from + self.liveness_bound;
             if at < Instant::ZERO + scenario.duration {
                 self.schedule(at, Payload::FirstLeaderDeadline);

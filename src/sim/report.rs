@@ -113,6 +113,42 @@ pub struct CleanFailover {
     pub took: Duration,
 }
 
+/// What the run tracks to fill the report's leadership, failover and
+/// membership change measurements.
+pub(super) struct Tracking {
+    /// When the membership change in progress was asked for.
+    pub(super) change_started: Option<Instant>,
+    /// Failover measurement in progress: (start, campaigns so far).
+    pub(super) failover: Option<(Instant, u32)>,
+    /// The leader known to a quorum, with its term.
+    pub(super) quorum_leader: Option<(NodeId, u64)>,
+    /// From when a first leader is awaited (`Scenario::first_leader_from`).
+    pub(super) first_leader_from: Option<Instant>,
+    /// When a leader last started a hand-back (rule `rank_hand_back`): a
+    /// deliberate leadership move, which the liveness check waits out as
+    /// it waits out a fault.
+    pub(super) last_hand_back: Instant,
+    /// A clean leader crash being measured: (when, crashed, best node).
+    pub(super) clean_crash: Option<(Instant, NodeId, NodeId)>,
+    /// A hand-back started and its leader change not yet seen.
+    pub(super) hand_back_pending: bool,
+}
+
+impl Tracking {
+    /// Nothing measured yet.
+    pub(super) fn new() -> Tracking {
+        Tracking {
+            change_started: None,
+            failover: None,
+            quorum_leader: None,
+            first_leader_from: None,
+            last_hand_back: Instant::ZERO,
+            clean_crash: None,
+            hand_back_pending: false,
+        }
+    }
+}
+
 impl<P: LogPosition> Cluster<P> {
     /// Node `i` emitted `event`: logged, recorded, counted in the report
     /// and shown to the checkers.
@@ -140,14 +176,14 @@ impl<P: LogPosition> Cluster<P> {
         match event {
             Event::HandingBack { .. } => {
                 self.report.hand_backs += 1;
-                self.hand_back_pending = true;
-                self.last_hand_back = self.now;
+                self.track.hand_back_pending = true;
+                self.track.last_hand_back = self.now;
             }
-            Event::TransferFailed { .. } => self.hand_back_pending = false,
+            Event::TransferFailed { .. } => self.track.hand_back_pending = false,
             _ => {}
         }
         if matches!(event, Event::CampaignStarted { .. })
-            && let Some((_, rounds)) = self.failover.as_mut()
+            && let Some((_, rounds)) = self.track.failover.as_mut()
         {
             *rounds += 1;
         }
@@ -158,7 +194,7 @@ impl<P: LogPosition> Cluster<P> {
     pub(super) fn note_membership_event(&mut self, id: NodeId, event: &Event) {
         match event {
             Event::MembershipChangeCompleted { .. } => {
-                if let Some(start) = self.change_started.take() {
+                if let Some(start) = self.track.change_started.take() {
                     let took = self.now.saturating_duration_since(start);
                     self.report.membership_changes.push(took);
                 }
@@ -166,7 +202,7 @@ impl<P: LogPosition> Cluster<P> {
             }
             Event::MembershipChangeFailed { .. } => {
                 self.report.membership_failures += 1;
-                self.change_started = None;
+                self.track.change_started = None;
             }
             _ => return,
         }
@@ -196,8 +232,8 @@ impl<P: LogPosition> Cluster<P> {
     /// A fault aimed at the leader known to a quorum: measure the failover
     /// (unless one is being measured already).
     pub(super) fn start_failover(&mut self) {
-        if self.failover.is_none() && self.quorum_leader.is_some() {
-            self.failover = Some((self.now, 0));
+        if self.track.failover.is_none() && self.track.quorum_leader.is_some() {
+            self.track.failover = Some((self.now, 0));
         }
     }
 
@@ -243,23 +279,23 @@ impl<P: LogPosition> Cluster<P> {
         let Some(now_leader) = self.leader_known_to_quorum() else {
             return;
         };
-        if let Some(from) = self.first_leader_from
+        if let Some(from) = self.track.first_leader_from
             && self.now >= from
             && self.report.first_election.is_none()
         {
             self.report.first_election = Some(self.now.saturating_duration_since(from));
         }
-        if self.quorum_leader == Some(now_leader) {
+        if self.track.quorum_leader == Some(now_leader) {
             return;
         }
-        let previous = self.quorum_leader.replace(now_leader);
-        match self.failover.take() {
+        let previous = self.track.quorum_leader.replace(now_leader);
+        match self.track.failover.take() {
             Some((start, rounds)) => {
                 self.report
                     .failovers
                     .push(self.now.saturating_duration_since(start));
                 self.report.failover_rounds.push(rounds);
-                if let Some((at, crashed, best)) = self.clean_crash.take() {
+                if let Some((at, crashed, best)) = self.track.clean_crash.take() {
                     self.report.clean_failovers.push(CleanFailover {
                         at,
                         crashed,
@@ -269,8 +305,8 @@ impl<P: LogPosition> Cluster<P> {
                     });
                 }
             }
-            None if previous.is_some() && self.hand_back_pending => {
-                self.hand_back_pending = false;
+            None if previous.is_some() && self.track.hand_back_pending => {
+                self.track.hand_back_pending = false;
                 self.report.hand_back_changes += 1;
             }
             None if previous.is_some() => self.report.spurious_leader_changes += 1,
@@ -282,12 +318,12 @@ impl<P: LogPosition> Cluster<P> {
     /// crash is clean (see [`Report::clean_failovers`]), remember the best
     /// live caught-up node to compare with the winner.
     pub(super) fn note_leader_crash(&mut self, leader: NodeId) {
-        self.clean_crash = None;
-        let calm = self.failover.is_none()
+        self.track.clean_crash = None;
+        let calm = self.track.failover.is_none()
             && self.net.cut.is_empty()
             && self.net.loss == 0.0
             && self.net.long_tail == 0.0
-            && !self.hand_back_pending;
+            && !self.track.hand_back_pending;
         let Some(node) = self.node(leader).filter(|_| calm) else {
             return;
         };
@@ -318,7 +354,7 @@ impl<P: LogPosition> Cluster<P> {
             })
             .map(|(v, _, _)| *v)
             .max_by_key(|&v| m.rank_of(v));
-        self.clean_crash = best.map(|b| (self.now, leader, b));
+        self.track.clean_crash = best.map(|b| (self.now, leader, b));
     }
 
     /// [`Scenario::heal_at`](super::Scenario::heal_at) plus the liveness
@@ -338,8 +374,10 @@ impl<P: LogPosition> Cluster<P> {
         // transfer does: it is owed the bound too, but only when it
         // found no leader (hand-backs are rate-limited, so this
         // cannot postpone the check forever while none is elected).
-        let owed = self.last_hand_back + self.liveness_bound;
-        if self.last_hand_back > heal && owed > self.now && self.leader_known_to_quorum().is_none()
+        let owed = self.track.last_hand_back + self.liveness_bound;
+        if self.track.last_hand_back > heal
+            && owed > self.now
+            && self.leader_known_to_quorum().is_none()
         {
             self.schedule(owed, Payload::LivenessDeadline);
             return Handled::Skip;
@@ -377,7 +415,7 @@ impl<P: LogPosition> Cluster<P> {
                     "no leader known to a quorum of {} voters within {:?} of {:?}, though the faults in place allow one",
                     self.quorum,
                     self.liveness_bound,
-                    self.first_leader_from.unwrap_or(Instant::ZERO)
+                    self.track.first_leader_from.unwrap_or(Instant::ZERO)
                 ),
             });
         }
