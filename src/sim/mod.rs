@@ -48,21 +48,26 @@
 //! ```
 
 mod check;
+mod clock;
+mod config;
+mod disk;
+mod faults;
 mod membership_check;
+mod network;
 mod node_check;
 mod operator;
 mod ops;
 mod rank;
 mod replication;
+mod report;
 mod scenario;
 mod standard;
 mod summary;
 mod timeline;
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::collections::{BTreeSet, BinaryHeap};
 use std::fmt::Write as _;
-use std::rc::Rc;
 use std::string::String;
 use std::time::Duration;
 use std::vec::Vec;
@@ -71,12 +76,16 @@ use rand_core::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 
 pub use check::{Checker, Violation};
+pub use config::{NodeConfigFn, SimConfig};
+pub use disk::StorageMode;
 pub use membership_check::{MembershipChecker, quorums_intersect};
+pub use network::{LinkSpec, PeerMode};
 pub use node_check::{NodeChecker, NodeViolation};
 pub use operator::{Goal, Operation};
 pub use ops::{Op, OpRunner};
 pub use rank::{RANK_NODES, RANKED_POLICIES, RankKind, RankRow, RankScenario, rank_scenarios};
 pub use replication::ReplicationModel;
+pub use report::{CleanFailover, Report};
 pub use scenario::{ChangeStage, Fault, Scenario};
 pub use standard::{
     MEMBERSHIP_HEAL, Standard, all_scenarios, membership_scenarios, mixed_change_scenarios,
@@ -87,260 +96,12 @@ pub use timeline::{NodeState, Timeline};
 
 use crate::{
     Action, Config, Event, HardState, Input, Instant, LogPosition, Membership, MembershipChange,
-    MembershipId, Message, MessageKind, Mode, Node, NodeId, Role,
+    MembershipId, Message, Node, NodeId, Role,
 };
-
-/// Builds the configuration of node `id` given all voter ids. It is called
-/// for observers too (their id is not among the voters); the simulator then
-/// applies [`SimConfig::observers`], [`SimConfig::quorum`] and
-/// [`SimConfig::modes`] on top.
-pub type NodeConfigFn = Rc<dyn Fn(NodeId, &[NodeId]) -> Config>;
-
-/// How the simulated driver treats durability. Everything but `Honest` is
-/// a deliberately broken driver, used to show that the checks can fail.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum StorageMode {
-    /// Acknowledge a write only once it is durable.
-    #[default]
-    Honest,
-    /// Broken: acknowledge every write at once, make it durable later; a
-    /// crash loses what was acknowledged but not yet written.
-    AckBeforeDurable,
-    /// Broken: restart nodes from an empty state instead of their disk.
-    RestartFromEmpty,
-    /// Broken: restart nodes with their term and vote but without their
-    /// stored membership (from the configured bootstrap membership), as a
-    /// driver that forgets to save or load it would.
-    ForgetMembership,
-    /// A synchronous disk: a write completes within the step that issued
-    /// it (the disk holds it, and `Input::Persisted` is fed right after the
-    /// step's other actions), ignoring `write_latency`. A write issued
-    /// while the disk is stalled completes at [`Fault::UnstallDisk`] and is
-    /// lost if the node crashes first. For hand-written tests that reason
-    /// about exact instants.
-    Synchronous,
-}
-
-/// How simulated peers answer. Everything but `Honest` is a deliberately
-/// broken peer, used to show that the checks can fail.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum PeerMode {
-    /// Messages are exactly what the nodes sent.
-    #[default]
-    Honest,
-    /// Broken: a node that answers a heartbeat of an older term
-    /// (`HeartbeatResponse { seq: 0 }`) has its answer rewritten into an
-    /// acknowledgement of that round at its own term, as an engine without
-    /// round-named acknowledgements would. Across a leader restart this lets a stale answer
-    /// back a strict lease.
-    AckStaleHeartbeats,
-    /// Broken: every message is stamped with the receiver's durable
-    /// membership instead of the sender's, so no node ever learns that a
-    /// peer's membership is older or newer than its own.
-    StampReceiverMembership,
-}
-
-/// Overrides for one directed link.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct LinkSpec {
-    /// One-way latency range on this link.
-    pub latency: (Duration, Duration),
-    /// Loss probability on this link (on top of the global loss).
-    pub loss: f64,
-    /// Duplication probability on this link.
-    pub duplicate: f64,
-    /// Probability that a message on this link takes a long-tail delay (on
-    /// top of the global [`SimConfig::long_tail`]).
-    pub long_tail: f64,
-    /// Long-tail delay range on this link, used when this link's own
-    /// long-tail chance fires.
-    pub long_tail_delay: (Duration, Duration),
-}
-
-impl LinkSpec {
-    /// A link with this latency range and nothing else: no loss, no
-    /// duplication, no long tail.
-    pub fn latency(lo: Duration, hi: Duration) -> LinkSpec {
-        LinkSpec {
-            latency: (lo, hi),
-            loss: 0.0,
-            duplicate: 0.0,
-            long_tail: 0.0,
-            long_tail_delay: (Duration::ZERO, Duration::ZERO),
-        }
-    }
-}
-
-/// Environment of a simulation run.
-#[derive(Clone)]
-pub struct SimConfig {
-    /// Number of voters, ids `1..=nodes`.
-    pub nodes: u64,
-    /// Number of observers, ids `nodes + 1..=nodes + observers`: the
-    /// simulator configures every node with them (unless `node_config`
-    /// already set observers), so leaders heartbeat them; they never vote
-    /// and never count towards a quorum.
-    pub observers: u64,
-    /// Number of spare nodes, ids after the observers: they start with no
-    /// membership (`Config::join`) and take part once a membership change
-    /// adds them ([`Fault::ChangeMembership`]).
-    pub spares: u64,
-    /// Quorum every node is configured with; `None` keeps what
-    /// `node_config` sets (a majority by default).
-    pub quorum: Option<usize>,
-    /// Per node election mode overrides (e.g. [`Mode::Manual`],
-    /// [`Mode::Voter`]); `node_config` may also set modes itself.
-    pub modes: BTreeMap<NodeId, Mode>,
-    /// Seed of everything random in the run (node seeds derive from it).
-    pub seed: u64,
-    /// One-way message latency range.
-    pub latency: (Duration, Duration),
-    /// Probability that a message is lost.
-    pub loss: f64,
-    /// Probability that a message is delivered twice.
-    pub duplicate: f64,
-    /// Probability that a message takes a long-tail delay drawn from
-    /// `long_tail_delay` instead of `latency`: it then arrives after
-    /// timeouts expired and possibly after its sender restarted.
-    pub long_tail: f64,
-    /// Long-tail delay range (default 0.4–2 s: 1–5 default death timeouts).
-    pub long_tail_delay: (Duration, Duration),
-    /// Durable-write latency range.
-    pub write_latency: (Duration, Duration),
-    /// Largest difference between two nodes' clock rates, in ppm.
-    pub clock_skew_ppm: u32,
-    /// Driver behaviour around durability.
-    pub storage: StorageMode,
-    /// Whether peers answer honestly.
-    pub peers: PeerMode,
-    /// Per directed link `(from, to)` overrides of latency, loss and duplication.
-    pub links: BTreeMap<(NodeId, NodeId), LinkSpec>,
-    /// Per node overrides of the write latency range.
-    pub node_write_latency: BTreeMap<NodeId, (Duration, Duration)>,
-    /// Node configuration.
-    pub node_config: NodeConfigFn,
-    /// Keep the random seed `node_config` gives each node instead of
-    /// replacing it with one drawn from [`SimConfig::seed`] (default
-    /// `false`): for tests that choose node seeds themselves.
-    pub keep_node_seeds: bool,
-    /// Give every node's local clock a random offset from real time
-    /// (default `true`). With `false` (and `clock_skew_ppm` 0) every local
-    /// clock reads real time, so [`Cluster::now`] can be compared with
-    /// node deadlines and leases directly.
-    pub clock_offsets: bool,
-    /// Rank clean failovers ([`Report::clean_failovers`]) by this policy
-    /// instead of the leader's membership's: a rank-unaware baseline
-    /// ([`RankPolicy::Unranked`](crate::RankPolicy::Unranked)) is then
-    /// measured against the order a ranked run would aim for (default
-    /// `None`).
-    pub rank_reference: Option<crate::RankPolicy>,
-}
-
-impl core::fmt::Debug for SimConfig {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("SimConfig")
-            .field("nodes", &self.nodes)
-            .field("seed", &self.seed)
-            .field("latency", &self.latency)
-            .field("loss", &self.loss)
-            .field("duplicate", &self.duplicate)
-            .field("long_tail", &self.long_tail)
-            .field("long_tail_delay", &self.long_tail_delay)
-            .field("observers", &self.observers)
-            .field("spares", &self.spares)
-            .field("quorum", &self.quorum)
-            .field("modes", &self.modes)
-            .field("write_latency", &self.write_latency)
-            .field("clock_skew_ppm", &self.clock_skew_ppm)
-            .field("storage", &self.storage)
-            .field("links", &self.links)
-            .field("node_write_latency", &self.node_write_latency)
-            .field("keep_node_seeds", &self.keep_node_seeds)
-            .field("clock_offsets", &self.clock_offsets)
-            .field("rank_reference", &self.rank_reference)
-            .finish_non_exhaustive()
-    }
-}
-
-impl SimConfig {
-    /// `nodes` voters with default node configuration, no observers, a
-    /// 1–5 ms network without long tails, a 1–3 ms disk and clocks within
-    /// 100 ppm of each other.
-    pub fn new(nodes: u64, seed: u64) -> SimConfig {
-        SimConfig {
-            nodes,
-            observers: 0,
-            spares: 0,
-            quorum: None,
-            modes: BTreeMap::new(),
-            seed,
-            latency: (Duration::from_millis(1), Duration::from_millis(5)),
-            loss: 0.0,
-            duplicate: 0.0,
-            long_tail: 0.0,
-            long_tail_delay: (Duration::from_millis(400), Duration::from_millis(2_000)),
-            write_latency: (Duration::from_millis(1), Duration::from_millis(3)),
-            clock_skew_ppm: 100,
-            storage: StorageMode::Honest,
-            peers: PeerMode::Honest,
-            links: BTreeMap::new(),
-            node_write_latency: BTreeMap::new(),
-            node_config: Rc::new(|id, voters| Config::new(id, voters.iter().copied())),
-            keep_node_seeds: false,
-            clock_offsets: true,
-            rank_reference: None,
-        }
-    }
-}
-
-/// Node `id`'s configuration: `node_config`, then the simulator's
-/// observers, quorum and mode overrides.
-fn configure(cfg: &SimConfig, voters: &[NodeId], observers: &[NodeId], id: NodeId) -> Config {
-    let mut config = (cfg.node_config)(id, voters);
-    if id > cfg.nodes + cfg.observers {
-        config = config.join();
-    }
-    if !observers.is_empty() && config.effective_observers().is_empty() {
-        config = config.observers(observers.iter().copied());
-    }
-    if let Some(quorum) = cfg.quorum {
-        config = config.quorum(quorum);
-    }
-    if let Some(&mode) = cfg.modes.get(&id) {
-        config = config.mode(mode);
-    }
-    config
-}
-
-/// A node's local clock: `local = offset + real · (1 + rate_ppm / 10⁶)`.
-#[derive(Clone, Copy, Debug)]
-struct Clock {
-    offset: u64,
-    rate_ppm: i64,
-}
-
-impl Clock {
-    fn local(&self, real: Instant) -> Instant {
-        let r = i128::from(real.as_nanos());
-        let scaled = r + r * i128::from(self.rate_ppm) / 1_000_000;
-        Instant::from_nanos(self.offset.saturating_add(scaled.max(0) as u64))
-    }
-
-    /// The first real instant at which the local clock reads `local` or more.
-    fn real(&self, local: Instant) -> Instant {
-        let l = i128::from(local.as_nanos().saturating_sub(self.offset));
-        let denom = 1_000_000 + i128::from(self.rate_ppm);
-        let real = (l * 1_000_000 + denom - 1) / denom;
-        let mut t = Instant::from_nanos(u64::try_from(real).unwrap_or(u64::MAX));
-        // Integer rounding: step forward until the local clock has arrived.
-        while self.local(t) < local && t < Instant::MAX {
-            t = Instant::from_nanos(t.as_nanos() + 1);
-        }
-        t
-    }
-}
+use clock::Clock;
+use config::configure;
+use network::Network;
+use report::Tracking;
 
 struct SimNode<P> {
     id: NodeId,
@@ -435,108 +196,6 @@ impl<P> Ord for Scheduled<P> {
     }
 }
 
-/// What one run produced.
-#[derive(Clone, Debug, Default)]
-pub struct Report {
-    /// The run's seed.
-    pub seed: u64,
-    /// With [`Cluster::with_replication`]: the newest log entry a quorum
-    /// of voters held, `(term, index)`.
-    pub committed: Option<(u64, u64)>,
-    /// With [`Cluster::with_replication`]: by node id, the copies its
-    /// replica refused ([`Fence::admit`](crate::Fence::admit): a deposed
-    /// leadership's, or one older than a leadership it took).
-    pub refused_writes: Vec<(NodeId, u64)>,
-    /// The first invariant violation, if any (the run stopped there).
-    pub violation: Option<Violation>,
-    /// Number of `BecameLeader` events.
-    pub elections: u64,
-    /// Highest term reached.
-    pub max_term: u64,
-    /// Events processed.
-    pub events: u64,
-    /// Events after which some node held a valid lease (shows that the
-    /// lease checks were exercised).
-    pub lease_events: u64,
-    /// Real instant the run ended.
-    pub ended_at: Instant,
-    /// Each failover's duration: from a leader crash or isolation to a new
-    /// leader known to a quorum.
-    pub failovers: Vec<Duration>,
-    /// Campaigns (`CampaignStarted`) during each failover.
-    pub failover_rounds: Vec<u32>,
-    /// Changes of the quorum-known leader not caused by a leader fault
-    /// or a hand-back.
-    pub spurious_leader_changes: u64,
-    /// `HandingBack` events (rule `rank_hand_back`).
-    pub hand_backs: u64,
-    /// Changes of the quorum-known leader that followed a hand-back.
-    pub hand_back_changes: u64,
-    /// Clean failovers: the leader known to a quorum crashed while every
-    /// other voter ran, with no cut, loss, long tail, stalled disk,
-    /// transfer, joint membership or failover in progress.
-    pub clean_failovers: Vec<CleanFailover>,
-    /// Whether the liveness deadline was checked (and met, if no violation).
-    pub liveness_checked: bool,
-    /// Time from [`Scenario::first_leader_from`] to the first leader known
-    /// to a quorum, if one appeared.
-    pub first_election: Option<Duration>,
-    /// Messages that took a long-tail delay.
-    pub long_tail_messages: u64,
-    /// Messages delivered after their sender crashed or restarted (stale
-    /// messages of an earlier incarnation).
-    pub delivered_after_sender_restart: u64,
-    /// Each completed membership change's duration: from
-    /// [`Fault::ChangeMembership`] reaching the leader to its
-    /// `MembershipChangeCompleted`.
-    pub membership_changes: Vec<Duration>,
-    /// Membership changes that failed (or found no leader for 10 s).
-    pub membership_failures: u64,
-    /// Operators started ([`Fault::Operate`]).
-    pub operations: u64,
-    /// Operators whose goal was met: a membership meeting it was stored
-    /// by a majority of each of its voter sets.
-    pub operations_completed: u64,
-    /// Each completed operator's duration, from its start to the instant
-    /// the membership meeting its goal was stored.
-    pub operation_times: Vec<Duration>,
-    /// Operators that gave up at their bound or were still working when
-    /// the run ended.
-    pub operations_unfinished: u64,
-    /// Operator requests refused at once (not leader, change in progress,
-    /// not established, invalid); the operator retries.
-    pub change_refusals: u64,
-    /// Operator requests accepted that then failed (not caught up, no
-    /// quorum, stepped down); the operator retries.
-    pub change_attempt_failures: u64,
-    /// Elections won while an operator was still working (a change was
-    /// in progress or pending): coverage of failovers mid-change.
-    pub elected_mid_change: u64,
-    /// Elections won by a node acting on a joint membership (it inherits
-    /// a change it must finish).
-    pub elected_on_joint: u64,
-}
-
-/// One clean failover ([`Report::clean_failovers`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CleanFailover {
-    /// When the leader crashed (real time).
-    pub at: Instant,
-    /// The crashed leader.
-    pub crashed: NodeId,
-    /// The best live caught-up node at the crash: the highest
-    /// [`Membership::rank_of`] (under [`SimConfig::rank_reference`] if set)
-    /// among the running voters that may lead (mode and rank) whose log
-    /// position is at least every other running voter's (with
-    /// [`Cluster::with_replication`]: counting the crashed leader's copies
-    /// already on their way, which land long before any campaign).
-    pub best: NodeId,
-    /// The next leader known to a quorum.
-    pub winner: NodeId,
-    /// From the crash to that leader.
-    pub took: Duration,
-}
-
 /// A simulated cluster of `Node<P>`s. [`Cluster::new`] runs `Node<()>`;
 /// [`Cluster::with_positions`] any log position type, fed with
 /// [`Cluster::input`] (`Input::LogPosition`).
@@ -556,9 +215,8 @@ pub struct Cluster<P: LogPosition = ()> {
     quorum: usize,
     /// Bound within which a leader must appear once faults allow one.
     liveness_bound: Duration,
-    cut: BTreeSet<(NodeId, NodeId)>,
-    loss: f64,
-    long_tail: f64,
+    /// The network's cuts, loss and long tail.
+    net: Network,
     checker: Checker,
     trace: Option<String>,
     buf: Vec<Action<P>>,
@@ -567,25 +225,9 @@ pub struct Cluster<P: LogPosition = ()> {
     acks: Vec<(NodeId, HardState)>,
     /// Membership writes completed, to acknowledge after the step.
     membership_acks: Vec<(NodeId, MembershipId)>,
-    /// When the membership change in progress was asked for.
-    change_started: Option<Instant>,
-    /// Failover measurement in progress: (start, campaigns so far).
-    failover: Option<(Instant, u32)>,
-    /// The leader known to a quorum, with its term.
-    quorum_leader: Option<(NodeId, u64)>,
-    /// From when a first leader is awaited (`Scenario::first_leader_from`).
-    first_leader_from: Option<Instant>,
     report: Report,
-    /// `PeerMode::AckStaleHeartbeats`: while a stale heartbeat is being
-    /// delivered, its sender and round.
-    stale_heartbeat: Option<(NodeId, u64)>,
-    /// When the latest long-tail message arrives: a message still in flight
-    /// is a fault still acting, so liveness is owed only after it.
-    last_long_tail_arrival: Instant,
-    /// When a leader last started a hand-back (rule `rank_hand_back`): a
-    /// deliberate leadership move, which the liveness check waits out as
-    /// it waits out a fault.
-    last_hand_back: Instant,
+    /// Leadership, failover and change measurements behind the report.
+    track: Tracking,
     /// The replicated-log model, if [`Cluster::with_replication`] built
     /// this cluster.
     replication: Option<replication::Replication<P>>,
@@ -608,10 +250,6 @@ pub struct Cluster<P: LogPosition = ()> {
     dead: BTreeSet<NodeId>,
     /// The node the latest [`Fault::CrashFollower`] crashed.
     crashed_follower: Option<NodeId>,
-    /// A clean leader crash being measured: (when, crashed, best node).
-    clean_crash: Option<(Instant, NodeId, NodeId)>,
-    /// A hand-back started and its leader change not yet seen.
-    hand_back_pending: bool,
 }
 
 /// Every `Send` action and every event, in order.
@@ -685,20 +323,9 @@ impl<P: LogPosition> Cluster<P> {
             + max_latency * 4;
         let config_memberships: Vec<Membership> =
             configs.iter().map(Config::effective_membership).collect();
-        let half = i64::from(cfg.clock_skew_ppm / 2);
         let mut nodes = Vec::new();
         for &id in &ids {
-            let rate_ppm = if half == 0 {
-                0
-            } else {
-                (rng.next_u64() % (2 * half as u64 + 1)) as i64 - half
-            };
-            let offset = if cfg.clock_offsets {
-                rng.next_u64() % 1_000_000_000_000
-            } else {
-                0
-            };
-            let clock = Clock { offset, rate_ppm };
+            let clock = Clock::draw(&mut rng, &cfg);
             nodes.push(SimNode {
                 id,
                 node: None,
@@ -716,8 +343,7 @@ impl<P: LogPosition> Cluster<P> {
                 snapshot: None,
             });
         }
-        let loss = cfg.loss;
-        let long_tail = cfg.long_tail;
+        let net = Network::new(&cfg);
         let mut cluster = Cluster {
             cfg,
             rng,
@@ -729,23 +355,15 @@ impl<P: LogPosition> Cluster<P> {
             observer_ids,
             quorum,
             liveness_bound,
-            cut: BTreeSet::new(),
-            loss,
-            long_tail,
+            net,
             checker: Checker::default(),
             trace: None,
             buf: Vec::new(),
             acks: Vec::new(),
             membership_acks: Vec::new(),
-            change_started: None,
             timeline: None,
-            failover: None,
-            quorum_leader: None,
-            first_leader_from: None,
             report: Report::default(),
-            stale_heartbeat: None,
-            last_long_tail_arrival: Instant::ZERO,
-            last_hand_back: Instant::ZERO,
+            track: Tracking::new(),
             replication: None,
             history: None,
             heal_at: None,
@@ -756,8 +374,6 @@ impl<P: LogPosition> Cluster<P> {
             operator_refused: false,
             dead: BTreeSet::new(),
             crashed_follower: None,
-            clean_crash: None,
-            hand_back_pending: false,
         };
         cluster.membership_disks_changed();
         cluster.report.seed = cluster.cfg.seed;
@@ -813,11 +429,6 @@ impl<P: LogPosition> Cluster<P> {
         self.history.as_ref().map_or(&[], |h| &h.events)
     }
 
-    /// What node `id`'s disk holds (durable writes only), up or down.
-    pub fn disk(&self, id: NodeId) -> Option<HardState> {
-        self.slot(id).map(|s| s.disk)
-    }
-
     /// Processes every scheduled event due at or before `until`, in order,
     /// evaluating the invariants after each (as [`Cluster::run`] does), then
     /// sets the clock to `until`. Stops at the first violation and returns
@@ -859,11 +470,6 @@ impl<P: LogPosition> Cluster<P> {
     /// A node, if it is up.
     pub fn node(&self, id: NodeId) -> Option<&Node<P>> {
         self.slot(id).and_then(|s| s.node.as_ref())
-    }
-
-    /// Node `id`'s local clock reading now.
-    pub fn local_now(&self, id: NodeId) -> Option<Instant> {
-        self.slot(id).map(|s| s.clock.local(self.now))
     }
 
     /// Nodes whose role is leader.
@@ -959,16 +565,6 @@ impl<P: LogPosition> Cluster<P> {
         }
     }
 
-    fn reschedule_timer(&mut self, i: usize) {
-        let Some(deadline) = self.nodes[i].node.as_ref().and_then(|n| n.next_deadline()) else {
-            return;
-        };
-        let at = self.nodes[i].clock.real(deadline).max(self.now);
-        self.nodes[i].timer_gen += 1;
-        let (node, generation) = (self.nodes[i].id, self.nodes[i].timer_gen);
-        self.schedule(at, Payload::Timer { node, generation });
-    }
-
     /// Feeds `input` to node `id` (if up) at the current real time.
     pub fn input(&mut self, id: NodeId, input: Input<P>) {
         let Some(i) = self.idx(id) else { return };
@@ -993,531 +589,16 @@ impl<P: LogPosition> Cluster<P> {
         self.drain_membership_acks();
     }
 
-    fn drain_membership_acks(&mut self) {
-        while let Some((node, id)) = self.membership_acks.pop() {
-            self.input(node, Input::PersistedMembership(id));
-        }
-    }
-
     fn execute(&mut self, i: usize, action: Action<P>) {
         let id = self.nodes[i].id;
         match action {
-            Action::Persist(state) => {
-                self.log(id, format_args!("persist {state:?}"));
-                self.nodes[i].pending_write = Some(state);
-                self.nodes[i].write_gen += 1;
-                if self.cfg.storage == StorageMode::Synchronous {
-                    // Durable at once unless the disk is stalled; the
-                    // acknowledgement follows the step's other actions.
-                    if !self.nodes[i].stalled {
-                        self.nodes[i].pending_write = None;
-                        if let Some(c) = self.nodes[i].checker.as_mut() {
-                            c.durable(state);
-                        }
-                        self.nodes[i].disk = state;
-                        self.acks.push((id, state));
-                    }
-                    return;
-                }
-                let write_latency = self
-                    .cfg
-                    .node_write_latency
-                    .get(&id)
-                    .copied()
-                    .unwrap_or(self.cfg.write_latency);
-                let lying = self.cfg.storage == StorageMode::AckBeforeDurable;
-                if lying {
-                    // The broken driver lies: "durable" now, written later.
-                    self.acks.push((id, state));
-                }
-                if lying || !self.nodes[i].stalled {
-                    let at = self.now + self.uniform(write_latency);
-                    let generation = self.nodes[i].write_gen;
-                    self.schedule(
-                        at,
-                        Payload::WriteDone {
-                            node: id,
-                            generation,
-                        },
-                    );
-                }
-            }
-            Action::Send { to, mut message } => {
-                if let Some(h) = self.history.as_mut() {
-                    h.sent.push((self.now, id, to, message.clone()));
-                }
-                if let (Some((leader, seq)), MessageKind::HeartbeatResponse { seq: 0, position }) =
-                    (self.stale_heartbeat, &message.kind)
-                    && leader == to
-                {
-                    let promise = configure(&self.cfg, &self.voters, &self.observer_ids, id)
-                        .effective_death_timeout();
-                    message.kind = MessageKind::HeartbeatAck {
-                        seq,
-                        position: position.clone(),
-                        promise_nanos: crate::time::duration_nanos(promise),
-                        can_lead: true,
-                    };
-                }
-                let link = self.cfg.links.get(&(id, to)).copied();
-                let link_loss = link.map_or(0.0, |l| l.loss);
-                if self.cut.contains(&(id, to)) || self.chance(self.loss) || self.chance(link_loss)
-                {
-                    return;
-                }
-                let duplicate = link.map_or(self.cfg.duplicate, |l| l.duplicate);
-                let latency = link.map_or(self.cfg.latency, |l| l.latency);
-                let copies = if self.chance(duplicate) { 2 } else { 1 };
-                let incarnation = self.nodes[i].incarnation;
-                let stamper = if self.cfg.peers == PeerMode::StampReceiverMembership {
-                    self.idx(to).unwrap_or(i)
-                } else {
-                    i
-                };
-                let stamp = self.nodes[stamper]
-                    .node
-                    .as_ref()
-                    .map_or_else(MembershipId::default, Node::membership_id);
-                for _ in 0..copies {
-                    // Each copy draws its own delay: a duplicate may take the
-                    // long tail while the original arrives on time.
-                    let delay = match link {
-                        Some(l) if self.chance(l.long_tail) => Some(l.long_tail_delay),
-                        _ if self.chance(self.long_tail) => Some(self.cfg.long_tail_delay),
-                        _ => None,
-                    };
-                    let delay = match delay {
-                        Some(range) => {
-                            self.report.long_tail_messages += 1;
-                            let d = self.uniform(range);
-                            self.last_long_tail_arrival =
-                                self.last_long_tail_arrival.max(self.now + d);
-                            d
-                        }
-                        None => self.uniform(latency),
-                    };
-                    self.schedule(
-                        self.now + delay,
-                        Payload::Deliver {
-                            from: id,
-                            incarnation,
-                            stamp,
-                            to,
-                            message: message.clone(),
-                        },
-                    );
-                }
-            }
+            Action::Persist(state) => self.persist(i, state),
+            Action::Send { to, message } => self.send(i, to, message),
             Action::PersistMembership(membership) => {
                 self.log(id, format_args!("persist membership {:?}", membership.id()));
                 self.write_membership(i, *membership);
             }
-            Action::Event(event) => {
-                self.log(id, format_args!("{event:?}"));
-                self.note_membership_event(id, &event);
-                if let Some(h) = self.history.as_mut() {
-                    h.events.push((self.now, id, event.clone()));
-                }
-                if let Event::BecameLeader { term, .. } = event {
-                    self.report.elections += 1;
-                    if self.operators.iter().any(operator::OperatorState::working) {
-                        self.report.elected_mid_change += 1;
-                    }
-                    if self.nodes[i]
-                        .node
-                        .as_ref()
-                        .is_some_and(|n| n.membership().is_joint())
-                    {
-                        self.report.elected_on_joint += 1;
-                    }
-                    self.check_leader_completeness(id, term);
-                }
-                match event {
-                    Event::HandingBack { .. } => {
-                        self.report.hand_backs += 1;
-                        self.hand_back_pending = true;
-                        self.last_hand_back = self.now;
-                    }
-                    Event::TransferFailed { .. } => self.hand_back_pending = false,
-                    _ => {}
-                }
-                if matches!(event, Event::CampaignStarted { .. })
-                    && let Some((_, rounds)) = self.failover.as_mut()
-                {
-                    *rounds += 1;
-                }
-                self.checker.on_event(id, &event, self.now);
-            }
-        }
-    }
-
-    /// Starts the membership write `membership` (as `Action::Persist`
-    /// does for the term and vote: the same latency, stalls and crashes).
-    fn write_membership(&mut self, i: usize, membership: Membership) {
-        let id = self.nodes[i].id;
-        self.nodes[i].pending_membership = Some(membership);
-        self.nodes[i].membership_gen += 1;
-        if self.nodes[i].stalled {
-            return;
-        }
-        if self.cfg.storage == StorageMode::Synchronous {
-            self.complete_membership_write(i);
-            return;
-        }
-        let latency = self
-            .cfg
-            .node_write_latency
-            .get(&id)
-            .copied()
-            .unwrap_or(self.cfg.write_latency);
-        let at = self.now + self.uniform(latency);
-        let generation = self.nodes[i].membership_gen;
-        self.schedule(
-            at,
-            Payload::MembershipWriteDone {
-                node: id,
-                generation,
-            },
-        );
-    }
-
-    fn complete_membership_write(&mut self, i: usize) {
-        let Some(membership) = self.nodes[i].pending_membership.take() else {
-            return;
-        };
-        let id = self.nodes[i].id;
-        let stored = membership.id();
-        self.nodes[i].disk_membership = Some(membership);
-        self.membership_acks.push((id, stored));
-        self.membership_disks_changed();
-    }
-
-    /// Re-evaluates which memberships are stored (every node's durable
-    /// membership, or its configured one before its first write), and
-    /// whether an operator's goal is now met.
-    fn membership_disks_changed(&mut self) {
-        let max_term = self.nodes.iter().map(|s| s.disk.term).max().unwrap_or(0);
-        let disks = self
-            .nodes
-            .iter()
-            .zip(&self.config_memberships)
-            .map(|(s, c)| {
-                let m = s.disk_membership.as_ref().unwrap_or(c);
-                (s.id, (!m.voters.is_empty()).then_some(m))
-            });
-        self.membership_checker.disks_changed(disks, max_term);
-        self.check_operators();
-    }
-
-    /// Membership change timing for the report.
-    fn note_membership_event(&mut self, id: NodeId, event: &Event) {
-        match event {
-            Event::MembershipChangeCompleted { .. } => {
-                if let Some(start) = self.change_started.take() {
-                    let took = self.now.saturating_duration_since(start);
-                    self.report.membership_changes.push(took);
-                }
-                self.log(id, format_args!("membership change completed"));
-            }
-            Event::MembershipChangeFailed { .. } => {
-                self.report.membership_failures += 1;
-                self.change_started = None;
-            }
-            _ => return,
-        }
-        self.operator_event(id, event);
-    }
-
-    fn complete_write(&mut self, i: usize) {
-        let Some(state) = self.nodes[i].pending_write.take() else {
-            return;
-        };
-        let id = self.nodes[i].id;
-        if let Some(c) = self.nodes[i].checker.as_mut() {
-            c.durable(state);
-        }
-        self.nodes[i].disk = state;
-        self.input(id, Input::Persisted(state));
-    }
-
-    /// Applies a fault now.
-    pub fn apply(&mut self, fault: Fault) {
-        if let Fault::WhenLeaderReaches { stage, delay, then } = fault {
-            // Marked on the timeline when `then` applies.
-            self.watch(stage, delay, then);
-            return;
-        }
-        if let Some(t) = self.timeline.as_mut() {
-            let (label, node) = fault.label();
-            t.mark(self.now, label, node);
-        }
-        // Faults aimed at the current leader start a failover measurement;
-        // leader changes without one count as spurious.
-        let leader = self.quorum_leader.map(|(l, _)| l);
-        let targets_leader = match &fault {
-            Fault::Crash(n)
-            | Fault::Isolate(n)
-            | Fault::CrashRestart(n, _)
-            | Fault::Deaf(n)
-            | Fault::Mute(n) => Some(*n) == leader,
-            Fault::Input(n, input) => {
-                Some(*n) == leader
-                    && matches!(input, Input::Demote | Input::TransferLeadership { .. })
-            }
-            _ => false,
-        };
-        let crashed_leader = match &fault {
-            Fault::Crash(n) | Fault::CrashRestart(n, _) => Some(*n),
-            Fault::CrashLeader | Fault::CrashRestartLeader(_) => self.leaders().first().copied(),
-            _ => None,
-        };
-        if let Some(l) = crashed_leader.filter(|&l| Some(l) == leader) {
-            self.note_leader_crash(l);
-        }
-        if targets_leader {
-            self.start_failover();
-        }
-        match fault {
-            Fault::Crash(id) => self.crash(id),
-            Fault::CrashLeader => {
-                if let Some(&l) = self.leaders().first() {
-                    self.start_failover();
-                    self.crash(l);
-                }
-            }
-            Fault::Restart(id) if !self.dead.contains(&id) => self.start_node(id),
-            Fault::Restart(_) => {}
-            Fault::RestartAll => {
-                for id in self.all_ids() {
-                    if !self.dead.contains(&id) {
-                        self.start_node(id);
-                    }
-                }
-            }
-            Fault::CrashRestart(id, after) => self.crash_restart(id, after),
-            Fault::CrashRestartLeader(after) => {
-                if let Some(&l) = self.leaders().first() {
-                    self.start_failover();
-                    self.crash_restart(l, after);
-                }
-            }
-            Fault::Deaf(id) => self.deafen(id),
-            Fault::Mute(id) => self.mute(id),
-            Fault::MuteLeader => {
-                if let Some(&l) = self.leaders().first() {
-                    self.start_failover();
-                    self.mute(l);
-                }
-            }
-            Fault::SetLongTail(p) => self.long_tail = p,
-            Fault::Isolate(id) => self.isolate(id),
-            Fault::IsolateLeader => {
-                if let Some(&l) = self.leaders().first() {
-                    self.start_failover();
-                    self.isolate(l);
-                }
-            }
-            Fault::Cut { from, to } => {
-                self.cut.insert((from, to));
-            }
-            Fault::LeaderDeaf => {
-                if let Some(&l) = self.leaders().first() {
-                    self.start_failover();
-                    self.deafen(l);
-                }
-            }
-            Fault::PartitionFromLeader => {
-                if let Some(&l) = self.leaders().first()
-                    && let Some(f) = self.voters.iter().copied().find(|&o| o != l)
-                {
-                    self.cut.insert((l, f));
-                    self.cut.insert((f, l));
-                }
-            }
-            Fault::StallLeaderDisk => {
-                if let Some(&l) = self.leaders().first() {
-                    self.apply(Fault::StallDisk(l));
-                }
-            }
-            Fault::Heal => self.cut.clear(),
-            Fault::SetLoss(p) => self.loss = p,
-            Fault::StallDisk(id) => {
-                if let Some(i) = self.idx(id) {
-                    self.nodes[i].stalled = true;
-                }
-            }
-            Fault::UnstallDisk(id) => {
-                if let Some(i) = self.idx(id) {
-                    self.nodes[i].stalled = false;
-                    if self.nodes[i].pending_write.is_some() {
-                        self.complete_write(i);
-                    }
-                    if self.nodes[i].pending_membership.is_some() {
-                        self.complete_membership_write(i);
-                        self.drain_membership_acks();
-                    }
-                }
-            }
-            Fault::ChangeMembership(change) => self.change_at_leader(change, 0),
-            Fault::Operate(op) => self.start_operator(op),
-            Fault::CrashFollower { restart_after } => self.crash_follower(restart_after),
-            Fault::IsolateLeaderWith(others) => self.isolate_leader_with(others),
-            Fault::StallReplication(id) => self.stall_replication(id, true),
-            Fault::ResumeReplication(id) => self.stall_replication(id, false),
-            Fault::Snapshot(id) => {
-                if let Some(i) = self.idx(id) {
-                    let n = &mut self.nodes[i];
-                    n.snapshot = Some((n.disk, n.disk_membership.clone()));
-                    self.log(id, format_args!("disk copied aside"));
-                }
-            }
-            Fault::RestoreSnapshot(id) => self.restore_snapshot(id),
-            Fault::WhenLeaderReaches { .. } => unreachable!("handled above"),
-            Fault::Input(id, input) => {
-                self.log(id, format_args!("input {input:?}"));
-                match lift_input(input) {
-                    Some(input) => self.input(id, input),
-                    None => self.log(
-                        id,
-                        format_args!("input ignored: it carries a `()` position"),
-                    ),
-                }
-            }
-        }
-    }
-
-    /// Hands `change` to the leader known to a quorum, or tries again in
-    /// 50 ms while there is none (for up to 10 s).
-    fn change_at_leader(&mut self, change: MembershipChange, tries: u32) {
-        match self.leader_known_to_quorum() {
-            Some((leader, _)) => {
-                self.log(leader, format_args!("change membership {change:?}"));
-                self.change_started = Some(self.now);
-                self.input(leader, Input::ChangeMembership(change));
-            }
-            None if tries < 200 => {
-                let at = self.now + Duration::from_millis(50);
-                self.schedule(at, Payload::ChangeAtLeader(change, tries + 1));
-            }
-            None => self.report.membership_failures += 1,
-        }
-    }
-
-    /// Applies `fault` again in 50 ms (it needs a leader known to a quorum
-    /// and there is none now), unless that is at or after the scenario's
-    /// heal (no fault acts after it).
-    fn retry_fault(&mut self, fault: Fault) {
-        let at = self.now + Duration::from_millis(50);
-        if self.heal_at.is_some_and(|h| at >= Instant::ZERO + h) {
-            self.log(0, format_args!("dropped (the faults are over): {fault:?}"));
-            return;
-        }
-        self.schedule(at, Payload::Fault(fault));
-    }
-
-    /// [`Fault::WhenLeaderReaches`]: if a node that leads is at `stage`,
-    /// schedules `then` `delay` from now; otherwise looks again in 1 ms,
-    /// until the scenario's heal.
-    fn watch(&mut self, stage: ChangeStage, delay: Duration, then: std::boxed::Box<Fault>) {
-        let reached = self.nodes.iter().find_map(|s| {
-            let n = s.node.as_ref()?;
-            (n.status().role == Role::Leader && stage.holds(s.id, n.membership())).then_some(s.id)
-        });
-        if let Some(leader) = reached {
-            self.log(
-                leader,
-                format_args!("at {}: {:?} in {delay:?}", stage.label(), then.label().0),
-            );
-            self.schedule(self.now + delay, Payload::Fault(*then));
-            return;
-        }
-        let at = self.now + Duration::from_millis(1);
-        if self.heal_at.is_some_and(|h| at >= Instant::ZERO + h) {
-            return;
-        }
-        self.schedule(at, Payload::Watch { stage, delay, then });
-    }
-
-    /// Crashes a live voter of the quorum-known leader's membership other
-    /// than the leader (drawn from the seed), restarting it `restart_after`
-    /// later if given.
-    fn crash_follower(&mut self, restart_after: Option<Duration>) {
-        let Some((leader, _)) = self.leader_known_to_quorum() else {
-            self.retry_fault(Fault::CrashFollower { restart_after });
-            return;
-        };
-        let Some(m) = self.node(leader).map(|n| n.membership().all_voters()) else {
-            return;
-        };
-        let up: Vec<NodeId> = m
-            .into_iter()
-            .filter(|&v| v != leader && self.node(v).is_some())
-            .collect();
-        if up.is_empty() {
-            return;
-        }
-        let victim = up[(self.rng.next_u64() % up.len() as u64) as usize];
-        self.crashed_follower = Some(victim);
-        match restart_after {
-            Some(after) => self.crash_restart(victim, after),
-            None => {
-                self.dead.insert(victim);
-                self.crash(victim);
-            }
-        }
-    }
-
-    /// Cuts the quorum-known leader and `others` of its fellow voters
-    /// (drawn from the seed) from every other node, both ways.
-    fn isolate_leader_with(&mut self, others: u64) {
-        let Some((leader, _)) = self.leader_known_to_quorum() else {
-            self.retry_fault(Fault::IsolateLeaderWith(others));
-            return;
-        };
-        let Some(voters) = self.node(leader).map(|n| n.membership().all_voters()) else {
-            return;
-        };
-        let mut rest: Vec<NodeId> = voters.into_iter().filter(|&v| v != leader).collect();
-        let mut side = std::vec![leader];
-        for _ in 0..others {
-            if rest.is_empty() {
-                break;
-            }
-            let k = (self.rng.next_u64() % rest.len() as u64) as usize;
-            side.push(rest.remove(k));
-        }
-        self.start_failover();
-        for &a in &side {
-            for b in self.all_ids().filter(|b| !side.contains(b)) {
-                self.cut.insert((a, b));
-                self.cut.insert((b, a));
-            }
-        }
-        self.log(leader, format_args!("isolated with {side:?}"));
-    }
-
-    fn record_state(&mut self, i: usize) {
-        let Some(t) = self.timeline.as_mut() else {
-            return;
-        };
-        let s = &self.nodes[i];
-        let state = match s.node.as_ref() {
-            None => NodeState::Down,
-            Some(n) => {
-                let st = n.status();
-                NodeState::Up {
-                    role: st.role,
-                    term: st.term,
-                    lease: n.lease(s.clock.local(self.now)).is_some(),
-                }
-            }
-        };
-        t.record(self.now, s.id, state);
-    }
-
-    fn start_failover(&mut self) {
-        if self.failover.is_none() && self.quorum_leader.is_some() {
-            self.failover = Some((self.now, 0));
+            Action::Event(event) => self.note_event(i, event),
         }
     }
 
@@ -1546,212 +627,6 @@ impl<P: LogPosition> Cluster<P> {
 
     fn all_ids(&self) -> core::ops::RangeInclusive<NodeId> {
         1..=self.cfg.nodes + self.cfg.observers + self.cfg.spares
-    }
-
-    /// The leader that a quorum of voters (itself included) follows;
-    /// observers following it do not count.
-    pub fn leader_known_to_quorum(&self) -> Option<(NodeId, u64)> {
-        for s in &self.nodes {
-            let Some(n) = s.node.as_ref() else { continue };
-            let st = n.status();
-            if st.role != Role::Leader {
-                continue;
-            }
-            let follows = |id: &NodeId| {
-                self.node(*id).is_some_and(|o| {
-                    let os = o.status();
-                    os.leader == Some(s.id) && os.term == st.term
-                })
-            };
-            // A quorum of every voter set of the leader's membership (the
-            // configured quorum for the bootstrap one).
-            let m = n.membership();
-            let known = [&m.voters, &m.outgoing]
-                .into_iter()
-                .filter(|set| !set.is_empty())
-                .all(|set| {
-                    let quorum = if m.epoch == 0 {
-                        self.quorum
-                    } else {
-                        set.len() / 2 + 1
-                    };
-                    set.iter().filter(|id| follows(id)).count() >= quorum
-                });
-            if known {
-                return Some((s.id, st.term));
-            }
-        }
-        None
-    }
-
-    fn track_leadership(&mut self) {
-        let Some(now_leader) = self.leader_known_to_quorum() else {
-            return;
-        };
-        if let Some(from) = self.first_leader_from
-            && self.now >= from
-            && self.report.first_election.is_none()
-        {
-            self.report.first_election = Some(self.now.saturating_duration_since(from));
-        }
-        if self.quorum_leader == Some(now_leader) {
-            return;
-        }
-        let previous = self.quorum_leader.replace(now_leader);
-        match self.failover.take() {
-            Some((start, rounds)) => {
-                self.report
-                    .failovers
-                    .push(self.now.saturating_duration_since(start));
-                self.report.failover_rounds.push(rounds);
-                if let Some((at, crashed, best)) = self.clean_crash.take() {
-                    self.report.clean_failovers.push(CleanFailover {
-                        at,
-                        crashed,
-                        best,
-                        winner: now_leader.0,
-                        took: self.now.saturating_duration_since(at),
-                    });
-                }
-            }
-            None if previous.is_some() && self.hand_back_pending => {
-                self.hand_back_pending = false;
-                self.report.hand_back_changes += 1;
-            }
-            None if previous.is_some() => self.report.spurious_leader_changes += 1,
-            None => {}
-        }
-    }
-
-    /// The leader known to a quorum, `leader`, is about to crash: if the
-    /// crash is clean (see [`Report::clean_failovers`]), remember the best
-    /// live caught-up node to compare with the winner.
-    fn note_leader_crash(&mut self, leader: NodeId) {
-        self.clean_crash = None;
-        let calm = self.failover.is_none()
-            && self.cut.is_empty()
-            && self.loss == 0.0
-            && self.long_tail == 0.0
-            && !self.hand_back_pending;
-        let Some(node) = self.node(leader).filter(|_| calm) else {
-            return;
-        };
-        if node.status().transferring_to.is_some() || node.membership().is_joint() {
-            return;
-        }
-        let mut m = node.membership().clone();
-        if let Some(policy) = self.cfg.rank_reference {
-            m.rank = policy;
-        }
-        let mut live = Vec::new();
-        for v in m.all_voters().into_iter().filter(|&v| v != leader) {
-            let Some(s) = self.slot(v) else { return };
-            let Some(n) = s.node.as_ref().filter(|_| !s.stalled) else {
-                return;
-            };
-            let position = self
-                .settled_position(v)
-                .unwrap_or_else(|| n.position().clone());
-            live.push((v, n.status().mode, position));
-        }
-        let best = live
-            .iter()
-            .filter(|(v, mode, pos)| {
-                matches!(mode, Mode::Candidate)
-                    && m.rank_allows_leading(*v)
-                    && live.iter().all(|(_, _, o)| pos.is_at_least(o))
-            })
-            .map(|(v, _, _)| *v)
-            .max_by_key(|&v| m.rank_of(v));
-        self.clean_crash = best.map(|b| (self.now, leader, b));
-    }
-
-    fn isolate(&mut self, id: NodeId) {
-        for other in self.all_ids().filter(|&o| o != id) {
-            self.cut.insert((id, other));
-            self.cut.insert((other, id));
-        }
-        self.log(id, format_args!("isolated"));
-    }
-
-    /// Cuts every link into `id`: it still sends, and hears nothing.
-    fn deafen(&mut self, id: NodeId) {
-        for other in self.all_ids().filter(|&o| o != id) {
-            self.cut.insert((other, id));
-        }
-        self.log(id, format_args!("deaf"));
-    }
-
-    /// Cuts every link out of `id`: it still hears everyone.
-    fn mute(&mut self, id: NodeId) {
-        for other in self.all_ids().filter(|&o| o != id) {
-            self.cut.insert((id, other));
-        }
-        self.log(id, format_args!("mute"));
-    }
-
-    /// Crashes `id` now and restarts it from its disk `after` later (a
-    /// process supervisor's quick restart): messages it sent before the
-    /// crash may still be in flight, and its volatile counters start over.
-    fn crash_restart(&mut self, id: NodeId, after: Duration) {
-        self.crash(id);
-        self.schedule(self.now + after, Payload::Fault(Fault::Restart(id)));
-    }
-
-    /// [`Fault::RestoreSnapshot`]: crash `id`, put the older copy of its
-    /// disk back, and start it again.
-    fn restore_snapshot(&mut self, id: NodeId) {
-        let Some(i) = self.idx(id) else { return };
-        let Some((disk, membership)) = self.nodes[i].snapshot.clone() else {
-            return;
-        };
-        self.crash(id);
-        self.nodes[i].pending_write = None;
-        self.nodes[i].pending_membership = None;
-        self.nodes[i].disk = disk;
-        self.nodes[i].disk_membership = membership;
-        self.membership_disks_changed();
-        // The node's own checks assume storage never goes back.
-        self.nodes[i].checker = None;
-        self.log(
-            id,
-            format_args!("disk restored from an older copy: {disk:?}"),
-        );
-        if !self.dead.contains(&id) {
-            self.start_node(id);
-        }
-    }
-
-    fn crash(&mut self, id: NodeId) {
-        let Some(i) = self.idx(id) else { return };
-        if self.nodes[i].node.take().is_none() {
-            return;
-        }
-        // A write issued but not acknowledged may or may not have landed.
-        if let Some(state) = self.nodes[i].pending_write.take()
-            && self.cfg.storage == StorageMode::Honest
-            && self.chance(0.5)
-        {
-            if let Some(c) = self.nodes[i].checker.as_mut() {
-                c.durable(state);
-            }
-            self.nodes[i].disk = state;
-        }
-        self.nodes[i].write_gen += 1;
-        // The same for a membership write (no draw unless one was pending,
-        // so runs without membership writes are unchanged).
-        if let Some(membership) = self.nodes[i].pending_membership.take()
-            && self.cfg.storage == StorageMode::Honest
-            && self.chance(0.5)
-        {
-            self.nodes[i].disk_membership = Some(membership);
-            self.membership_disks_changed();
-        }
-        self.nodes[i].membership_gen += 1;
-        self.nodes[i].timer_gen += 1;
-        let disk = self.nodes[i].disk;
-        self.log(id, format_args!("crashed; disk {disk:?}"));
-        self.record_state(i);
     }
 
     /// Runs `scenario` to its end or to the first violation.
@@ -1783,7 +658,7 @@ impl<P: LogPosition> Cluster<P> {
             }
         }
         if let Some(from) = scenario.first_leader_from {
-            self.first_leader_from = Some(Instant::ZERO + from);
+            self.track.first_leader_from = Some(Instant::ZERO + from);
             let at = Instant::ZERO + from + self.liveness_bound;
             if at < Instant::ZERO + scenario.duration {
                 self.schedule(at, Payload::FirstLeaderDeadline);
@@ -1802,13 +677,7 @@ impl<P: LogPosition> Cluster<P> {
                 }
             }
         }
-        if self.report.violation.is_none() {
-            self.finish_operators();
-        }
-        self.report.ended_at = self.now;
-        self.report.max_term = self.checker.max_term();
-        self.report.committed = self.committed();
-        self.report.refused_writes = self.refused_writes();
+        self.finish_report();
         *out = self.report.clone();
         (self.timeline, self.trace)
     }
@@ -1856,49 +725,9 @@ impl<P: LogPosition> Cluster<P> {
                 stamp,
                 to,
                 message,
-            } => {
-                let stale = self
-                    .slot(from)
-                    .is_some_and(|s| s.incarnation != incarnation || s.node.is_none());
-                if stale {
-                    self.report.delivered_after_sender_restart += 1;
-                }
-                let receiver_down = self.node(to).is_none();
-                let mark = match (receiver_down, stale) {
-                    (true, _) => " (dropped: receiver down)",
-                    (false, true) => " (sender restarted since)",
-                    (false, false) => "",
-                };
-                self.log(to, format_args!("<- n{from} {message:?}{mark}"));
-                self.stale_heartbeat = match message.kind {
-                    MessageKind::Heartbeat { seq }
-                        if self.cfg.peers == PeerMode::AckStaleHeartbeats
-                            && self
-                                .node(to)
-                                .is_some_and(|n| n.status().term > message.term) =>
-                    {
-                        Some((from, seq))
-                    }
-                    _ => None,
-                };
-                self.input(
-                    to,
-                    Input::ReceiveStamped {
-                        from,
-                        stamp,
-                        message,
-                    },
-                );
-                self.stale_heartbeat = None;
-            }
+            } => self.deliver(from, incarnation, stamp, to, message),
             Payload::MembershipWriteDone { node, generation } => {
-                if let Some(i) = self.idx(node)
-                    && self.nodes[i].membership_gen == generation
-                    && self.nodes[i].node.is_some()
-                {
-                    self.complete_membership_write(i);
-                    self.drain_membership_acks();
-                }
+                self.membership_write_done(node, generation);
             }
             Payload::ChangeAtLeader(change, tries) => self.change_at_leader(change, tries),
             Payload::OperatorPoll(idx, periodic) => self.operator_poll(idx, periodic),
@@ -1907,216 +736,14 @@ impl<P: LogPosition> Cluster<P> {
                 self.watch(stage, delay, then);
                 return Handled::Skip;
             }
-            Payload::WriteDone { node, generation } => {
-                if let Some(i) = self.idx(node)
-                    && self.nodes[i].write_gen == generation
-                    && self.nodes[i].node.is_some()
-                {
-                    self.complete_write(i);
-                }
-            }
-            Payload::Timer { node, generation } => {
-                if let Some(i) = self.idx(node)
-                    && self.nodes[i].timer_gen == generation
-                {
-                    self.input(node, Input::Tick);
-                }
-            }
+            Payload::WriteDone { node, generation } => self.write_done(node, generation),
+            Payload::Timer { node, generation } => self.timer_fired(node, generation),
             Payload::Fault(fault) => self.apply(fault),
             Payload::Append => self.append_tick(),
             Payload::Replicated { from, to, end } => self.log_end_arrived(from, to, end),
-            Payload::LivenessDeadline => {
-                // Messages delayed by a long tail before the heal may
-                // still arrive after it (a late higher term can depose a
-                // leader): liveness is owed a bound after the last one.
-                let heal = Instant::ZERO + self.heal_at.unwrap_or_default();
-                let owed = self.last_long_tail_arrival + self.liveness_bound;
-                if self.last_long_tail_arrival > heal && owed > self.now {
-                    self.schedule(owed, Payload::LivenessDeadline);
-                    return Handled::Skip;
-                }
-                // A hand-back under way leaves no leader for a moment, as a
-                // transfer does: it is owed the bound too, but only when it
-                // found no leader (hand-backs are rate-limited, so this
-                // cannot postpone the check forever while none is elected).
-                let owed = self.last_hand_back + self.liveness_bound;
-                if self.last_hand_back > heal
-                    && owed > self.now
-                    && self.leader_known_to_quorum().is_none()
-                {
-                    self.schedule(owed, Payload::LivenessDeadline);
-                    return Handled::Skip;
-                }
-                self.report.liveness_checked = true;
-                if self.leader_known_to_quorum().is_none() {
-                    return Handled::Violation(Violation {
-                        seed: self.cfg.seed,
-                        at: self.now,
-                        invariant: "liveness",
-                        detail: std::format!(
-                            "no fault since {:?} (and no delayed message in flight since {:?}), yet no leader known to a quorum of {} voters within {:?} (death timeout + 3 election timeouts + 4 latencies)",
-                            self.heal_at.unwrap_or_default(),
-                            self.last_long_tail_arrival,
-                            self.quorum,
-                            self.liveness_bound
-                        ),
-                    });
-                }
-            }
-            Payload::FirstLeaderDeadline => {
-                self.report.liveness_checked = true;
-                self.track_leadership();
-                if self.report.first_election.is_none() {
-                    return Handled::Violation(Violation {
-                        seed: self.cfg.seed,
-                        at: self.now,
-                        invariant: "first_election_liveness",
-                        detail: std::format!(
-                            "no leader known to a quorum of {} voters within {:?} of {:?}, though the faults in place allow one",
-                            self.quorum,
-                            self.liveness_bound,
-                            self.first_leader_from.unwrap_or(Instant::ZERO)
-                        ),
-                    });
-                }
-            }
+            Payload::LivenessDeadline => return self.liveness_deadline(),
+            Payload::FirstLeaderDeadline => return self.first_leader_deadline(),
         }
         Handled::Check
-    }
-
-    fn find_violation(&mut self) -> Option<Violation> {
-        let now = self.now;
-        let seed = self.cfg.seed;
-        let node_violation = self
-            .nodes
-            .iter()
-            .find_map(|s| s.checker.as_ref().and_then(NodeChecker::violation));
-        if let Some(v) = node_violation {
-            return Some(Violation {
-                seed,
-                at: now,
-                invariant: v.invariant,
-                detail: std::format!("node {} at local {:?}: {}", v.node, v.at, v.detail),
-            });
-        }
-        if let Some((at, invariant, detail)) = self.replication_violation() {
-            return Some(Violation {
-                seed,
-                at,
-                invariant,
-                detail,
-            });
-        }
-        let views: Vec<check::NodeView> = self
-            .nodes
-            .iter()
-            .filter_map(|s| {
-                let node = s.node.as_ref()?;
-                let local = s.clock.local(now);
-                Some(check::NodeView {
-                    id: s.id,
-                    status: node.status(),
-                    lease: node.lease(local),
-                })
-            })
-            .collect();
-        if views.iter().any(|v| v.lease.is_some()) {
-            self.report.lease_events += 1;
-        }
-        let leaders: Vec<(NodeId, u64, &Membership)> = self
-            .nodes
-            .iter()
-            .filter_map(|s| {
-                let node = s.node.as_ref()?;
-                let st = node.status();
-                (st.role == Role::Leader).then(|| (s.id, st.term, node.membership()))
-            })
-            .collect();
-        self.membership_checker.check_leaders(&leaders);
-        if let Some((invariant, detail)) =
-            self.membership_checker.take_violations().into_iter().next()
-        {
-            return Some(Violation {
-                seed,
-                at: now,
-                invariant,
-                detail,
-            });
-        }
-        self.checker.check(seed, now, &views)
-    }
-}
-
-/// A scheduled [`Fault::Input`] (written for `Node<()>`) as an input of a
-/// `Node<P>`: everything but a log position carries over; messages get
-/// `P::default()` positions.
-fn lift_input<P: LogPosition>(input: Input) -> Option<Input<P>> {
-    Some(match input {
-        Input::Tick => Input::Tick,
-        Input::Receive { from, message } => Input::Receive {
-            from,
-            message: Message {
-                term: message.term,
-                kind: lift_kind(message.kind),
-            },
-        },
-        Input::ReceiveStamped {
-            from,
-            stamp,
-            message,
-        } => Input::ReceiveStamped {
-            from,
-            stamp,
-            message: Message {
-                term: message.term,
-                kind: lift_kind(message.kind),
-            },
-        },
-        Input::Persisted(state) => Input::Persisted(state),
-        Input::PersistedMembership(id) => Input::PersistedMembership(id),
-        Input::ChangeMembership(change) => Input::ChangeMembership(change),
-        Input::Promote => Input::Promote,
-        Input::Demote => Input::Demote,
-        Input::TransferLeadership { to } => Input::TransferLeadership { to },
-        Input::LogPosition(()) => return None,
-    })
-}
-
-fn lift_kind<P: LogPosition>(kind: MessageKind) -> MessageKind<P> {
-    match kind {
-        MessageKind::PreVoteRequest { .. } => MessageKind::PreVoteRequest {
-            position: P::default(),
-        },
-        MessageKind::PreVoteResponse { granted } => MessageKind::PreVoteResponse { granted },
-        MessageKind::VoteRequest { transfer, .. } => MessageKind::VoteRequest {
-            position: P::default(),
-            transfer,
-        },
-        MessageKind::VoteResponse { granted } => MessageKind::VoteResponse { granted },
-        MessageKind::Heartbeat { seq } => MessageKind::Heartbeat { seq },
-        MessageKind::HeartbeatResponse { seq, .. } => MessageKind::HeartbeatResponse {
-            seq,
-            position: P::default(),
-        },
-        MessageKind::Resign => MessageKind::Resign,
-        MessageKind::TimeoutNow => MessageKind::TimeoutNow,
-        MessageKind::HeartbeatAck {
-            seq,
-            promise_nanos,
-            can_lead,
-            ..
-        } => MessageKind::HeartbeatAck {
-            seq,
-            position: P::default(),
-            promise_nanos,
-            can_lead,
-        },
-        MessageKind::MembershipUpdate { membership } => {
-            MessageKind::MembershipUpdate { membership }
-        }
-        MessageKind::Standings { successors } => MessageKind::Standings { successors },
-        MessageKind::HandBackReady { ready } => MessageKind::HandBackReady { ready },
-        MessageKind::RestartProbe { vote } => MessageKind::RestartProbe { vote },
-        MessageKind::TermSeen { seen, granted } => MessageKind::TermSeen { seen, granted },
     }
 }

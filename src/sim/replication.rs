@@ -172,7 +172,7 @@ impl<P: LogPosition> Cluster<P> {
             return;
         };
         for to in self.all_ids() {
-            if to == from || self.cut.contains(&(from, to)) || self.chance(self.loss) {
+            if to == from || self.net.cut.contains(&(from, to)) || self.chance(self.net.loss) {
                 continue;
             }
             let latency = self
