@@ -59,11 +59,11 @@ pub enum MessageKind<P = ()> {
     /// nothing. Followers acknowledge rounds with
     /// [`HeartbeatAck`](MessageKind::HeartbeatAck).
     ///
-    /// A leader counts a `HeartbeatResponse` with `seq ≥ 1` of its own
-    /// term as an acknowledgement for soft fencing, log positions and
-    /// transfers, but never for a strict lease: it states no promise.
+    /// A leader counts none as an acknowledgement, whatever its `seq`
+    /// (rule `acks_name_their_round`): only `HeartbeatAck` names a round
+    /// and states a promise.
     HeartbeatResponse {
-        /// The round acknowledged; `0` acknowledges none.
+        /// Always `0` from this engine: it acknowledges no round.
         seq: u64,
         /// The responder's log position.
         position: P,

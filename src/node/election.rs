@@ -398,15 +398,8 @@ impl<P: LogPosition> Node<P> {
                 let index = self.tracker.index_of(from);
                 self.on_heartbeat_ack(now, from, index, ack, position, out);
             }
-            // The older acknowledgement states no promise, so it backs no
-            // strict lease: an older node also sent it in answer to stale
-            // heartbeats (see `MessageKind::HeartbeatResponse`). `seq: 0`
-            // names no round.
-            MessageKind::HeartbeatResponse { seq, position } if seq > 0 => {
-                let ack = Ack::new(seq, Duration::ZERO, true);
-                let index = self.tracker.index_of(from);
-                self.on_heartbeat_ack(now, from, index, ack, position, out);
-            }
+            // An answer to a stale heartbeat names no round: it counts for
+            // nothing (rule `acks_name_their_round`).
             MessageKind::HeartbeatResponse { .. } => {}
             MessageKind::Resign => self.on_resign(now, from, out),
             MessageKind::Standings { successors } => self.on_standings(from, successors, out),

@@ -316,8 +316,8 @@ impl<P: LogPosition> Node<P> {
         can_lead: bool,
         position: P,
     ) -> bool {
-        // A zero promise (the older `HeartbeatResponse`) backs nothing; an
-        // instant that saturated at the end of time proves nothing either.
+        // A zero promise backs nothing; an instant that saturated at the end
+        // of time proves nothing either.
         // Only strict fencing reads promises.
         let fencing = self.cfg.fencing;
         let promised = sent

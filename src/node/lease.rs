@@ -250,8 +250,6 @@ impl<P: LogPosition> Node<P> {
     ///   derived again from the sets now in force (never kept from an
     ///   earlier set), and a lease that ends earlier is announced before
     ///   the new membership reaches any peer.
-    /// - **Older acknowledgements**: a `HeartbeatResponse` with `seq ≥ 1`
-    ///   states no promise and backs no lease.
     /// - **The end of time**: a promise whose end saturates at
     ///   [`Instant::MAX`] backs nothing.
     /// - **Resign** releases followers and is sent only after stepping

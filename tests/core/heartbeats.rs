@@ -31,11 +31,13 @@ fn leader_heartbeats_at_once_and_every_interval() {
         let MessageKind::Heartbeat { seq } = out.sends[0].1.kind else {
             panic!("expected a heartbeat")
         };
-        drive(
-            &mut n,
-            d,
-            rx(2, 1, MessageKind::HeartbeatResponse { seq, position: () }),
-        );
+        let ack = MessageKind::HeartbeatAck {
+            seq,
+            position: (),
+            promise_nanos: 400_000_000,
+            can_lead: true,
+        };
+        drive(&mut n, d, rx(2, 1, ack));
     }
     for w in rounds.windows(2) {
         assert_eq!(w[1].saturating_duration_since(w[0]), ms(100));
@@ -599,4 +601,34 @@ fn acks_name_their_round_round_history_run_with_a_chosen_timing() {
     let lat = common::env_u64("TENURE_RING_LATENCY_MS", 176);
     let r = ring_run(death, (lat, lat + 1), 1);
     eprintln!("{}", common::report_summary(&r));
+}
+
+/// A `HeartbeatResponse` counts for nothing, whatever round it names: a
+/// soft-fenced leader whose only answers are `HeartbeatResponse { seq }`
+/// of its own term loses its quorum and steps down after a death timeout.
+///
+/// Guards against: an answer that states no promise keeping a leader that no follower follows.
+#[test]
+fn acks_name_their_round_a_heartbeat_response_keeps_no_quorum() {
+    let mut n = leader_1();
+    let won = n.status().term;
+    let mut now = n.next_deadline().unwrap();
+    for _ in 0..40 {
+        let out = drive(&mut n, now, Input::Tick);
+        for (to, m) in &out.sends {
+            if let MessageKind::Heartbeat { seq } = m.kind {
+                let answer = MessageKind::HeartbeatResponse { seq, position: () };
+                drive(&mut n, now, rx(*to, won, answer));
+            }
+        }
+        if n.status().role != Role::Leader {
+            break;
+        }
+        now = n.next_deadline().unwrap();
+    }
+    assert_ne!(
+        n.status().role,
+        Role::Leader,
+        "answers naming no acknowledgement kept the leader"
+    );
 }
