@@ -1183,11 +1183,13 @@ mod tests {
         assert!(seen, "no BecameLeader");
     }
 
-    /// `Handle::sync` returns once the commands sent before it are applied
-    /// and published: a promote of a manual single-node cluster shows in
-    /// the status at once, and a stopped driver answers `false`.
+    /// `Handle::sync` returns once the commands sent before it are applied:
+    /// a promote of a manual single-node cluster shows in the status at
+    /// once, and a stopped driver answers `false`. (That the answer also
+    /// waits for the publish is not separable here: the loop publishes
+    /// right after applying commands.)
     #[test]
-    fn sync_returns_after_earlier_commands_are_published() {
+    fn sync_returns_after_earlier_commands_are_applied() {
         for _ in 0..20 {
             let setup = NodeSetup {
                 config: Config::new(1, [1]).mode(crate::Mode::Manual).rng_seed(5),

@@ -77,13 +77,7 @@ fn quorum_wins_votes_count_only_from_configured_voters_once() {
         drive(
             &mut n,
             t,
-            Input::Receive {
-                from,
-                message: Message {
-                    term: 1,
-                    kind: MessageKind::PreVoteResponse { granted: true },
-                },
-            },
+            rx(from, 1, MessageKind::PreVoteResponse { granted: true }),
         );
     }
     assert_eq!(n.status().role, Role::Candidate);
@@ -495,13 +489,7 @@ fn split_vote_ends_round_early() {
         drive(
             &mut n,
             t,
-            Input::Receive {
-                from,
-                message: Message {
-                    term: 1,
-                    kind: MessageKind::PreVoteResponse { granted: true },
-                },
-            },
+            rx(from, 1, MessageKind::PreVoteResponse { granted: true }),
         );
     }
     assert_eq!(n.status().role, Role::Candidate);
