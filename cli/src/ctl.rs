@@ -481,6 +481,20 @@ fn run_command(requests: &mpsc::Sender<Request>, command: Command, wait: Duratio
         };
         if let Some(ok) = settled {
             let mut answer = json!({"ok": ok, "outcome": event});
+            if let Event::MembershipChangeCompleted { .. } = event {
+                let (status_tx, status_rx) = mpsc::channel();
+                let after = requests
+                    .send(Request::Status(status_tx))
+                    .ok()
+                    .and_then(|()| status_rx.recv_timeout(Duration::from_secs(5)).ok());
+                let voters = after
+                    .as_ref()
+                    .and_then(|st| st["membership"]["voters"].as_array());
+                if let Some(warning) = voters.and_then(|v| crate::node::few_voters_warning(v.len()))
+                {
+                    answer["warning"] = json!(warning);
+                }
+            }
             if let (Command::Membership(change), Event::MembershipChangeFailed { reason }) =
                 (&command, &event)
             {

@@ -85,7 +85,8 @@ impl From<&str> for Failure {
 
 #[derive(clap::Args)]
 pub struct DemoArgs {
-    /// Number of nodes (1-9).
+    /// Number of nodes (3-9: the demo kills the leader, and the others
+    /// must still be a quorum).
     #[arg(long, default_value_t = 3)]
     nodes: u64,
     /// How many times to kill the leader.
@@ -296,9 +297,10 @@ impl Cluster {
 }
 
 pub fn run(args: DemoArgs) -> ExitCode {
-    if !(1..=9).contains(&args.nodes) {
+    if !(3..=9).contains(&args.nodes) {
         eprintln!(
-            "error: --nodes must be between 1 and 9 (got {})",
+            "error: --nodes must be between 3 and 9 (got {}): the demo kills the leader, \
+             and the nodes left must still be a quorum",
             args.nodes
         );
         return ExitCode::from(2);

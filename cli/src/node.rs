@@ -579,6 +579,12 @@ impl Running {
             Event::MembershipChanged { epoch, .. } => {
                 let m = self.handle.status().membership;
                 value["outgoing"] = json!(m.outgoing);
+                if let Some(warning) =
+                    few_voters_warning(m.voters.len()).filter(|_| m.outgoing.is_empty())
+                {
+                    eprintln!("warning: node {}: {warning}", self.id);
+                    value["warning"] = json!(warning);
+                }
                 if !m.is_member(self.id) {
                     eprintln!(
                         "warning: node {}: no longer a member (membership epoch {epoch}: voters {:?}, observers {:?}); once it has handed over (if it leads) it takes no part: stop it, or add it again with `tenure ctl add-voter`",
@@ -907,6 +913,14 @@ fn auth_json(keys: Option<&KeyRing>, incarnation: Option<u64>) -> Value {
         "key_id": keys.map(|k| k.current().id().to_string()),
         "next_key_id": keys.and_then(|k| k.next()).map(|k| k.id().to_string()),
         "incarnation": incarnation,
+    })
+}
+
+/// What an operator should know about a membership of `voters` voters:
+/// with two, the quorum is both, so one failure stops the cluster.
+pub fn few_voters_warning(voters: usize) -> Option<String> {
+    (voters == 2).then(|| {
+        "2 voters: a quorum needs both, so one failure stops the cluster (3 voters survive one failure)".to_string()
     })
 }
 

@@ -162,6 +162,22 @@ fn kill_the_leader_of_three_then_rejoin() {
     assert!(stdout.contains("failover over 2 kill(s)"), "{stdout}");
 }
 
+/// `tenure demo` needs 3 nodes at least: it kills the leader, and the
+/// nodes left must be a quorum. Fewer is refused at once with exit 2, not
+/// a run that fails after its timeout.
+#[test]
+fn demo_refuses_fewer_than_three_nodes() {
+    for nodes in ["1", "2"] {
+        let (code, out, err) = tenure(&["demo", "--quiet", "--nodes", nodes]);
+        assert_eq!(code, 2, "--nodes {nodes}: {out}{err}");
+        assert!(
+            err.contains("--nodes must be between 3 and 9") && err.contains("quorum"),
+            "--nodes {nodes}: {err}"
+        );
+        assert!(!out.contains("Starting"), "no node started: {out}");
+    }
+}
+
 /// `tenure demo` stopped by SIGTERM (or SIGHUP) kills its node processes,
 /// removes its temporary directory and exits non-zero.
 #[test]

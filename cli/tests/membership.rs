@@ -358,3 +358,48 @@ fn membership_adopt_newer_reaches_a_joiner_whose_peers_list_only_a_former_leader
     assert_eq!(st["member"], true, "{st}");
     assert_eq!(st["leader"], new, "{st}");
 }
+
+/// Shrinking to two voters completes and warns: the quorum of two is both,
+/// so one failure then stops the cluster. `tenure ctl` and the leader's
+/// `membership_changed` line say so; three voters carry no warning.
+#[test]
+fn membership_shrink_to_two_voters_warns_that_one_failure_stops_the_cluster() {
+    let d = dir("membership-two");
+    let ports: Vec<(u64, u16)> = (1..=3).map(|id| (id, port())).collect();
+    let key = d.join("cluster.key");
+    common::keygen(&key);
+    let configs: Vec<(u64, PathBuf)> = (1..=3)
+        .map(|id| (id, config(&d, id, &ports, &[1, 2, 3], &key)))
+        .collect();
+    let procs: Vec<Option<Proc>> = configs.iter().map(|(_, c)| Some(start(c, &[]))).collect();
+    let live = vec![1, 2, 3];
+    until("a first leader", || leader(&configs, &live).is_some());
+    let (l, leader_config) = leader(&configs, &live).unwrap();
+    let gone = if l == 3 { 2 } else { 3 };
+    let (code, answers, err) = ctl(&leader_config, &["remove", &gone.to_string()]);
+    assert_eq!(code, 0, "{answers:?} {err}");
+    let warning = answers[0]["warning"].as_str().unwrap_or_default();
+    assert!(
+        warning.contains("2 voters") && warning.contains("one failure stops the cluster"),
+        "{answers:?}"
+    );
+    let lines = procs[l as usize - 1]
+        .as_ref()
+        .unwrap()
+        .collect(Duration::from_millis(300));
+    let changed: Vec<&String> = lines
+        .iter()
+        .filter(|x| x.contains("membership_changed"))
+        .collect();
+    assert!(
+        changed
+            .iter()
+            .any(|x| x.contains("one failure stops the cluster")),
+        "the leader's membership_changed line warns: {changed:?}"
+    );
+    // Back to three: no warning.
+    let addr = format!("127.0.0.1:{}", ports[gone as usize - 1].1);
+    let (code, answers, err) = ctl(&leader_config, &["add-voter", &gone.to_string(), &addr]);
+    assert_eq!(code, 0, "{answers:?} {err}");
+    assert!(answers[0].get("warning").is_none(), "{answers:?}");
+}

@@ -718,6 +718,13 @@ impl<P: LogPosition> Node<P> {
     /// term as this node. Refuses it (returns `false`) if this node ranks
     /// higher; otherwise yields its own round, unless this term's one
     /// concession is already spent (rule `pre_vote_defers_once`).
+    ///
+    /// A refused duelist that has not answered this node's round is asked
+    /// again: its request shows it is up now, and this node's request may
+    /// have been lost while it was down (nodes of a new cluster start one
+    /// after another). Without it the round would wait out its deadline
+    /// while the only other live voter yields to it. Asked once per
+    /// request received, so two nodes cannot ping-pong.
     #[allow(clippy::too_many_arguments)]
     fn settle_duel(
         &mut self,
@@ -735,6 +742,19 @@ impl<P: LogPosition> Node<P> {
                 "dueling pre-candidate ranked lower",
             );
             self.refuse_pre_vote(from, refusal, out);
+            if self.tracker.peer(from).is_some_and(|p| !p.answered()) {
+                slog::info!(self.log, "ask the lower-ranked duelist again";
+                    "rule" => Rule::PreVoteDuelRanked, "term" => self.term, "to" => from,
+                    "proposed" => proposed);
+                let position = self.tracker.position().clone();
+                self.send(
+                    from,
+                    proposed,
+                    MessageKind::PreVoteRequest { position },
+                    false,
+                    out,
+                );
+            }
             return false;
         }
         if conceded {

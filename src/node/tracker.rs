@@ -124,6 +124,11 @@ impl<P> Peer<P> {
         self.hand_back_ready
     }
 
+    /// Whether it answered the running (pre-)vote round.
+    pub(super) fn answered(&self) -> bool {
+        self.answer.is_some()
+    }
+
     /// When this leadership last heard it (see `Acks::heard_at`).
     pub(super) fn heard_at(&self) -> Option<Instant> {
         self.acks.heard_at

@@ -767,6 +767,35 @@ fn fresh_node_owes_no_promise_a_fresh_cluster_elects_within_a_death_timeout() {
     });
 }
 
+/// Rule `pre_vote_duel_ranked`: nodes of a new cluster that start one
+/// after another elect as soon as a quorum is up. Node 1 starts alone and
+/// asks nodes that are down; node 2 starts 200 ms later and pre-votes;
+/// node 1 outranks it and asks it again, so the leader comes within the
+/// jitter and a few round trips of node 2's start, not after node 1's
+/// round runs out. Default timing (death and election timeouts 1 s).
+///
+/// Guards against: a fresh cluster started 200 ms apart taking about an
+/// election timeout (1.1 s) to elect.
+#[test]
+fn pre_vote_duel_ranked_nodes_started_apart_elect_once_a_quorum_is_up() {
+    common::sweep("TENURE_STAGGERED_START", 0..10, |seed| {
+        let config = move |id, v| Config::new(id, v).rng_seed(seed);
+        let jitter = config(1, vec![1, 2, 3]).effective_election_jitter();
+        let mut s = Sim::<()>::new(3, config);
+        s.crash(2);
+        s.crash(3);
+        s.run_for(ms(200));
+        s.restart(2);
+        let quorum_up = s.now();
+        // The jitter of node 2's first campaign, then at most two pre-vote
+        // and one vote round trips of 2 ms each.
+        let bound = jitter + ms(10);
+        let elected = s.run_until_true(bound, |s| !s.leaders().is_empty());
+        (!elected)
+            .then(|| format!("no leader within {bound:?} of a quorum being up at {quorum_up:?}"))
+    });
+}
+
 /// Rule `pre_vote_defers_once` bounds deferrals and duel yields per node
 /// and term, not per pre-candidate: `k` deaf voters with lower ids (which
 /// never complete a round and keep pre-voting for the same term) cost a
