@@ -381,7 +381,7 @@ struct Running {
     handle: Handle,
     events: mpsc::Receiver<Event>,
     /// `tenure ctl` connections following the events.
-    subscribers: Vec<mpsc::SyncSender<(u64, Event)>>,
+    subscribers: Vec<mpsc::SyncSender<(Value, Event)>>,
     /// Looks peers' host names up again when they seem unreachable.
     reresolver: Reresolver,
     /// `tenure run`'s command, gated on leadership.
@@ -653,11 +653,13 @@ impl Running {
             }
             _ => {}
         }
-        line(&value);
+        // Followers get the line as printed, every field of it.
+        let value = stamp(value);
+        print(&value);
         // Never blocks: a follower that is gone or EVENT_BACKLOG behind
         // is dropped.
         self.subscribers
-            .retain(|s| s.try_send((ts, event.clone())).is_ok());
+            .retain(|s| s.try_send((value.clone(), event.clone())).is_ok());
     }
 
     fn answer(&mut self, request: Request) {
@@ -699,7 +701,7 @@ impl Running {
     /// in use. Authentication cannot be turned on or off this way (that
     /// takes a restart, so every node agrees on it).
     fn reload_keys(&mut self) -> Value {
-        let refuse = |why: String| json!({"ok": false, "error": why});
+        let refuse = |why: String| ctl::refusal(&why);
         if self.keys.is_none() {
             return refuse(
                 "this node was started without key_file; authentication is turned on by a restart"
@@ -1102,10 +1104,19 @@ fn mono_ms() -> u64 {
 
 /// Prints one JSON line, stamped with `mono_ms`.
 fn line(value: &Value) {
-    let mut value = value.clone();
+    print(&stamp(value.clone()));
+}
+
+/// `value` with `mono_ms`.
+fn stamp(mut value: Value) -> Value {
     if let Some(map) = value.as_object_mut() {
         map.insert("mono_ms".into(), json!(mono_ms()));
     }
+    value
+}
+
+/// Prints one JSON line.
+fn print(value: &Value) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{value}");
     let _ = out.flush();
