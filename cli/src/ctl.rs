@@ -497,7 +497,7 @@ fn run_command(requests: &mpsc::Sender<Request>, command: Command, wait: Duratio
         if let Some(ok) = settled {
             let mut answer = json!({"ok": ok, "outcome": event});
             if !ok {
-                answer["error"] = json!(inline(&answer["outcome"]));
+                answer["error"] = json!(event_text(&answer["outcome"]));
                 answer["kind"] = json!("failed");
             }
             if let (Command::Membership(change), Event::MembershipChangeFailed { reason }) =

@@ -1,5 +1,6 @@
 //! `tenure node --config node.toml`: one real node, JSON lines on stdout,
-//! an admin socket for `tenure ctl`, and a graceful stop on SIGTERM/SIGINT.
+//! an admin socket for `tenure ctl`, a graceful stop on SIGTERM/SIGINT and
+//! a reload of the key files on SIGHUP.
 
 use std::io::Write;
 use std::path::PathBuf;

@@ -302,7 +302,10 @@ fn ctl_json_errors_are_json_on_stdout_with_a_non_zero_exit() {
     assert_eq!((code, &v["kind"]), (1, &"failed".into()), "{v}");
     assert!(v["outcome"].get("promote_failed").is_some(), "{v}");
     assert!(
-        v["error"].as_str().unwrap().starts_with("promote_failed"),
+        v["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("promote_failed reason="),
         "{v}"
     );
     drop(node);
