@@ -63,7 +63,7 @@ pub enum Request {
     /// Forward every event from now on to this channel, until it closes
     /// or is full (a client that stops reading is dropped, not buffered
     /// for without bound).
-    Subscribe(mpsc::SyncSender<(u64, Event)>),
+    Subscribe(mpsc::SyncSender<(Value, Event)>),
     /// Feed a command to the node.
     Command(Command),
     /// Read `key_file` and `next_key_file` again and use them; the
@@ -157,8 +157,15 @@ pub fn serve(path: &Path, requests: mpsc::Sender<Request>) -> Result<Server, Str
     })
 }
 
-fn refusal(why: &str) -> Value {
-    json!({"ok": false, "error": why})
+/// A request the node refuses (malformed, not the leader, ...): `kind`
+/// `refused`.
+pub fn refusal(why: &str) -> Value {
+    json!({"ok": false, "error": why, "kind": "refused"})
+}
+
+/// The answer of a node that is stopping: `kind` `stopping`.
+fn stopping() -> Value {
+    json!({"ok": false, "error": "the node is stopping", "kind": "stopping"})
 }
 
 fn answer(stream: &mut UnixStream, value: &Value) -> std::io::Result<()> {
@@ -201,8 +208,8 @@ fn connection(mut stream: UnixStream, requests: &mpsc::Sender<Request>) {
             // so hang-ups are also looked for every second.
             loop {
                 match rx.recv_timeout(Duration::from_secs(1)) {
-                    Ok((ts_ms, event)) => {
-                        if answer(&mut stream, &json!({"ts_ms": ts_ms, "event": event})).is_err() {
+                    Ok((line, _)) => {
+                        if answer(&mut stream, &line).is_err() {
                             return;
                         }
                     }
@@ -236,10 +243,11 @@ fn connection(mut stream: UnixStream, requests: &mpsc::Sender<Request>) {
             }
         },
         other => {
+            let got = other.map_or("no cmd".to_string(), |c| format!("unknown cmd {c}"));
             let _ = answer(
                 &mut stream,
                 &refusal(&format!(
-                    "unknown cmd {other:?}: expected status, promote, demote, transfer, events, reload-keys, add-voter, add-observer, remove, replace, set-priority or set-rank"
+                    "{got}: expected status, promote, demote, transfer, events, reload-keys, add-voter, add-observer, remove, replace, set-priority or set-rank"
                 )),
             );
             return;
@@ -261,7 +269,7 @@ fn membership_change(cmd: &str, request: &Value) -> Result<MembershipChange, Str
         let address = request["address"]
             .as_str()
             .ok_or_else(|| format!("{cmd} needs \"address\": the new node's host:port"))?;
-        check_address(address).map_err(|why| format!("{cmd}: address {address:?} {why}"))?;
+        check_address(address).map_err(|why| format!("{cmd}: address {address} {why}"))?;
         Ok::<_, String>(address.to_string())
     };
     Ok(match cmd {
@@ -287,9 +295,9 @@ fn membership_change(cmd: &str, request: &Value) -> Result<MembershipChange, Str
             let name = request["policy"].as_str().unwrap_or_default();
             let policy = RankPolicy::from_name(name).ok_or_else(|| {
                 format!(
-                    "{cmd} needs \"policy\": one of {} (got {:?})",
+                    "{cmd} needs \"policy\": one of {} (got {})",
                     policy_names(),
-                    request["policy"]
+                    inline(&request["policy"])
                 )
             })?;
             MembershipChange::SetRankPolicy { policy }
@@ -374,13 +382,13 @@ fn why_invalid(change: &MembershipChange, membership: &Value) -> String {
 fn why_no_leader_left(change: &MembershipChange, membership: &Value) -> String {
     match change {
         MembershipChange::SetPriority { id, priority: 0 } => format!(
-            "with node {id} at priority 0, no voter could lead (under rank \"priority\", priority 0 never leads; current priorities: {})",
-            membership["priorities"]
+            "with node {id} at priority 0, no voter could lead (under rank priority, priority 0 never leads; current priorities: {})",
+            inline(&membership["priorities"])
         ),
         MembershipChange::SetRankPolicy { policy } => format!(
-            "under rank \"{}\" no voter could lead: every voter has priority 0 (priorities: {})",
+            "under rank {} no voter could lead: every voter has priority 0 (priorities: {})",
             policy.name(),
-            membership["priorities"]
+            inline(&membership["priorities"])
         ),
         _ => "no voter of the membership it leaves could lead (rank or mode)".to_string(),
     }
@@ -394,7 +402,7 @@ fn ask(requests: &mpsc::Sender<Request>, request: fn(mpsc::Sender<Value>) -> Req
         .send(request(tx))
         .ok()
         .and_then(|()| rx.recv_timeout(Duration::from_secs(5)).ok())
-        .unwrap_or_else(|| refusal("the node is stopping"))
+        .unwrap_or_else(stopping)
 }
 
 /// A client has this long to send its whole request line.
@@ -446,7 +454,7 @@ fn run_command(requests: &mpsc::Sender<Request>, command: Command, wait: Duratio
         .then(|| status_rx.recv_timeout(Duration::from_secs(5)).ok())
         .flatten()
     else {
-        return refusal("the node is stopping");
+        return stopping();
     };
     let leading = before["role"] == "leader";
     match command {
@@ -454,12 +462,19 @@ fn run_command(requests: &mpsc::Sender<Request>, command: Command, wait: Duratio
             return json!({"ok": true, "note": "already the leader", "term": before["term"]});
         }
         Command::Demote | Command::Transfer(_) | Command::Membership(_) if !leading => {
-            return refusal(&format!("not the leader (leader: {})", before["leader"]));
+            return refusal(&format!(
+                "not the leader (leader: {})",
+                inline(&before["leader"])
+            ));
         }
         _ => {}
     }
     if requests.send(Request::Command(command.clone())).is_err() {
-        return refusal("the node is stopping");
+        return stopping();
+    }
+    // Sent, not awaited: a script that watches the outcome elsewhere.
+    if wait.is_zero() {
+        return json!({"ok": true, "requested": true});
     }
     let end = Instant::now() + wait;
     while let Some(left) = end.checked_duration_since(Instant::now()) {
@@ -495,6 +510,10 @@ fn run_command(requests: &mpsc::Sender<Request>, command: Command, wait: Duratio
                     answer["warning"] = json!(warning);
                 }
             }
+            if !ok {
+                answer["error"] = json!(event_text(&answer["outcome"]));
+                answer["kind"] = json!("failed");
+            }
             if let (Command::Membership(change), Event::MembershipChangeFailed { reason }) =
                 (&command, &event)
             {
@@ -512,7 +531,11 @@ fn run_command(requests: &mpsc::Sender<Request>, command: Command, wait: Duratio
             return answer;
         }
     }
-    refusal(&format!("no outcome within {} ms", wait.as_millis()))
+    json!({
+        "ok": false,
+        "error": format!("no outcome within {} ms (the command may still take effect)", wait.as_millis()),
+        "kind": "timeout",
+    })
 }
 
 /// `tenure ctl` arguments.
@@ -608,16 +631,68 @@ pub fn socket_of(config: &Path) -> Result<PathBuf, String> {
     Ok(file.data_dir.join(SOCKET))
 }
 
+/// What went wrong on this side of the socket, for the exit code and
+/// `--json`'s `{"ok": false, "error", "kind"}`.
+#[derive(Clone, Copy)]
+enum Failure {
+    /// `--config` cannot be read or parsed: exit 2.
+    Config,
+    /// Nothing answers on the socket: exit 3.
+    Unreachable,
+    /// The node did not answer in time: exit 3.
+    NoAnswer,
+    /// The node closed the connection (it stopped): exit 3.
+    Closed,
+}
+
+impl Failure {
+    fn kind(self) -> &'static str {
+        match self {
+            Failure::Config => "config",
+            Failure::Unreachable => "unreachable",
+            Failure::NoAnswer => "no_answer",
+            Failure::Closed => "closed",
+        }
+    }
+
+    fn code(self) -> ExitCode {
+        ExitCode::from(match self {
+            Failure::Config => 2,
+            Failure::Unreachable | Failure::NoAnswer | Failure::Closed => 3,
+        })
+    }
+}
+
+/// Reports `failure` (on stderr, and with `--json` as a JSON line on
+/// stdout for scripts) and returns its exit code.
+fn fail(json: bool, failure: Failure, message: &str) -> ExitCode {
+    eprintln!("error: {message}");
+    if json {
+        println!(
+            "{}",
+            json!({"ok": false, "error": message, "kind": failure.kind()})
+        );
+    }
+    failure.code()
+}
+
+/// The exit code of a node's answer: 0 unless `ok` is false; 3 if the
+/// node is stopping (as if it were gone), else 1.
+fn answer_code(value: &Value) -> u8 {
+    match (&value["ok"], value["kind"].as_str()) {
+        (Value::Bool(false), Some("stopping")) => 3,
+        (Value::Bool(false), _) => 1,
+        _ => 0,
+    }
+}
+
 /// Runs `tenure ctl`.
 pub fn run(args: CtlArgs) -> ExitCode {
     let path = match (&args.socket, &args.config) {
         (Some(p), _) => p.clone(),
         (None, Some(config)) => match socket_of(config) {
             Ok(p) => p,
-            Err(e) => {
-                eprintln!("error: {e}");
-                return ExitCode::from(2);
-            }
+            Err(e) => return fail(args.json, Failure::Config, &e),
         },
         (None, None) => unreachable!("clap requires --config or --socket"),
     };
@@ -661,28 +736,32 @@ pub fn run(args: CtlArgs) -> ExitCode {
             json!({"cmd": "set-rank", "policy": policy, "wait_ms": wait_ms})
         }
     };
+    let events = matches!(args.what, CtlCommand::Events);
     let mut stream = match UnixStream::connect(&path) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!(
-                "error: cannot reach the node's control socket {}: {e} (is `tenure node` running with this data directory?)",
-                path.display()
+            return fail(
+                args.json,
+                Failure::Unreachable,
+                &format!(
+                    "cannot reach the node's control socket {}: {e} (is `tenure node` running with this data directory?)",
+                    path.display()
+                ),
             );
-            return ExitCode::from(3);
         }
     };
     // A node that is paused or hung must not hang its operator: an answer
     // is due within the command's wait (events: no limit).
-    if !matches!(args.what, CtlCommand::Events) {
+    if !events {
         let due = Duration::from_millis(wait_ms) + Duration::from_secs(2);
         let _ = stream.set_read_timeout(Some(due));
         let _ = stream.set_write_timeout(Some(due));
     }
     if let Err(e) = answer(&mut stream, &request) {
-        eprintln!("error: cannot send to {}: {e}", path.display());
-        return ExitCode::from(3);
+        let why = format!("cannot send to {}: {e}", path.display());
+        return fail(args.json, Failure::Unreachable, &why);
     }
-    let mut ok = true;
+    let mut code = 0;
     let mut answered = false;
     for line in BufReader::new(stream).lines() {
         let line = match line {
@@ -693,20 +772,18 @@ pub fn run(args: CtlArgs) -> ExitCode {
                     std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
                 ) =>
             {
-                eprintln!(
-                    "error: no answer on {} within {} ms (is the node paused or hung?)",
+                let why = format!(
+                    "no answer on {} within {} ms (is the node paused or hung?)",
                     path.display(),
                     wait_ms + 2000
                 );
-                return ExitCode::from(3);
+                return fail(args.json, Failure::NoAnswer, &why);
             }
             Err(_) => break,
         };
         answered = true;
         let value: Value = serde_json::from_str(&line).unwrap_or(Value::String(line.clone()));
-        if value["ok"] == false {
-            ok = false;
-        }
+        code = code.max(answer_code(&value));
         if args.json {
             println!("{line}");
         } else {
@@ -714,43 +791,48 @@ pub fn run(args: CtlArgs) -> ExitCode {
         }
         let _ = std::io::stdout().flush();
     }
-    if !answered && !matches!(args.what, CtlCommand::Events) {
-        eprintln!(
-            "error: the node closed {} without answering (did it stop?)",
+    // The event stream ends only when the node stops (or drops a reader
+    // that fell EVENT_BACKLOG events behind): a script must notice.
+    if events && code == 0 {
+        let why = format!(
+            "the node closed its event stream on {} (it stopped, or this reader fell {EVENT_BACKLOG} events behind)",
             path.display()
         );
-        return ExitCode::from(3);
+        return fail(args.json, Failure::Closed, &why);
     }
-    if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
+    if !answered {
+        let why = format!(
+            "the node closed {} without answering (did it stop?)",
+            path.display()
+        );
+        return fail(args.json, Failure::Closed, &why);
     }
+    ExitCode::from(code)
 }
 
-/// One answer as text: `key: value` lines for objects, one line for an
-/// event.
+/// One answer as text, in one style: `key: value` lines for objects,
+/// nested objects as `key=value` pairs, lists comma-separated, `-` for
+/// none, times (`ts_ms`) in ISO 8601 and durations in ms (`*_ms`); an
+/// event is one line.
 fn human(value: &Value) -> String {
-    if let (Some(ts), Some(event)) = (value["ts_ms"].as_u64(), value.get("event")) {
-        return format!("{ts} {event}\n");
+    if value.get("event").is_some() {
+        return format!("{}\n", event_line(value));
     }
     let Some(map) = value.as_object() else {
-        return format!("{value}\n");
+        return format!("{}\n", inline(value));
     };
     let mut out = String::new();
     for (key, v) in map {
         let shown = match v {
-            Value::String(s) => s.clone(),
-            Value::Null => "-".into(),
-            Value::Array(items) if key == "peers" => {
+            Value::Array(items) if key == "peers" && !items.is_empty() => {
                 out.push_str("peers:\n");
                 for p in items {
                     out.push_str(&format!(
                         "  {} {} voter={} last_heard_ms={}\n",
-                        p["id"],
-                        p["addr"].as_str().unwrap_or("?"),
-                        p["voter"],
-                        p["last_heard_ms"]
+                        inline(&p["id"]),
+                        inline(&p["addr"]),
+                        inline(&p["voter"]),
+                        inline(&p["last_heard_ms"])
                     ));
                 }
                 continue;
@@ -759,34 +841,154 @@ fn human(value: &Value) -> String {
                 out.push_str(&human_rank(v));
                 continue;
             }
-            Value::Object(r) if key == "rollback_suspected" => format!(
-                "seen={} had={} ts_ms={} count={} (restarted from an older copy of its state: find out how; never restore a data directory from a backup)",
-                r["seen"], r["had"], r["ts_ms"], r["count"]
+            Value::Object(_) if key == "rollback_suspected" => format!(
+                "{} (restarted from an older copy of its state: find out how; never restore a data directory from a backup)",
+                inline(v)
             ),
-            other => other.to_string(),
+            Value::Object(_) if key == "outcome" => event_text(v),
+            other => scalar_or_inline(key, other),
         };
         out.push_str(&format!("{key}: {shown}\n"));
     }
     out
 }
 
+/// An event line (the node's stdout line, as `ctl events` gets it) as
+/// text: `<ISO 8601 time> node=<id> <event> key=value ...`.
+fn event_line(line: &Value) -> String {
+    let mut out = scalar_or_inline("ts_ms", &line["ts_ms"]);
+    if let Some(node) = line.get("node") {
+        out.push_str(&format!(" node={}", inline(node)));
+    }
+    out.push(' ');
+    out.push_str(&event_text(&line["event"]));
+    for (key, v) in line.as_object().into_iter().flatten() {
+        // The monotonic stamp orders the node's own lines; not for people.
+        if !["ts_ms", "node", "event", "mono_ms"].contains(&key.as_str()) {
+            out.push(' ');
+            flatten(key, v, &mut out);
+        }
+    }
+    out
+}
+
+/// An event (`{"name": {fields}}` or `"name"`) as `name key=value ...`.
+fn event_text(event: &Value) -> String {
+    match event.as_object().filter(|m| m.len() == 1) {
+        Some(map) => {
+            let (name, fields) = map.iter().next().expect("one entry");
+            match fields {
+                Value::Object(f) if f.keys().all(|k| k == "valid_until") => name.clone(),
+                Value::Object(f) => {
+                    // A reading of the node's own monotonic clock, which
+                    // means nothing elsewhere (`lease_ms_left` says it).
+                    let mut f = f.clone();
+                    f.remove("valid_until");
+                    format!("{name} {}", inline(&Value::Object(f)))
+                }
+                other => format!("{name}={}", inline(other)),
+            }
+        }
+        None => inline(event),
+    }
+}
+
+/// A top-level value: `ts_ms` as a time, the rest inline.
+fn scalar_or_inline(key: &str, v: &Value) -> String {
+    match (key, v.as_u64()) {
+        ("ts_ms", Some(ms)) => iso8601(ms),
+        _ => inline(v),
+    }
+}
+
+/// A value on one line, without JSON syntax: strings bare, `-` for none
+/// (null, an empty list or object), lists comma-separated, objects as
+/// space-separated `key=value` pairs (nested keys dotted).
+pub fn inline(v: &Value) -> String {
+    match v {
+        Value::Null => "-".into(),
+        Value::String(s) => s.clone(),
+        Value::Bool(_) | Value::Number(_) => v.to_string(),
+        Value::Array(items) if items.is_empty() => "-".into(),
+        Value::Array(items) => items.iter().map(inline).collect::<Vec<_>>().join(","),
+        Value::Object(map) if map.is_empty() => "-".into(),
+        Value::Object(map) => {
+            let mut out = String::new();
+            for (key, v) in map {
+                if !out.is_empty() {
+                    out.push(' ');
+                }
+                flatten(key, v, &mut out);
+            }
+            out
+        }
+    }
+}
+
+/// Appends `key=value` to `out`, or for a non-empty object one dotted
+/// pair per field.
+fn flatten(key: &str, v: &Value, out: &mut String) {
+    match v {
+        Value::Object(map) if !map.is_empty() => {
+            let mut first = true;
+            for (sub, v) in map {
+                if !first {
+                    out.push(' ');
+                }
+                first = false;
+                flatten(&format!("{key}.{sub}"), v, out);
+            }
+        }
+        _ if key == "ts_ms" || key.ends_with(".ts_ms") => {
+            let time = v.as_u64().map_or_else(|| inline(v), iso8601);
+            out.push_str(&format!("{key}={time}"));
+        }
+        _ => out.push_str(&format!("{key}={}", inline(v))),
+    }
+}
+
+/// Milliseconds since the Unix epoch as ISO 8601 in UTC, e.g.
+/// `2026-11-26T23:05:22.123Z` (days to a civil date: H. Hinnant's
+/// `civil_from_days`).
+fn iso8601(ms: u64) -> String {
+    let (secs, milli) = (ms / 1000, ms % 1000);
+    let (days, day_secs) = ((secs / 86_400) as i64, secs % 86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{milli:03}Z",
+        day_secs / 3600,
+        day_secs % 3600 / 60,
+        day_secs % 60
+    )
+}
+
 /// The status's `rank` object as text: the policy and this node's
 /// hand-back settings, then one line per member with what the policy
 /// ranks it by.
 fn human_rank(rank: &Value) -> String {
-    let policy = rank["policy"].as_str().unwrap_or("?");
+    let policy = rank["policy"].as_str().unwrap_or("-");
     let mut out = format!(
         "rank: {policy} (rank_step_ms={} hand_back={} hand_back_after_ms={})\n",
-        rank["rank_step_ms"], rank["hand_back"], rank["hand_back_after_ms"]
+        inline(&rank["rank_step_ms"]),
+        inline(&rank["hand_back"]),
+        inline(&rank["hand_back_after_ms"])
     );
     if let Some(order) = rank["order"].as_array() {
-        let order: Vec<String> = order.iter().map(Value::to_string).collect();
+        let order: Vec<String> = order.iter().map(inline).collect();
         out.push_str(&format!("  order: {}\n", order.join(" > ")));
     }
     for m in rank["members"].as_array().into_iter().flatten() {
         let by = match policy {
-            "priority" => format!(" priority={}", m["priority"]),
-            "oldest" => format!(" joined_epoch={}", m["joined"]),
+            "priority" => format!(" priority={}", inline(&m["priority"])),
+            "oldest" => format!(" joined_epoch={}", inline(&m["joined"])),
             _ => String::new(),
         };
         let what = if m["voter"] == true {
@@ -796,8 +998,35 @@ fn human_rank(rank: &Value) -> String {
         };
         out.push_str(&format!(
             "  {} {what}{by} may_lead={}\n",
-            m["id"], m["may_lead"]
+            inline(&m["id"]),
+            inline(&m["may_lead"])
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iso8601_renders_utc_dates_with_milliseconds() {
+        assert_eq!(iso8601(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(iso8601(951_782_400_000), "2000-02-29T00:00:00.000Z");
+        assert_eq!(iso8601(1_795_734_322_123), "2026-11-26T23:05:22.123Z");
+    }
+
+    #[test]
+    fn text_answers_carry_no_json_syntax() {
+        let status = json!({
+            "leader": null, "ts_ms": 0, "persisted": {"term": 2, "vote": null},
+            "voters": [1, 2], "observers": [], "priorities": {}, "peers": [],
+            "outcome": {"lease_lost": {"token": {"term": 2, "leader": 1}, "valid_until": 9}},
+        });
+        let text = human(&status);
+        assert_eq!(
+            text,
+            "leader: -\nts_ms: 1970-01-01T00:00:00.000Z\npersisted: term=2 vote=-\nvoters: 1,2\nobservers: -\npriorities: -\npeers: -\noutcome: lease_lost token.term=2 token.leader=1\n"
+        );
+    }
 }

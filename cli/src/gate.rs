@@ -593,6 +593,10 @@ impl Gate {
             // Not in the node's process group: a terminal's Ctrl-C reaches
             // the node, which stops the command in order.
             .process_group(0);
+        // systemd's notification socket is the node's, not the command's.
+        for name in crate::notify::VARIABLES {
+            watchdog.env_remove(name);
+        }
         match (lease_until_ms, end) {
             (Some(ms), Some(e)) => {
                 watchdog

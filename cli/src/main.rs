@@ -16,6 +16,8 @@ mod log;
 #[cfg(unix)]
 mod metrics;
 mod node;
+#[cfg(unix)]
+mod notify;
 mod resolve;
 #[cfg(any(target_os = "linux", target_os = "android"))]
 mod run;

@@ -1,5 +1,6 @@
 //! `tenure node --config node.toml`: one real node, JSON lines on stdout,
-//! an admin socket for `tenure ctl`, and a graceful stop on SIGTERM/SIGINT.
+//! an admin socket for `tenure ctl`, a graceful stop on SIGTERM/SIGINT and
+//! a reload of the key files on SIGHUP.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -68,10 +69,11 @@ struct Stop {
     alone: bool,
 }
 
-/// Set by SIGTERM and SIGINT respectively.
+/// Set by SIGTERM, SIGINT and SIGHUP respectively.
 struct Signals {
     term: Arc<AtomicBool>,
     int: Arc<AtomicBool>,
+    hup: Arc<AtomicBool>,
 }
 
 impl Signals {
@@ -79,20 +81,23 @@ impl Signals {
         let signals = Signals {
             term: Arc::new(AtomicBool::new(false)),
             int: Arc::new(AtomicBool::new(false)),
+            hup: Arc::new(AtomicBool::new(false)),
         };
         signal_hook::flag::register(signal_hook::consts::SIGTERM, signals.term.clone())?;
         signal_hook::flag::register(signal_hook::consts::SIGINT, signals.int.clone())?;
-        // A closed terminal session stops the node the same way.
-        signal_hook::flag::register(signal_hook::consts::SIGHUP, signals.term.clone())?;
+        // As daemons use it: read what can change at run time again.
+        signal_hook::flag::register(signal_hook::consts::SIGHUP, signals.hup.clone())?;
         Ok(signals)
     }
 
-    /// Forgets the signals seen so far (a later one ends the stop's wait).
+    /// Forgets the stop signals seen so far (a later one ends the stop's
+    /// wait).
     fn clear(&self) {
         self.term.store(false, Ordering::SeqCst);
         self.int.store(false, Ordering::SeqCst);
     }
 
+    /// The stop signal that came, if any.
     fn received(&self) -> Option<&'static str> {
         if self.term.load(Ordering::SeqCst) {
             Some("SIGTERM")
@@ -101,6 +106,11 @@ impl Signals {
         } else {
             None
         }
+    }
+
+    /// Whether a SIGHUP came since the last call.
+    fn take_hangup(&self) -> bool {
+        self.hup.swap(false, Ordering::SeqCst)
     }
 }
 
@@ -150,6 +160,8 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Kept to tell, on SIGHUP, which of its keys changed.
+    let rank_file = RankSettings::load(&args.config).unwrap_or_default();
     // Before `join`: a joining node has no bootstrap membership.
     let boot = setup.config.effective_membership();
     let rank_local = json!({
@@ -175,6 +187,15 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
         None => None,
         Some(Ok(gate)) => Some(gate),
         Some(Err(e)) => {
+            eprintln!("error: node {} refuses to start: {e}", file.id);
+            return ExitCode::from(2);
+        }
+    };
+    // A wrong NOTIFY_SOCKET is the unit's configuration: it will not fix
+    // itself by restarting.
+    let notify = match crate::notify::Notifier::from_env() {
+        Ok(n) => n,
+        Err(e) => {
             eprintln!("error: node {} refuses to start: {e}", file.id);
             return ExitCode::from(2);
         }
@@ -311,7 +332,9 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
         gate,
         pending: Pending::None,
         rank_local,
+        rank_file,
         rollback: None,
+        notify,
     };
     let code = node.serve(&args, &signals, &ctl_rx, Stop { death, alone });
     drop(metrics);
@@ -359,7 +382,7 @@ struct Running {
     handle: Handle,
     events: mpsc::Receiver<Event>,
     /// `tenure ctl` connections following the events.
-    subscribers: Vec<mpsc::SyncSender<(u64, Event)>>,
+    subscribers: Vec<mpsc::SyncSender<(Value, Event)>>,
     /// Looks peers' host names up again when they seem unreachable.
     reresolver: Reresolver,
     /// `tenure run`'s command, gated on leadership.
@@ -368,9 +391,14 @@ struct Running {
     pending: Pending,
     /// This node's own rank settings (rank step, hand-back), for the status.
     rank_local: Value,
+    /// The node file's rank keys as read at start: their local ones
+    /// (`rank_step_ms`, `hand_back`, `hand_back_after_ms`) take a restart.
+    rank_file: RankSettings,
     /// The last `rollback_suspected` event since the process started, and
     /// how many there were.
     rollback: Option<Rollback>,
+    /// systemd's notification socket, if it gave one.
+    notify: Option<crate::notify::Notifier>,
 }
 
 /// What the status shows of `Event::RollbackSuspected` (rule
@@ -433,7 +461,12 @@ impl Running {
         // loop at once.
         let poll = Duration::from_millis(if self.gate.is_some() { 10 } else { 20 });
         let mut drops = DropReport::new(Duration::from_millis(args.drops_every_ms));
+        // Up: state loaded, peer socket bound, admin socket listening.
+        if let Some(n) = &mut self.notify {
+            n.ready();
+        }
         loop {
+            self.watchdog();
             match self.events.recv_timeout(poll) {
                 Ok(event) => {
                     self.emit(event);
@@ -462,6 +495,9 @@ impl Running {
             }
             if let Some(signal) = signals.received() {
                 return self.stop_gracefully(signal, signals, stop);
+            }
+            if signals.take_hangup() {
+                self.reload();
             }
             if let Some(parent) = args.exit_with_parent
                 && std::os::unix::process::parent_id() != parent
@@ -624,11 +660,13 @@ impl Running {
             }
             _ => {}
         }
-        line(&value);
+        // Followers get the line as printed, every field of it.
+        let value = stamp(value);
+        print(&value);
         // Never blocks: a follower that is gone or EVENT_BACKLOG behind
         // is dropped.
         self.subscribers
-            .retain(|s| s.try_send((ts, event.clone())).is_ok());
+            .retain(|s| s.try_send((value.clone(), event.clone())).is_ok());
     }
 
     fn answer(&mut self, request: Request) {
@@ -670,7 +708,7 @@ impl Running {
     /// in use. Authentication cannot be turned on or off this way (that
     /// takes a restart, so every node agrees on it).
     fn reload_keys(&mut self) -> Value {
-        let refuse = |why: String| json!({"ok": false, "error": why});
+        let refuse = |why: String| ctl::refusal(&why);
         if self.keys.is_none() {
             return refuse(
                 "this node was started without key_file; authentication is turned on by a restart"
@@ -693,6 +731,40 @@ impl Running {
                 self.config.display()
             )),
             Err(e) => refuse(format!("{e} (the keys in use are unchanged)")),
+        }
+    }
+
+    /// SIGHUP: reads the node file's keys again and puts them in use (a
+    /// bad new key file keeps the keys in use), and names the keys that
+    /// changed but take a restart. The log level is a flag, not a key.
+    fn reload(&mut self) {
+        let keys = self.reload_keys();
+        let mut reloaded = json!({"signal": "SIGHUP", "keys": keys});
+        match RankSettings::load(&self.config) {
+            Ok(now) => {
+                let was = &self.rank_file;
+                let changed: Vec<&str> = [
+                    ("rank_step_ms", now.rank_step != was.rank_step),
+                    ("hand_back", now.hand_back != was.hand_back),
+                    (
+                        "hand_back_after_ms",
+                        now.hand_back_after != was.hand_back_after,
+                    ),
+                ]
+                .into_iter()
+                .filter_map(|(key, changed)| changed.then_some(key))
+                .collect();
+                reloaded["restart_needed"] = json!(changed);
+            }
+            Err(e) => reloaded["error"] = json!(e.to_string()),
+        }
+        self.print_line(json!({ "reloaded": reloaded }));
+    }
+
+    /// `WATCHDOG=1` to systemd, when due.
+    fn watchdog(&mut self) {
+        if let Some(n) = &mut self.notify {
+            n.watchdog();
         }
     }
 
@@ -764,7 +836,7 @@ impl Running {
         })
     }
 
-    /// SIGTERM/SIGINT/SIGHUP: a leader resigns (in manual mode, transfers
+    /// SIGTERM/SIGINT: a leader resigns (in manual mode, transfers
     /// to the voter it heard from last, since manual followers never
     /// campaign by themselves) and waits (up to twice the death
     /// timeout) until it hears its successor, so a planned restart costs
@@ -772,6 +844,9 @@ impl Running {
     /// stops (its last state write finished) and the process exits 0.
     fn stop_gracefully(mut self, signal: &str, signals: &Signals, stop: Stop) -> ExitCode {
         let started = Instant::now();
+        if let Some(n) = &self.notify {
+            n.stopping();
+        }
         let command_gone = self.stop_gated_command(signals);
         if !command_gone {
             eprintln!(
@@ -804,6 +879,7 @@ impl Running {
             // Until the successor is heard, the wait ends, a second signal
             // comes (stop now), or this node leads again (nobody else could).
             while Instant::now() < end && signals.received().is_none() {
+                self.watchdog();
                 let Ok(event) = self.events.recv_timeout(Duration::from_millis(20)) else {
                     continue;
                 };
@@ -886,6 +962,7 @@ impl Running {
         signals.clear();
         let mut killed = false;
         while Instant::now() < limit {
+            self.watchdog();
             if !killed && signals.received().is_some() {
                 killed = true;
                 limit = Instant::now() + Duration::from_secs(1);
@@ -1042,10 +1119,19 @@ fn mono_ms() -> u64 {
 
 /// Prints one JSON line, stamped with `mono_ms`.
 fn line(value: &Value) {
-    let mut value = value.clone();
+    print(&stamp(value.clone()));
+}
+
+/// `value` with `mono_ms`.
+fn stamp(mut value: Value) -> Value {
     if let Some(map) = value.as_object_mut() {
         map.insert("mono_ms".into(), json!(mono_ms()));
     }
+    value
+}
+
+/// Prints one JSON line.
+fn print(value: &Value) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{value}");
     let _ = out.flush();

@@ -298,9 +298,11 @@ fn the_systemd_units_name_existing_subcommands_and_flags() {
             "{name}: the node file of instance %i"
         );
         for line in [
+            "Type=notify",
             "KillSignal=SIGTERM",
             "KillMode=mixed",
             "RestartPreventExitStatus=2",
+            "ExecReload=/bin/kill -HUP $MAINPID",
         ] {
             assert!(text.lines().any(|l| l == line), "{name}: {line}");
         }

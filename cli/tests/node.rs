@@ -991,13 +991,14 @@ fn rollback_reported(keyed: bool) {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        text.contains(&format!(
-            "rollback_suspected: seen={seen} had={t1} ts_ms={} count=1 (",
-            event["ts_ms"]
-        )),
-        "{text}"
-    );
+    let shown = text
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("rollback_suspected: seen={seen} had={t1} ts_ms=")))
+        .unwrap_or_else(|| panic!("{text}"));
+    // The time of day in ISO 8601, as every time in ctl's text.
+    let (time, rest) = shown.split_once(' ').unwrap();
+    assert!(time.len() == 24 && time.ends_with('Z'), "{text}");
+    assert!(rest.starts_with("count=1 ("), "{text}");
 
     let (code, text) = http_get(&metrics[&x], "/metrics");
     assert_eq!(code, 200, "{text}");
@@ -1027,4 +1028,146 @@ impl Drop for RemoveDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// A node that is a cluster of one, with `key_file = "cluster.key"`;
+/// returns its directory, node file and process once it has started.
+fn keyed_single(name: &str) -> (PathBuf, PathBuf, Proc) {
+    let d = dir(name);
+    keygen(&d.join("cluster.key"));
+    let config = write_config_with(&d, 1, 21, &[(1, port())], "key_file = \"cluster.key\"\n");
+    let p = Proc::start(&config);
+    p.line_with("started", Duration::from_secs(5))
+        .expect("no started line");
+    (d, config, p)
+}
+
+/// Puts `top` (top-level keys) in front of the node file's contents.
+fn prepend(config: &Path, top: &str) {
+    let text = std::fs::read_to_string(config).unwrap();
+    let kept: String = text
+        .lines()
+        .filter(|l| !l.starts_with("next_key_file") && !l.starts_with("hand_back"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(config, format!("{top}{kept}")).unwrap();
+}
+
+/// SIGHUP reads the key files again: a rotated-in `next_key_file` is put
+/// in use, a bad one is refused while the keys in use stay, a changed
+/// local rank key is named as taking a restart, and the node keeps
+/// running through all of it.
+#[cfg(unix)]
+#[test]
+fn sighup_reloads_a_rotated_key_file_and_the_node_keeps_running() {
+    use std::os::unix::fs::PermissionsExt;
+    let (d, config, mut p) = keyed_single("sighup");
+    let auth = |config: &Path| status(config).expect("status")["auth"].clone();
+    assert!(auth(&config)["next_key_id"].is_null());
+
+    keygen(&d.join("next.key"));
+    prepend(&config, "next_key_file = \"next.key\"\n");
+    p.signal("-HUP");
+    let reloaded = p
+        .line_with("reloaded", Duration::from_secs(5))
+        .expect("a reloaded line");
+    let r = &reloaded["reloaded"];
+    assert_eq!(r["signal"], "SIGHUP", "{reloaded}");
+    assert_eq!(r["keys"]["ok"], true, "{reloaded}");
+    assert_eq!(r["restart_needed"], serde_json::json!([]), "{reloaded}");
+    let rotated = auth(&config);
+    assert!(rotated["next_key_id"].is_string(), "{rotated}");
+    assert_eq!(rotated["next_key_id"], r["keys"]["next_key_id"]);
+
+    // A damaged next key: refused, the keys in use stay.
+    let bad = d.join("bad.key");
+    std::fs::write(&bad, "not a key\n").unwrap();
+    std::fs::set_permissions(&bad, std::fs::Permissions::from_mode(0o600)).unwrap();
+    prepend(&config, "next_key_file = \"bad.key\"\nhand_back = false\n");
+    p.signal("-HUP");
+    let refused = p
+        .line_with("reloaded", Duration::from_secs(5))
+        .expect("a second reloaded line");
+    let r = &refused["reloaded"];
+    assert_eq!(r["keys"]["ok"], false, "{refused}");
+    let why = r["keys"]["error"].as_str().unwrap();
+    assert!(why.contains("bad.key"), "{refused}");
+    assert_eq!(
+        r["restart_needed"],
+        serde_json::json!(["hand_back"]),
+        "{refused}"
+    );
+    assert_eq!(auth(&config), rotated, "the keys in use changed");
+    assert!(p.child.try_wait().unwrap().is_none(), "the node stopped");
+    drop(p);
+    let _ = std::fs::remove_dir_all(d);
+}
+
+/// The `stopped` line names the signal that came, SIGINT or SIGTERM, and
+/// either stops the node gracefully (exit 0).
+#[cfg(unix)]
+#[test]
+fn stopped_line_names_the_signal_that_came() {
+    let d = dir("stop-signals");
+    for (id, signal) in [(1, "INT"), (2, "TERM")] {
+        let config = write_config(&d, id, 22 + id, &[(id, port())]);
+        let mut p = Proc::start(&config);
+        p.line_with("started", Duration::from_secs(5))
+            .expect("no started line");
+        p.signal(&format!("-{signal}"));
+        let stopped = p
+            .line_with("stopped", Duration::from_secs(5))
+            .expect("a stopped line");
+        assert_eq!(
+            stopped["stopped"]["signal"],
+            format!("SIG{signal}"),
+            "{stopped}"
+        );
+        let status = exit_within(
+            &mut p.child,
+            Duration::from_secs(5),
+            "the node did not stop",
+        );
+        assert!(status.success(), "{status}");
+    }
+    let _ = std::fs::remove_dir_all(d);
+}
+
+/// Under systemd (`Type=notify`): `READY=1` once the node answers on its
+/// admin socket, `WATCHDOG=1` every half `WATCHDOG_USEC`, `STOPPING=1` when
+/// SIGTERM starts the graceful stop.
+#[cfg(unix)]
+#[test]
+fn sd_notify_reports_ready_watchdog_and_stopping() {
+    let d = dir("notify");
+    let path = d.join("notify.sock");
+    let socket = NotifySocket(std::os::unix::net::UnixDatagram::bind(&path).unwrap());
+    let config = write_config(&d, 1, 25, &[(1, port())]);
+    let args = ["node", "--config", config.to_str().unwrap()];
+    let mut p = Proc::spawn_env(
+        &args,
+        &[
+            ("NOTIFY_SOCKET", path.to_str().unwrap()),
+            ("WATCHDOG_USEC", "200000"),
+        ],
+    );
+    let (ready, seen) = socket.next("READY=1", Duration::from_secs(5));
+    assert!(ready.is_some(), "no READY=1: {seen:?}");
+    assert!(seen.len() == 1, "before READY=1: {seen:?}");
+    assert!(status(&config).is_some(), "READY=1 before the admin socket");
+    // Every 100 ms: a few within a second.
+    for _ in 0..3 {
+        let (ping, seen) = socket.next("WATCHDOG=1", Duration::from_secs(1));
+        assert!(ping.is_some(), "no WATCHDOG=1: {seen:?}");
+    }
+    p.signal("-TERM");
+    let (stopping, seen) = socket.next("STOPPING=1", Duration::from_secs(5));
+    assert!(stopping.is_some(), "no STOPPING=1: {seen:?}");
+    let status = exit_within(
+        &mut p.child,
+        Duration::from_secs(5),
+        "the node did not stop",
+    );
+    assert!(status.success(), "{status}");
+    let _ = std::fs::remove_dir_all(d);
 }

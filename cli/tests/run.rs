@@ -1059,3 +1059,56 @@ fn run_an_unwritable_lease_file_is_refused_at_start() {
         "{err:?}"
     );
 }
+
+/// `tenure run` under systemd: `READY=1` and `STOPPING=1` on an abstract
+/// `NOTIFY_SOCKET` (`@name`); no `WATCHDOG=1` while `WATCHDOG_PID` names
+/// another process (inherited variables); and the gated command does not
+/// inherit the notification variables (it must not speak for the unit).
+#[test]
+fn run_sd_notify_is_the_nodes_alone() {
+    use std::os::linux::net::SocketAddrExt;
+    let d = dir("run-notify");
+    let name = format!("tenure-test-notify-{}", std::process::id());
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let socket = NotifySocket(std::os::unix::net::UnixDatagram::bind_addr(&addr).unwrap());
+    let config = write_config_with(&d, 1, 9, &[(1, port())], "fencing = \"strict\"\n");
+    let seen_env = d.join("env");
+    let command = format!(
+        "echo \"${{NOTIFY_SOCKET:-unset}} ${{WATCHDOG_USEC:-unset}}\" > {}; sleep 100",
+        seen_env.display()
+    );
+    let args = [
+        "run",
+        "--config",
+        config.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &command,
+    ];
+    let notify = format!("@{name}");
+    let mut node = Proc::spawn_env(
+        &args,
+        &[
+            ("NOTIFY_SOCKET", &notify),
+            ("WATCHDOG_USEC", "50000"),
+            ("WATCHDOG_PID", "1"),
+        ],
+    );
+    let (ready, seen) = socket.next("READY=1", Duration::from_secs(5));
+    assert!(ready.is_some(), "no READY=1: {seen:?}");
+    until("the command wrote its environment", || {
+        std::fs::read_to_string(&seen_env).is_ok_and(|t| t.ends_with('\n'))
+    });
+    assert_eq!(std::fs::read_to_string(&seen_env).unwrap(), "unset unset\n");
+    node.signal("-TERM");
+    let (stopping, seen) = socket.next("STOPPING=1", Duration::from_secs(5));
+    assert!(stopping.is_some(), "no STOPPING=1: {seen:?}");
+    assert!(
+        !seen.iter().any(|m| m.starts_with("WATCHDOG")),
+        "watchdog pings for another pid: {seen:?}"
+    );
+    let status = exit_within(&mut node.child, Duration::from_secs(5), "node did not stop");
+    assert!(status.success(), "{status}");
+    let _ = std::fs::remove_dir_all(d);
+}

@@ -121,8 +121,14 @@ impl Proc {
 
     /// `tenure` with these arguments.
     pub fn spawn(args: &[&str]) -> Proc {
+        Proc::spawn_env(args, &[])
+    }
+
+    /// `tenure` with these arguments and environment variables.
+    pub fn spawn_env(args: &[&str], env: &[(&str, &str)]) -> Proc {
         let mut child = Command::new(BIN)
             .args(args)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -153,6 +159,21 @@ impl Proc {
 }
 
 impl Proc {
+    /// The next JSON line with top-level `key` printed within `limit`
+    /// (lines before it are read and dropped).
+    pub fn line_with(&self, key: &str, limit: Duration) -> Option<serde_json::Value> {
+        let end = std::time::Instant::now() + limit;
+        while let Some(left) = end.checked_duration_since(std::time::Instant::now()) {
+            let line = self.lines.recv_timeout(left).ok()?;
+            if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line)
+                && v.get(key).is_some()
+            {
+                return Some(v);
+            }
+        }
+        None
+    }
+
     /// Sends `signal` (e.g. `-TERM`) to the process.
     pub fn signal(&self, signal: &str) {
         let pid = self.child.id().to_string();
@@ -257,4 +278,31 @@ pub fn keygen(path: &Path) {
 /// A drop counter of a status's `drops` object (0 if absent).
 pub fn counted(drops: &serde_json::Value, reason: &str) -> u64 {
     drops[reason].as_u64().unwrap_or(0)
+}
+
+/// A socket standing in for systemd's `NOTIFY_SOCKET`.
+#[cfg(unix)]
+pub struct NotifySocket(pub std::os::unix::net::UnixDatagram);
+
+#[cfg(unix)]
+impl NotifySocket {
+    /// The next notification within `limit` that starts with `prefix`
+    /// (others before it are read and dropped), and every one read.
+    pub fn next(&self, prefix: &str, limit: Duration) -> (Option<String>, Vec<String>) {
+        let end = std::time::Instant::now() + limit;
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Some(left) = end.checked_duration_since(std::time::Instant::now()) {
+            self.0
+                .set_read_timeout(Some(left.max(Duration::from_millis(1))))
+                .unwrap();
+            let Ok(n) = self.0.recv(&mut buf) else { break };
+            let text = String::from_utf8_lossy(&buf[..n]).into_owned();
+            seen.push(text.clone());
+            if text.starts_with(prefix) {
+                return (Some(text), seen);
+            }
+        }
+        (None, seen)
+    }
 }
