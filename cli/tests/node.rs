@@ -876,22 +876,12 @@ fn rollback_reported(keyed: bool) {
     } else {
         String::new()
     };
-    let ports = [(1, port()), (2, port()), (3, port())];
-    let mut metrics = BTreeMap::new();
-    let mut configs = BTreeMap::new();
-    for (id, _) in ports {
-        let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = tcp.local_addr().unwrap().to_string();
-        drop(tcp);
-        let top = format!("metrics_listen = \"{addr}\"\n{key_line}");
-        configs.insert(id, write_config_with(&d, id, 17, &ports, &top));
-        metrics.insert(id, addr);
-    }
     // Dropped (killed) on every way out of the test.
-    let mut procs: BTreeMap<u64, Proc> = configs
-        .iter()
-        .map(|(id, c)| (*id, Proc::start(c)))
-        .collect();
+    let Cluster3 {
+        configs,
+        metrics,
+        mut procs,
+    } = cluster3(&d, 17, &key_line);
     let (leader, t1) = within_10s("a leader of all three, durable everywhere", || {
         agreed(&configs, &[1, 2, 3])
     });
@@ -1029,18 +1019,16 @@ impl Drop for RemoveDir {
     }
 }
 
-/// Three strict-fencing nodes, each serving `metrics_listen`, all
-/// started: their files, metrics addresses and processes (killed on drop,
-/// before the directory is removed).
+/// Three nodes of `cluster` in `d`, each serving `metrics_listen`, with
+/// `top` in their files, all started: their files, metrics addresses and
+/// processes (killed on drop).
 struct Cluster3 {
     configs: BTreeMap<u64, PathBuf>,
     metrics: BTreeMap<u64, String>,
     procs: BTreeMap<u64, Proc>,
-    _remove: RemoveDir,
 }
 
-fn cluster3(name: &str, cluster: u64) -> Cluster3 {
-    let d = dir(name);
+fn cluster3(d: &Path, cluster: u64, top: &str) -> Cluster3 {
     let ports = [(1, port()), (2, port()), (3, port())];
     let mut configs = BTreeMap::new();
     let mut metrics = BTreeMap::new();
@@ -1048,8 +1036,8 @@ fn cluster3(name: &str, cluster: u64) -> Cluster3 {
         let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = tcp.local_addr().unwrap().to_string();
         drop(tcp);
-        let top = format!("fencing = \"strict\"\nmetrics_listen = \"{addr}\"\n");
-        configs.insert(id, write_config_with(&d, id, cluster, &ports, &top));
+        let top = format!("metrics_listen = \"{addr}\"\n{top}");
+        configs.insert(id, write_config_with(d, id, cluster, &ports, &top));
         metrics.insert(id, addr);
     }
     let procs = configs
@@ -1060,8 +1048,14 @@ fn cluster3(name: &str, cluster: u64) -> Cluster3 {
         configs,
         metrics,
         procs,
-        _remove: RemoveDir(d),
     }
+}
+
+/// A strict-fencing `cluster3` in a new directory, removed after the test.
+fn strict3(name: &str, cluster: u64) -> (RemoveDir, Cluster3) {
+    let d = dir(name);
+    let c = cluster3(&d, cluster, "fencing = \"strict\"\n");
+    (RemoveDir(d), c)
 }
 
 impl Cluster3 {
@@ -1102,7 +1096,7 @@ impl Cluster3 {
 /// are gone passes `/health` only, once it no longer knows a leader.
 #[test]
 fn health_endpoints_answer_for_a_leader_a_follower_and_a_node_without_a_leader() {
-    let mut c = cluster3("health", 21);
+    let (_remove, mut c) = strict3("health", 21);
     let leader = c.leader();
     let follower = (1..=3).find(|&i| i != leader).unwrap();
     for path in ["/leader", "/health", "/readiness"] {
@@ -1144,7 +1138,7 @@ fn health_endpoints_answer_for_a_leader_a_follower_and_a_node_without_a_leader()
 /// it, and a won election and an acquired lease on the target.
 #[test]
 fn event_counters_move_with_an_election_and_a_transfer() {
-    let c = cluster3("counters", 22);
+    let (_remove, c) = strict3("counters", 22);
     let leader = c.leader();
     let target = (1..=3).find(|&i| i != leader).unwrap();
     let l = |id: u64| format!("{{node=\"{id}\"}}");
