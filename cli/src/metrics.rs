@@ -961,4 +961,19 @@ mod tests {
         let p = "tenure_auth_failures_total{node=\"1\",peer=\"3\",reason=\"bad_tag\"}";
         assert_eq!(sample(&text, p), 1.0);
     }
+
+    /// The book's table lists every metric family `/metrics` serves.
+    #[test]
+    fn every_metric_is_documented_in_the_book() {
+        let book = include_str!("../../docs/src/metrics-and-logs.md");
+        let st = json!({"node": 1, "run": {"running": true}, "rank": {"policy": "priority"}});
+        let text = prometheus(&st, &Tally::new(1));
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let name = rest.split(' ').next().unwrap_or_default();
+                let row = format!("| `{name}");
+                assert!(book.contains(&row), "{name} is not in metrics-and-logs.md");
+            }
+        }
+    }
 }
