@@ -570,10 +570,8 @@ impl Tally {
                 *self.step_downs.entry(name(json!(reason))).or_default() += 1;
                 self.leader_lost.get_or_insert(now);
             }
-            Event::LeaderChanged { leader: None, .. } => {
-                if self.leader.is_some() {
-                    self.leader_lost.get_or_insert(now);
-                }
+            Event::LeaderChanged { leader: None, .. } if self.leader.is_some() => {
+                self.leader_lost.get_or_insert(now);
             }
             Event::LeaderChanged {
                 term,
