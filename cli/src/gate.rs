@@ -416,6 +416,7 @@ impl Gate {
                 "running_ms": g.started.elapsed().as_millis() as u64,
                 "stopping": g.stopping, "grace_ms": self.grace.as_millis() as u64,
                 "containment": containment, "cgroup": g.cgroup,
+                "quick_failures": self.backoff.failures,
             }),
         }
     }

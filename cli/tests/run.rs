@@ -762,11 +762,9 @@ fn run_fast_transfers_and_a_sigterm_during_one_never_overlap_commands() {
 }
 
 /// The TENURE_LEASE_UNTIL_* values and every lease file written must
-/// never be later than the lease the node itself reports
-/// (`lease_acquired.valid_until` is on the driver's clock, not
-/// comparable; so compare against the first `lease_lost`/`stepped_down`
-/// moment: nothing may claim validity past the moment the node says the
-/// lease is gone). Single node, then cut the leader of a 3-node cluster.
+/// never be later than the lease the node itself reports (compared
+/// against the first `lease_lost`/`stepped_down` moment: nothing may claim
+/// validity past the moment the node says the lease is gone). Single node, then cut the leader of a 3-node cluster.
 #[test]
 fn run_lease_deadlines_never_outlive_the_lease() {
     let _serial = serial();
@@ -1103,6 +1101,35 @@ fn run_quick_failures_back_off_doubling_up_to_the_cap() {
         .take(4)
         .collect();
     assert_eq!(planned, [200, 400, 800, 800], "{lines:?}");
+}
+
+/// Back-off flags that cannot work are refused before anything runs
+/// (exit 2), naming the flag: a cap below the restart delay, and
+/// `--resign-after-failures 0`.
+#[test]
+fn run_refuses_a_back_off_cap_below_the_restart_delay_and_zero_failures() {
+    let d = dir("run-backoff-flags");
+    let config = write_config_with(&d, 1, 15, &[(1, port())], "fencing = \"strict\"\n");
+    for (flags, says) in [
+        (
+            &["--restart-delay-ms", "500", "--max-restart-delay-ms", "100"][..],
+            "--max-restart-delay-ms 100 is below --restart-delay-ms 500",
+        ),
+        (
+            &["--resign-after-failures", "0"][..],
+            "--resign-after-failures",
+        ),
+    ] {
+        let out = Command::new(BIN)
+            .args(["run", "--config", config.to_str().unwrap()])
+            .args(flags)
+            .args(["--", "true"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {err}");
+        assert!(err.contains(says), "{flags:?}: {err}");
+    }
 }
 
 /// A command's back-off belongs to one leadership: a node whose command
