@@ -1227,23 +1227,37 @@ fn run_warns_that_the_command_never_runs_in_mode_voter_or_off() {
         let top = format!("fencing = \"strict\"\nmode = \"{mode}\"\n");
         let config = write_config_with(&d, 1, 13, &[(1, port()), (2, port())], &top);
         let mut node = start_run(&config, "true", &[]);
-        let lines = json_lines(&node, Duration::from_millis(500));
-        let warning = lines
-            .iter()
-            .find_map(|v| {
+        let mut lines = Vec::new();
+        let end = Instant::now() + Duration::from_secs(5);
+        let warning = loop {
+            lines.extend(json_lines(&node, Duration::from_millis(100)));
+            let found = lines.iter().find_map(|v| {
                 v["run"]
                     .get("warning")
                     .filter(|w| w["kind"] == "never_leads")
-            })
-            .unwrap_or_else(|| panic!("{mode}: no never_leads warning: {lines:?}"));
+            });
+            if let Some(w) = found {
+                break w.clone();
+            }
+            assert!(
+                Instant::now() < end,
+                "{mode}: no never_leads warning: {lines:?}"
+            );
+        };
         assert_eq!(warning["mode"], mode, "{warning}");
-        let err: Vec<String> = node.errors.try_iter().collect();
-        assert!(
-            err.iter().any(|l| l.starts_with("warning:")
+        // Written before the JSON line; read by another thread.
+        let mut err = Vec::new();
+        let warned = |l: &String| {
+            l.starts_with("warning:")
                 && l.contains("will never run")
-                && l.contains(&format!("mode = \"{mode}\""))),
-            "{mode}: {err:?}"
-        );
+                && l.contains(&format!("mode = \"{mode}\""))
+        };
+        while !err.iter().any(warned) {
+            match node.errors.recv_timeout(Duration::from_secs(2)) {
+                Ok(l) => err.push(l),
+                Err(_) => panic!("{mode}: no warning on stderr: {err:?}"),
+            }
+        }
         node.signal("-TERM");
         let status = exit_within(&mut node.child, Duration::from_secs(5), "node did not stop");
         assert!(status.success(), "{mode}: {status}");
