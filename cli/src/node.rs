@@ -536,6 +536,7 @@ impl Running {
         for run in gate.tick(&self.handle) {
             self.print_line(run);
         }
+        self.resign_if_failing();
         let gate = self.gate.as_mut().expect("checked above");
         match &self.pending {
             Pending::Waiting(command, _) if gate.idle() => {
@@ -563,6 +564,55 @@ impl Running {
                 gate.release();
             }
             _ => {}
+        }
+    }
+
+    /// `--resign-after-failures`: the gated command failed quickly too
+    /// often in a row, so this leader hands over (to a peer that may be
+    /// able to run it), holding the gate until it has.
+    fn resign_if_failing(&mut self) {
+        let Some(gate) = &mut self.gate else { return };
+        let Some(mut resign) = gate.take_resign() else {
+            return;
+        };
+        if !matches!(self.pending, Pending::None) || self.handle.status().role != Role::Leader {
+            // Leadership is being given up already, or is gone.
+            if matches!(self.pending, Pending::None) {
+                gate.release();
+            }
+            return;
+        }
+        let command = self.handover();
+        resign["by"] = match command {
+            Command::Transfer(to) => json!({"transfer_to": to}),
+            _ => json!("demote"),
+        };
+        eprintln!(
+            "warning: node {}: the command failed quickly {} times in a row: handing leadership over ({})",
+            self.id, resign["failures"], resign["by"]
+        );
+        self.print_line(json!({"run": {"resigning": resign}}));
+        self.pending = Pending::Issued(Instant::now());
+        self.command(command);
+    }
+
+    /// How this leader hands leadership over: in manual mode (followers
+    /// never campaign by themselves) a transfer to the voter heard from
+    /// most recently, else a resignation that lets the others campaign.
+    fn handover(&self) -> Command {
+        let status = self.handle.status();
+        let heard = self.handle.last_heard();
+        let target = status
+            .membership
+            .voters
+            .iter()
+            .filter(|&&p| p != self.id)
+            .filter_map(|p| heard.get(p).map(|ago| (*ago, *p)))
+            .min()
+            .map(|(_, id)| id);
+        match (status.mode, target) {
+            (tenure::Mode::Manual, Some(to)) => Command::Transfer(to),
+            _ => Command::Demote,
         }
     }
 
@@ -635,6 +685,21 @@ impl Running {
         let mut value = json!({"ts_ms": ts, "node": self.id, "event": event});
         if let Some(left) = lease {
             value["lease_ms_left"] = json!(left);
+        }
+        // The event's `valid_until` is on the driver's own clock; the line
+        // says when the lease ends as the gated command's environment does.
+        if matches!(
+            event,
+            Event::LeaseAcquired { .. } | Event::LeaseShortened { .. }
+        ) && let Some(lease) = value["event"]
+            .as_object_mut()
+            .and_then(|e| e.values_mut().next())
+        {
+            let end = crate::gate::lease_end(&self.handle);
+            lease["valid_until"] = json!({
+                "unix_ms": end.map(crate::gate::unix_ms_at),
+                "boottime_ns": end,
+            });
         }
         match &event {
             // The event names the voters; the line adds the joint phase's
@@ -886,23 +951,7 @@ impl Running {
         let mut successor = None;
         signals.clear();
         if was_leader && !stop.alone && command_gone {
-            // Manual followers never campaign on their own: hand over to
-            // the voter heard from most recently instead of resigning.
-            let heard = self.handle.last_heard();
-            let target = self
-                .handle
-                .status()
-                .membership
-                .voters
-                .iter()
-                .filter(|&&p| p != self.id)
-                .filter_map(|p| heard.get(p).map(|ago| (*ago, *p)))
-                .min()
-                .map(|(_, id)| id);
-            match (self.handle.status().mode, target) {
-                (tenure::Mode::Manual, Some(to)) => self.handle.transfer_to(to),
-                _ => self.handle.demote(),
-            }
+            self.command(self.handover());
             let end = started + (stop.death * 2).max(Duration::from_secs(1));
             // Until the successor is heard, the wait ends, a second signal
             // comes (stop now), or this node leads again (nobody else could).
