@@ -218,6 +218,7 @@ pub mod adapters;
 mod config;
 mod fence;
 mod hard_state;
+pub mod host;
 pub mod membership;
 mod message;
 mod node;
