@@ -125,17 +125,13 @@ fn ns(d: Duration) -> u64 {
 }
 
 impl Gate {
-    /// Checks the fencing and the grace against the configuration (from
-    /// the node file `path`): without `--allow-overlap` the fencing must be
-    /// strict; under strict fencing the command must be gone before the
-    /// lease ends, and a renewed lease must not leave it less than its
-    /// grace (or it would be stopped between two renewals).
-    pub fn new(
-        spec: GateSpec,
-        file: &NodeFile,
+    /// [`Gate::check`]'s checks: whether fencing is strict, the grace,
+    /// and the warnings and notes to print at start.
+    fn settings(
+        spec: &GateSpec,
         path: &Path,
         config: &Config,
-    ) -> Result<Gate, String> {
+    ) -> Result<(bool, Duration, Vec<Value>, Vec<String>), String> {
         let fencing = config.effective_fencing();
         let strict = fencing == Fencing::Strict;
         let fencing_name = serde_json::to_value(fencing)
@@ -199,9 +195,31 @@ impl Gate {
         } else {
             spec.grace.unwrap_or(SOFT_GRACE)
         };
+        runnable(&spec.command[0])?;
+        Ok((strict, grace, warnings, notes))
+    }
+
+    /// What [`Gate::new`] checks, with no side effect (`tenure run
+    /// --check`): the grace and warnings it would start with.
+    pub fn check(spec: &GateSpec, path: &Path, config: &Config) -> Result<Value, String> {
+        let (_, grace, warnings, _) = Gate::settings(spec, path, config)?;
+        Ok(json!({"grace_ms": grace.as_millis() as u64, "warnings": warnings}))
+    }
+
+    /// Checks the fencing and the grace against the configuration (from
+    /// the node file `path`): without `--allow-overlap` the fencing must be
+    /// strict; under strict fencing the command must be gone before the
+    /// lease ends, and a renewed lease must not leave it less than its
+    /// grace (or it would be stopped between two renewals).
+    pub fn new(
+        spec: GateSpec,
+        file: &NodeFile,
+        path: &Path,
+        config: &Config,
+    ) -> Result<Gate, String> {
+        let (strict, grace, warnings, notes) = Gate::settings(&spec, path, config)?;
         let exe = std::env::current_exe()
             .map_err(|e| format!("cannot find the tenure executable for the watchdog: {e}"))?;
-        runnable(&spec.command[0])?;
         Ok(Gate {
             node: file.id,
             strict,

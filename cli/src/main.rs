@@ -6,6 +6,7 @@
 
 #[cfg(any(target_os = "linux", target_os = "android"))]
 mod cgroup;
+mod check;
 #[cfg(unix)]
 mod ctl;
 mod demo;
@@ -47,8 +48,9 @@ enum Command {
     /// Run simulated clusters through the standard fault scenarios and
     /// print safety, liveness and failover figures per scenario.
     Sim(SimArgs),
-    /// Run one node from a TOML configuration file; prints one JSON line
-    /// per event.
+    /// Run one node from a TOML configuration file (the node file,
+    /// described in docs/src/running-nodes.md); prints one JSON line per
+    /// event. `--check` validates it without starting.
     Node(node::NodeArgs),
     /// Ask a running node (through its admin socket) for its status, or
     /// make it promote, demote or transfer leadership, change the

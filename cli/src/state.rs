@@ -187,12 +187,13 @@ pub fn recover(args: RecoverArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    // Takes the data directory's lock: refused while the node runs.
+    // Takes the data directory's lock: refused while the node runs (exit
+    // 1, as for `tenure node`: it passes once the node is stopped).
     let mut storage = match FileStorage::open_owned(&file.data_dir, owner) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
-            return ExitCode::from(2);
+            return crate::check::exit_code(&e.into());
         }
     };
     match storage.recover(highest) {
