@@ -41,6 +41,15 @@ pub(crate) fn lease_length(promise: Duration, drift_ppm: u32, margin: Duration) 
 /// A duration as configuration errors print it: milliseconds, whole when
 /// exact, else with at most three decimals (`100 ms`, `124.85 ms`), so
 /// every message reads in the unit the settings are written in.
+///
+/// ```
+/// use core::time::Duration;
+/// use tenure::Millis;
+///
+/// assert_eq!(Millis(Duration::from_millis(100)).to_string(), "100 ms");
+/// assert_eq!(Millis(Duration::from_nanos(124_850_149)).to_string(), "124.85 ms");
+/// assert_eq!(Millis(Duration::ZERO).to_string(), "0 ms");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Millis(pub Duration);
 
