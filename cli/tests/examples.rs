@@ -149,11 +149,11 @@ fn the_example_cluster_files_describe_one_cluster() {
         assert_eq!(node.cluster_id, nodes[0].cluster_id);
         assert_eq!(node.fencing, tenure::Fencing::Strict, "node {}", node.id);
         // Its peers are exactly the other nodes, at their listen addresses.
-        let mut peers: Vec<_> = node.peers.iter().map(|p| (p.id, p.addr)).collect();
+        let mut peers: Vec<_> = node.peers.iter().map(|p| (p.id, p.addr.clone())).collect();
         let mut others: Vec<_> = nodes
             .iter()
             .filter(|n| n.id != node.id)
-            .map(|n| (n.id, n.listen))
+            .map(|n| (n.id, n.listen.clone()))
             .collect();
         peers.sort();
         others.sort();

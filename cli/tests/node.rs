@@ -1033,23 +1033,13 @@ impl Drop for RemoveDir {
 }
 
 /// A `tenure node` with `TENURE_TEST_HOSTS_FILE` set to `hosts` (the
-/// resolver reads it before the system's), its lines on channels.
+/// resolver reads it before the system's).
 fn start_with_hosts(config: &Path, hosts: &Path) -> Proc {
-    let mut child = Command::new(BIN)
-        .args(["node", "--config"])
-        .arg(config)
-        .env("TENURE_TEST_HOSTS_FILE", hosts)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let lines = lines_of(child.stdout.take().unwrap());
-    let errors = lines_of(child.stderr.take().unwrap());
-    Proc {
-        child,
-        lines,
-        errors,
-    }
+    let config = config.to_str().unwrap();
+    Proc::spawn_env(
+        &["node", "--config", config],
+        &[("TENURE_TEST_HOSTS_FILE", hosts)],
+    )
 }
 
 /// The first line of `node` within 10 s that has `key`, parsed.

@@ -81,7 +81,7 @@ pub fn resolve(text: &str) -> Result<SocketAddr, String> {
 /// An address as the node file writes it: an IP socket address, or a host
 /// name and a port, kept as written (looked up only when used, with
 /// [`Address::resolve`]).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Address {
     /// An IP address and port (`10.0.0.2:7000`, `[::1]:7000`).
     Ip(SocketAddr),

@@ -121,8 +121,14 @@ impl Proc {
 
     /// `tenure` with these arguments.
     pub fn spawn(args: &[&str]) -> Proc {
+        Proc::spawn_env(args, &[])
+    }
+
+    /// `tenure` with these arguments and environment variables.
+    pub fn spawn_env(args: &[&str], env: &[(&str, &Path)]) -> Proc {
         let mut child = Command::new(BIN)
             .args(args)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
