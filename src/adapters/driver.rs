@@ -205,7 +205,7 @@ pub enum DriverError {
     /// [`Handle::shutdown`] gave up waiting for a tokio driver's task (a
     /// state write still running after this long); the task still stops
     /// once the write returns.
-    #[error("the driver did not stop within {0:?} (a state write is still running)")]
+    #[error("the driver did not stop within {} (a state write is still running)", crate::Millis(*.0))]
     ShutdownTimedOut(std::time::Duration),
     /// A tokio driver's last state write failed: what it carried is not
     /// durable (the driver stops; see [`Storage::save`]).
