@@ -346,9 +346,6 @@ pub struct OperatorSettings {
     /// resolved once) where `tenure node` serves Prometheus text at
     /// `/metrics` and its status as JSON at `/status`. Not served if unset.
     pub metrics_listen: Option<SocketAddr>,
-    /// The peers whose `addr` is a host name, as written (`host:port`), by
-    /// id: `tenure node` resolves them again when a peer looks unreachable.
-    pub peer_names: BTreeMap<NodeId, String>,
     /// `key_file`: the cluster key frames are sent with and accepted under
     /// ([`auth`](super::auth)). [`OperatorSettings::load`] makes a relative
     /// path relative to the node file's directory. Without it, peer
@@ -364,15 +361,6 @@ struct OperatorText {
     metrics_listen: Option<String>,
     key_file: Option<PathBuf>,
     next_key_file: Option<PathBuf>,
-    #[serde(default)]
-    peers: Vec<PeerName>,
-}
-
-/// A peer's id and address as written.
-#[derive(Deserialize)]
-struct PeerName {
-    id: NodeId,
-    addr: String,
 }
 
 impl OperatorSettings {
@@ -433,15 +421,8 @@ impl OperatorSettings {
             .map(|m| resolve(&m))
             .transpose()
             .map_err(|e| ("metrics_listen", e))?;
-        let peer_names = t
-            .peers
-            .into_iter()
-            .filter(|p| p.addr.parse::<SocketAddr>().is_err())
-            .map(|p| (p.id, p.addr))
-            .collect();
         Ok(OperatorSettings {
             metrics_listen,
-            peer_names,
             key_file: t.key_file,
             next_key_file: t.next_key_file,
         })
