@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use tenure::adapters::config::NodeFile;
 use tenure::adapters::storage::{
-    FileStorage, STATE_FILE, StateOwner, Storage, decode_owned_record,
+    FileStorage, STATE_FILE, StateOwner, Storage, StorageErrorKind, decode_owned_record,
 };
 
 #[derive(clap::Args)]
@@ -83,13 +83,23 @@ pub fn show(args: StateArgs) -> ExitCode {
     };
     match decode_owned_record(&bytes) {
         Ok((owner, state)) => {
-            let owner = owner.map_or("not recorded".to_string(), |o| o.to_string());
+            let shown = owner.map_or("not recorded".to_string(), |o| o.to_string());
             println!(
-                "{}: term {}, vote {}, owner {owner}",
+                "{}: term {}, vote {}, owner {shown}",
                 path.display(),
                 state.term,
                 state.vote.map_or("none".into(), |v| v.to_string())
             );
+            let expected = StateOwner {
+                node: file.id,
+                cluster: file.cluster_id,
+            };
+            // Another node's state: this node would refuse to start on it.
+            if let Some(found) = owner.filter(|o| *o != expected) {
+                let kind = StorageErrorKind::WrongOwner { expected, found };
+                eprintln!("error: state file {}: {kind}", path.display());
+                return ExitCode::from(2);
+            }
             show_membership(&file)
         }
         Err(kind) => {

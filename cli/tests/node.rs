@@ -1215,7 +1215,7 @@ fn check_validates_without_starting_and_prints_the_effective_configuration() {
 /// margin that eats the lease names `lease_margin_ms`, in milliseconds; an
 /// address without a port says so (also to `ctl --config`); a data
 /// directory in use names the lock file (exit 1); another node's state
-/// file is refused (exit 2).
+/// file is refused by `node`, `state` and `recover` (exit 2).
 #[test]
 fn refusals_name_the_right_key_file_or_directory_with_the_right_exit_code() {
     let d = dir("messages");
@@ -1282,6 +1282,19 @@ fn refusals_name_the_right_key_file_or_directory_with_the_right_exit_code() {
         .replace(&p.to_string(), &port().to_string());
     std::fs::write(&other, text).unwrap();
     let (code, _, err) = tenure(&["node"], &other);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("holds the state of node 1"), "{err}");
+    let (code, _, err) = tenure(&["state"], &other);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("holds the state of node 1"), "{err}");
+    let recover = [
+        "recover",
+        "--highest-term",
+        "3",
+        "--highest-token-term",
+        "3",
+    ];
+    let (code, _, err) = tenure(&recover, &other);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("holds the state of node 1"), "{err}");
     let _ = std::fs::remove_dir_all(d);
