@@ -238,8 +238,44 @@ pub struct Host<P: LogPosition = ()> {
 
 struct Group<P: LogPosition> {
     node: Node<P>,
-    /// Its entry in `timers`, if it has a deadline.
-    deadline: Option<Instant>,
+    /// Its entry in `timers`: never later than its node's next deadline.
+    armed: Option<Instant>,
+    /// Whether it is in `led`.
+    leading: bool,
+}
+
+impl<P: LogPosition> Group<P> {
+    /// After a step: notes whether it leads, and arms its timer entry if
+    /// its deadline came earlier. A deadline that moved later (a
+    /// follower's, at every heartbeat) keeps its entry: when that fires,
+    /// the group is armed again at its deadline then, so a follower costs
+    /// one timer-set update per death timeout, not two per heartbeat.
+    fn rearm(
+        &mut self,
+        group: GroupId,
+        timers: &mut BTreeSet<(Instant, GroupId)>,
+        led: &mut BTreeSet<GroupId>,
+    ) {
+        let leading = self.node.role() == Role::Leader;
+        if leading != self.leading {
+            self.leading = leading;
+            if leading {
+                led.insert(group);
+            } else {
+                led.remove(&group);
+            }
+        }
+        let Some(next) = self.node.next_deadline() else {
+            return;
+        };
+        if self.armed.is_some_and(|at| at <= next) {
+            return;
+        }
+        if let Some(old) = self.armed.replace(next) {
+            timers.remove(&(old, group));
+        }
+        timers.insert((next, group));
+    }
 }
 
 impl<P: LogPosition> Host<P> {
@@ -297,10 +333,13 @@ impl<P: LogPosition> Host<P> {
             group,
             Box::new(Group {
                 node,
-                deadline: None,
+                armed: None,
+                leading: false,
             }),
         );
-        self.rearm(group);
+        if let Some(g) = self.groups.get_mut(&group) {
+            g.rearm(group, &mut self.timers, &mut self.led);
+        }
         self.next_round.get_or_insert(now + self.round);
         Ok(())
     }
@@ -309,7 +348,7 @@ impl<P: LogPosition> Host<P> {
     /// whatever it persisted). Later entries for it are ignored.
     pub fn remove_group(&mut self, group: GroupId) -> Option<Node<P>> {
         let g = self.groups.remove(&group)?;
-        if let Some(at) = g.deadline {
+        if let Some(at) = g.armed {
             self.timers.remove(&(at, group));
         }
         self.led.remove(&group);
@@ -338,9 +377,11 @@ impl<P: LogPosition> Host<P> {
         self.unknown_group_entries
     }
 
-    /// When to feed [`HostInput::Tick`] next: the earliest deadline of any
-    /// group, or the host's round if it leads a group (found without
-    /// scanning the groups).
+    /// When to feed [`HostInput::Tick`] next: no later than the earliest
+    /// deadline of any group, or the host's round if it leads a group
+    /// (found without scanning the groups). It may be earlier: a group
+    /// whose deadline moved later keeps its earlier entry until then, and
+    /// a tick at that instant only arms it again.
     #[must_use]
     pub fn next_deadline(&self) -> Option<Instant> {
         let first = self.timers.first().map(|(at, _)| *at);
@@ -367,7 +408,19 @@ impl<P: LogPosition> Host<P> {
                     if at > now {
                         break;
                     }
-                    self.run(group, now, Input::Tick);
+                    self.timers.pop_first();
+                    let Some(g) = self.groups.get_mut(&group) else {
+                        continue;
+                    };
+                    g.armed = None;
+                    match g.node.next_deadline() {
+                        // Its deadline moved later since it was armed.
+                        Some(due) if due > now => g.rearm(group, &mut self.timers, &mut self.led),
+                        Some(_) => {
+                            self.run(group, now, Input::Tick);
+                        }
+                        None => {}
+                    }
                 }
                 self.heartbeat_round(now);
             }
@@ -378,37 +431,26 @@ impl<P: LogPosition> Host<P> {
                     message,
                 } in batch
                 {
-                    if !self.groups.contains_key(&group) {
+                    let input = Input::ReceiveStamped {
+                        from,
+                        stamp,
+                        message,
+                    };
+                    if !self.run(group, now, input) {
                         self.unknown_group_entries += 1;
-                        continue;
                     }
-                    self.run(
-                        group,
-                        now,
-                        Input::ReceiveStamped {
-                            from,
-                            stamp,
-                            message,
-                        },
-                    );
                 }
             }
             HostInput::Persisted(states) => {
                 for (group, state) in states {
-                    if self.groups.contains_key(&group) {
-                        self.run(group, now, Input::Persisted(state));
-                    }
+                    self.run(group, now, Input::Persisted(state));
                 }
             }
             HostInput::PersistedMembership { group, id } => {
-                if self.groups.contains_key(&group) {
-                    self.run(group, now, Input::PersistedMembership(id));
-                }
+                self.run(group, now, Input::PersistedMembership(id));
             }
             HostInput::Group { group, input } => {
-                if self.groups.contains_key(&group) {
-                    self.run(group, now, input);
-                }
+                self.run(group, now, input);
             }
         }
         self.flush(out);
@@ -436,9 +478,9 @@ impl<P: LogPosition> Host<P> {
 
     /// Steps one group (present in `groups`) and sorts its actions into
     /// the step's output.
-    fn run(&mut self, group: GroupId, now: Instant, input: Input<P>) {
+    fn run(&mut self, group: GroupId, now: Instant, input: Input<P>) -> bool {
         let Some(g) = self.groups.get_mut(&group) else {
-            return;
+            return false;
         };
         // Messages carry the membership of their step's start at the
         // latest, never one newer than they were decided on.
@@ -468,31 +510,8 @@ impl<P: LogPosition> Host<P> {
                 Action::Event(event) => self.events.push(HostAction::Event { group, event }),
             }
         }
-        self.rearm(group);
-    }
-
-    /// Puts `group`'s next deadline in the timer set (replacing its
-    /// previous one) and notes whether it leads.
-    fn rearm(&mut self, group: GroupId) {
-        let Some(g) = self.groups.get_mut(&group) else {
-            return;
-        };
-        if g.node.role() == Role::Leader {
-            self.led.insert(group);
-        } else {
-            self.led.remove(&group);
-        }
-        let next = g.node.next_deadline();
-        if next == g.deadline {
-            return;
-        }
-        if let Some(old) = g.deadline {
-            self.timers.remove(&(old, group));
-        }
-        if let Some(at) = next {
-            self.timers.insert((at, group));
-        }
-        g.deadline = next;
+        g.rearm(group, &mut self.timers, &mut self.led);
+        true
     }
 
     fn flush(&mut self, out: &mut Vec<HostAction<P>>) {
