@@ -14,7 +14,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use tenure::host::{Entry, GroupId, Host, HostAction, HostError, HostInput};
@@ -84,8 +84,19 @@ enum Pending {
     },
 }
 
+/// Makes host `h`'s configuration of group `g` among `hosts` hosts.
+type Configure = fn(NodeId, GroupId, u64) -> Config;
+
 struct World {
     hosts: BTreeMap<NodeId, Host>,
+    configure: Configure,
+    /// How much faster than real time each host's clock runs, in ppm
+    /// (negative: slower); absent is 0.
+    ppm: BTreeMap<NodeId, i64>,
+    /// Directed links that drop everything.
+    cut: BTreeSet<(NodeId, NodeId)>,
+    /// (group, term, voter host) -> the candidate it granted (sent).
+    granted: BTreeMap<(GroupId, u64, NodeId), NodeId>,
     incarnation: BTreeMap<NodeId, u64>,
     /// What each host's disk holds, per group.
     disk: BTreeMap<(NodeId, GroupId), HardState>,
@@ -108,8 +119,32 @@ struct World {
 
 impl World {
     fn new(hosts: u64, groups: u64, round: Duration, seed: u64, faults: Faults) -> World {
+        World::with(
+            hosts,
+            groups,
+            round,
+            seed,
+            faults,
+            group_config,
+            BTreeMap::new(),
+        )
+    }
+
+    fn with(
+        hosts: u64,
+        groups: u64,
+        round: Duration,
+        seed: u64,
+        faults: Faults,
+        configure: Configure,
+        ppm: BTreeMap<NodeId, i64>,
+    ) -> World {
         let mut w = World {
             hosts: BTreeMap::new(),
+            configure,
+            ppm,
+            cut: BTreeSet::new(),
+            granted: BTreeMap::new(),
             incarnation: BTreeMap::new(),
             disk: BTreeMap::new(),
             confirmed: BTreeMap::new(),
@@ -135,9 +170,10 @@ impl World {
         let hosts = self.incarnation.len().max(h as usize) as u64;
         let hosts = hosts.max(3);
         let mut host = Host::new(h, self.round);
+        let local = self.local(h);
         for g in 0..self.groups {
             let state = self.disk.get(&(h, g)).copied().unwrap_or_default();
-            host.add_group(g, group_config(h, g, hosts), state, self.now)
+            host.add_group(g, (self.configure)(h, g, hosts), state, local)
                 .unwrap();
             // What it loads is durable.
             self.confirmed.insert((h, g), state);
@@ -146,17 +182,65 @@ impl World {
         *self.incarnation.entry(h).or_default() += 1;
     }
 
+    /// Host `h`'s clock reading now.
+    fn local(&self, h: NodeId) -> Instant {
+        let rate = 1_000_000 + i128::from(self.ppm.get(&h).copied().unwrap_or(0));
+        Instant::from_nanos((i128::from(self.now.as_nanos()) * rate / 1_000_000) as u64)
+    }
+
+    /// The first real instant at which host `h`'s clock reads `local`.
+    fn real(&self, h: NodeId, local: Instant) -> Instant {
+        let rate = 1_000_000 + i128::from(self.ppm.get(&h).copied().unwrap_or(0));
+        let nanos = (i128::from(local.as_nanos()) * 1_000_000 + rate - 1) / rate;
+        Instant::from_nanos(nanos as u64)
+    }
+
     fn at(&mut self, after: Duration, what: Pending) {
         self.seq += 1;
         self.queue.insert((self.now + after, self.seq), what);
     }
 
     fn step(&mut self, h: NodeId, input: HostInput) {
+        let local = self.local(h);
         let Some(host) = self.hosts.get_mut(&h) else {
             return;
         };
-        let actions = host.step(self.now, input);
+        let actions = host.step(local, input);
         self.execute(h, actions);
+        self.check_leases();
+    }
+
+    /// Rule `strict_lease` per group, across hosts whose clocks run at
+    /// different rates: at no real instant do two hosts hold a group's
+    /// lease, and none holds one of a term older than a leader elected.
+    fn check_leases(&self) {
+        for g in 0..self.groups {
+            let newest = self
+                .leaders
+                .range((g, 0)..=(g, u64::MAX))
+                .map(|((_, t), _)| *t)
+                .max();
+            let holders: Vec<(NodeId, u64)> = self
+                .hosts
+                .iter()
+                .filter_map(|(h, host)| {
+                    let lease = host.group(g)?.lease(self.local(*h))?;
+                    Some((*h, lease.token.term))
+                })
+                .collect();
+            assert!(
+                holders.len() <= 1,
+                "group {g} at {:?}: leases held by {holders:?}",
+                self.now
+            );
+            if let (Some(&(h, term)), Some(newest)) = (holders.first(), newest) {
+                assert!(
+                    term >= newest,
+                    "group {g} at {:?}: host {h} holds a lease of term {term} after a leader of term {newest} was elected",
+                    self.now
+                );
+            }
+        }
     }
 
     fn execute(&mut self, h: NodeId, actions: Vec<HostAction>) {
@@ -185,6 +269,7 @@ impl World {
                     );
                     sent_to.push(to);
                     self.check_sent(h, to, &batch);
+                    self.note_grants(h, to, &batch);
                     self.sends.push((self.now, h, to, batch.len()));
                     self.transmit(h, to, batch);
                 }
@@ -230,7 +315,28 @@ impl World {
         }
     }
 
+    /// Rule `one_vote_per_term` as peers see it: a host grants one
+    /// candidate per group and term, across its restarts.
+    fn note_grants(&mut self, h: NodeId, to: NodeId, batch: &[Entry]) {
+        for e in batch {
+            if let MessageKind::VoteResponse { granted: true } = e.message.kind {
+                let before = *self
+                    .granted
+                    .entry((e.group, e.message.term, h))
+                    .or_insert(to);
+                assert_eq!(
+                    before, to,
+                    "host {h} group {} granted votes in term {} to hosts {before} and {to}",
+                    e.group, e.message.term
+                );
+            }
+        }
+    }
+
     fn transmit(&mut self, from: NodeId, to: NodeId, batch: Vec<Entry>) {
+        if self.cut.contains(&(from, to)) {
+            return;
+        }
         if self.rng.chance(self.faults.loss_percent) {
             return;
         }
@@ -261,7 +367,10 @@ impl World {
             let next_tick = self
                 .hosts
                 .iter()
-                .filter_map(|(h, host)| host.next_deadline().map(|d| (d, *h)))
+                .filter_map(|(h, host)| {
+                    let d = host.next_deadline()?;
+                    Some((self.real(*h, d).max(self.now), *h))
+                })
                 .min();
             let next = match (next_queued, next_tick) {
                 (Some(q), Some((t, _))) => q.min(t),
@@ -614,4 +723,212 @@ fn host_add_group_refuses_another_hosts_config_a_duplicate_and_a_bad_config() {
     }
     assert!(host.group(4).is_none());
     assert_eq!(host.groups().count(), 1);
+}
+
+/// [`group_config`] under strict fencing.
+fn strict_group_config(host: NodeId, group: GroupId, hosts: u64) -> Config {
+    group_config(host, group, hosts).fencing(tenure::Fencing::Strict)
+}
+
+/// Rule `strict_lease` through the host: groups whose leaders send their
+/// rounds when the host's round asks (`Input::HeartbeatNow`), on hosts
+/// whose clocks run up to 1000 ppm apart (the groups' drift bound), with
+/// loss, duplication, reordering, slow disks, a host cut off and a host
+/// restarted. At no instant do two hosts hold a group's lease, and no host
+/// holds one of a term older than an elected leader's (checked after
+/// every step). The host's round is the groups' heartbeat interval, less
+/// than half of it, or longer, by seed.
+///
+/// Guards against: a round brought forward making a lease outlive the
+/// promises behind it.
+#[test]
+fn host_strict_leases_stay_exclusive_per_group_across_hosts_with_different_clock_rates() {
+    common::sweep("TENURE_HOST_LEASES", 0..200, |seed| {
+        let faults = Faults {
+            loss_percent: 10,
+            duplicate_percent: 5,
+            latency: (1, 30),
+            write_ms: 3,
+        };
+        let rates = [-500, 0, 500];
+        let ppm = (1..=3)
+            .map(|h| (h, rates[((seed + h) % 3) as usize]))
+            .collect();
+        let round = [100, 40, 250][(seed % 3) as usize];
+        let mut w = World::with(3, 6, ms(round), seed, faults, strict_group_config, ppm);
+        w.run_for(ms(2_000));
+        let cut_off = 1 + seed % 3;
+        for other in (1..=3).filter(|&o| o != cut_off) {
+            w.cut.insert((cut_off, other));
+            w.cut.insert((other, cut_off));
+        }
+        w.run_for(ms(1_500));
+        w.cut.clear();
+        w.run_for(ms(1_000));
+        let victim = 1 + (seed + 1) % 3;
+        w.crash(victim);
+        w.run_for(ms(1_000));
+        w.start(victim);
+        w.run_for(ms(2_000));
+        w.faults = CLEAN;
+        w.run_for(ms(3_000));
+        let leases = (0..w.groups)
+            .filter(|&g| {
+                w.hosts
+                    .iter()
+                    .any(|(h, host)| host.group(g).unwrap().lease(w.local(*h)).is_some())
+            })
+            .count();
+        if !w.all_led() {
+            Some("some group has no leader all hosts follow after healing".into())
+        } else if leases == 0 {
+            Some("no group holds a lease after healing: the run checked nothing".into())
+        } else {
+            None
+        }
+    });
+}
+
+/// A host whose round is much shorter than its groups' heartbeat interval
+/// (5 ms against 100 ms, which `Host::new` accepts) on a network with a
+/// 100-120 ms round trip: every group it leads must keep leading once the
+/// network is quiet, as with a round equal to the interval.
+///
+/// Fails today: each `HeartbeatNow` starts a new round, and the leader's
+/// round ring (death timeout / (interval / 4) + 2 = 18 slots, 90 ms of
+/// 5 ms rounds) no longer holds the round an acknowledgement names when
+/// it arrives, so no acknowledgement counts, every leader loses its
+/// quorum a death timeout after its election, and the groups elect again
+/// and again.
+#[test]
+#[ignore = "fails: a host round much shorter than the groups' interval, with round trips longer than the ring of rounds, makes every leader lose its quorum"]
+fn host_round_much_shorter_than_the_groups_interval_keeps_their_leaders() {
+    let net = Faults {
+        latency: (50, 60),
+        ..CLEAN
+    };
+    let mut w = World::new(3, 4, ms(5), 1, net);
+    w.run_for(ms(3_000));
+    let elected = w.leaders.len();
+    w.run_for(ms(4_000));
+    assert!(
+        w.leaders.len() == elected && w.all_led(),
+        "{} elections in 4 quiet seconds after {elected} (leaders now {:?})",
+        w.leaders.len() - elected,
+        (0..w.groups)
+            .map(|g| w.hosts[&1].group(g).unwrap().leader())
+            .collect::<Vec<_>>()
+    );
+}
+
+/// A vote request of `term` from `candidate` for `group`.
+fn vote_request(group: GroupId, term: u64) -> Entry {
+    Entry {
+        group,
+        stamp: Default::default(),
+        message: tenure::Message {
+            term,
+            kind: MessageKind::VoteRequest {
+                position: (),
+                transfer: false,
+            },
+        },
+    }
+}
+
+/// The grants in `actions`: (to, group, term).
+fn grants(actions: &[HostAction]) -> Vec<(NodeId, GroupId, u64)> {
+    let mut out = Vec::new();
+    for a in actions {
+        if let HostAction::Send { to, batch } = a {
+            for e in batch {
+                if e.message.kind == (MessageKind::VoteResponse { granted: true }) {
+                    out.push((*to, e.group, e.message.term));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn persists(actions: &[HostAction]) -> Vec<Vec<(GroupId, HardState)>> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            HostAction::Persist(states) => Some(states.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Rule `one_vote_per_term` through `remove_group` and `add_group`: a
+/// group removed while its vote for host 1 is being written, and added
+/// again from what the disk holds (nothing yet), must not make the host
+/// ask for a second write of that group while the first is outstanding
+/// (`Action::Persist`: at most one is outstanding), and the host must not
+/// grant two candidates in one term. Storage finishes the two writes in
+/// the other order (allowed when each group has at most one write
+/// outstanding); after a restart from that disk the host grants host 1
+/// too.
+///
+/// Fails today: the re-added group asks for a write of its vote for host 3
+/// while the removed group's write of its vote for host 1 is outstanding.
+#[test]
+#[ignore = "fails: remove_group then add_group lets two writes of one group be outstanding; a store that completes them out of order makes the host grant two candidates in one term"]
+fn host_readding_a_group_with_a_write_in_flight_keeps_one_vote_per_term() {
+    let config = |g| group_config(2, g, 3);
+    let mut host: Host = Host::new(2, ms(100));
+    host.add_group(0, config(0), HardState::default(), Instant::ZERO)
+        .unwrap();
+    let t = Instant::from_millis(10);
+    let first = host.step(
+        t,
+        HostInput::Receive {
+            from: 1,
+            batch: vec![vote_request(0, 5)],
+        },
+    );
+    let w1 = persists(&first);
+    assert_eq!(w1, vec![vec![(0, HardState::new(5, Some(1)))]], "{first:?}");
+    // The operator moves the group: removed while its write is in flight,
+    // added again from the disk, which holds nothing yet.
+    let removed = host.remove_group(0).unwrap();
+    assert!(removed.status().write_in_flight);
+    host.add_group(0, config(0), removed.status().persisted, t)
+        .unwrap();
+    let second = host.step(
+        t,
+        HostInput::Receive {
+            from: 3,
+            batch: vec![vote_request(0, 5)],
+        },
+    );
+    let w2 = persists(&second);
+    let mut granted = grants(&first);
+    granted.extend(grants(&second));
+    // Storage completes the second write first, then the first.
+    let mut disk = HardState::default();
+    for w in [&w2, &w1] {
+        for states in w.iter() {
+            disk = states[0].1;
+            granted.extend(grants(&host.step(t, HostInput::Persisted(states.clone()))));
+        }
+    }
+    // The host restarts from its disk; host 1 asks again.
+    let later = t + ms(1_000);
+    let mut host: Host = Host::new(2, ms(100));
+    host.add_group(0, config(0), disk, later).unwrap();
+    let out = host.step(
+        later,
+        HostInput::Receive {
+            from: 1,
+            batch: vec![vote_request(0, 5)],
+        },
+    );
+    granted.extend(grants(&out));
+    let candidates: BTreeSet<NodeId> = granted.iter().map(|(to, _, _)| *to).collect();
+    assert!(
+        w2.is_empty() && candidates.len() <= 1,
+        "host 2 granted group 0's term 5 to {candidates:?}; writes of group 0: {w1:?}, then {w2:?} while the first was outstanding"
+    );
 }

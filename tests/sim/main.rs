@@ -14,11 +14,13 @@
 mod common;
 
 mod fault_sweeps;
+mod heartbeat_now;
 mod leases;
 mod membership;
 mod membership_mixed_timing;
 mod membership_sweeps;
 mod node_checker;
+mod pre_vote_duel;
 mod properties;
 mod rank;
 mod rank_properties;
