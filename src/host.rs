@@ -129,9 +129,10 @@ pub enum HostInput<P = ()> {
 /// Everything [`Host::step`] asks the driver to do.
 ///
 /// A step's actions come in this order: at most one `Persist` (every
-/// group's state in one write), then each `PersistMembership`, then one
-/// `Send` per peer host (ascending ids), then the `Event`s in the order
-/// the groups raised them. As for a single node, a `Send` never waits for
+/// group's state in one write), then each `PersistMembership`, then the
+/// `Event`s in the order the groups raised them (so a lease shortened or
+/// lost is known before anything of that step leaves), then one `Send`
+/// per peer host (ascending ids). As for a single node, a `Send` never waits for
 /// an earlier `Persist`; a `Persist` is acknowledged with
 /// [`HostInput::Persisted`] only once durable.
 #[derive(Clone, Debug, PartialEq)]
@@ -180,6 +181,23 @@ pub enum HostError {
     },
     /// The host already runs this group.
     DuplicateGroup(GroupId),
+    /// The group's heartbeat interval is longer than the host's round: the
+    /// host would start its rounds more often than the group remembers
+    /// them, and its acknowledgements would stop counting.
+    RoundShorterThanHeartbeat {
+        /// The group.
+        group: GroupId,
+        /// Its heartbeat interval.
+        heartbeat: Duration,
+        /// The host's round.
+        round: Duration,
+    },
+    /// The group was removed while a write of its state was in flight, and
+    /// that write is not confirmed yet ([`HostInput::Persisted`]): adding it
+    /// again now would put a second write of the group beside the first,
+    /// and storage may finish them in either order (rule
+    /// `one_vote_per_term`).
+    WriteInFlight(GroupId),
     /// The group's configuration is invalid.
     Config {
         /// The group.
@@ -203,6 +221,20 @@ impl fmt::Display for HostError {
             HostError::DuplicateGroup(group) => {
                 write!(f, "group {group} runs on this host already")
             }
+            HostError::RoundShorterThanHeartbeat {
+                group,
+                heartbeat,
+                round,
+            } => write!(
+                f,
+                "group {group}: heartbeat interval {} is longer than the host's round {}",
+                crate::Millis(*heartbeat),
+                crate::Millis(*round)
+            ),
+            HostError::WriteInFlight(group) => write!(
+                f,
+                "group {group} was removed while a write of its state was in flight: add it again once that write is confirmed"
+            ),
             HostError::Config { group, error } => write!(f, "group {group}: {error}"),
         }
     }
@@ -228,6 +260,9 @@ pub struct Host<P: LogPosition = ()> {
     /// The groups a round asks (reused: no allocation per round).
     due: Vec<GroupId>,
     unknown_group_entries: u64,
+    /// Groups removed while a write of theirs was in flight, until its
+    /// confirmation comes.
+    removed_writing: BTreeSet<GroupId>,
     /// One step's output of one group (reused: no allocation per group).
     scratch: Vec<Action<P>>,
     persist: Vec<(GroupId, HardState)>,
@@ -293,6 +328,7 @@ impl<P: LogPosition> Host<P> {
             led: BTreeSet::new(),
             due: Vec::new(),
             unknown_group_entries: 0,
+            removed_writing: BTreeSet::new(),
             scratch: Vec::new(),
             persist: Vec::new(),
             memberships: Vec::new(),
@@ -309,7 +345,9 @@ impl<P: LogPosition> Host<P> {
 
     /// Starts running `group` from its durable `state` (its membership,
     /// if one was stored, comes with `config` as for [`Node::new`]). The
-    /// configuration's id must be this host's.
+    /// configuration's id must be this host's, its heartbeat interval no
+    /// longer than the host's round, and a group removed with a write in
+    /// flight waits for that write's confirmation.
     pub fn add_group(
         &mut self,
         group: GroupId,
@@ -326,6 +364,17 @@ impl<P: LogPosition> Host<P> {
         }
         if self.groups.contains_key(&group) {
             return Err(HostError::DuplicateGroup(group));
+        }
+        if self.removed_writing.contains(&group) {
+            return Err(HostError::WriteInFlight(group));
+        }
+        let heartbeat = config.effective_heartbeat_interval();
+        if heartbeat > self.round {
+            return Err(HostError::RoundShorterThanHeartbeat {
+                group,
+                heartbeat,
+                round: self.round,
+            });
         }
         let node =
             Node::new(config, state, now).map_err(|error| HostError::Config { group, error })?;
@@ -345,11 +394,17 @@ impl<P: LogPosition> Host<P> {
     }
 
     /// Stops running `group` and returns its node (its last state is
-    /// whatever it persisted). Later entries for it are ignored.
+    /// whatever it persisted). Later entries for it are ignored. If a write
+    /// of its state is in flight, still execute that write and feed its
+    /// [`HostInput::Persisted`]: until then the group cannot be added again
+    /// ([`HostError::WriteInFlight`]).
     pub fn remove_group(&mut self, group: GroupId) -> Option<Node<P>> {
         let g = self.groups.remove(&group)?;
         if let Some(at) = g.armed {
             self.timers.remove(&(at, group));
+        }
+        if g.node.status().write_in_flight {
+            self.removed_writing.insert(group);
         }
         self.led.remove(&group);
         Some(g.node)
@@ -443,7 +498,9 @@ impl<P: LogPosition> Host<P> {
             }
             HostInput::Persisted(states) => {
                 for (group, state) in states {
-                    self.run(group, now, Input::Persisted(state));
+                    if !self.run(group, now, Input::Persisted(state)) {
+                        self.removed_writing.remove(&group);
+                    }
                 }
             }
             HostInput::PersistedMembership { group, id } => {
@@ -519,10 +576,10 @@ impl<P: LogPosition> Host<P> {
             out.push(HostAction::Persist(core::mem::take(&mut self.persist)));
         }
         out.append(&mut self.memberships);
+        out.append(&mut self.events);
         for (to, batch) in core::mem::take(&mut self.outbox) {
             out.push(HostAction::Send { to, batch });
         }
-        out.append(&mut self.events);
     }
 }
 

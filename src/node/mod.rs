@@ -137,7 +137,10 @@ pub enum Input<P = ()> {
     /// instead of sending. For a driver that paces many groups' rounds
     /// together ([`host::Host`](crate::host::Host)). Safe at any moment: an
     /// earlier round only asks for promises sooner, and a lease counts
-    /// from the send time of the rounds acknowledged.
+    /// from the send time of the rounds acknowledged. Feed it at most about
+    /// once per heartbeat interval: a leader remembers the rounds of about
+    /// a death timeout at a quarter interval apart, and acknowledgements of
+    /// rounds it forgot count for nothing.
     HeartbeatNow,
 }
 
