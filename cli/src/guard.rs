@@ -102,6 +102,8 @@ enum Order {
     },
     /// The node's end of the pipe closed: it stopped or died.
     Gone,
+    /// The command exited (not yet reaped): look at once.
+    Exited,
 }
 
 fn parse(line: &str) -> Option<Order> {
@@ -269,7 +271,7 @@ pub fn run(args: GuardArgs) -> ExitCode {
     };
     let group = i32::try_from(child.id()).unwrap_or(i32::MAX);
     say(&format!("pid {group}"));
-    let orders = orders();
+    let orders = orders(group);
     let (mut termed, mut killed, mut connected) = (false, false, true);
     // Whether the node ordered the stop (else the deadlines it last sent
     // ran out: the lease was not renewed in time).
@@ -309,7 +311,7 @@ pub fn run(args: GuardArgs) -> ExitCode {
                 term_at = t;
                 kill_at = k;
             }
-            Ok(Order::At { .. }) => {}
+            Ok(Order::At { .. } | Order::Exited) => {}
             Ok(Order::Stop { kill_at: k }) => {
                 ordered |= !termed;
                 term_at = term_at.min(boottime_ns());
@@ -357,9 +359,29 @@ fn enter(dir: &Path) -> Result<PathBuf, String> {
 }
 
 /// The node's orders, read on a thread so the deadlines never wait for a
-/// line.
-fn orders() -> mpsc::Receiver<Order> {
+/// line, and [`Order::Exited`] as soon as the command `pid` exits (a
+/// planned stop waits for that).
+fn orders(pid: i32) -> mpsc::Receiver<Order> {
     let (tx, rx) = mpsc::channel();
+    let exited = tx.clone();
+    std::thread::spawn(move || {
+        use rustix::process::{WaitId, WaitIdOptions, waitid};
+        // NOWAIT: the loop reaps it (and reads its status) itself.
+        let options = WaitIdOptions::EXITED | WaitIdOptions::NOWAIT;
+        let Some(pid) = Pid::from_raw(pid) else {
+            return;
+        };
+        loop {
+            match waitid(WaitId::Pid(pid), options) {
+                Err(rustix::io::Errno::INTR) => continue,
+                Ok(_) => {
+                    let _ = exited.send(Order::Exited);
+                }
+                Err(_) => {}
+            }
+            return;
+        }
+    });
     std::thread::spawn(move || {
         let mut lines = BufReader::new(std::io::stdin().lock()).lines();
         while let Some(Ok(line)) = lines.next() {

@@ -32,7 +32,10 @@ impl<P: LogPosition> Cluster<P> {
             | Fault::Mute(n) => Some(*n) == leader,
             Fault::Input(n, input) => {
                 Some(*n) == leader
-                    && matches!(input, Input::Demote | Input::TransferLeadership { .. })
+                    && matches!(
+                        input,
+                        Input::Demote | Input::TransferLeadership { .. } | Input::HandOver
+                    )
             }
             _ => false,
         };
@@ -324,6 +327,7 @@ fn lift_input<P: LogPosition>(input: Input) -> Option<Input<P>> {
         Input::Promote => Input::Promote,
         Input::Demote => Input::Demote,
         Input::TransferLeadership { to } => Input::TransferLeadership { to },
+        Input::HandOver => Input::HandOver,
         Input::LogPosition(()) => return None,
     })
 }
