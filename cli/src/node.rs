@@ -934,7 +934,17 @@ impl Running {
             }
         }
         let id = self.id;
-        let result = self.handle.shutdown();
+        let result = self.handle.clone().shutdown();
+        // The driver's last events (the transfer's outcome, say), all
+        // forwarded once it stopped.
+        let end = Instant::now() + Duration::from_secs(1);
+        while let Some(left) = end.checked_duration_since(Instant::now()) {
+            match self.wake.recv_timeout(left) {
+                Ok(Wake::Event(event)) => self.emit(event),
+                Ok(Wake::Stopped) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
         line(&json!({
             "ts_ms": now_ms(), "node": id,
             "stopped": {
