@@ -343,11 +343,34 @@ fn became_leader(v: &Value) -> bool {
     v["event"].get("became_leader").is_some()
 }
 
-/// The old leader's lines up to its `stopped` line, once it exited 0.
-fn stopped(proc: &mut Proc) -> Vec<Value> {
-    let code = common::exit_within(&mut proc.child, Duration::from_secs(5), "did not exit");
+/// Sends SIGTERM to node 3 (the leader of `term`) and checks that node
+/// `successor` is elected in the next term; returns the events node 3
+/// printed before its `stopped` line, and that line.
+fn stop_the_leader(procs: &mut [Proc], successor: u64, term: u64) -> (Vec<Value>, Value) {
+    procs[2].signal("-TERM");
+    let new = &procs[successor as usize - 1];
+    let lines = lines_until(new, Duration::from_secs(3), became_leader);
+    let became = lines.last().filter(|v| became_leader(v));
+    let became = became.unwrap_or_else(|| panic!("node {successor} leads: {lines:?}"));
+    assert_eq!(
+        became["event"]["became_leader"]["term"],
+        term + 1,
+        "{became}"
+    );
+    let code = common::exit_within(&mut procs[2].child, Duration::from_secs(5), "did not exit");
     assert!(code.success(), "exit {code}");
-    lines_until(proc, Duration::from_secs(1), |v| v.get("stopped").is_some())
+    let mut old = lines_until(&procs[2], Duration::from_secs(1), |v| {
+        v.get("stopped").is_some()
+    });
+    let stopped = old.pop().unwrap_or_default();
+    assert_eq!(
+        stopped["stopped"]["successor"], successor,
+        "{stopped} {old:?}"
+    );
+    (
+        old.into_iter().map(|v| v["event"].clone()).collect(),
+        stopped,
+    )
 }
 
 /// A SIGTERM of the leader transfers leadership to the best voter that may
@@ -358,28 +381,17 @@ fn stopped(proc: &mut Proc) -> Vec<Value> {
 #[test]
 fn sigterm_of_the_leader_transfers_to_the_best_voter_in_one_term() {
     let (d, _configs, mut procs, term) = led_by_the_best("rank-stop");
-    procs[2].signal("-TERM");
-    let lines = lines_until(&procs[1], Duration::from_secs(3), became_leader);
-    let became = lines.last().filter(|v| became_leader(v));
-    let became = became.expect("node 2 leads");
-    assert_eq!(
-        became["event"]["became_leader"]["term"],
-        term + 1,
-        "{became}"
-    );
-    let old = stopped(&mut procs[2]);
-    let events: Vec<&Value> = old.iter().map(|v| &v["event"]).collect();
+    let (events, _) = stop_the_leader(&mut procs, 2, term);
     assert!(
         events.iter().any(|e| e["transfer_completed"]["to"] == 2),
-        "{old:?}"
+        "{events:?}"
     );
     assert!(
         events
             .iter()
             .any(|e| e["stepped_down"]["reason"] == "transferred"),
-        "{old:?}"
+        "{events:?}"
     );
-    assert_eq!(old.last().unwrap()["stopped"]["successor"], 2, "{old:?}");
     assert!(
         !procs[0]
             .lines
@@ -400,31 +412,23 @@ fn sigterm_of_the_leader_transfers_to_the_best_voter_in_one_term() {
 fn sigterm_of_the_leader_resigns_when_the_best_voter_is_unreachable() {
     let (d, _configs, mut procs, term) = led_by_the_best("rank-stop-fallback");
     procs[1].signal("-STOP");
-    procs[2].signal("-TERM");
-    let lines = lines_until(&procs[0], Duration::from_secs(3), became_leader);
-    let became = lines.last().filter(|v| became_leader(v));
-    let became = became.expect("node 1 leads");
-    assert_eq!(
-        became["event"]["became_leader"]["term"],
-        term + 1,
-        "{became}"
-    );
-    let old = stopped(&mut procs[2]);
-    let events: Vec<&Value> = old.iter().map(|v| &v["event"]).collect();
+    let (events, stopped) = stop_the_leader(&mut procs, 1, term);
     assert!(
         events
             .iter()
             .any(|e| e["transfer_failed"]["to"] == 2
                 && e["transfer_failed"]["reason"] == "timed_out"),
-        "{old:?}"
+        "{events:?}"
     );
     assert!(
         events
             .iter()
             .any(|e| e["stepped_down"]["reason"] == "demoted"),
-        "{old:?}"
+        "{events:?}"
     );
-    assert_eq!(old.last().unwrap()["stopped"]["successor"], 1, "{old:?}");
+    // One election timeout (the death timeout, 300 ms), then an election.
+    let took = stopped["stopped"]["handover_ms"].as_u64().unwrap();
+    assert!((300..2000).contains(&took), "{stopped}");
     procs[1].signal("-CONT");
     drop(procs);
     let _ = std::fs::remove_dir_all(d);
