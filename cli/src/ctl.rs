@@ -840,6 +840,20 @@ fn human(value: &Value) -> String {
                 }
                 continue;
             }
+            Value::Array(items) if key == "auth_failures" && !items.is_empty() => {
+                out.push_str("auth_failures (by the sender id the frames claim):\n");
+                for f in items {
+                    let counts = f["counts"].as_object().into_iter().flatten();
+                    let counts: Vec<String> = counts.map(|(r, n)| format!("{r}={n}")).collect();
+                    out.push_str(&format!(
+                        "  peer {} {} key_id_seen={}\n",
+                        f["peer"],
+                        counts.join(" "),
+                        f["key_id_seen"].as_str().unwrap_or("-")
+                    ));
+                }
+                continue;
+            }
             Value::Object(rank) if key == "rank" && rank.contains_key("members") => {
                 out.push_str(&human_rank(v));
                 continue;

@@ -35,7 +35,7 @@ use rustix::process::Signal;
 use serde_json::{Value, json};
 use tenure::adapters::config::NodeFile;
 use tenure::adapters::driver::Handle;
-use tenure::{Config, Fencing, FencingToken, NodeId, Role};
+use tenure::{Config, Fencing, FencingToken, Mode, NodeId, Role};
 
 use crate::cgroup::{self, Cgroups, Opened};
 use crate::guard::{NEVER, boottime_ns, signal_group};
@@ -54,6 +54,10 @@ pub const RENEWAL_SLACK: Duration = Duration::from_millis(50);
 /// lease to fit it into).
 const SOFT_GRACE: Duration = Duration::from_secs(1);
 
+/// The back-off's cap unless `--max-restart-delay-ms` says (or the
+/// restart delay, if larger): a broken command costs a start every 30 s.
+const MAX_RESTART_DELAY: Duration = Duration::from_secs(30);
+
 /// How often the lease file is rewritten while the lease is renewed.
 const LEASE_FILE_EVERY: Duration = Duration::from_millis(50);
 
@@ -62,6 +66,9 @@ pub struct GateSpec {
     pub(crate) allow_overlap: bool,
     pub(crate) grace: Option<Duration>,
     pub(crate) restart_delay: Duration,
+    pub(crate) max_restart_delay: Option<Duration>,
+    pub(crate) healthy_after: Duration,
+    pub(crate) resign_after_failures: Option<u32>,
     pub(crate) lease_file: Option<PathBuf>,
     pub(crate) command: Vec<OsString>,
 }
@@ -71,7 +78,11 @@ pub struct Gate {
     node: NodeId,
     strict: bool,
     grace: Duration,
-    restart_delay: Duration,
+    /// When to start the command again after it ended by itself.
+    backoff: Backoff,
+    /// Set when quick failures in a row reached `--resign-after-failures`:
+    /// the node is to hand leadership over (taken by [`Gate::take_resign`]).
+    resign: Option<Value>,
     lease_file: PathBuf,
     command: Vec<OsString>,
     exe: PathBuf,
@@ -126,6 +137,72 @@ pub type Waker = Arc<dyn Fn() + Send + Sync>;
 /// lease's end on `CLOCK_BOOTTIME`.
 type Permit = (FencingToken, Option<u64>);
 
+/// When a command that ended by itself starts again: a quick failure (it
+/// failed before running `healthy_after`) doubles the delay from `base` up
+/// to `max`, so a command that cannot run does not spin; anything else,
+/// and a new leadership, starts over from `base`.
+struct Backoff {
+    base: Duration,
+    max: Duration,
+    healthy_after: Duration,
+    /// `--resign-after-failures`.
+    resign_after: Option<u32>,
+    /// Quick failures in a row, under `token`.
+    failures: u32,
+    /// The leadership the failures were counted under.
+    token: Option<FencingToken>,
+}
+
+impl Backoff {
+    /// Starts counting under `token`; returns whether it is a new
+    /// leadership (its first start is not delayed by an earlier one's
+    /// failures).
+    fn under(&mut self, token: FencingToken) -> bool {
+        let new = self.token != Some(token);
+        if new {
+            self.token = Some(token);
+            self.failures = 0;
+        }
+        new
+    }
+
+    /// The command ended by itself under `token` after running `ran`
+    /// (`failed`: not with code 0). Returns the delay before the next
+    /// start.
+    fn ended(&mut self, token: FencingToken, ran: Duration, failed: bool) -> Duration {
+        self.under(token);
+        if !failed || ran >= self.healthy_after {
+            self.failures = 0;
+            return self.base;
+        }
+        self.failures = self.failures.saturating_add(1);
+        let doublings = (self.failures - 1).min(31);
+        self.base.saturating_mul(1 << doublings).min(self.max)
+    }
+
+    /// Whether the quick failures in a row reached `--resign-after-failures`.
+    fn resign(&self) -> bool {
+        self.resign_after.is_some_and(|n| self.failures >= n)
+    }
+}
+
+/// When this node's lease ends on `CLOCK_BOOTTIME`, if it holds one:
+/// what the command's `TENURE_LEASE_UNTIL_BOOTTIME_NS` says.
+pub fn lease_end(handle: &Handle) -> Option<u64> {
+    // Read the clock first: the end computed from it is never later than
+    // the lease's.
+    let now = boottime_ns();
+    Some(now.saturating_add(ns(handle.lease_left()?)))
+}
+
+/// The wall-clock time (Unix ms) of `end` on `CLOCK_BOOTTIME`: what the
+/// command's `TENURE_LEASE_UNTIL_UNIX_MS` says. Never later than `end`
+/// (the time left is read after the wall clock).
+pub fn unix_ms_at(end: u64) -> u64 {
+    let wall = now_ms();
+    wall + Duration::from_nanos(end.saturating_sub(boottime_ns())).as_millis() as u64
+}
+
 fn ns(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
@@ -176,6 +253,35 @@ impl Gate {
                     .to_string(),
             );
         }
+        let mode = config.effective_mode();
+        if matches!(mode, Mode::Voter | Mode::Off) {
+            let name = if mode == Mode::Voter { "voter" } else { "off" };
+            warnings.push(json!({
+                "kind": "never_leads",
+                "mode": name,
+                "message": format!(
+                    "the command will never run on this node: {} has mode = \"{name}\", which never campaigns, so this node never leads; set mode = \"candidate\" (or \"manual\") to let it run the command",
+                    path.display()
+                ),
+            }));
+        }
+        let max_restart_delay = match spec.max_restart_delay {
+            Some(max) if max < spec.restart_delay => {
+                return Err(format!(
+                    "--max-restart-delay-ms {} is below --restart-delay-ms {}: the back-off starts at the restart delay and doubles up to the maximum",
+                    max.as_millis(),
+                    spec.restart_delay.as_millis()
+                ));
+            }
+            Some(max) => max,
+            None => MAX_RESTART_DELAY.max(spec.restart_delay),
+        };
+        let alone = config.effective_quorum() <= 1;
+        if alone && spec.resign_after_failures.is_some() {
+            notes.push(
+                "--resign-after-failures has no effect: this node is a quorum by itself, there is no peer to hand leadership to".to_string(),
+            );
+        }
         let grace = if strict {
             let lease = config.effective_lease_duration();
             let heartbeat = config.effective_heartbeat_interval();
@@ -212,7 +318,16 @@ impl Gate {
             node: file.id,
             strict,
             grace,
-            restart_delay: spec.restart_delay,
+            backoff: Backoff {
+                base: spec.restart_delay,
+                max: max_restart_delay,
+                healthy_after: spec.healthy_after,
+                // Alone, the node would only elect itself again.
+                resign_after: spec.resign_after_failures.filter(|_| !alone),
+                failures: 0,
+                token: None,
+            },
+            resign: None,
             lease_file: spec
                 .lease_file
                 .clone()
@@ -306,13 +421,14 @@ impl Gate {
         match &self.running {
             None => json!({
                 "running": false, "grace_ms": self.grace.as_millis() as u64,
-                "containment": containment,
+                "containment": containment, "quick_failures": self.backoff.failures,
             }),
             Some(g) => json!({
                 "running": true, "pid": g.group, "token": g.token.as_u64(),
                 "running_ms": g.started.elapsed().as_millis() as u64,
                 "stopping": g.stopping, "grace_ms": self.grace.as_millis() as u64,
                 "containment": containment, "cgroup": g.cgroup,
+                "quick_failures": self.backoff.failures,
             }),
         }
     }
@@ -379,13 +495,10 @@ impl Gate {
     }
 
     fn permit(&self, handle: &Handle) -> Option<Permit> {
-        // Read the clock first: the end computed from it is never later
-        // than the lease's.
-        let now = boottime_ns();
         if self.strict {
-            let left = handle.lease_left()?;
+            let end = lease_end(handle)?;
             let token = handle.lease()?.token;
-            Some((token, Some(now.saturating_add(ns(left)))))
+            Some((token, Some(end)))
         } else {
             let status = handle.status();
             (status.role == Role::Leader).then_some(())?;
@@ -415,11 +528,41 @@ impl Gate {
         self.drain();
         if self.idle()
             && let Some(permit) = permit
-            && Instant::now() >= self.not_before
         {
-            self.start(permit, &mut out);
+            // A new leadership starts the command at once, whatever the
+            // back-off of an earlier one.
+            if self.backoff.under(permit.0) {
+                self.not_before = Instant::now();
+            }
+            if Instant::now() >= self.not_before {
+                self.start(permit, &mut out);
+            }
         }
         out
+    }
+
+    /// Schedules the next start after the command ended by itself under
+    /// `token` (or could not be started), and asks the node to hand
+    /// leadership over after `--resign-after-failures` quick failures in a
+    /// row. Returns the delay.
+    fn again_after(&mut self, token: FencingToken, ran: Duration, failed: bool) -> Duration {
+        let delay = self.backoff.ended(token, ran, failed);
+        self.not_before = Instant::now() + delay;
+        if self.backoff.resign() {
+            // Nothing starts while leadership is being handed over.
+            self.held = true;
+            self.resign = Some(json!({
+                "failures": self.backoff.failures, "token": token.as_u64(), "term": token.term,
+            }));
+        }
+        delay
+    }
+
+    /// The `{"run": {"resigning": ...}}` line's content once quick failures
+    /// in a row reached `--resign-after-failures`; the gate is held until
+    /// [`Gate::release`].
+    pub fn take_resign(&mut self) -> Option<Value> {
+        self.resign.take()
     }
 
     /// Reads the watchdog's lines, reports the end, renews or stops.
@@ -545,14 +688,18 @@ impl Gate {
         let stopped_by = g
             .stopping
             .or(end.ends_with(" deadline").then_some("lease_deadline"));
-        if stopped_by.is_none() || failed {
-            self.not_before = Instant::now() + self.restart_delay;
-        }
+        let ran = g.started.elapsed();
+        // Not started (the lease was ending) is no fault of the command's.
+        let failure = failed || (!not_started && code != Some(0));
+        let restart_in = (stopped_by.is_none() || failed)
+            .then(|| self.again_after(g.token, ran, failure).as_millis() as u64);
         out.push(json!({"run": {"exited": {
             "pid": group, "token": g.token.as_u64(), "term": g.token.term,
             "code": code, "signal": signal,
-            "ran_ms": g.started.elapsed().as_millis() as u64,
+            "ran_ms": ran.as_millis() as u64,
             "stopped_by": stopped_by,
+            "restart_in_ms": restart_in,
+            "quick_failures": self.backoff.failures,
             "not_started": not_started,
             "error": failed.then(|| end.trim_start_matches("error ").to_string()),
         }}}));
@@ -576,14 +723,12 @@ impl Gate {
                     "cannot create a cgroup for the command in {}: {e}",
                     dir.unwrap_or_default()
                 )}}));
-                self.not_before = Instant::now() + self.restart_delay;
+                self.again_after(token, Duration::ZERO, true);
                 return;
             }
         };
         self.refresh_file(token, end, false);
-        let lease_until_ms = end.map(|e| {
-            now_ms() + Duration::from_nanos(e.saturating_sub(boottime_ns())).as_millis() as u64
-        });
+        let lease_until_ms = end.map(unix_ms_at);
         let mut watchdog = Command::new(&self.exe);
         watchdog
             .arg("__guard")
@@ -634,7 +779,7 @@ impl Gate {
             Ok(c) => c,
             Err(e) => {
                 out.push(json!({"run": {"error": format!("cannot start the watchdog {}: {e}", self.exe.display())}}));
-                self.not_before = Instant::now() + self.restart_delay;
+                self.again_after(token, Duration::ZERO, true);
                 if let Some(dir) = &cgroup {
                     cgroup::remove(dir);
                 }
@@ -675,8 +820,6 @@ impl Gate {
             return;
         }
         self.written = Some(Instant::now());
-        let now = boottime_ns();
-        let left_ms = end.map(|e| Duration::from_nanos(e.saturating_sub(now)).as_millis() as u64);
         let body = json!({
             "node": self.node,
             "valid": !ended,
@@ -684,7 +827,7 @@ impl Gate {
             "token": token.as_u64(),
             "token_u128": token.as_u128().to_string(),
             "fencing": if self.strict { "strict" } else { "soft" },
-            "lease_until_unix_ms": left_ms.filter(|_| !ended).map(|l| now_ms() + l),
+            "lease_until_unix_ms": end.filter(|_| !ended).map(unix_ms_at),
             "lease_until_boottime_ns": end.filter(|_| !ended),
             "written_unix_ms": now_ms(),
         });
@@ -818,4 +961,61 @@ fn lines_of(from: std::process::ChildStdout, wake: Waker) -> mpsc::Receiver<Stri
         wake();
     });
     rx
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn backoff(resign_after: Option<u32>) -> Backoff {
+        Backoff {
+            base: Duration::from_secs(1),
+            max: Duration::from_secs(30),
+            healthy_after: Duration::from_secs(10),
+            resign_after,
+            failures: 0,
+            token: None,
+        }
+    }
+
+    fn token(term: u64) -> FencingToken {
+        FencingToken { term, leader: 1 }
+    }
+
+    #[test]
+    fn backoff_doubles_after_quick_failures_up_to_its_cap() {
+        let mut b = backoff(None);
+        let quick = Duration::from_millis(5);
+        let delays: Vec<u64> = (0..7)
+            .map(|_| b.ended(token(1), quick, true).as_secs())
+            .collect();
+        assert_eq!(delays, [1, 2, 4, 8, 16, 30, 30]);
+    }
+
+    #[test]
+    fn backoff_starts_over_after_a_run_that_lasted_a_clean_exit_or_a_new_leadership() {
+        let mut b = backoff(None);
+        let quick = Duration::from_millis(5);
+        b.ended(token(1), quick, true);
+        b.ended(token(1), quick, true);
+        assert_eq!(b.ended(token(1), Duration::from_secs(10), true), b.base);
+        b.ended(token(1), quick, true);
+        assert_eq!(b.ended(token(1), quick, false), b.base);
+        b.ended(token(1), quick, true);
+        assert!(!b.under(token(1)), "the same leadership");
+        assert!(b.under(token(2)), "a new leadership");
+        assert_eq!(b.failures, 0);
+        assert_eq!(b.ended(token(2), quick, true), b.base);
+    }
+
+    #[test]
+    fn backoff_asks_to_resign_after_the_set_quick_failures_in_a_row() {
+        let mut b = backoff(Some(2));
+        let quick = Duration::from_millis(5);
+        b.ended(token(1), quick, true);
+        assert!(!b.resign());
+        b.ended(token(1), quick, true);
+        assert!(b.resign());
+        assert!(!backoff(None).resign());
+    }
 }

@@ -2,22 +2,24 @@
 //! an admin socket for `tenure ctl`, a graceful stop on SIGTERM/SIGINT and
 //! a reload of the key files on SIGHUP.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::{Arc, mpsc};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tenure::adapters::auth::{KeyRing, PeerAuth};
 use tenure::adapters::config::{ConfigFileError, NodeFile, OperatorSettings, RankSettings};
 use tenure::adapters::driver::{self, Handle, NodeSetup};
-use tenure::adapters::udp::DropCounts;
+use tenure::adapters::udp::{AuthFailures, DropCounts};
 use tenure::{Event, NodeId, Role};
 
 use crate::ctl::{self, Command, Request};
 use crate::gate::{Gate, GateSpec};
 use crate::log::now_ms;
+use crate::metrics::Tally;
 use crate::resolve::{Policy, Reresolver};
 
 #[derive(clap::Args)]
@@ -242,10 +244,11 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
         eprintln!("error: node {id} cannot start a thread: {e}");
         return ExitCode::FAILURE;
     }
+    let tally = Arc::new(Mutex::new(Tally::new(id)));
     // Bound before the node starts, like the admin socket.
     let metrics = match operator.metrics_listen {
         None => None,
-        Some(addr) => match crate::metrics::serve(addr, ctl_tx.clone()) {
+        Some(addr) => match crate::metrics::serve(addr, ctl_tx.clone(), tally.clone()) {
             Ok(m) => Some(m),
             Err(e) => {
                 eprintln!("error: node {id} refuses to start: {e}");
@@ -364,6 +367,7 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
         rank_file,
         rollback: None,
         notify,
+        tally,
     };
     let code = node.serve(&args, Stop { death, alone });
     drop(metrics);
@@ -429,6 +433,8 @@ struct Running {
     rollback: Option<Rollback>,
     /// systemd's notification socket, if it gave one.
     notify: Option<crate::notify::Notifier>,
+    /// The events counted for `/metrics`.
+    tally: Arc<Mutex<Tally>>,
 }
 
 /// What the status shows of `Event::RollbackSuspected` (rule
@@ -487,6 +493,7 @@ impl Running {
         if let Some(n) = &mut self.notify {
             n.ready();
         }
+        let mut auth_failures = AuthReport::new(Duration::from_millis(args.drops_every_ms));
         loop {
             let mut due = next_chores;
             if args.status_every_ms > 0 {
@@ -533,6 +540,14 @@ impl Running {
             if let Some(report) = drops.poll(self.handle.drops()) {
                 self.print_line(report);
             }
+            let failures = self.handle.auth_failures();
+            if let Some((report, warnings)) = auth_failures.poll(&failures, self.keys.as_ref()) {
+                for warning in warnings {
+                    eprintln!("warning: node {}: {warning}", self.id);
+                }
+                self.print_line(report);
+            }
+            self.campaign_outcome();
             if let Some(parent) = args.exit_with_parent
                 && std::os::unix::process::parent_id() != parent
             {
@@ -564,6 +579,7 @@ impl Running {
         for run in gate.tick(&self.handle) {
             self.print_line(run);
         }
+        self.resign_if_failing();
         let gate = self.gate.as_mut().expect("checked above");
         match &self.pending {
             Pending::Waiting(command, _) if gate.idle() => {
@@ -591,6 +607,57 @@ impl Running {
                 gate.release();
             }
             _ => {}
+        }
+    }
+
+    /// `--resign-after-failures`: the gated command failed quickly too
+    /// often in a row, so this leader hands over (to a peer that may be
+    /// able to run it), holding the gate until it has.
+    fn resign_if_failing(&mut self) {
+        let Some(gate) = &mut self.gate else { return };
+        let Some(mut resign) = gate.take_resign() else {
+            return;
+        };
+        if !matches!(self.pending, Pending::None) || self.handle.status().role != Role::Leader {
+            // Leadership is being given up already, or is gone.
+            if matches!(self.pending, Pending::None) {
+                gate.release();
+            }
+            return;
+        }
+        let command = self.handover();
+        resign["by"] = match command {
+            Command::Transfer(to) => json!({"transfer_to": to}),
+            _ => json!("demote"),
+        };
+        eprintln!(
+            "warning: node {}: the command failed quickly {} times in a row: handing leadership over ({})",
+            self.id, resign["failures"], resign["by"]
+        );
+        self.print_line(json!({"run": {"resigning": resign}}));
+        self.pending = Pending::Issued(Instant::now());
+        self.command(command);
+    }
+
+    /// How `--resign-after-failures` hands leadership over (as `tenure
+    /// ctl demote` would: no campaign for a death timeout): in manual mode
+    /// (followers never campaign by themselves) a transfer to the voter
+    /// heard from most recently, else a resignation that lets the others
+    /// campaign. A graceful stop hands over with `Handle::hand_over`.
+    fn handover(&self) -> Command {
+        let status = self.handle.status();
+        let heard = self.handle.last_heard();
+        let target = status
+            .membership
+            .voters
+            .iter()
+            .filter(|&&p| p != self.id)
+            .filter_map(|p| heard.get(p).map(|ago| (*ago, *p)))
+            .min()
+            .map(|(_, id)| id);
+        match (status.mode, target) {
+            (tenure::Mode::Manual, Some(to)) => Command::Transfer(to),
+            _ => Command::Demote,
         }
     }
 
@@ -625,8 +692,21 @@ impl Running {
         }
     }
 
+    /// A candidate that gives up announces nothing: while a campaign is
+    /// under way, its end is read from the role.
+    fn campaign_outcome(&self) {
+        let mut tally = self.tally.lock().unwrap_or_else(|p| p.into_inner());
+        if tally.campaigning() {
+            tally.role(self.handle.status().role, Instant::now());
+        }
+    }
+
     /// Prints an event and hands it to every follower of the events.
     fn emit(&mut self, event: Event) {
+        self.tally
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .event(&event, Instant::now());
         // An outcome of an issued leadership-ending command: the node has
         // acted on it, the gate may start the command again if it leads.
         if matches!(self.pending, Pending::Issued(_))
@@ -650,6 +730,21 @@ impl Running {
         let mut value = json!({"ts_ms": ts, "node": self.id, "event": event});
         if let Some(left) = lease {
             value["lease_ms_left"] = json!(left);
+        }
+        // The event's `valid_until` is on the driver's own clock; the line
+        // says when the lease ends as the gated command's environment does.
+        if matches!(
+            event,
+            Event::LeaseAcquired { .. } | Event::LeaseShortened { .. }
+        ) && let Some(lease) = value["event"]
+            .as_object_mut()
+            .and_then(|e| e.values_mut().next())
+        {
+            let end = crate::gate::lease_end(&self.handle);
+            lease["valid_until"] = json!({
+                "unix_ms": end.map(crate::gate::unix_ms_at),
+                "boottime_ns": end,
+            });
         }
         match &event {
             // The event names the voters; the line adds the joint phase's
@@ -864,6 +959,7 @@ impl Running {
             "peers": peers,
             "drops": drops_json(drops),
             "auth": auth_json(self.keys.as_ref(), self.handle.incarnation()),
+            "auth_failures": auth_failures_json(&self.handle.auth_failures()),
             "membership": membership_json(&st.membership),
             "rank": rank_json(&st.membership, &self.rank_local),
             "member": member,
@@ -1162,6 +1258,111 @@ impl DropReport {
         self.reported = counts;
         self.next = Instant::now() + self.every;
         Some(json!({"dropped": {"new": new, "total": drops_json(counts)}}))
+    }
+}
+
+/// Frames that failed authentication, per claimed sender: the counts that
+/// are not 0 and the key id the last tagged one named.
+fn auth_failures_json(failures: &BTreeMap<NodeId, AuthFailures>) -> Value {
+    failures
+        .iter()
+        .map(|(peer, f)| {
+            let counts: serde_json::Map<String, Value> = f
+                .by_reason()
+                .into_iter()
+                .filter(|(_, n)| *n > 0)
+                .map(|(reason, n)| (reason.to_string(), json!(n)))
+                .collect();
+            json!({"peer": peer, "counts": counts, "key_id_seen": f.key_seen.map(|k| k.to_string())})
+        })
+        .collect()
+}
+
+/// Frames that fail authentication, as an `auth_failures` line and a
+/// warning per peer on stderr: the first at once, later ones at most once
+/// per period (like `DropReport`). A wrong key on one node otherwise only
+/// shows as a node that never leaves `pre_candidate`.
+struct AuthReport {
+    every: Duration,
+    reported: BTreeMap<NodeId, AuthFailures>,
+    next: Instant,
+}
+
+impl AuthReport {
+    fn new(every: Duration) -> AuthReport {
+        AuthReport {
+            every,
+            reported: BTreeMap::new(),
+            next: Instant::now(),
+        }
+    }
+
+    /// The line and warnings to print now, if the counts changed and the
+    /// period passed.
+    fn poll(
+        &mut self,
+        failures: &BTreeMap<NodeId, AuthFailures>,
+        keys: Option<&KeyRing>,
+    ) -> Option<(Value, Vec<String>)> {
+        if *failures == self.reported || Instant::now() < self.next {
+            return None;
+        }
+        let held: Vec<String> = keys
+            .into_iter()
+            .flat_map(|k| [Some(k.current()), k.next()])
+            .flatten()
+            .map(|k| k.id().to_string())
+            .collect();
+        let holds = if held.is_empty() {
+            "this node has no key_file".to_string()
+        } else {
+            format!("this node holds key id {}", held.join(" and "))
+        };
+        let mut peers = Vec::new();
+        let mut warnings = Vec::new();
+        for (peer, now) in failures {
+            let was = self.reported.get(peer).copied().unwrap_or_default();
+            if *now == was {
+                continue;
+            }
+            let seen = now.key_seen.map(|k| k.to_string());
+            let new: Vec<(&str, u64)> = now
+                .by_reason()
+                .into_iter()
+                .zip(was.by_reason())
+                .map(|((reason, n), (_, w))| (reason, n - w))
+                .filter(|(_, n)| *n > 0)
+                .collect();
+            let parts: Vec<String> = new
+                .iter()
+                .map(|(reason, n)| match *reason {
+                    "unknown_key" => format!(
+                        "{n} under key id {}, which this node does not hold",
+                        seen.as_deref().unwrap_or("?")
+                    ),
+                    "bad_tag" => format!(
+                        "{n} under key id {} whose tag does not verify (forged or corrupted)",
+                        seen.as_deref().unwrap_or("?")
+                    ),
+                    _ => format!("{n} without a tag (that node has no key_file?)"),
+                })
+                .collect();
+            warnings.push(format!(
+                "frames claiming to come from peer {peer} (from its address) fail authentication: {}; {holds}. Every node's key_file must hold the same key: compare the key ids `tenure ctl status` shows on each node (the sender id of such a frame is claimed, not verified)",
+                parts.join(", ")
+            ));
+            let new: serde_json::Map<String, Value> = new
+                .into_iter()
+                .map(|(r, n)| (r.to_string(), json!(n)))
+                .collect();
+            peers.push(json!({"claimed_peer": peer, "new": new, "key_id_seen": seen}));
+        }
+        self.reported = failures.clone();
+        self.next = Instant::now() + self.every;
+        let line = json!({"auth_failures": {
+            "peers": peers, "key_ids_held": held, "total": auth_failures_json(failures),
+        }});
+        Some((line, warnings))
     }
 }
 

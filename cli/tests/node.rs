@@ -876,22 +876,12 @@ fn rollback_reported(keyed: bool) {
     } else {
         String::new()
     };
-    let ports = [(1, port()), (2, port()), (3, port())];
-    let mut metrics = BTreeMap::new();
-    let mut configs = BTreeMap::new();
-    for (id, _) in ports {
-        let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = tcp.local_addr().unwrap().to_string();
-        drop(tcp);
-        let top = format!("metrics_listen = \"{addr}\"\n{key_line}");
-        configs.insert(id, write_config_with(&d, id, 17, &ports, &top));
-        metrics.insert(id, addr);
-    }
     // Dropped (killed) on every way out of the test.
-    let mut procs: BTreeMap<u64, Proc> = configs
-        .iter()
-        .map(|(id, c)| (*id, Proc::start(c)))
-        .collect();
+    let Cluster3 {
+        configs,
+        metrics,
+        mut procs,
+    } = cluster3(&d, 17, &key_line);
     let (leader, t1) = within_10s("a leader of all three, durable everywhere", || {
         agreed(&configs, &[1, 2, 3])
     });
@@ -1388,4 +1378,172 @@ impl HandoverBench {
         drop(self.procs);
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+/// Three nodes of `cluster` in `d`, each serving `metrics_listen`, with
+/// `top` in their files, all started: their files, metrics addresses and
+/// processes (killed on drop).
+struct Cluster3 {
+    configs: BTreeMap<u64, PathBuf>,
+    metrics: BTreeMap<u64, String>,
+    procs: BTreeMap<u64, Proc>,
+}
+
+fn cluster3(d: &Path, cluster: u64, top: &str) -> Cluster3 {
+    let ports = [(1, port()), (2, port()), (3, port())];
+    let mut configs = BTreeMap::new();
+    let mut metrics = BTreeMap::new();
+    for (id, _) in ports {
+        let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = tcp.local_addr().unwrap().to_string();
+        drop(tcp);
+        let top = format!("metrics_listen = \"{addr}\"\n{top}");
+        configs.insert(id, write_config_with(d, id, cluster, &ports, &top));
+        metrics.insert(id, addr);
+    }
+    let procs = configs
+        .iter()
+        .map(|(id, c)| (*id, Proc::start(c)))
+        .collect();
+    Cluster3 {
+        configs,
+        metrics,
+        procs,
+    }
+}
+
+/// A strict-fencing `cluster3` in a new directory, removed after the test.
+fn strict3(name: &str, cluster: u64) -> (RemoveDir, Cluster3) {
+    let d = dir(name);
+    let c = cluster3(&d, cluster, "fencing = \"strict\"\n");
+    (RemoveDir(d), c)
+}
+
+impl Cluster3 {
+    /// The leader every node follows, once it holds its lease.
+    fn leader(&self) -> u64 {
+        let ids: Vec<u64> = self.procs.keys().copied().collect();
+        within_10s("a leader all nodes follow, holding its lease", || {
+            let (leader, _) = agreed(&self.configs, &ids)?;
+            (status(&self.configs[&leader])?["lease"] == true).then_some(leader)
+        })
+    }
+
+    /// `GET path` on node `id`: the status code and the JSON body.
+    fn get(&self, id: u64, path: &str) -> (u16, serde_json::Value) {
+        let (code, text) = http_get(&self.metrics[&id], path);
+        let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+        (code, serde_json::from_str(body).unwrap_or_default())
+    }
+
+    /// Node `id`'s `/metrics` samples, by name and labels.
+    fn samples(&self, id: u64) -> BTreeMap<String, f64> {
+        let (code, text) = http_get(&self.metrics[&id], "/metrics");
+        assert_eq!(code, 200, "{text}");
+        let body = text.split_once("\r\n\r\n").unwrap().1;
+        body.lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| {
+                let (name, value) = l.rsplit_once(' ').unwrap();
+                (name.to_string(), value.parse().unwrap())
+            })
+            .collect()
+    }
+}
+
+/// `/leader`, `/health` and `/readiness` on `metrics_listen`, by real HTTP
+/// requests: the leader passes all three; a follower fails `/leader`
+/// (naming the leader) and passes the others; a follower whose two peers
+/// are gone passes `/health` only, once it no longer knows a leader.
+#[test]
+fn health_endpoints_answer_for_a_leader_a_follower_and_a_node_without_a_leader() {
+    let (_remove, mut c) = strict3("health", 21);
+    let leader = c.leader();
+    let follower = (1..=3).find(|&i| i != leader).unwrap();
+    for path in ["/leader", "/health", "/readiness"] {
+        let (code, body) = c.get(leader, path);
+        assert_eq!((code, &body["ok"]), (200, &true.into()), "{path}: {body}");
+    }
+    let (code, body) = c.get(leader, "/leader");
+    assert_eq!(body["why"], "this node leads and holds its lease", "{code}");
+    let (code, body) = c.get(follower, "/leader");
+    assert_eq!(code, 503, "{body}");
+    assert_eq!(body["leader"], leader, "{body}");
+    assert_eq!(
+        body["why"],
+        format!("this node is a follower; node {leader} leads")
+    );
+    for path in ["/health", "/readiness"] {
+        assert_eq!(c.get(follower, path).0, 200, "{path} on a follower");
+    }
+    // The follower's peers are gone: it loses its leader, stays a member.
+    for id in (1..=3).filter(|&i| i != follower) {
+        drop(c.procs.remove(&id));
+    }
+    within_10s("the follower's /readiness answers 503", || {
+        let (code, body) = c.get(follower, "/readiness");
+        (code == 503).then_some(body)
+    });
+    let (_, body) = c.get(follower, "/readiness");
+    assert_eq!(body["why"], "no leader known", "{body}");
+    assert!(body["leader"].is_null(), "{body}");
+    assert_eq!(c.get(follower, "/leader").0, 503);
+    let (code, body) = c.get(follower, "/health");
+    assert_eq!(code, 200, "{body}");
+}
+
+/// The event counters and histograms of `/metrics` move with the events
+/// on real processes: the first election is counted on its winner (started,
+/// won, timed), and `tenure ctl transfer` on the leader counts a completed
+/// transfer, a step-down (`transferred`), a lease lost and a failover on
+/// it, and a won election and an acquired lease on the target.
+#[test]
+fn event_counters_move_with_an_election_and_a_transfer() {
+    let (_remove, c) = strict3("counters", 22);
+    let leader = c.leader();
+    let target = (1..=3).find(|&i| i != leader).unwrap();
+    let l = |id: u64| format!("{{node=\"{id}\"}}");
+    let won = |id: u64| {
+        format!("tenure_election_duration_seconds_count{{node=\"{id}\",outcome=\"won\"}}")
+    };
+    let before = c.samples(leader);
+    let first = before[&format!("tenure_elections_won_total{}", l(leader))];
+    assert!(first >= 1.0, "{before:?}");
+    assert!(before[&format!("tenure_elections_started_total{}", l(leader))] >= first);
+    assert_eq!(before[&won(leader)], first, "every win is timed");
+    assert!(before[&format!("tenure_leases_acquired_total{}", l(leader))] >= 1.0);
+    let target_before = c.samples(target);
+
+    let (code, answers, err) = ctl(&c.configs[&leader], &["transfer", &target.to_string()]);
+    assert_eq!(code, 0, "{answers:?} {err}");
+    within_10s("the target leads", || {
+        (status(&c.configs[&target])?["role"] == "leader").then_some(())
+    });
+    let after = c.samples(leader);
+    let moved = |name: &str| after[name] - before[name];
+    assert_eq!(
+        moved(&format!("tenure_transfers_completed_total{}", l(leader))),
+        1.0
+    );
+    let transferred =
+        format!("tenure_step_downs_total{{node=\"{leader}\",reason=\"transferred\"}}");
+    assert_eq!(moved(&transferred), 1.0);
+    assert_eq!(
+        moved(&format!("tenure_leases_lost_total{}", l(leader))),
+        1.0
+    );
+    let failovers = format!("tenure_failover_duration_seconds_count{}", l(leader));
+    assert_eq!(moved(&failovers), 1.0, "{after:?}");
+    assert!(after[&format!("tenure_leader_changes_total{}", l(leader))] >= 2.0);
+    let target_after = c.samples(target);
+    let target_moved = |name: &str| target_after[name] - target_before[name];
+    assert_eq!(
+        target_moved(&format!("tenure_elections_won_total{}", l(target))),
+        1.0
+    );
+    assert_eq!(target_moved(&won(target)), 1.0);
+    within_10s("the target acquires its lease", || {
+        let s = c.samples(target);
+        let acquired = format!("tenure_leases_acquired_total{}", l(target));
+        (s[&acquired] - target_before[&acquired] == 1.0).then_some(())
+    });
 }

@@ -762,11 +762,9 @@ fn run_fast_transfers_and_a_sigterm_during_one_never_overlap_commands() {
 }
 
 /// The TENURE_LEASE_UNTIL_* values and every lease file written must
-/// never be later than the lease the node itself reports
-/// (`lease_acquired.valid_until` is on the driver's clock, not
-/// comparable; so compare against the first `lease_lost`/`stepped_down`
-/// moment: nothing may claim validity past the moment the node says the
-/// lease is gone). Single node, then cut the leader of a 3-node cluster.
+/// never be later than the lease the node itself reports (compared
+/// against the first `lease_lost`/`stepped_down` moment: nothing may claim
+/// validity past the moment the node says the lease is gone). Single node, then cut the leader of a 3-node cluster.
 #[test]
 fn run_lease_deadlines_never_outlive_the_lease() {
     let _serial = serial();
@@ -1111,4 +1109,260 @@ fn run_sd_notify_is_the_nodes_alone() {
     let status = exit_within(&mut node.child, Duration::from_secs(5), "node did not stop");
     assert!(status.success(), "{status}");
     let _ = std::fs::remove_dir_all(d);
+}
+
+/// The starts of a command, as the nanosecond timestamps it appended to
+/// `file` (`date +%s%N`).
+fn start_times(file: &std::path::Path) -> Vec<u64> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// A command that fails at once is started again after the restart delay,
+/// doubled after each quick failure in a row up to `--max-restart-delay-ms`:
+/// the gaps between its own recorded starts grow 200, 400, 800, 800 ms.
+#[test]
+fn run_quick_failures_back_off_doubling_up_to_the_cap() {
+    let d = dir("run-backoff");
+    let config = write_config_with(&d, 1, 12, &[(1, port())], "fencing = \"strict\"\n");
+    let starts = d.join("starts");
+    let cmd = format!("date +%s%N >> {}; exit 1", starts.display());
+    let extra = ["--restart-delay-ms", "200", "--max-restart-delay-ms", "800"];
+    let mut node = start_run(&config, &cmd, &extra);
+    until("five starts", || start_times(&starts).len() >= 5);
+    let lines = json_lines(&node, Duration::from_millis(100));
+    node.signal("-TERM");
+    let status = exit_within(&mut node.child, Duration::from_secs(5), "node did not stop");
+    assert!(status.success(), "{status}");
+
+    let t = start_times(&starts);
+    let gaps: Vec<u64> = t.windows(2).map(|w| (w[1] - w[0]) / 1_000_000).collect();
+    for (gap, want) in gaps.iter().zip([200, 400, 800, 800]) {
+        // The command reads the clock a little after it starts: a few ms
+        // of jitter either way; a loaded machine may start it late.
+        assert!(
+            *gap + 20 >= want && *gap < want + 600,
+            "gaps {gaps:?} ms, want about [200, 400, 800, 800]"
+        );
+    }
+    let planned: Vec<u64> = lines
+        .iter()
+        .filter_map(|v| v["run"]["exited"]["restart_in_ms"].as_u64())
+        .take(4)
+        .collect();
+    assert_eq!(planned, [200, 400, 800, 800], "{lines:?}");
+}
+
+/// Back-off flags that cannot work are refused before anything runs
+/// (exit 2), naming the flag: a cap below the restart delay, and
+/// `--resign-after-failures 0`.
+#[test]
+fn run_refuses_a_back_off_cap_below_the_restart_delay_and_zero_failures() {
+    let d = dir("run-backoff-flags");
+    let config = write_config_with(&d, 1, 15, &[(1, port())], "fencing = \"strict\"\n");
+    for (flags, says) in [
+        (
+            &["--restart-delay-ms", "500", "--max-restart-delay-ms", "100"][..],
+            "--max-restart-delay-ms 100 is below --restart-delay-ms 500",
+        ),
+        (
+            &["--resign-after-failures", "0"][..],
+            "--resign-after-failures",
+        ),
+    ] {
+        let out = Command::new(BIN)
+            .args(["run", "--config", config.to_str().unwrap()])
+            .args(flags)
+            .args(["--", "true"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {err}");
+        assert!(err.contains(says), "{flags:?}: {err}");
+    }
+}
+
+/// A command's back-off belongs to one leadership: a node whose command
+/// failed, that hands leadership away and gets it back, starts the command
+/// at once instead of after the rest of the earlier leadership's delay.
+#[test]
+fn run_returning_leadership_starts_the_command_without_the_earlier_back_off() {
+    let (d, _, configs) = manual_cluster("run-backoff-return");
+    let starts = d.join("starts");
+    let cmd = format!(
+        "echo \"$TENURE_NODE $(date +%s%N)\" >> {}; exit 1",
+        starts.display()
+    );
+    let extra = ["--restart-delay-ms", "5000"];
+    let procs: Vec<Proc> = configs.iter().map(|c| start_run(c, &cmd, &extra)).collect();
+    within_5s("every control socket exists", || {
+        (1..=3).all(|id| d.join(format!("data-{id}/tenure.ctl")).exists())
+    });
+    let of = |node: &str| -> Vec<u64> {
+        std::fs::read_to_string(&starts)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.strip_prefix(node)?.trim().parse().ok())
+            .collect()
+    };
+    let (code, out, err) = ctl(&configs[0], &["promote"]);
+    assert_eq!(code, 0, "{out:?} {err}");
+    within_5s("node 1 ran the command", || !of("1 ").is_empty());
+    // Its next start is 5 s away; leadership goes to node 2 and back.
+    for (from, to) in [(0, "2"), (1, "1")] {
+        let (code, out, err) = ctl(&configs[from], &["transfer", to]);
+        assert_eq!(code, 0, "transfer to {to}: {out:?} {err}");
+    }
+    within_5s("node 1 ran the command again", || of("1 ").len() >= 2);
+    let t = of("1 ");
+    let gap_ms = (t[1] - t[0]) / 1_000_000;
+    assert!(
+        gap_ms < 4000,
+        "node 1 started the command {gap_ms} ms after its first start: the earlier leadership's 5 s delay held it back"
+    );
+    for p in &procs {
+        p.signal("-TERM");
+    }
+}
+
+/// `--resign-after-failures 2` on a three-node cluster where the command
+/// fails only on the node that ran it first: that node fails twice in a
+/// row, says it resigns (a `resigning` line), and another node leads and
+/// runs the command.
+#[test]
+fn run_resign_after_failures_hands_leadership_to_another_node() {
+    let _serial = serial();
+    let (d, _relay, configs) = cluster("run-resign", "");
+    let file = d.join("writes.log");
+    let (bad, fails) = (d.join("bad"), d.join("fails"));
+    let command = format!(
+        "[ -f {b} ] || echo $TENURE_NODE > {b}; if [ \"$(cat {b})\" = \"$TENURE_NODE\" ]; then echo $TENURE_TOKEN >> {f}; exit 1; fi; {w}",
+        b = bad.display(),
+        f = fails.display(),
+        w = writer(&d, &file)
+    );
+    let reaper = Reaper::new(&d);
+    let extra = ["--restart-delay-ms", "100", "--resign-after-failures", "2"];
+    let procs: BTreeMap<u64, Proc> = start_all(&configs, &command, &extra);
+    let (_, runs) = next_writer(&file, 0, Duration::from_secs(10));
+    let failing: u64 = std::fs::read_to_string(&bad)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_ne!(runs, failing, "the command runs on another node");
+    let resign = json_lines(&procs[&failing], Duration::from_millis(300))
+        .into_iter()
+        .find_map(|v| v["run"].get("resigning").cloned())
+        .expect("a run.resigning line on the failing node");
+    assert_eq!(resign["failures"], 2, "{resign}");
+    assert_eq!(resign["by"], "demote", "{resign}");
+    let failed: Vec<u64> = start_times(&fails);
+    assert!(
+        failed.len() >= 2 && failed[failed.len() - 2..] == [resign["token"].as_u64().unwrap(); 2],
+        "the last two failures under the leadership it resigned: {failed:?} {resign}"
+    );
+    drop(procs);
+    drop(reaper);
+    assert_exclusive(&file);
+}
+
+/// A node in mode `voter` or `off` never campaigns, so it never leads:
+/// `tenure run` there warns at start, on stderr and as a
+/// `{"run": {"warning": {"kind": "never_leads"}}}` line.
+#[test]
+fn run_warns_that_the_command_never_runs_in_mode_voter_or_off() {
+    for mode in ["voter", "off"] {
+        let d = dir(&format!("run-never-{mode}"));
+        let top = format!("fencing = \"strict\"\nmode = \"{mode}\"\n");
+        let config = write_config_with(&d, 1, 13, &[(1, port()), (2, port())], &top);
+        let mut node = start_run(&config, "true", &[]);
+        let mut lines = Vec::new();
+        let end = Instant::now() + Duration::from_secs(5);
+        let warning = loop {
+            lines.extend(json_lines(&node, Duration::from_millis(100)));
+            let found = lines.iter().find_map(|v| {
+                v["run"]
+                    .get("warning")
+                    .filter(|w| w["kind"] == "never_leads")
+            });
+            if let Some(w) = found {
+                break w.clone();
+            }
+            assert!(
+                Instant::now() < end,
+                "{mode}: no never_leads warning: {lines:?}"
+            );
+        };
+        assert_eq!(warning["mode"], mode, "{warning}");
+        // Written before the JSON line; read by another thread.
+        let mut err = Vec::new();
+        let warned = |l: &String| {
+            l.starts_with("warning:")
+                && l.contains("will never run")
+                && l.contains(&format!("mode = \"{mode}\""))
+        };
+        while !err.iter().any(warned) {
+            match node.errors.recv_timeout(Duration::from_secs(2)) {
+                Ok(l) => err.push(l),
+                Err(_) => panic!("{mode}: no warning on stderr: {err:?}"),
+            }
+        }
+        node.signal("-TERM");
+        let status = exit_within(&mut node.child, Duration::from_secs(5), "node did not stop");
+        assert!(status.success(), "{mode}: {status}");
+    }
+}
+
+/// The `lease_acquired` line says when the lease ends on the wall clock
+/// and on `CLOCK_BOOTTIME`, as the command's `TENURE_LEASE_UNTIL_*`
+/// variables do: both agree with the command's environment within a
+/// heartbeat (the lease may be renewed between the two), and the wall
+/// clock value with the line's own `ts_ms + lease_ms_left`.
+#[test]
+fn run_lease_acquired_line_says_when_the_lease_ends_as_the_command_sees_it() {
+    let d = dir("run-lease-line");
+    let config = write_config_with(&d, 1, 14, &[(1, port())], "fencing = \"strict\"\n");
+    let env = d.join("env");
+    let cmd = format!(
+        "env | grep ^TENURE_LEASE_UNTIL_ > {}.tmp; mv {0}.tmp {0}; exec sleep 100",
+        env.display()
+    );
+    let mut node = start_run(&config, &cmd, &[]);
+    within_5s("the command wrote its environment", || env.exists());
+    let lines = json_lines(&node, Duration::from_millis(200));
+    node.signal("-TERM");
+    let status = exit_within(&mut node.child, Duration::from_secs(5), "node did not stop");
+    assert!(status.success(), "{status}");
+
+    let line = lines
+        .iter()
+        .find(|v| v["event"].get("lease_acquired").is_some())
+        .unwrap_or_else(|| panic!("no lease_acquired line: {lines:?}"));
+    let until = &line["event"]["lease_acquired"]["valid_until"];
+    let (unix_ms, boot_ns) = (until["unix_ms"].as_u64(), until["boottime_ns"].as_u64());
+    let (unix_ms, boot_ns) = (unix_ms.expect("unix_ms"), boot_ns.expect("boottime_ns"));
+    let env = std::fs::read_to_string(&env).unwrap();
+    let var = |name: &str| -> u64 {
+        env.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix('='))
+            .unwrap_or_else(|| panic!("no {name}: {env}"))
+            .parse()
+            .unwrap()
+    };
+    let env_ms = var("TENURE_LEASE_UNTIL_UNIX_MS");
+    let env_ns = var("TENURE_LEASE_UNTIL_BOOTTIME_NS");
+    assert!(
+        unix_ms.abs_diff(env_ms) <= 100,
+        "line {unix_ms} vs env {env_ms}"
+    );
+    assert!(
+        boot_ns.abs_diff(env_ns) <= 100_000_000,
+        "line {boot_ns} vs env {env_ns}"
+    );
+    let own = line["ts_ms"].as_u64().unwrap() + line["lease_ms_left"].as_u64().unwrap();
+    assert!(unix_ms.abs_diff(own) <= 20, "{line}");
 }

@@ -910,3 +910,104 @@ fn a_node_without_the_key_is_isolated_and_harmless() {
     c.start(3);
     assert!(c.settle(Duration::from_secs(5)).is_some());
 }
+
+/// The first line on `rx` within 5 s that `found` accepts.
+fn first_line<T>(
+    rx: &std::sync::mpsc::Receiver<String>,
+    what: &str,
+    found: impl Fn(&str) -> Option<T>,
+) -> T {
+    let end = Instant::now() + Duration::from_secs(5);
+    let mut seen = Vec::new();
+    loop {
+        let left = end.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => match found(&line) {
+                Some(v) => return v,
+                None => seen.push(line),
+            },
+            Err(_) => panic!("no {what} within 5 s: {seen:#?}"),
+        }
+    }
+}
+
+/// A node whose key file holds another key is not silent: the nodes it
+/// cannot talk to print an `auth_failures` line and a warning naming the
+/// peer the frames claim to come from, the key id they carry and the key
+/// id held; `tenure_auth_failures_total` counts them and `tenure ctl
+/// status` shows them (JSON and text), and the odd node reports its peers
+/// the same way.
+#[test]
+fn a_wrong_key_is_reported_naming_the_claimed_peer_and_both_key_ids() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let mut s = Secure::new("sec-wrong-key", true);
+    keygen(&s.dir.join("other.key"));
+    s.configure(3, "key_file = \"other.key\"\n");
+    s.start_all();
+    let id_of = |file: &str| {
+        ClusterKey::load(&s.dir.join(file))
+            .unwrap()
+            .id()
+            .to_string()
+    };
+    let (held, other) = (id_of("cluster.key"), id_of("other.key"));
+    assert!(s.settle_among(&[1, 2], Duration::from_secs(10)).is_some());
+
+    let line = first_line(&s.procs[&1].lines, "auth_failures line", |l| {
+        let v: Value = serde_json::from_str(l).ok()?;
+        v.get("auth_failures").cloned()
+    });
+    let peers = line["peers"].as_array().unwrap();
+    let three = peers.iter().find(|p| p["claimed_peer"] == 3);
+    let three = three.unwrap_or_else(|| panic!("peer 3 not named: {line}"));
+    assert_eq!(three["key_id_seen"], other, "{line}");
+    assert!(three["new"]["unknown_key"].as_u64() > Some(0), "{line}");
+    assert_eq!(line["key_ids_held"], serde_json::json!([held]), "{line}");
+    let warning = first_line(&s.procs[&1].errors, "auth warning", |l| {
+        l.contains("peer 3").then(|| l.to_string())
+    });
+    for part in [
+        "warning: node 1: frames claiming to come from peer 3",
+        &format!("under key id {other}, which this node does not hold"),
+        &format!("this node holds key id {held}"),
+    ] {
+        assert!(warning.contains(part), "{part:?} not in {warning}");
+    }
+
+    let counted = |text: &str| -> f64 {
+        let p = "tenure_auth_failures_total{node=\"1\",peer=\"3\",reason=\"unknown_key\"} ";
+        text.lines()
+            .find_map(|l| l.strip_prefix(p))
+            .unwrap_or_else(|| panic!("no {p} in {text}"))
+            .parse()
+            .unwrap()
+    };
+    let first = counted(&http_get(&s.metrics, "/metrics").1);
+    assert!(first > 0.0);
+    within_5s("the counter counts on", || {
+        counted(&http_get(&s.metrics, "/metrics").1) > first
+    });
+    let st = s.status(1);
+    let shown = st["auth_failures"].as_array().unwrap();
+    let shown = shown.iter().find(|f| f["peer"] == 3).unwrap();
+    assert_eq!(shown["key_id_seen"], other, "{st}");
+    assert!(shown["counts"]["unknown_key"].as_u64() > Some(0), "{st}");
+    let out = std::process::Command::new(BIN)
+        .args(["ctl", "--config"])
+        .arg(&s.configs[&1])
+        .arg("status")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines().any(|l| l.starts_with("  peer 3 unknown_key=")
+            && l.ends_with(&format!(" key_id_seen={other}"))),
+        "{text}"
+    );
+    // The odd node names its peers and the cluster's key id.
+    let st3 = s.status(3);
+    assert_eq!(st3["role"], "pre_candidate", "{st3}");
+    let from1 = st3["auth_failures"].as_array().unwrap();
+    let from1 = from1.iter().find(|f| f["peer"] == 1);
+    assert_eq!(from1.unwrap()["key_id_seen"], held, "{st3}");
+}

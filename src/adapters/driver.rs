@@ -57,7 +57,7 @@ use super::clock::SuspendAwareClock;
 use super::config::NodeFile;
 use super::retry::retry_interrupted;
 use super::storage::{FileStorage, StateOwner, Storage, StorageError, StorageErrorKind};
-use super::udp::{DropCounts, Framing, Received, UdpTransport};
+use super::udp::{AuthFailures, DropCounts, Framing, Received, UdpTransport};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -237,6 +237,8 @@ pub(crate) struct Shared {
     pub(crate) status: Status,
     pub(crate) lease: Option<Lease>,
     pub(crate) drops: DropCounts,
+    /// Authentication failures by claimed sender.
+    pub(crate) auth_failures: BTreeMap<NodeId, AuthFailures>,
     pub(crate) stopped: Option<String>,
     /// When each peer's last accepted message arrived (driver clock).
     pub(crate) heard: BTreeMap<NodeId, Instant>,
@@ -283,6 +285,10 @@ impl Publisher {
         shared.lease = published.lease;
         if let Some(framing) = framing {
             shared.drops = framing.drops;
+            // Copied only when it changed: publishing runs every step.
+            if shared.auth_failures != *framing.auth_failures() {
+                shared.auth_failures = framing.auth_failures().clone();
+            }
             // It can rise while the node runs (see `Framing`).
             shared.incarnation = framing.incarnation();
         }
@@ -362,6 +368,7 @@ impl<P: LogPosition> Driver<P> {
             status: node.status(),
             lease: None,
             drops: DropCounts::default(),
+            auth_failures: BTreeMap::new(),
             heard: BTreeMap::new(),
             stopped: None,
             incarnation: None,
@@ -742,6 +749,12 @@ impl<P> Handle<P> {
     /// Datagrams dropped so far, by reason.
     pub fn drops(&self) -> DropCounts {
         self.shared().drops
+    }
+
+    /// Frames that failed authentication, by the peer they claim to come
+    /// from (see [`Framing::auth_failures`]; the id is unverified).
+    pub fn auth_failures(&self) -> BTreeMap<NodeId, AuthFailures> {
+        self.shared().auth_failures.clone()
     }
 
     /// How long ago each peer's last accepted message arrived (a peer

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::{Serialize, de::DeserializeOwned};
 
-use super::auth::{self, Header, KeyRing, PeerAuth, PeerSession};
+use super::auth::{self, Header, KeyId, KeyRing, PeerAuth, PeerSession};
 use super::codec::{self, DecodeError, MAX_FRAME};
 use super::retry::retry_interrupted;
 use crate::{MembershipId, Message, NodeId};
@@ -64,6 +64,34 @@ impl DropCounts {
     }
 }
 
+/// Frames that failed authentication although they came from a peer's
+/// address and named that peer as their sender, by reason
+/// ([`Framing::auth_failures`]). The sender id is only *claimed*: a frame
+/// that fails authentication proves nothing about who sent it. A wrong or
+/// missing key on that peer is the usual cause; forged frames are another.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AuthFailures {
+    /// Untagged frames, at a node that holds a cluster key.
+    pub unauthenticated: u64,
+    /// Frames tagged with a key this node does not hold.
+    pub unknown_key: u64,
+    /// Frames under a key this node holds whose tag does not verify.
+    pub bad_tag: u64,
+    /// The key id the last tagged one named.
+    pub key_seen: Option<KeyId>,
+}
+
+impl AuthFailures {
+    /// Every counter with its name (as in [`DropCounts::by_reason`]).
+    pub fn by_reason(&self) -> [(&'static str, u64); 3] {
+        [
+            ("unauthenticated", self.unauthenticated),
+            ("unknown_key", self.unknown_key),
+            ("bad_tag", self.bad_tag),
+        ]
+    }
+}
+
 /// What one received datagram turned out to be.
 #[derive(Debug)]
 pub enum Received<P> {
@@ -106,6 +134,9 @@ pub struct Framing {
     learned: BTreeSet<NodeId>,
     /// Drop counters.
     pub drops: DropCounts,
+    /// Authentication failures by claimed sender (a configured peer's id,
+    /// from its address): at most one entry per peer.
+    auth_failures: BTreeMap<NodeId, AuthFailures>,
     auth: Option<Sessions>,
     /// Hellos to send: drained by [`Framing::take_control`].
     control: Vec<(Vec<u8>, SocketAddr)>,
@@ -137,6 +168,7 @@ impl Framing {
             joining: false,
             learned: BTreeSet::new(),
             drops: DropCounts::default(),
+            auth_failures: BTreeMap::new(),
             auth: None,
             control: Vec::new(),
             stamp: None,
@@ -236,6 +268,33 @@ impl Framing {
     /// Whether frames are authenticated.
     pub fn is_authenticated(&self) -> bool {
         self.auth.is_some()
+    }
+
+    /// Frames that failed authentication, by the peer they claim to come
+    /// from: only frames from that peer's address that name it as sender
+    /// are attributed (others count in [`DropCounts`] only), so a wrong key
+    /// on a member shows here by its id. The id is unverified.
+    pub fn auth_failures(&self) -> &BTreeMap<NodeId, AuthFailures> {
+        &self.auth_failures
+    }
+
+    /// Counts an authentication failure against `from` if the frame came
+    /// from its configured address.
+    fn auth_failed(
+        &mut self,
+        from: NodeId,
+        from_addr: SocketAddr,
+        key: Option<KeyId>,
+        count: fn(&mut AuthFailures) -> &mut u64,
+    ) {
+        if from == self.me || self.peers.get(&from) != Some(&from_addr) {
+            return;
+        }
+        let entry = self.auth_failures.entry(from).or_default();
+        *count(entry) += 1;
+        if key.is_some() {
+            entry.key_seen = key;
+        }
     }
 
     /// This run's incarnation, if frames are authenticated.
@@ -459,8 +518,11 @@ impl Framing {
             // A well-formed untagged frame at a keyed node is counted as
             // unauthenticated; garbage stays malformed.
             (false, true) => match codec::decode_stamped::<P>(bytes, self.cluster, self.me) {
-                Ok(_)
-                | Err(DecodeError::ForeignCluster { .. } | DecodeError::NotAddressedToMe { .. }) => {
+                Ok((from, _, _)) => {
+                    self.auth_failed(from, from_addr, None, |f| &mut f.unauthenticated);
+                    Err(DecodeError::Unauthenticated)
+                }
+                Err(DecodeError::ForeignCluster { .. } | DecodeError::NotAddressedToMe { .. }) => {
                     Err(DecodeError::Unauthenticated)
                 }
                 Err(e) => Err(e),
@@ -558,19 +620,20 @@ impl Framing {
             self.drops.unknown_sender += 1;
             return Received::Dropped;
         }
-        let Some(sessions) = self.auth.as_mut() else {
-            self.drops.unknown_key += 1;
-            return Received::Dropped;
-        };
         let (signed, tag) = bytes.split_at(bytes.len() - auth::TAG_LEN);
-        let Some(key) = sessions.keys.find(h.key) else {
+        let Some(key) = self.auth.as_ref().and_then(|a| a.keys.find(h.key)) else {
             self.drops.unknown_key += 1;
+            self.auth_failed(h.from, from_addr, Some(h.key), |f| &mut f.unknown_key);
             return Received::Dropped;
         };
         if !key.verify(signed, tag) {
             self.drops.bad_tag += 1;
+            self.auth_failed(h.from, from_addr, Some(h.key), |f| &mut f.bad_tag);
             return Received::Dropped;
         }
+        let Some(sessions) = self.auth.as_mut() else {
+            return Received::Dropped;
+        };
         // Authentic from here on: h.from really sent this, at some time.
         if learn || learned {
             // Reached where its last authenticated frame came from.

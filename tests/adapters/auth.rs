@@ -103,6 +103,39 @@ fn auth_unauthenticated_frames_are_refused_by_a_keyed_node() {
     assert_eq!(open.drops.unknown_key, 1);
 }
 
+/// A wrong key, a bad tag and a missing key on a peer show under the id
+/// the frames claim, from that peer's address only, with the key id they
+/// named; a frame from elsewhere is attributed to no one.
+#[test]
+fn auth_failures_are_attributed_to_the_claimed_peer_with_the_key_id_seen() {
+    let (mut a, mut b) = pair();
+    let mut rogue = node(1, KeyRing::new(key(66)), 11);
+    let (forged, _) = rogue.frame(2, &heartbeat(3)).unwrap();
+    assert!(delivered(b.accept(&forged, addr(3))).is_none());
+    assert!(b.auth_failures().is_empty(), "{:?}", b.auth_failures());
+    assert!(delivered(b.accept(&forged, addr(1))).is_none());
+    let (frame, _) = a.frame(2, &heartbeat(3)).unwrap();
+    assert!(delivered(b.accept(&frame[..frame.len() - 1], addr(1))).is_none());
+    let plain = codec::encode(5, 1, 2, &heartbeat(3)).unwrap();
+    assert!(delivered(b.accept(&plain, addr(1))).is_none());
+    let failures = b.auth_failures()[&1];
+    assert_eq!(
+        failures.by_reason(),
+        [("unauthenticated", 1), ("unknown_key", 1), ("bad_tag", 1)]
+    );
+    assert_eq!(
+        failures.key_seen,
+        Some(key(9).id()),
+        "the last tagged frame's key"
+    );
+    assert_eq!(b.auth_failures().len(), 1);
+    // A node without a key sees its peer's key id.
+    let mut open = Framing::new(2, 5, [(1, addr(1))].into());
+    assert!(delivered(open.accept(&forged, addr(1))).is_none());
+    assert_eq!(open.auth_failures()[&1].unknown_key, 1);
+    assert_eq!(open.auth_failures()[&1].key_seen, Some(key(66).id()));
+}
+
 #[test]
 fn auth_a_frame_to_another_node_or_from_a_wrong_address_is_dropped() {
     let (mut a, _) = pair();
