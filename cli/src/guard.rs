@@ -134,7 +134,7 @@ fn say(text: &str) {
 /// from every process's `stat`.
 fn descendants() -> Vec<(i32, i32)> {
     let me = i32::try_from(std::process::id()).unwrap_or(0);
-    children_of(me).map_or_else(|| scanned(me), |first| walked(first))
+    children_of(me).map_or_else(|| scanned(me), walked)
 }
 
 /// The children of `pid` (of each of its threads), if the kernel lists

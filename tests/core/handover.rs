@@ -982,7 +982,7 @@ fn hand_over_with_no_voter_that_may_lead_resigns_at_once() {
     s.run_for(ms(300));
     s.input(1, Input::HandOver);
     assert_eq!(
-        stepped_down_at(&s, 1).map(|(at, reason)| (at, reason)),
+        stepped_down_at(&s, 1),
         Some((s.now(), StepDownReason::Demoted))
     );
     assert!(
