@@ -992,3 +992,26 @@ fn hand_over_with_no_voter_that_may_lead_resigns_at_once() {
         "no TimeoutNow to a voter that never campaigns"
     );
 }
+
+/// Rule `transfer_leadership` for a planned stop: a caught-up voter goes
+/// before one that lags (whatever their ids), so `TimeoutNow` goes out at
+/// once instead of after a catch-up.
+#[test]
+fn hand_over_prefers_a_caught_up_voter_to_a_lagging_one() {
+    for lagging in [1, 2, 3] {
+        let mut s: Sim<u64> = Sim::new(3, |id, v| fencing_config(id, v).fencing(Fencing::Strict));
+        let l = s.run_until_leader(ms(2000)).unwrap();
+        if lagging == l {
+            continue;
+        }
+        let caught_up = (1..=3).find(|&n| n != l && n != lagging).unwrap();
+        s.input(l, Input::LogPosition(10));
+        s.input(caught_up, Input::LogPosition(10));
+        s.input(lagging, Input::LogPosition(5));
+        s.run_for(ms(300));
+        s.input(l, Input::HandOver);
+        assert_eq!(s.node(l).status().transferring_to, Some(caught_up));
+        let ok = s.run_until_true(ms(100), |s| s.agreed_leader() == Some(caught_up));
+        assert!(ok, "{:?}", s.events());
+    }
+}
