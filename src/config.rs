@@ -38,6 +38,33 @@ pub(crate) fn lease_length(promise: Duration, drift_ppm: u32, margin: Duration) 
     Duration::from_nanos(u64::try_from(scaled).unwrap_or(u64::MAX)).saturating_sub(margin)
 }
 
+/// A duration as configuration errors print it: milliseconds, whole when
+/// exact, else with at most three decimals (`100 ms`, `124.85 ms`), so
+/// every message reads in the unit the settings are written in.
+///
+/// ```
+/// use core::time::Duration;
+/// use tenure::Millis;
+///
+/// assert_eq!(Millis(Duration::from_millis(100)).to_string(), "100 ms");
+/// assert_eq!(Millis(Duration::from_nanos(124_850_149)).to_string(), "124.85 ms");
+/// assert_eq!(Millis(Duration::ZERO).to_string(), "0 ms");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Millis(pub Duration);
+
+impl fmt::Display for Millis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let micros = self.0.as_micros();
+        let (whole, frac) = (micros / 1000, micros % 1000);
+        if frac == 0 {
+            return write!(f, "{whole} ms");
+        }
+        let decimals = alloc::format!("{frac:03}");
+        write!(f, "{whole}.{} ms", decimals.trim_end_matches('0'))
+    }
+}
+
 /// Whether and how a node takes part in elections (Tarantool's `election_mode`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
@@ -114,7 +141,7 @@ pub enum ConfigError {
     /// The death timeout does not exceed the heartbeat interval, so a healthy
     /// leader would be declared dead between two heartbeats.
     #[error(
-        "death_timeout ({death_timeout:?}) must be longer than heartbeat_interval ({heartbeat_interval:?})"
+        "death_timeout ({}) must be longer than heartbeat_interval ({})", Millis(*.death_timeout), Millis(*.heartbeat_interval)
     )]
     DeathTimeoutTooShort {
         /// The configured death timeout.
@@ -126,7 +153,7 @@ pub enum ConfigError {
     /// leader keeps the send time of every round that may still back a
     /// lease, and that memory is bounded.
     #[error(
-        "heartbeat_interval ({heartbeat_interval:?}) must be at least death_timeout / 1000 (death_timeout is {death_timeout:?}): raise heartbeat_interval or lower death_timeout"
+        "heartbeat_interval ({}) must be at least death_timeout / 1000 (death_timeout is {}): raise heartbeat_interval or lower death_timeout", Millis(*.heartbeat_interval), Millis(*.death_timeout)
     )]
     HeartbeatTooFrequent {
         /// The configured heartbeat interval.
@@ -135,7 +162,7 @@ pub enum ConfigError {
         death_timeout: Duration,
     },
     /// The election jitter exceeds the election timeout.
-    #[error("election_jitter ({jitter:?}) must not exceed election_timeout ({election_timeout:?})")]
+    #[error("election_jitter ({}) must not exceed election_timeout ({})", Millis(*.jitter), Millis(*.election_timeout))]
     JitterTooLarge {
         /// The configured jitter.
         jitter: Duration,
@@ -153,13 +180,20 @@ pub enum ConfigError {
     /// not cover two heartbeat intervals, so one lost or late round would
     /// cost the lease and the leader would flap with no fault at all.
     #[error(
-        "strict-fencing lease ({lease:?} = death_timeout / drift bound - lease_margin) must cover at least two heartbeat intervals (2 x heartbeat_interval = 2 x {heartbeat_interval:?}): raise death_timeout, or lower heartbeat_interval or lease_margin"
+        "strict-fencing lease ({} = death_timeout / drift bound - lease_margin {}) must cover at least two heartbeat intervals (2 x heartbeat_interval = 2 x {}): {}",
+        Millis(*.lease), Millis(*.lease_margin), Millis(*.heartbeat_interval),
+        if *.margin_is_cause { "lower lease_margin" } else { "raise death_timeout, or lower heartbeat_interval or lease_margin" }
     )]
     LeaseTooShort {
         /// The resulting lease duration.
         lease: Duration,
         /// The configured heartbeat interval.
         heartbeat_interval: Duration,
+        /// The lease margin it was computed with.
+        lease_margin: Duration,
+        /// Whether the margin is what makes it too short: with the default
+        /// margin (heartbeat / 4) the lease would cover two heartbeats.
+        margin_is_cause: bool,
     },
     /// The quorum is zero.
     #[error("quorum must be at least 1")]
@@ -199,7 +233,7 @@ pub enum ConfigError {
     /// apart could then campaign in either order, and ranks would not
     /// decide who tries first.
     #[error(
-        "rank step {rank_step:?} does not exceed the election jitter {jitter:?}: ranks would not order campaigns"
+        "rank step {} does not exceed the election jitter {}: ranks would not order campaigns", Millis(*.rank_step), Millis(*.jitter)
     )]
     RankStepTooShort {
         /// The configured rank step.
@@ -211,7 +245,7 @@ pub enum ConfigError {
     /// would count as stable before its own death could even be noticed,
     /// and leadership would follow a flapping node.
     #[error(
-        "hand_back_after {hand_back_after:?} is shorter than the death timeout {death_timeout:?}: leadership would follow a flapping node"
+        "hand_back_after {} is shorter than the death timeout {}: leadership would follow a flapping node", Millis(*.hand_back_after), Millis(*.death_timeout)
     )]
     HandBackTooSoon {
         /// The configured period.
@@ -223,7 +257,7 @@ pub enum ConfigError {
     /// a better-ranked node whose round failed would retry before the next
     /// one had its turn, and rank delays would outlast a round.
     #[error(
-        "rank step {rank_step:?} plus jitter reaches the election timeout {election_timeout:?}"
+        "rank step {} plus jitter reaches the election timeout {}", Millis(*.rank_step), Millis(*.election_timeout)
     )]
     RankStepTooLong {
         /// The configured rank step.
@@ -263,6 +297,8 @@ pub enum Setting {
     RankStep,
     /// [`Config::hand_back_after`].
     HandBackAfter,
+    /// [`Config::lease_margin`].
+    LeaseMargin,
 }
 
 impl Setting {
@@ -283,6 +319,7 @@ impl Setting {
             Setting::Priorities => "priorities",
             Setting::RankStep => "rank_step",
             Setting::HandBackAfter => "hand_back_after",
+            Setting::LeaseMargin => "lease_margin",
         }
     }
 }
@@ -316,6 +353,10 @@ impl ConfigError {
             .into_iter()
             .find(|s| s.name() == *name)
             .unwrap_or(Setting::ElectionTimeout),
+            ConfigError::LeaseTooShort {
+                margin_is_cause: true,
+                ..
+            } => Setting::LeaseMargin,
             ConfigError::DeathTimeoutTooShort { .. } | ConfigError::LeaseTooShort { .. } => {
                 Setting::DeathTimeout
             }
@@ -903,9 +944,17 @@ impl Config {
         }
         let lease = self.effective_lease_duration();
         if self.fencing == Fencing::Strict && lease < heartbeat_interval.saturating_mul(2) {
+            let margin = self.effective_lease_margin();
+            let with_default_margin = lease_length(
+                self.effective_death_timeout(),
+                self.clock_drift_ppm,
+                heartbeat_interval / 4,
+            );
             return Err(ConfigError::LeaseTooShort {
                 lease,
                 heartbeat_interval,
+                lease_margin: margin,
+                margin_is_cause: with_default_margin >= heartbeat_interval.saturating_mul(2),
             });
         }
         self.validate_rank()?;

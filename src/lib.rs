@@ -218,6 +218,7 @@ pub mod adapters;
 mod config;
 mod fence;
 mod hard_state;
+pub mod host;
 pub mod membership;
 mod message;
 mod node;
@@ -232,7 +233,7 @@ pub mod sim;
 mod status;
 mod time;
 
-pub use config::{Config, ConfigError, Fencing, Mode, Setting};
+pub use config::{Config, ConfigError, Fencing, Millis, Mode, Setting};
 pub use fence::{Fence, FencingToken, Lease, StaleToken, WriteRefused};
 pub use hard_state::HardState;
 pub use membership::{Membership, MembershipChange, MembershipFailure, MembershipId};

@@ -402,7 +402,12 @@ fn demo(args: &DemoArgs, stop: Stop) -> Result<(), Failure> {
     }
     let limit = Duration::from_millis(args.death_ms * 10 + 5_000);
     if !c.wait(limit, |c| c.quorum_leader().is_some())? {
-        return Err(format!("no leader elected within {limit:?}: {}", c.view()).into());
+        return Err(format!(
+            "no leader elected within {}: {}",
+            tenure::Millis(limit),
+            c.view()
+        )
+        .into());
     }
     let (mut leader, mut term) = c.quorum_leader().ok_or("leader vanished")?;
     c.say(&format!(
@@ -423,7 +428,8 @@ fn demo(args: &DemoArgs, stop: Stop) -> Result<(), Failure> {
         let old = (leader, term);
         if !c.wait(limit, |c| c.quorum_leader().is_some_and(|(_, t)| t > old.1))? {
             return Err(format!(
-                "no new leader within {limit:?} after killing node {}: {}",
+                "no new leader within {} after killing node {}: {}",
+                tenure::Millis(limit),
                 old.0,
                 c.view()
             )

@@ -207,18 +207,21 @@ fn ns(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
+/// What [`Gate::settings`] derives from the flags and the node file.
+struct Settings {
+    strict: bool,
+    grace: Duration,
+    warnings: Vec<Value>,
+    notes: Vec<String>,
+    max_restart_delay: Duration,
+    /// This node is a quorum by itself (no peer to hand leadership to).
+    alone: bool,
+}
+
 impl Gate {
-    /// Checks the fencing and the grace against the configuration (from
-    /// the node file `path`): without `--allow-overlap` the fencing must be
-    /// strict; under strict fencing the command must be gone before the
-    /// lease ends, and a renewed lease must not leave it less than its
-    /// grace (or it would be stopped between two renewals).
-    pub fn new(
-        spec: GateSpec,
-        file: &NodeFile,
-        path: &Path,
-        config: &Config,
-    ) -> Result<Gate, String> {
+    /// [`Gate::check`]'s checks: whether fencing is strict, the grace,
+    /// and the warnings and notes to print at start.
+    fn settings(spec: &GateSpec, path: &Path, config: &Config) -> Result<Settings, String> {
         let fencing = config.effective_fencing();
         let strict = fencing == Fencing::Strict;
         let fencing_name = serde_json::to_value(fencing)
@@ -311,9 +314,45 @@ impl Gate {
         } else {
             spec.grace.unwrap_or(SOFT_GRACE)
         };
+        runnable(&spec.command[0])?;
+        Ok(Settings {
+            strict,
+            grace,
+            warnings,
+            notes,
+            max_restart_delay,
+            alone,
+        })
+    }
+
+    /// What [`Gate::new`] checks, with no side effect (`tenure run
+    /// --check`): the grace and warnings it would start with.
+    pub fn check(spec: &GateSpec, path: &Path, config: &Config) -> Result<Value, String> {
+        let s = Gate::settings(spec, path, config)?;
+        Ok(json!({"grace_ms": s.grace.as_millis() as u64, "warnings": s.warnings}))
+    }
+
+    /// Checks the fencing and the grace against the configuration (from
+    /// the node file `path`): without `--allow-overlap` the fencing must be
+    /// strict; under strict fencing the command must be gone before the
+    /// lease ends, and a renewed lease must not leave it less than its
+    /// grace (or it would be stopped between two renewals).
+    pub fn new(
+        spec: GateSpec,
+        file: &NodeFile,
+        path: &Path,
+        config: &Config,
+    ) -> Result<Gate, String> {
+        let Settings {
+            strict,
+            grace,
+            warnings,
+            notes,
+            max_restart_delay,
+            alone,
+        } = Gate::settings(&spec, path, config)?;
         let exe = std::env::current_exe()
             .map_err(|e| format!("cannot find the tenure executable for the watchdog: {e}"))?;
-        runnable(&spec.command[0])?;
         Ok(Gate {
             node: file.id,
             strict,

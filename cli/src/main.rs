@@ -6,6 +6,7 @@
 
 #[cfg(any(target_os = "linux", target_os = "android"))]
 mod cgroup;
+mod check;
 #[cfg(unix)]
 mod ctl;
 mod demo;
@@ -49,8 +50,9 @@ enum Command {
     /// Run simulated clusters through the standard fault scenarios and
     /// print safety, liveness and failover figures per scenario.
     Sim(SimArgs),
-    /// Run one node from a TOML configuration file; prints one JSON line
-    /// per event.
+    /// Run one node from a TOML configuration file (the node file,
+    /// described in docs/src/running-nodes.md); prints one JSON line per
+    /// event. `--check` validates it without starting.
     Node(node::NodeArgs),
     /// Ask a running node (through its admin socket) for its status, or
     /// make it promote, demote or transfer leadership, change the
@@ -325,26 +327,35 @@ fn show_replay(
         eprintln!("timeline written to {}", path.display());
     }
     println!(
-        "{name} seed {seed}: {} elections, max term {}, failovers {:?}",
-        report.elections, report.max_term, report.failovers
+        "{name} seed {seed}: {} elections, max term {}, failovers [{}]",
+        report.elections,
+        report.max_term,
+        in_ms(&report.failovers)
     );
     if report.hand_backs > 0 || !report.clean_failovers.is_empty() {
         println!(
-            "rank: {} hand-backs; clean failovers (crashed, best, winner, took): {:?}",
+            "rank: {} hand-backs; clean failovers (crashed, best, winner, took): [{}]",
             report.hand_backs,
             report
                 .clean_failovers
                 .iter()
-                .map(|c| (c.crashed, c.best, c.winner, c.took))
+                .map(|c| format!(
+                    "({}, {}, {}, {})",
+                    c.crashed,
+                    c.best,
+                    c.winner,
+                    tenure::Millis(c.took)
+                ))
                 .collect::<Vec<_>>()
+                .join(", ")
         );
     }
     if report.operations > 0 {
         println!(
-            "membership: {} of {} operators done in {:?}; {} refused, {} failed attempts",
+            "membership: {} of {} operators done in [{}]; {} refused, {} failed attempts",
             report.operations_completed,
             report.operations,
-            report.operation_times,
+            in_ms(&report.operation_times),
             report.change_refusals,
             report.change_attempt_failures
         );
@@ -359,4 +370,13 @@ fn show_replay(
             ExitCode::SUCCESS
         }
     }
+}
+
+/// Durations as a list in milliseconds (`412 ms, 388.5 ms`).
+fn in_ms(durations: &[std::time::Duration]) -> String {
+    let shown: Vec<String> = durations
+        .iter()
+        .map(|d| tenure::Millis(*d).to_string())
+        .collect();
+    shown.join(", ")
 }

@@ -275,6 +275,22 @@ pub fn prometheus(st: &Value, tally: &Tally) -> String {
         "Since each peer's last accepted message (absent if never heard).",
         &peers,
     );
+    let unresolved: Vec<(String, Option<f64>)> = st["named_peers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            let labels = format!("{{node=\"{node}\",peer=\"{}\"}}", p["peer"]);
+            (labels, flag(p["unresolved"] == true))
+        })
+        .collect();
+    family(
+        &mut out,
+        "tenure_peer_unresolved",
+        "gauge",
+        "1 while a peer written as a host name has not resolved since the start.",
+        &unresolved,
+    );
     let drops: Vec<(String, Option<f64>)> = st["drops"]
         .as_object()
         .into_iter()

@@ -24,9 +24,16 @@ use crate::resolve::{Policy, Reresolver};
 
 #[derive(clap::Args)]
 pub struct NodeArgs {
-    /// The node's configuration file (TOML).
+    /// The node's configuration file (TOML). Its keys are described in
+    /// the book's "Running nodes" chapter (docs/src/running-nodes.md).
     #[arg(long)]
     config: PathBuf,
+    /// Check the node file, keys and data directory as a start would
+    /// (without starting, locking or writing anything), print the
+    /// effective configuration as JSON, and exit: 0 if the node would
+    /// start, 2 if not.
+    #[arg(long)]
+    check: bool,
     /// Also print a status line this often (0: never).
     #[arg(long, default_value_t = 0)]
     status_every_ms: u64,
@@ -140,6 +147,12 @@ pub fn run(args: NodeArgs) -> ExitCode {
 /// `tenure node`, or with a gate `tenure run`.
 pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
     mono_ms();
+    if args.check {
+        return crate::check::run(&args.config, args.join, |_, config| match &gate {
+            Some(spec) => Gate::check(spec, &args.config, config),
+            None => Ok(Value::Null),
+        });
+    }
     let file = match NodeFile::load(&args.config) {
         Ok(f) => f,
         Err(e) => {
@@ -159,7 +172,7 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: node {} refuses to start: {e}", file.id);
-            return ExitCode::from(2);
+            return crate::check::exit_code(&e);
         }
     };
     // The rank keys (`rank`, `priority`, ...) are read apart from the node
@@ -307,7 +320,7 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
                 ""
             };
             eprintln!("error: node {id} refuses to start: {e}{hint}");
-            return ExitCode::FAILURE;
+            return crate::check::exit_code(&e);
         }
     };
     if let Err(e) = forward(events, wake_tx.clone(), Wake::Event, Some(Wake::Stopped)) {
@@ -347,10 +360,9 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
         }
     }
     let reresolver = Reresolver::new(
-        operator.peer_names.clone(),
-        file.peer_addrs(),
+        file.peer_names(),
         Policy::for_death_timeout(death),
-        tenure::adapters::config::resolve,
+        crate::resolve::lookup,
     );
     let node = Running {
         id,
@@ -663,12 +675,7 @@ impl Running {
 
     /// Applies peers' new addresses and prints what changed.
     fn reresolve(&mut self) {
-        let (changed, lines) = self.reresolver.tick(&self.handle);
-        for (id, addr) in changed {
-            if let Some(p) = self.file.peers.iter_mut().find(|p| p.id == id) {
-                p.addr = addr;
-            }
-        }
+        let (_, lines) = self.reresolver.tick(&self.handle);
         for l in lines {
             self.print_line(l);
         }
@@ -927,8 +934,9 @@ impl Running {
             .filter(|&p| p != self.id)
             .map(|p| {
                 let addr = m.address(p).map(str::to_string).or_else(|| {
-                    let entry = self.file.peers.iter().find(|e| e.id == p);
-                    entry.map(|e| e.addr.to_string())
+                    let entry = self.file.peers.iter().find(|e| e.id == p)?;
+                    let resolved = entry.addr.ip().or(self.reresolver.address(p));
+                    resolved.map(|a| a.to_string())
                 });
                 let voter = m.voters.contains(&p) || m.outgoing.contains(&p);
                 json!({
@@ -957,6 +965,8 @@ impl Running {
             "listen": self.handle.local_addr().to_string(),
             "run": self.gate.as_ref().map(Gate::status),
             "peers": peers,
+            // Peers written as host names: where they resolved, or why not.
+            "named_peers": self.reresolver.status(),
             "drops": drops_json(drops),
             "auth": auth_json(self.keys.as_ref(), self.handle.incarnation()),
             "auth_failures": auth_failures_json(&self.handle.auth_failures()),

@@ -1,13 +1,25 @@
-//! Peers written as host names: resolved at start (when the node file is
-//! read) and again when a peer looks unreachable, so a peer whose name now
-//! points elsewhere (a rescheduled container, a replaced host) is found
-//! without a restart.
+//! Peers written as host names: looked up after the node started (never
+//! when the node file is read, so a name that does not resolve yet, DNS
+//! not being up at boot, say, does not stop the node), retried with
+//! back-off until they resolve, and looked up again when a peer looks
+//! unreachable, so a peer whose name now points elsewhere (a rescheduled
+//! container, a replaced host) is found without a restart.
+//!
+//! A name that has never resolved is retried after [`FIRST_RETRY`],
+//! doubling up to [`Policy::every`]; until then the peer is reported as
+//! unresolved (a `peer_unresolved` line per failed try, `named_peers` in
+//! the status, `tenure_peer_unresolved` in the metrics) and the node runs
+//! without it.
 //!
 //! "Unreachable" is either of: nothing accepted from it for
 //! [`Policy::silence`] (since it was last heard, or since the start), or a
 //! send to any peer failed since the last look. Each name is looked up at
 //! most once per [`Policy::every`], on a thread of its own, so a slow
 //! resolver never delays the node's main loop.
+//!
+//! [`lookup`] consults the file named by [`HOSTS_ENV`] first, when that is
+//! set: a test hook, so that tests can make a name resolve at a moment of
+//! their choosing.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -17,6 +29,44 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tenure::NodeId;
 use tenure::adapters::driver::Handle;
+
+/// The environment variable naming a hosts-style file (`IP NAME...` per
+/// line, `#` comments) that [`lookup`] reads before the system resolver,
+/// at every lookup. For tests; unset in production.
+pub const HOSTS_ENV: &str = "TENURE_TEST_HOSTS_FILE";
+
+/// The first retry of a name that has never resolved comes this long
+/// after the failed lookup; each further one waits twice as long, up to
+/// [`Policy::every`].
+pub const FIRST_RETRY: Duration = Duration::from_millis(250);
+
+/// Resolves `text` (`host:port`): from the [`HOSTS_ENV`] file if it is
+/// set and lists the host, else with the node file's rule
+/// ([`tenure::adapters::config::resolve`]).
+pub fn lookup(text: &str) -> Result<SocketAddr, String> {
+    if let Some(file) = std::env::var_os(HOSTS_ENV)
+        && let Some((host, port)) = text.rsplit_once(':')
+        && let Ok(port) = port.parse::<u16>()
+        && let Ok(hosts) = std::fs::read_to_string(file)
+    {
+        let listed = hosts.lines().find_map(|line| {
+            let mut words = line.split('#').next()?.split_whitespace();
+            let ip = words.next()?.parse::<std::net::IpAddr>().ok()?;
+            words.any(|w| w == host).then_some(ip)
+        });
+        if let Some(ip) = listed {
+            return Ok(SocketAddr::new(ip, port));
+        }
+    }
+    tenure::adapters::config::resolve(text)
+}
+
+/// A name that has not resolved since the start.
+struct Unresolved {
+    error: Option<String>,
+    attempts: u32,
+    next: Instant,
+}
 
 /// When a peer's name is looked up again.
 #[derive(Clone, Copy, Debug)]
@@ -54,10 +104,12 @@ impl Policy {
     }
 }
 
-/// Looks peers' names up again and points the driver at new addresses.
+/// Looks peers' names up (until they resolve, and again when they seem
+/// unreachable) and points the driver at their addresses.
 pub struct Reresolver {
     names: BTreeMap<NodeId, String>,
     current: BTreeMap<NodeId, SocketAddr>,
+    unresolved: BTreeMap<NodeId, Unresolved>,
     policy: Policy,
     started: Instant,
     looked_up: BTreeMap<NodeId, Instant>,
@@ -68,14 +120,26 @@ pub struct Reresolver {
 }
 
 impl Reresolver {
-    /// For the named peers (`names`, as written) now at `current`;
-    /// `lookup` resolves a name (the node file's rule in production).
+    /// For the named peers (`names`, as written), none resolved yet: each
+    /// is looked up at the first [`Reresolver::tick`]. `lookup` resolves a
+    /// name ([`lookup`] in production).
     pub fn new(
         names: BTreeMap<NodeId, String>,
-        current: BTreeMap<NodeId, SocketAddr>,
         policy: Policy,
         lookup: fn(&str) -> Result<SocketAddr, String>,
     ) -> Reresolver {
+        let now = Instant::now();
+        let unresolved = names
+            .keys()
+            .map(|id| {
+                let u = Unresolved {
+                    error: None,
+                    attempts: 0,
+                    next: now,
+                };
+                (*id, u)
+            })
+            .collect();
         let (ask, asked) = mpsc::channel::<(NodeId, String)>();
         let (answer, answers) = mpsc::channel();
         if !names.is_empty() {
@@ -89,7 +153,8 @@ impl Reresolver {
         }
         Reresolver {
             names,
-            current,
+            current: BTreeMap::new(),
+            unresolved,
             policy,
             started: Instant::now(),
             looked_up: BTreeMap::new(),
@@ -109,7 +174,29 @@ impl Reresolver {
         }
         while let Ok((id, result)) = self.answers.try_recv() {
             self.in_flight.remove(&id);
+            let first = !self.current.contains_key(&id);
             match self.apply(id, result) {
+                Ok(_) if first => {
+                    let to = self.current[&id];
+                    self.unresolved.remove(&id);
+                    handle.add_peer(id, to);
+                    changed.push((id, to));
+                    out.push(json!({"peer_resolved": {
+                        "peer": id, "name": self.names[&id], "addr": to.to_string(),
+                    }}));
+                }
+                Err(e) if first => {
+                    let u = self.unresolved.get_mut(&id).expect("every unresolved name");
+                    u.attempts += 1;
+                    let wait =
+                        (FIRST_RETRY * 2u32.saturating_pow(u.attempts - 1)).min(self.policy.every);
+                    u.next = Instant::now() + wait;
+                    out.push(json!({"peer_unresolved": {
+                        "peer": id, "name": self.names[&id], "error": e,
+                        "attempts": u.attempts, "retry_in_ms": wait.as_millis() as u64,
+                    }}));
+                    u.error = Some(e);
+                }
                 Ok(Some((from, to))) => {
                     handle.set_peer_addr(id, to);
                     changed.push((id, to));
@@ -128,18 +215,46 @@ impl Reresolver {
         let heard = handle.last_heard();
         let now = Instant::now();
         for (id, name) in &self.names {
-            let due = self.policy.due(
-                heard.get(id).copied(),
-                now - self.started,
-                self.looked_up.get(id).map(|t| now - *t),
-                send_failing,
-            );
+            let due = match self.unresolved.get(id) {
+                Some(u) => now >= u.next,
+                None => self.policy.due(
+                    heard.get(id).copied(),
+                    now - self.started,
+                    self.looked_up.get(id).map(|t| now - *t),
+                    send_failing,
+                ),
+            };
             if due && !self.in_flight.contains(id) && self.ask.send((*id, name.clone())).is_ok() {
                 self.in_flight.insert(*id);
                 self.looked_up.insert(*id, now);
             }
         }
         (changed, out)
+    }
+
+    /// Where peer `id`'s name resolved last, if it ever did.
+    pub fn address(&self, id: NodeId) -> Option<SocketAddr> {
+        self.current.get(&id).copied()
+    }
+
+    /// The status's `named_peers`: every peer written as a host name,
+    /// where it resolved, or why it has not yet.
+    pub fn status(&self) -> Value {
+        let named: Vec<Value> = self
+            .names
+            .iter()
+            .map(|(id, name)| {
+                let u = self.unresolved.get(id);
+                json!({
+                    "peer": id, "name": name,
+                    "addr": self.current.get(id).map(ToString::to_string),
+                    "unresolved": u.is_some(),
+                    "error": u.and_then(|u| u.error.clone()),
+                    "attempts": u.map(|u| u.attempts),
+                })
+            })
+            .collect();
+        named.into()
     }
 
     /// A lookup's result: `Some((from, to))` if the peer moved.
@@ -188,10 +303,10 @@ mod tests {
         let b: SocketAddr = "127.0.0.2:7002".parse().unwrap();
         let mut r = Reresolver::new(
             [(2, "node-2:7002".to_string())].into(),
-            [(2, a)].into(),
             Policy::for_death_timeout(ms(300)),
             |_| Err("unused".into()),
         );
+        assert_eq!(r.apply(2, Ok(a)), Ok(None));
         assert_eq!(r.apply(2, Ok(a)), Ok(None));
         assert_eq!(
             r.apply(2, Err("no such host".into())),

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use tenure::adapters::config::NodeFile;
 use tenure::adapters::storage::{
-    FileStorage, STATE_FILE, StateOwner, Storage, decode_owned_record,
+    FileStorage, STATE_FILE, StateOwner, Storage, StorageErrorKind, decode_owned_record,
 };
 
 #[derive(clap::Args)]
@@ -83,13 +83,23 @@ pub fn show(args: StateArgs) -> ExitCode {
     };
     match decode_owned_record(&bytes) {
         Ok((owner, state)) => {
-            let owner = owner.map_or("not recorded".to_string(), |o| o.to_string());
+            let shown = owner.map_or("not recorded".to_string(), |o| o.to_string());
             println!(
-                "{}: term {}, vote {}, owner {owner}",
+                "{}: term {}, vote {}, owner {shown}",
                 path.display(),
                 state.term,
                 state.vote.map_or("none".into(), |v| v.to_string())
             );
+            let expected = StateOwner {
+                node: file.id,
+                cluster: file.cluster_id,
+            };
+            // Another node's state: this node would refuse to start on it.
+            if let Some(found) = owner.filter(|o| *o != expected) {
+                let kind = StorageErrorKind::WrongOwner { expected, found };
+                eprintln!("error: state file {}: {kind}", path.display());
+                return ExitCode::from(2);
+            }
             show_membership(&file)
         }
         Err(kind) => {
@@ -187,12 +197,13 @@ pub fn recover(args: RecoverArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    // Takes the data directory's lock: refused while the node runs.
+    // Takes the data directory's lock: refused while the node runs (exit
+    // 1, as for `tenure node`: it passes once the node is stopped).
     let mut storage = match FileStorage::open_owned(&file.data_dir, owner) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
-            return ExitCode::from(2);
+            return crate::check::exit_code(&e.into());
         }
     };
     match storage.recover(highest) {

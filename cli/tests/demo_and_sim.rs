@@ -106,6 +106,17 @@ fn sim_replays_one_seed_with_trace_and_timeline() {
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("BecameLeader"), "the trace shows events");
     assert!(out.contains("no violation"));
+    // The summary's durations read in milliseconds (`406.759 ms`), not in
+    // Debug's units glued to the number (`406.759ms`, `0ns`).
+    let summary = out
+        .lines()
+        .find(|l| l.contains("failovers ["))
+        .expect("a summary line");
+    let glued = summary
+        .as_bytes()
+        .windows(2)
+        .any(|w| w[0].is_ascii_digit() && w[1].is_ascii_alphabetic());
+    assert!(summary.contains(" ms") && !glued, "{summary}");
     let picture = std::fs::read_to_string(&svg).unwrap();
     assert!(picture.starts_with("<svg") && picture.contains("node 3"));
     std::fs::remove_dir_all(dir).unwrap();

@@ -44,7 +44,8 @@ fn a_corrupt_state_file_refuses_to_start_with_the_documented_error() {
     let state = d.join("data-1").join("tenure.state");
     std::fs::write(&state, b"TNRS\x03\x05\x01\x02\xde\xad\xbe\xef").unwrap();
     let (code, _, err) = tenure(&["node"], &config);
-    assert_eq!(code, 1, "{err}");
+    // Permanent: a restart cannot mend it (RestartPreventExitStatus=2).
+    assert_eq!(code, 2, "{err}");
     assert!(err.contains("refuses to start"), "{err}");
     assert!(
         err.contains(&state.display().to_string()),
@@ -493,8 +494,10 @@ fn tenure_recover_rebuilds_a_corrupt_state_file() {
     assert_eq!(started["started"]["term"], 4, "{started}");
     assert_eq!(started["started"]["vote"], 1, "{started}");
     let (code, _, err) = tenure(&["recover", "--highest-term", "4"], &config);
-    assert_eq!(code, 2);
+    // Transient: it passes once the node is stopped.
+    assert_eq!(code, 1);
     assert!(err.contains("in use by another process"), "{err}");
+    assert!(err.contains("lock file"), "{err}");
     drop(node);
     let _ = std::fs::remove_dir_all(d);
 }
@@ -644,7 +647,7 @@ fn a_lost_state_file_is_refused_and_ctl_never_hangs() {
 
     std::fs::remove_file(d.join("data-1").join("tenure.state")).unwrap();
     let (code, _, err) = tenure(&["node"], &config);
-    assert_eq!(code, 1, "{err}");
+    assert_eq!(code, 2, "{err}");
     assert!(err.contains("state was lost"), "{err}");
     assert!(err.contains("tenure recover"), "{err}");
     let (code, _, err) = tenure(&["state"], &config);
@@ -1549,4 +1552,272 @@ fn event_counters_move_with_an_election_and_a_transfer() {
         let acquired = format!("tenure_leases_acquired_total{}", l(target));
         (s[&acquired] - target_before[&acquired] == 1.0).then_some(())
     });
+}
+
+/// A `tenure node` with `TENURE_TEST_HOSTS_FILE` set to `hosts` (the
+/// resolver reads it before the system's).
+fn start_with_hosts(config: &Path, hosts: &Path) -> Proc {
+    let config = config.to_str().unwrap();
+    Proc::spawn_env(
+        &["node", "--config", config],
+        &[("TENURE_TEST_HOSTS_FILE", hosts.to_str().unwrap())],
+    )
+}
+
+/// The first line of `node` within 10 s that has `key`, parsed.
+fn first_line_with(node: &Proc, key: &str) -> serde_json::Value {
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    while let Some(left) = end.checked_duration_since(std::time::Instant::now()) {
+        let Ok(l) = node.lines.recv_timeout(left) else {
+            break;
+        };
+        if let Ok(v) = serde_json::from_str::<serde_json::Value>(&l)
+            && v.get(key).is_some()
+        {
+            return v;
+        }
+    }
+    panic!("no `{key}` line within 10 s");
+}
+
+/// A peer name that does not resolve at start neither stops the node nor
+/// the tools that read its file: the node runs and reports the peer
+/// (stdout, status, metrics), `ctl --config` and `state` work, and once
+/// the name resolves the node adds the peer and the two elect a leader
+/// (a quorum of two: impossible while node 1 cannot hear node 2).
+#[test]
+fn peer_names_unresolved_at_start_are_retried_and_the_peer_joins_once_they_resolve() {
+    let d = dir("unresolved");
+    let (p1, p2) = (port(), port());
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let metrics = tcp.local_addr().unwrap().to_string();
+    drop(tcp);
+    let hosts = d.join("hosts");
+    std::fs::write(&hosts, "# nothing yet\n").unwrap();
+    let config1 = write_config_peers(
+        &d,
+        1,
+        31,
+        p1,
+        &[],
+        &format!(
+            "metrics_listen = \"{metrics}\"\n[[peers]]\nid = 2\naddr = \"node-2.invalid:{p2}\"\n"
+        ),
+    );
+    let config2 = write_config_peers(&d, 2, 31, p2, &[(1, p1)], "");
+    let node1 = start_with_hosts(&config1, &hosts);
+    let node2 = Proc::start(&config2);
+    let failed = first_line_with(&node1, "peer_unresolved");
+    assert_eq!(failed["peer_unresolved"]["peer"], 2, "{failed}");
+    assert_eq!(
+        failed["peer_unresolved"]["name"],
+        format!("node-2.invalid:{p2}")
+    );
+    let st = status(&config1).expect("node 1 runs and answers");
+    let named = &st["named_peers"][0];
+    assert_eq!(named["peer"], 2, "{st}");
+    assert_eq!(named["unresolved"], true, "{st}");
+    assert!(
+        named["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("node-2.invalid")),
+        "{st}"
+    );
+    assert_eq!(st["leader"], serde_json::Value::Null, "{st}");
+    let (code, text) = http_get(&metrics, "/metrics");
+    assert_eq!(code, 200);
+    assert!(
+        text.contains("tenure_peer_unresolved{node=\"1\",peer=\"2\"} 1"),
+        "{text}"
+    );
+    let (code, out, err) = tenure(&["state"], &config1);
+    assert_eq!(code, 0, "{out}{err}");
+
+    std::fs::write(&hosts, "127.0.0.1 node-2.invalid\n").unwrap();
+    let resolved = first_line_with(&node1, "peer_resolved");
+    assert_eq!(
+        resolved["peer_resolved"]["addr"],
+        format!("127.0.0.1:{p2}"),
+        "{resolved}"
+    );
+    until("nodes 1 and 2 agree on a leader", || {
+        let (a, b) = (status(&config1), status(&config2));
+        let leader = |s: &Option<serde_json::Value>| s.as_ref().map(|s| s["leader"].clone());
+        leader(&a).is_some_and(|l| !l.is_null()) && leader(&a) == leader(&b)
+    });
+    let st = status(&config1).unwrap();
+    assert_eq!(st["named_peers"][0]["unresolved"], false, "{st}");
+    assert_eq!(st["named_peers"][0]["addr"], format!("127.0.0.1:{p2}"));
+    let (_, text) = http_get(&metrics, "/metrics");
+    assert!(
+        text.contains("tenure_peer_unresolved{node=\"1\",peer=\"2\"} 0"),
+        "{text}"
+    );
+    drop((node1, node2));
+    let _ = std::fs::remove_dir_all(d);
+}
+
+/// `--check` validates what a start would, without starting (no data
+/// directory made, no lock, no lookup): a good file prints the effective
+/// configuration with defaults and exits 0; a file, key file or data
+/// directory the node would refuse exits 2 naming it; `tenure run --check`
+/// also checks the fencing `run` needs. `--help` points to the reference.
+#[test]
+fn check_validates_without_starting_and_prints_the_effective_configuration() {
+    let d = dir("check");
+    let ports = [(1, port()), (2, port())];
+    let config = write_config_with(&d, 1, 41, &ports, "rank = \"priority\"\n");
+    let (code, out, err) = tenure(&["node", "--check"], &config);
+    assert_eq!(code, 0, "{err}");
+    let effective: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(effective["heartbeat_ms"], 50, "{out}");
+    assert_eq!(effective["death_timeout_ms"], 300, "{out}");
+    assert_eq!(
+        effective["election_timeout_ms"], 300,
+        "default: the death timeout"
+    );
+    assert_eq!(effective["fencing"], "soft", "{out}");
+    assert_eq!(effective["rank"], "priority", "{out}");
+    assert_eq!(effective["peers"][0]["id"], 2, "{out}");
+    assert!(!d.join("data-1").exists(), "--check wrote nothing");
+
+    // The file with `line` in place of its line that starts with its key.
+    let with = |line: &str| {
+        let key = line.split(' ').next().unwrap();
+        let text: Vec<String> = std::fs::read_to_string(&config)
+            .unwrap()
+            .lines()
+            .filter(|l| !l.starts_with(&format!("{key} ")))
+            .map(str::to_string)
+            .collect();
+        let path = d.join("bad.toml");
+        std::fs::write(&path, format!("{line}\n{}\n", text.join("\n"))).unwrap();
+        path
+    };
+    let (code, _, err) = tenure(&["node", "--check"], &with("key_file = \"missing.key\""));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("missing.key"), "{err}");
+    std::fs::write(d.join("not-a-dir"), b"").unwrap();
+    let (code, _, err) = tenure(&["node", "--check"], &with("data_dir = \"not-a-dir\""));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not a directory"), "{err}");
+    assert!(!d.join("data-1").exists(), "--check wrote nothing");
+    // `tenure run` needs strict fencing (or --allow-overlap).
+    #[cfg(target_os = "linux")]
+    let run_check = |config: &Path| {
+        let out = Command::new(BIN)
+            .args(["run", "--check", "--config"])
+            .arg(config)
+            .args(["--", "true"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        (out.status.code(), err)
+    };
+    #[cfg(target_os = "linux")]
+    {
+        let (code, err) = run_check(&config);
+        assert_eq!(code, Some(2), "{err}");
+        assert!(err.contains("fencing"), "{err}");
+        let (code, err) = run_check(&with("fencing = \"strict\""));
+        assert_eq!(code, Some(0), "{err}");
+    }
+
+    let help = Command::new(BIN).args(["node", "--help"]).output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&help.stdout).contains("docs/src/running-nodes.md"),
+        "{help:?}"
+    );
+    let _ = std::fs::remove_dir_all(d);
+}
+
+/// Refusals name what is wrong, and exit 2 when only the operator can mend
+/// it, 1 when it may pass by itself: an id too large for TOML names `id`;
+/// a `data_dir` that is a file is a data directory that is not one; a
+/// margin that eats the lease names `lease_margin_ms`, in milliseconds; an
+/// address without a port says so (also to `ctl --config`); a data
+/// directory in use names the lock file (exit 1); another node's state
+/// file is refused by `node`, `state` and `recover` (exit 2).
+#[test]
+fn refusals_name_the_right_key_file_or_directory_with_the_right_exit_code() {
+    let d = dir("messages");
+    let p = port();
+    let path = d.join("node.toml");
+    let base = format!("cluster_id = 1\nlisten = \"127.0.0.1:{p}\"\n");
+    std::fs::write(d.join("a-file"), b"").unwrap();
+    for (text, wanted, unwanted) in [
+        (
+            format!("id = 9223372036854775808\n{base}data_dir = \"x\"\n"),
+            "key `id`",
+            "`rank`",
+        ),
+        (
+            format!("id = 1\n{base}data_dir = \"a-file\"\n"),
+            "not a directory",
+            "state file",
+        ),
+        (
+            format!(
+                "id = 1\n{base}data_dir = \"x\"\nfencing = \"strict\"\nlease_margin_ms = 5000\n"
+            ),
+            "key `lease_margin_ms`",
+            "0ns",
+        ),
+        (
+            format!("id = 1\n{base}data_dir = \"x\"\n[[peers]]\nid = 2\naddr = \"localhost\"\n"),
+            "missing port",
+            "cannot resolve",
+        ),
+    ] {
+        std::fs::write(&path, &text).unwrap();
+        let (code, _, err) = tenure(&["node"], &path);
+        assert_eq!(code, 2, "{text}: {err}");
+        assert!(err.contains(wanted), "{wanted} in {err}");
+        assert!(!err.contains(unwanted), "{unwanted} in {err}");
+    }
+    assert!(
+        tenure(&["node"], &path).2.contains("localhost"),
+        "the address is named"
+    );
+    let (code, _, err) = ctl(&path, &["status"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("missing port"), "{err}");
+    let (code, _, err) = tenure(&["state"], &path);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("missing port"), "{err}");
+
+    let config = write_config(&d, 1, 1, &[(1, p)]);
+    let node = Proc::start(&config);
+    let socket = d.join("data-1").join("tenure.ctl");
+    within_5s("the node's socket", || socket.exists());
+    let text = std::fs::read_to_string(&config).unwrap();
+    let twin = d.join("twin.toml");
+    std::fs::write(&twin, text.replace(&p.to_string(), &port().to_string())).unwrap();
+    let (code, _, err) = tenure(&["node"], &twin);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("lock file") && err.contains("in use"), "{err}");
+    assert!(!err.contains("state file"), "{err}");
+    drop(node);
+    let other = d.join("other.toml");
+    let text = text
+        .replace("id = 1", "id = 2")
+        .replace(&p.to_string(), &port().to_string());
+    std::fs::write(&other, text).unwrap();
+    let (code, _, err) = tenure(&["node"], &other);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("holds the state of node 1"), "{err}");
+    let (code, _, err) = tenure(&["state"], &other);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("holds the state of node 1"), "{err}");
+    let recover = [
+        "recover",
+        "--highest-term",
+        "3",
+        "--highest-token-term",
+        "3",
+    ];
+    let (code, _, err) = tenure(&recover, &other);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("holds the state of node 1"), "{err}");
+    let _ = std::fs::remove_dir_all(d);
 }

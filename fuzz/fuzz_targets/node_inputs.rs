@@ -90,6 +90,7 @@ enum RawOp {
     Change(RawChange),
     AckMembershipWrite,
     BogusMembershipAck(Stamp),
+    HeartbeatNow,
 }
 
 #[derive(Arbitrary, Debug)]
@@ -237,6 +238,7 @@ fuzz_target!(|case: Case| {
             }
             RawOp::Promote => Op::Promote,
             RawOp::Demote => Op::Demote,
+            RawOp::HeartbeatNow => Op::HeartbeatNow,
             RawOp::Transfer(to) => Op::Transfer(u64::from(to)),
             RawOp::Position(p) => Op::Position(p),
             RawOp::Restart { write_survived } => Op::Restart { write_survived },

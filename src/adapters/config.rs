@@ -28,15 +28,19 @@
 //!
 //! `listen` and each peer's `addr` are an IP address with a port
 //! (`"10.0.0.2:7000"`, `"[::1]:7000"`) or a host name with a port
-//! (`"localhost:7001"`, `"node-2.internal:7000"`). A name is resolved once,
-//! when the file is parsed ([`NodeFile::parse`], [`NodeFile::load`]), with
-//! the system resolver ([`std::net::ToSocketAddrs`]). The drivers keep that
-//! address until told otherwise ([`Handle::set_peer_addr`](crate::adapters::driver::Handle::set_peer_addr);
-//! `tenure node` looks names up again when a peer seems unreachable, from
-//! [`OperatorSettings::peer_names`]). A name with several addresses takes the first IPv4 address
-//! the resolver returns, or its first address if it returns no IPv4 one. A
-//! name that does not resolve is a parse error naming the peer id (or
-//! `listen`), the text and the resolver's message.
+//! (`"localhost:7001"`, `"node-2.internal:7000"`): an [`Address`]. Reading
+//! the file never looks a name up, so tools that only read it (`tenure
+//! ctl`, `tenure state`, `tenure recover`) work whatever DNS says. A
+//! missing or bad port is an error naming the key. A `listen` name is
+//! resolved when the node starts ([`NodeSetup::from_file`](crate::adapters::driver::NodeSetup::from_file));
+//! a peer's name is not resolved by the library at all: a driver starts
+//! with the peers written as IP addresses ([`NodeFile::peer_addrs`]), and
+//! the application resolves the others ([`NodeFile::peer_names`],
+//! [`resolve`]) and adds them ([`Handle::add_peer`](crate::adapters::driver::Handle::add_peer));
+//! `tenure node` does so on a thread, retrying with back-off, and looks
+//! names up again when a peer seems unreachable. A name with several
+//! addresses takes the first IPv4 address the resolver returns, or its
+//! first address if it returns no IPv4 one.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -74,13 +78,109 @@ pub fn resolve(text: &str) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("cannot resolve `{text}`: the name has no address"))
 }
 
-/// `listen`: an IP socket address or `host:port`, resolved once.
-fn listen_addr<'de, D: Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
-    let text = String::deserialize(d)?;
-    resolve(&text).map_err(|e| serde::de::Error::custom(format!("listen: {e}")))
+/// An address as the node file writes it: an IP socket address, or a host
+/// name and a port, kept as written (looked up only when used, with
+/// [`Address::resolve`]).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Address {
+    /// An IP address and port (`10.0.0.2:7000`, `[::1]:7000`).
+    Ip(SocketAddr),
+    /// A host name and port (`node-2.internal:7000`).
+    Name {
+        /// The host name.
+        host: String,
+        /// The port.
+        port: u16,
+    },
 }
 
-/// A peer as written in the file, before its address is resolved.
+impl Address {
+    /// The address, if it is written as an IP address (no lookup needed).
+    #[must_use]
+    pub fn ip(&self) -> Option<SocketAddr> {
+        match self {
+            Address::Ip(a) => Some(*a),
+            Address::Name { .. } => None,
+        }
+    }
+
+    /// The address itself, or the name looked up now ([`resolve`]'s rule).
+    ///
+    /// # Errors
+    /// The name and the resolver's message.
+    pub fn resolve(&self) -> Result<SocketAddr, String> {
+        match self {
+            Address::Ip(a) => Ok(*a),
+            Address::Name { .. } => resolve(&self.to_string()),
+        }
+    }
+}
+
+impl std::fmt::Display for Address {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Address::Ip(a) => write!(f, "{a}"),
+            Address::Name { host, port } => write!(f, "{host}:{port}"),
+        }
+    }
+}
+
+impl std::str::FromStr for Address {
+    type Err = String;
+
+    /// `ip:port`, `[ipv6]:port` or `host:port`; nothing is looked up.
+    fn from_str(text: &str) -> Result<Address, String> {
+        if let Ok(addr) = text.parse::<SocketAddr>() {
+            return Ok(Address::Ip(addr));
+        }
+        let is_name = |h: &str| {
+            !h.is_empty()
+                && h.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'))
+        };
+        match text.rsplit_once(':') {
+            None if is_name(text) || text.parse::<std::net::IpAddr>().is_ok() => Err(format!(
+                "`{text}`: missing port (write host:port, e.g. `{text}:7000`)"
+            )),
+            Some((host, port)) if is_name(host) => match port.parse::<u16>() {
+                Ok(port) => Ok(Address::Name {
+                    host: host.to_string(),
+                    port,
+                }),
+                Err(_) => Err(format!("`{text}`: bad port `{port}` (0 to 65535)")),
+            },
+            _ if text.starts_with('[') && !text.contains("]:") => Err(format!(
+                "`{text}`: missing port (write [ip]:port, e.g. `[::1]:7000`)"
+            )),
+            _ => Err(format!(
+                "`{text}` is not an address: write ip:port, [ipv6]:port or host:port"
+            )),
+        }
+    }
+}
+
+impl Serialize for Address {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Address {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Address, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// `listen`: an [`Address`], its key named in an error.
+fn listen_addr<'de, D: Deserializer<'de>>(d: D) -> Result<Address, D::Error> {
+    let text = String::deserialize(d)?;
+    text.parse()
+        .map_err(|e| serde::de::Error::custom(format!("listen: {e}")))
+}
+
+/// A peer as written in the file.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PeerText {
@@ -97,7 +197,10 @@ impl TryFrom<PeerText> for PeerEntry {
     type Error = String;
 
     fn try_from(p: PeerText) -> Result<PeerEntry, String> {
-        let addr = resolve(&p.addr).map_err(|e| format!("peer {}: {e}", p.id))?;
+        let addr = p
+            .addr
+            .parse()
+            .map_err(|e| format!("peer {}: addr {e}", p.id))?;
         Ok(PeerEntry {
             id: p.id,
             addr,
@@ -109,15 +212,14 @@ impl TryFrom<PeerText> for PeerEntry {
 /// One peer in the file.
 ///
 /// `addr` may be written as an IP socket address or as `host:port`; a name
-/// is resolved once, when the file is parsed (see the [module
-/// docs](self)).
+/// is kept as written (see the [module docs](self)).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "PeerText")]
 pub struct PeerEntry {
     /// Its node id.
     pub id: NodeId,
-    /// Its UDP address (a host name in the file is resolved at parse time).
-    pub addr: SocketAddr,
+    /// Its UDP address, as written.
+    pub addr: Address,
     /// Whether it votes (default true); `false` makes it an observer.
     pub voter: bool,
 }
@@ -130,9 +232,8 @@ pub struct NodeFile {
     pub id: NodeId,
     /// Nodes with another cluster id are never heard.
     pub cluster_id: u64,
-    /// UDP address to bind (a host name in the file is resolved at parse
-    /// time).
-    pub listen: SocketAddr,
+    /// UDP address to bind (a host name is resolved when the node starts).
+    pub listen: Address,
     /// Directory of the state file.
     pub data_dir: PathBuf,
     /// Whether this node votes (default true).
@@ -170,7 +271,7 @@ struct NodeFileText {
     id: NodeId,
     cluster_id: u64,
     #[serde(deserialize_with = "listen_addr")]
-    listen: SocketAddr,
+    listen: Address,
     data_dir: PathBuf,
     #[serde(default = "yes")]
     voter: bool,
@@ -245,9 +346,6 @@ pub struct OperatorSettings {
     /// resolved once) where `tenure node` serves Prometheus text at
     /// `/metrics` and its status as JSON at `/status`. Not served if unset.
     pub metrics_listen: Option<SocketAddr>,
-    /// The peers whose `addr` is a host name, as written (`host:port`), by
-    /// id: `tenure node` resolves them again when a peer looks unreachable.
-    pub peer_names: BTreeMap<NodeId, String>,
     /// `key_file`: the cluster key frames are sent with and accepted under
     /// ([`auth`](super::auth)). [`OperatorSettings::load`] makes a relative
     /// path relative to the node file's directory. Without it, peer
@@ -263,15 +361,6 @@ struct OperatorText {
     metrics_listen: Option<String>,
     key_file: Option<PathBuf>,
     next_key_file: Option<PathBuf>,
-    #[serde(default)]
-    peers: Vec<PeerName>,
-}
-
-/// A peer's id and address as written.
-#[derive(Deserialize)]
-struct PeerName {
-    id: NodeId,
-    addr: String,
 }
 
 impl OperatorSettings {
@@ -332,15 +421,8 @@ impl OperatorSettings {
             .map(|m| resolve(&m))
             .transpose()
             .map_err(|e| ("metrics_listen", e))?;
-        let peer_names = t
-            .peers
-            .into_iter()
-            .filter(|p| p.addr.parse::<SocketAddr>().is_err())
-            .map(|p| (p.id, p.addr))
-            .collect();
         Ok(OperatorSettings {
             metrics_listen,
-            peer_names,
             key_file: t.key_file,
             next_key_file: t.next_key_file,
         })
@@ -412,7 +494,8 @@ impl RankSettings {
     /// `(key, message)` for a value of the wrong type or out of range, or
     /// an unknown policy name (`key` is `peers.priority` for a peer's).
     pub fn parse(text: &str) -> Result<RankSettings, (&'static str, String)> {
-        let table: toml::Table = toml::from_str(text).map_err(|e| ("rank", e.to_string()))?;
+        let table: toml::Table =
+            toml::from_str(text).map_err(|e| (key_at(text, &e), e.to_string()))?;
         let mut settings = RankSettings::default();
         if let Some(name) = typed::<String>(&table, "rank")? {
             let policy = RankPolicy::from_name(&name).ok_or_else(|| {
@@ -503,6 +586,52 @@ impl RankSettings {
     }
 }
 
+/// Every key a node file may set, top level and `[[peers]]`.
+const KEYS: &[&str] = &[
+    "id",
+    "cluster_id",
+    "listen",
+    "data_dir",
+    "voter",
+    "mode",
+    "fencing",
+    "heartbeat_ms",
+    "death_timeout_ms",
+    "election_timeout_ms",
+    "election_jitter_ms",
+    "quorum",
+    "clock_drift_ppm",
+    "lease_margin_ms",
+    "rng_seed",
+    "peers",
+    "metrics_listen",
+    "key_file",
+    "next_key_file",
+    "rank",
+    "priority",
+    "rank_step_ms",
+    "hand_back",
+    "hand_back_after_ms",
+    "addr",
+];
+
+/// The key on the line where a TOML error is (a value toml cannot hold
+/// as a table, such as an integer above `i64::MAX`, is only found here):
+/// the error names that key, not the one being read.
+fn key_at(text: &str, e: &toml::de::Error) -> &'static str {
+    let start = e.span().map_or(0, |s| s.start).min(text.len());
+    let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+    let written = text[line_start..]
+        .split(['=', '\n'])
+        .next()
+        .unwrap_or_default()
+        .trim();
+    KEYS.iter()
+        .copied()
+        .find(|k| *k == written)
+        .unwrap_or("(the file)")
+}
+
 /// `table[key]` as a `T`, if set.
 fn typed<T: serde::de::DeserializeOwned>(
     table: &toml::Table,
@@ -586,20 +715,34 @@ impl NodeFile {
         Ok(file)
     }
 
-    /// Parses TOML text (no semantic checks), resolving host names in
-    /// `listen` and the peers' `addr` once, now.
+    /// Parses TOML text (no semantic checks; no name is looked up).
     ///
     /// # Errors
-    /// toml's message, naming the key and position; for a name that does
-    /// not resolve, also the peer id (or `listen`), the text and the
-    /// resolver's message.
+    /// toml's message, naming the key and position; for an address, also
+    /// the peer id (or `listen`) and what is wrong with it (a missing port,
+    /// say).
     pub fn parse(text: &str) -> Result<NodeFile, String> {
         toml::from_str(text).map_err(|e| e.to_string())
     }
 
-    /// Addresses of the peers, by id.
+    /// Addresses of the peers written as IP addresses, by id (the others
+    /// are in [`NodeFile::peer_names`]).
     pub fn peer_addrs(&self) -> BTreeMap<NodeId, SocketAddr> {
-        self.peers.iter().map(|p| (p.id, p.addr)).collect()
+        self.peers
+            .iter()
+            .filter_map(|p| Some((p.id, p.addr.ip()?)))
+            .collect()
+    }
+
+    /// The peers written as host names (`host:port`), by id: to be looked
+    /// up by the application ([`Address::resolve`]), which the library
+    /// never does for peers.
+    pub fn peer_names(&self) -> BTreeMap<NodeId, String> {
+        self.peers
+            .iter()
+            .filter(|p| p.addr.ip().is_none())
+            .map(|p| (p.id, p.addr.to_string()))
+            .collect()
     }
 
     /// The engine configuration this file describes, without its rank
@@ -671,6 +814,7 @@ fn config_key(e: &ConfigError) -> &'static str {
         Setting::Priorities => "priority",
         Setting::RankStep => "rank_step_ms",
         Setting::HandBackAfter => "hand_back_after_ms",
+        Setting::LeaseMargin => "lease_margin_ms",
     }
 }
 

@@ -136,7 +136,12 @@ impl NodeSetup<FileStorage> {
     /// `tenure node` does) to use them.
     ///
     /// # Errors
-    /// The data directory cannot be created, or the configuration is invalid.
+    /// The data directory cannot be created, the configuration is invalid,
+    /// or the `listen` name does not resolve ([`DriverError::Unresolved`]).
+    ///
+    /// Peers written as host names are not in [`NodeSetup::peers`]: look
+    /// them up ([`NodeFile::peer_names`]) and add them to the running node
+    /// with [`Handle::add_peer`].
     pub fn from_file(file: &NodeFile) -> Result<NodeSetup<FileStorage>, DriverError> {
         let config = file
             .to_config()
@@ -146,10 +151,17 @@ impl NodeSetup<FileStorage> {
             cluster: file.cluster_id,
         };
         let storage = FileStorage::open_owned(&file.data_dir, owner)?;
+        let listen = file
+            .listen
+            .resolve()
+            .map_err(|message| DriverError::Unresolved {
+                what: "listen".into(),
+                message,
+            })?;
         Ok(NodeSetup {
             config,
             cluster_id: file.cluster_id,
-            listen: file.listen,
+            listen,
             peers: file.peer_addrs(),
             storage,
         })
@@ -178,13 +190,22 @@ pub enum DriverError {
         /// The operating system's error.
         source: io::Error,
     },
+    /// A host name did not resolve (perhaps only for now: DNS may not be
+    /// up yet).
+    #[error("{what}: {message}")]
+    Unresolved {
+        /// What the name is (`listen`).
+        what: String,
+        /// The name and the resolver's message.
+        message: String,
+    },
     /// A socket error (other than binding `listen`, which is [`Bind`](Self::Bind)).
     #[error("socket: {0}")]
     Io(#[from] io::Error),
     /// [`Handle::shutdown`] gave up waiting for a tokio driver's task (a
     /// state write still running after this long); the task still stops
     /// once the write returns.
-    #[error("the driver did not stop within {0:?} (a state write is still running)")]
+    #[error("the driver did not stop within {} (a state write is still running)", crate::Millis(*.0))]
     ShutdownTimedOut(std::time::Duration),
     /// A tokio driver's last state write failed: what it carried is not
     /// durable (the driver stops; see [`Storage::save`]).
@@ -577,10 +598,8 @@ pub(crate) fn follow_membership<P: LogPosition>(
         });
         // The membership's address wins over a known one: a node re-added
         // at a new address, or an address corrected by the operator.
-        if let Some(addr) = resolved
-            && !framing.add_peer(*peer, addr)
-        {
-            framing.set_peer_addr(*peer, addr);
+        if let Some(addr) = resolved {
+            framing.place_peer(*peer, addr);
         }
     }
     // After the addresses: a learned peer the membership names stays.
@@ -591,6 +610,7 @@ pub(crate) enum Command<P> {
     Input(Input<P>),
     /// `Handle::set_peer_addr`.
     PeerAddr(NodeId, SocketAddr),
+    AddPeer(NodeId, SocketAddr),
     /// `Handle::set_keys`.
     Keys(Box<KeyRing>),
     /// `Handle::sync`: answered once the status is published after every
@@ -823,6 +843,15 @@ impl<P> Handle<P> {
     /// membership cannot change this way.
     pub fn set_peer_addr(&self, id: NodeId, addr: SocketAddr) {
         self.send(Command::PeerAddr(id, addr));
+    }
+
+    /// Adds peer `id` at `addr`: a peer the node was started without
+    /// because its host name did not resolve yet (a peer already known is
+    /// reached at `addr` from now on, as with [`Handle::set_peer_addr`]).
+    /// It does not change the membership: the peer is heard and reached
+    /// only as far as the membership makes it a member.
+    pub fn add_peer(&self, id: NodeId, addr: SocketAddr) {
+        self.send(Command::AddPeer(id, addr));
     }
 
     /// Sends with `keys`' current key and accepts its keys from now on: a
@@ -1129,6 +1158,7 @@ fn run<S: Storage, P: WirePosition>(
                 Ok(Command::PeerAddr(id, addr)) => {
                     transport.framing.set_peer_addr(id, addr);
                 }
+                Ok(Command::AddPeer(id, addr)) => transport.framing.place_peer(id, addr),
                 Ok(Command::Keys(keys)) => {
                     transport.framing.set_keys(*keys);
                 }

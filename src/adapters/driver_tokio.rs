@@ -475,6 +475,7 @@ async fn run<S: Storage + Send + 'static, P: WirePosition>(
                 Some(Command::PeerAddr(id, addr)) => {
                     framing.set_peer_addr(id, addr);
                 }
+                Some(Command::AddPeer(id, addr)) => framing.place_peer(id, addr),
                 Some(Command::Keys(keys)) => {
                     framing.set_keys(*keys);
                 }

@@ -278,6 +278,9 @@ pub enum StorageErrorKind {
     /// that are not this crate's files.
     #[error("{0}")]
     Backend(Box<dyn std::error::Error + Send + Sync>),
+    /// The data directory's path names something that is not a directory.
+    #[error("exists and is not a directory: data_dir must name a directory")]
+    NotADirectory,
     /// Another process holds the data directory's lock.
     #[error("the data directory is in use by another process{}", holder.as_ref().map(|h| format!(" ({h})")).unwrap_or_default())]
     Locked {
@@ -300,12 +303,33 @@ pub enum StorageErrorKind {
 /// assert!(e.path.is_none());
 /// ```
 #[derive(Debug, thiserror::Error)]
-#[error("{}: {kind}", match path { Some(p) => format!("state file {}", p.display()), None => "state storage".to_string() })]
+#[error("{}: {kind}", match path { Some(p) => format!("{} {}", what_is(p), p.display()), None => "state storage".to_string() })]
 pub struct StorageError {
     /// The file concerned, for a storage made of files.
     pub path: Option<PathBuf>,
     /// What is wrong.
     pub kind: StorageErrorKind,
+}
+
+/// What a path of a data directory is, for messages: the lock file, the
+/// membership file, the probe that proves the directory writable, the
+/// state file (and its temporary and set-aside copies), or the directory.
+fn what_is(path: &Path) -> &'static str {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    if name == LOCK_FILE {
+        "lock file"
+    } else if name.starts_with(MEMBERSHIP_FILE) {
+        "membership file"
+    } else if name.starts_with("tenure.probe") {
+        "data directory's probe file"
+    } else if name.starts_with(STATE_FILE) {
+        "state file"
+    } else {
+        "data directory"
+    }
 }
 
 impl StorageError {
@@ -436,6 +460,9 @@ impl FileStorage {
     /// The directory cannot be created.
     pub fn open(dir: impl Into<PathBuf>) -> Result<FileStorage, StorageError> {
         let dir = dir.into();
+        if dir.exists() && !dir.is_dir() {
+            return Err(StorageError::at(&dir, StorageErrorKind::NotADirectory));
+        }
         retry_interrupted(|| fs::create_dir_all(&dir)).map_err(|e| StorageError::at(&dir, e))?;
         Ok(FileStorage {
             dir,

@@ -226,6 +226,14 @@ impl Framing {
         true
     }
 
+    /// Reaches peer `id` at `addr` from now on, adding it if it is new
+    /// ([`Framing::add_peer`], else [`Framing::set_peer_addr`]).
+    pub fn place_peer(&mut self, id: NodeId, addr: SocketAddr) {
+        if !self.add_peer(id, addr) {
+            self.set_peer_addr(id, addr);
+        }
+    }
+
     /// Framing that tags every frame with `auth`'s current key and accepts
     /// only frames tagged with one of its keys, bound to this node and this
     /// run, and not seen before. A hello to every peer is queued at once

@@ -375,6 +375,20 @@ impl<P: LogPosition> Node<P> {
         self.broadcast_heartbeat(now, out);
     }
 
+    /// [`Input::HeartbeatNow`](crate::Input::HeartbeatNow): expired timers
+    /// first (rule `strict_lease`: a leader past its lease steps down
+    /// before it could send), then a round unless one left at `now`.
+    pub(super) fn heartbeat_now(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
+        self.on_tick(now, out);
+        let sent_now = self
+            .phase
+            .leadership()
+            .is_some_and(|l| l.round_sent(l.seq()) == Some(now));
+        if self.phase.is_leader() && !sent_now {
+            self.broadcast_heartbeat(now, out);
+        }
+    }
+
     /// Sends the next heartbeat round (timer `heartbeat`). The leader
     /// counts as having acknowledged its own round as it sends it; with a
     /// single-voter quorum that alone moves the fencing anchors.

@@ -138,6 +138,14 @@ pub enum Input<P = ()> {
     /// durably. Feed it after [`Node::new`] and after each durable append;
     /// see [`LogPosition`] for what it must mean and why.
     LogPosition(P),
+    /// A leader sends its next heartbeat round now, unless it sent one at
+    /// this very instant; any other node ignores it. Expired timers fire
+    /// first, as on [`Input::Tick`], so a leader past its lease steps down
+    /// instead of sending. For a driver that paces many groups' rounds
+    /// together ([`host::Host`](crate::host::Host)). Safe at any moment: an
+    /// earlier round only asks for promises sooner, and a lease counts
+    /// from the send time of the rounds acknowledged.
+    HeartbeatNow,
 }
 
 /// Everything [`Node::step`] asks the driver to do, in order.
@@ -542,6 +550,7 @@ impl<P: LogPosition> Node<P> {
             Input::TransferLeadership { to } => self.on_transfer(now, to, out),
             Input::HandOver => self.on_hand_over(now, out),
             Input::LogPosition(position) => self.tracker.set_position(position),
+            Input::HeartbeatNow => self.heartbeat_now(now, out),
         }
         self.announce_lease(now, out);
         // Coalesce this step's decisions into at most one write.
@@ -651,6 +660,26 @@ impl<P: LogPosition> Node<P> {
     #[must_use]
     pub fn id(&self) -> NodeId {
         self.id
+    }
+
+    /// Its role now: what [`Node::status`] reports as `role`, without
+    /// building the whole status (which copies the membership).
+    #[must_use]
+    pub fn role(&self) -> crate::Role {
+        self.phase.role()
+    }
+
+    /// Its current term (as [`Status::term`]).
+    #[must_use]
+    pub fn term(&self) -> u64 {
+        self.term
+    }
+
+    /// The leader it knows in its current term, if any (as
+    /// [`Status::leader`]).
+    #[must_use]
+    pub fn leader(&self) -> Option<NodeId> {
+        self.leader
     }
 
     /// The log position last reported with [`Input::LogPosition`].

@@ -326,6 +326,7 @@ fn lift_input<P: LogPosition>(input: Input) -> Option<Input<P>> {
         Input::ChangeMembership(change) => Input::ChangeMembership(change),
         Input::Promote => Input::Promote,
         Input::Demote => Input::Demote,
+        Input::HeartbeatNow => Input::HeartbeatNow,
         Input::TransferLeadership { to } => Input::TransferLeadership { to },
         Input::HandOver => Input::HandOver,
         Input::LogPosition(()) => return None,

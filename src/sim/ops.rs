@@ -38,6 +38,8 @@ pub enum Op<P = u64> {
     Promote,
     /// [`Input::Demote`].
     Demote,
+    /// [`Input::HeartbeatNow`].
+    HeartbeatNow,
     /// [`Input::TransferLeadership`].
     Transfer(NodeId),
     /// [`Input::LogPosition`].
@@ -174,6 +176,7 @@ impl<P: LogPosition> OpRunner<P> {
             Op::BogusAck(s) => Input::Persisted(*s),
             Op::Promote => Input::Promote,
             Op::Demote => Input::Demote,
+            Op::HeartbeatNow => Input::HeartbeatNow,
             Op::Transfer(to) => Input::TransferLeadership { to: *to },
             Op::Position(p) => Input::LogPosition(p.clone()),
             Op::Restart { write_survived } => {

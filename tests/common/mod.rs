@@ -306,6 +306,7 @@ impl<P: LogPosition> Sim<P> {
 }
 
 /// Actions of one step, split by kind, for single-node tests.
+#[derive(Debug)]
 pub struct Out<P> {
     pub persists: Vec<HardState>,
     pub sends: Vec<(NodeId, Message<P>)>,

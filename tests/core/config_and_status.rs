@@ -59,8 +59,14 @@ fn config_errors_name_the_setting_as_data() {
         ),
         (base().election_jitter(ms(5000)), Setting::ElectionJitter),
         (base().clock_drift_ppm(2_000_000), Setting::ClockDriftPpm),
+        // The default margin would leave a lease of two heartbeats: the
+        // margin is what to change.
         (
             base().fencing(Fencing::Strict).lease_margin(ms(300)),
+            Setting::LeaseMargin,
+        ),
+        (
+            base().fencing(Fencing::Strict).death_timeout(ms(130)),
             Setting::DeathTimeout,
         ),
         (base().quorum(0), Setting::Quorum),

@@ -487,6 +487,32 @@ fn strict_lease_shorter_than_several_heartbeats_is_refused_naming_the_settings()
         .unwrap();
 }
 
+/// A margin that alone eats the lease (default timing, 5 s margin) is
+/// blamed on the margin, and the durations read in milliseconds.
+#[test]
+fn a_lease_margin_too_large_for_the_default_timing_names_lease_margin() {
+    let err = Config::new(1, [1, 2, 3])
+        .fencing(Fencing::Strict)
+        .lease_margin(ms(5000))
+        .validate()
+        .unwrap_err();
+    assert_eq!(err.setting(), tenure::Setting::LeaseMargin, "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("0 ms =") && text.contains("5000 ms") && text.contains("lower lease_margin"),
+        "{text}"
+    );
+    assert!(!text.contains("ns"), "{text}");
+    // A death timeout too short for any margin is still the death timeout's.
+    let err = Config::new(1, [1, 2, 3])
+        .fencing(Fencing::Strict)
+        .heartbeat_interval(ms(100))
+        .death_timeout(ms(130))
+        .validate()
+        .unwrap_err();
+    assert_eq!(err.setting(), tenure::Setting::DeathTimeout, "{err}");
+}
+
 /// Node 1's death timeout is 1000 ms, its followers keep a 400 ms promise:
 /// node 1's lease is never longer than the followers' promise, and ends
 /// before they elect anyone once it is cut off.

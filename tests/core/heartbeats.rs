@@ -632,3 +632,48 @@ fn acks_name_their_round_a_heartbeat_response_keeps_no_quorum() {
         "answers naming no acknowledgement kept the leader"
     );
 }
+
+/// `Input::HeartbeatNow`: a leader sends its next round at once (a new
+/// round number, its timer restarted from now), not twice at one instant;
+/// any other node treats it as a tick.
+#[test]
+fn heartbeat_now_brings_a_leaders_round_forward_once_per_instant() {
+    let (mut n, won) = leader_1_of(three_voters(1));
+    let early = won + ms(30);
+    let out = drive(&mut n, early, Input::HeartbeatNow);
+    let seqs: Vec<u64> = out
+        .sends
+        .iter()
+        .filter_map(|(_, m)| match m.kind {
+            MessageKind::Heartbeat { seq } => Some(seq),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(seqs, vec![2, 2], "round 2 to nodes 2 and 3: {out:?}");
+    assert_eq!(n.next_deadline(), Some(early + ms(100)));
+    let again = drive(&mut n, early, Input::HeartbeatNow);
+    assert!(again.sends.is_empty(), "one round per instant: {again:?}");
+    // Anything but a leader does what a tick does (its expired timers).
+    let (mut a, mut b) = (node(2), node(2));
+    for at in [Instant::ZERO, early] {
+        let ticked = a.step(at, Input::Tick);
+        assert_eq!(b.step(at, Input::HeartbeatNow), ticked, "at {at:?}");
+    }
+}
+
+/// `Input::HeartbeatNow` fires expired timers first: a strict leader whose
+/// promises ran out steps down instead of sending a round as leader.
+#[test]
+fn strict_lease_heartbeat_now_past_the_lease_steps_down_instead_of_sending() {
+    let (mut n, won) = leader_1_of(three_voters(1).fencing(Fencing::Strict));
+    // Nobody acknowledges: well past the death timeout the lease is gone.
+    let late = won + ms(1_000);
+    let out = drive(&mut n, late, Input::HeartbeatNow);
+    assert_ne!(n.role(), Role::Leader, "{out:?}");
+    assert!(
+        !out.sends
+            .iter()
+            .any(|(_, m)| matches!(m.kind, MessageKind::Heartbeat { .. })),
+        "no heartbeat as leader past the lease: {out:?}"
+    );
+}

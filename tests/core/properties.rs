@@ -125,6 +125,7 @@ fn any_op(g: &mut Gen) -> Op {
             g.choose(&[
                 Op::Promote,
                 Op::Demote,
+                Op::HeartbeatNow,
                 Op::Transfer(2),
                 Op::Restart { write_survived },
             ])

@@ -1,0 +1,617 @@
+//! Many groups on one host (`tenure::host`): every group keeps the single
+//! node's rules (one leader per group and term, one durable vote per group
+//! and term, persist before send), while messages leave as one batch per
+//! peer host and step, heartbeats of the groups led on a host share a
+//! batch, and one write covers every group's state of a step.
+//!
+//! `World` is an in-memory set of hosts with a seeded network (loss,
+//! duplication, reordering, delay), disks whose writes complete after a
+//! delay, and host restarts from what the disks hold. Its checks run
+//! after every step.
+
+#![cfg(feature = "sim")]
+
+#[path = "../common/mod.rs"]
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use tenure::host::{Entry, GroupId, Host, HostAction, HostError, HostInput};
+use tenure::{Config, ConfigError, Event, HardState, Input, Instant, MessageKind, NodeId};
+
+fn ms(v: u64) -> Duration {
+    Duration::from_millis(v)
+}
+
+/// Heartbeat 100 ms, death and election timeouts 400 ms, jitter 40 ms.
+fn group_config(host: NodeId, group: GroupId, hosts: u64) -> Config {
+    Config::new(host, 1..=hosts)
+        .heartbeat_interval(ms(100))
+        .death_timeout(ms(400))
+        .election_timeout(ms(400))
+        .election_jitter(ms(40))
+        .rng_seed(group * 1000 + host)
+}
+
+/// A small deterministic generator for the network's choices.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        // splitmix64
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Faults {
+    loss_percent: u64,
+    duplicate_percent: u64,
+    /// One-way delay, uniform in this range (reorders when wide).
+    latency: (u64, u64),
+    /// A write completes this long after it was asked for.
+    write_ms: u64,
+}
+
+const CLEAN: Faults = Faults {
+    loss_percent: 0,
+    duplicate_percent: 0,
+    latency: (1, 1),
+    write_ms: 0,
+};
+
+enum Pending {
+    Deliver {
+        to: NodeId,
+        from: NodeId,
+        batch: Vec<Entry>,
+    },
+    Written {
+        host: NodeId,
+        incarnation: u64,
+        states: Vec<(GroupId, HardState)>,
+    },
+}
+
+struct World {
+    hosts: BTreeMap<NodeId, Host>,
+    incarnation: BTreeMap<NodeId, u64>,
+    /// What each host's disk holds, per group.
+    disk: BTreeMap<(NodeId, GroupId), HardState>,
+    /// What each host was told is durable, per group (since its start).
+    confirmed: BTreeMap<(NodeId, GroupId), HardState>,
+    groups: u64,
+    round: Duration,
+    now: Instant,
+    queue: BTreeMap<(Instant, u64), Pending>,
+    seq: u64,
+    rng: Rng,
+    faults: Faults,
+    /// (group, term) -> the host that became its leader.
+    leaders: BTreeMap<(GroupId, u64), NodeId>,
+    /// Every `Send` action: (time, from, to, entries).
+    sends: Vec<(Instant, NodeId, NodeId, usize)>,
+    /// Every `Persist` action's group count.
+    writes: Vec<usize>,
+}
+
+impl World {
+    fn new(hosts: u64, groups: u64, round: Duration, seed: u64, faults: Faults) -> World {
+        let mut w = World {
+            hosts: BTreeMap::new(),
+            incarnation: BTreeMap::new(),
+            disk: BTreeMap::new(),
+            confirmed: BTreeMap::new(),
+            groups,
+            round,
+            now: Instant::ZERO,
+            queue: BTreeMap::new(),
+            seq: 0,
+            rng: Rng(seed),
+            faults,
+            leaders: BTreeMap::new(),
+            sends: Vec::new(),
+            writes: Vec::new(),
+        };
+        for h in 1..=hosts {
+            w.start(h);
+        }
+        w
+    }
+
+    /// Starts (or restarts) host `h` from what its disk holds.
+    fn start(&mut self, h: NodeId) {
+        let hosts = self.incarnation.len().max(h as usize) as u64;
+        let hosts = hosts.max(3);
+        let mut host = Host::new(h, self.round);
+        for g in 0..self.groups {
+            let state = self.disk.get(&(h, g)).copied().unwrap_or_default();
+            host.add_group(g, group_config(h, g, hosts), state, self.now)
+                .unwrap();
+            // What it loads is durable.
+            self.confirmed.insert((h, g), state);
+        }
+        self.hosts.insert(h, host);
+        *self.incarnation.entry(h).or_default() += 1;
+    }
+
+    fn at(&mut self, after: Duration, what: Pending) {
+        self.seq += 1;
+        self.queue.insert((self.now + after, self.seq), what);
+    }
+
+    fn step(&mut self, h: NodeId, input: HostInput) {
+        let Some(host) = self.hosts.get_mut(&h) else {
+            return;
+        };
+        let actions = host.step(self.now, input);
+        self.execute(h, actions);
+    }
+
+    fn execute(&mut self, h: NodeId, actions: Vec<HostAction>) {
+        let mut sent_to = Vec::new();
+        let mut writes = 0;
+        for action in actions {
+            match action {
+                HostAction::Persist(states) => {
+                    writes += 1;
+                    self.writes.push(states.len());
+                    let incarnation = self.incarnation[&h];
+                    let after = ms(self.faults.write_ms);
+                    self.at(
+                        after,
+                        Pending::Written {
+                            host: h,
+                            incarnation,
+                            states,
+                        },
+                    );
+                }
+                HostAction::Send { to, batch } => {
+                    assert!(
+                        !sent_to.contains(&to),
+                        "two batches to host {to} in one step"
+                    );
+                    sent_to.push(to);
+                    self.check_sent(h, to, &batch);
+                    self.sends.push((self.now, h, to, batch.len()));
+                    self.transmit(h, to, batch);
+                }
+                HostAction::Event { group, event } => {
+                    if let Event::BecameLeader { term, .. } = event
+                        && let Some(other) = self.leaders.insert((group, term), h)
+                    {
+                        panic!("group {group} term {term}: leaders {other} and {h}");
+                    }
+                }
+                HostAction::PersistMembership { .. } => {
+                    panic!("no membership change in these tests")
+                }
+                _ => {}
+            }
+        }
+        assert!(writes <= 1, "{writes} writes in one step");
+    }
+
+    /// Rule `persist_before_send` per group: a message asserting its term
+    /// (anything but a pre-vote, which proposes a term without taking it)
+    /// left only after the host was told that term was durable, and a
+    /// granted vote only after the vote was.
+    fn check_sent(&self, h: NodeId, to: NodeId, batch: &[Entry]) {
+        for e in batch {
+            let durable = self
+                .confirmed
+                .get(&(h, e.group))
+                .copied()
+                .unwrap_or_default();
+            let term = e.message.term;
+            let what = format!(
+                "host {h} group {}: sent {:?} at term {term} with {durable:?} durable",
+                e.group, e.message.kind
+            );
+            match e.message.kind {
+                MessageKind::PreVoteRequest { .. } | MessageKind::PreVoteResponse { .. } => {}
+                MessageKind::VoteResponse { granted: true } => {
+                    assert!(durable.term == term && durable.vote == Some(to), "{what}");
+                }
+                _ => assert!(durable.term >= term, "{what}"),
+            }
+        }
+    }
+
+    fn transmit(&mut self, from: NodeId, to: NodeId, batch: Vec<Entry>) {
+        if self.rng.chance(self.faults.loss_percent) {
+            return;
+        }
+        let copies = if self.rng.chance(self.faults.duplicate_percent) {
+            2
+        } else {
+            1
+        };
+        for _ in 0..copies {
+            let (lo, hi) = self.faults.latency;
+            let delay = ms(lo + self.rng.below(hi - lo + 1));
+            self.at(
+                delay,
+                Pending::Deliver {
+                    to,
+                    from,
+                    batch: batch.clone(),
+                },
+            );
+        }
+    }
+
+    /// Runs until `until`: queued deliveries and writes, and every host's
+    /// ticks, in time order.
+    fn run_until(&mut self, until: Instant) {
+        loop {
+            let next_queued = self.queue.keys().next().map(|k| k.0);
+            let next_tick = self
+                .hosts
+                .iter()
+                .filter_map(|(h, host)| host.next_deadline().map(|d| (d, *h)))
+                .min();
+            let next = match (next_queued, next_tick) {
+                (Some(q), Some((t, _))) => q.min(t),
+                (Some(q), None) => q,
+                (None, Some((t, _))) => t,
+                (None, None) => break,
+            };
+            if next > until {
+                break;
+            }
+            self.now = self.now.max(next);
+            if next_queued == Some(next) {
+                let (_, what) = self.queue.pop_first().unwrap();
+                match what {
+                    Pending::Deliver { to, from, batch } => {
+                        self.step(to, HostInput::Receive { from, batch });
+                    }
+                    Pending::Written {
+                        host,
+                        incarnation,
+                        states,
+                    } => {
+                        if self.incarnation.get(&host) != Some(&incarnation) {
+                            continue; // the host restarted: the write was lost
+                        }
+                        self.write(host, &states);
+                        self.step(host, HostInput::Persisted(states));
+                    }
+                }
+            } else {
+                let h = next_tick.unwrap().1;
+                self.step(h, HostInput::Tick);
+            }
+        }
+        self.now = self.now.max(until);
+    }
+
+    /// The disk takes the states; rule `one_vote_per_term` holds on it.
+    fn write(&mut self, h: NodeId, states: &[(GroupId, HardState)]) {
+        for &(g, state) in states {
+            if let Some(old) = self.disk.get(&(h, g)) {
+                assert!(state.term >= old.term, "host {h} group {g}: term went back");
+                if state.term == old.term && old.vote.is_some() {
+                    assert_eq!(
+                        state.vote, old.vote,
+                        "host {h} group {g}: vote changed in term {}",
+                        state.term
+                    );
+                }
+            }
+            self.disk.insert((h, g), state);
+            self.confirmed.insert((h, g), state);
+        }
+    }
+
+    fn run_for(&mut self, d: Duration) {
+        let until = self.now + d;
+        self.run_until(until);
+    }
+
+    /// Whether every group has a leader its live hosts all follow.
+    fn all_led(&self) -> bool {
+        (0..self.groups).all(|g| {
+            let leaders: Vec<Option<NodeId>> = self
+                .hosts
+                .values()
+                .map(|h| h.group(g).unwrap().leader())
+                .collect();
+            leaders[0].is_some() && leaders.iter().all(|l| *l == leaders[0])
+        })
+    }
+
+    fn crash(&mut self, h: NodeId) {
+        self.hosts.remove(&h);
+        *self.incarnation.entry(h).or_default() += 1;
+    }
+}
+
+/// Every group elects one leader, and then each host sends each peer about
+/// one batch per heartbeat interval for all of its groups (its leaders'
+/// heartbeats, its followers' answers), not one message per group. Without
+/// the host's round (groups on their own timers) the same cluster sends
+/// many times more.
+///
+/// Guards against: one datagram per group and heartbeat.
+#[test]
+fn host_round_coalesces_every_groups_heartbeats_into_a_batch_per_peer_and_interval() {
+    let batches = |round: Duration| {
+        let mut w = World::new(3, 60, round, 1, CLEAN);
+        w.run_for(ms(3_000));
+        assert!(w.all_led(), "every group elected a leader");
+        let from = w.now;
+        w.run_for(ms(2_000));
+        let sent = w
+            .sends
+            .iter()
+            .filter(|(t, f, to, _)| *t > from && *f == 1 && *to == 2);
+        sent.count()
+    };
+    // 20 heartbeat intervals: a batch of heartbeats and one of answers each,
+    // with a little slack for a round that straddles the window's edges.
+    let together = batches(ms(100));
+    assert!(
+        together <= 44,
+        "{together} batches from host 1 to host 2 in 20 intervals"
+    );
+    let apart = batches(Duration::from_secs(3600));
+    assert!(
+        apart > 3 * together,
+        "on their own timers the groups' rounds spread out: {apart} batches vs {together}"
+    );
+}
+
+/// One write covers every group's state of a step, and no group answers
+/// before its state is durable: a batch of heartbeats of a new term for 50
+/// groups asks for one write of 50 states and sends nothing; the write's
+/// confirmation sends one batch of 50 acknowledgements.
+#[test]
+fn host_persists_every_groups_state_of_a_step_in_one_write_before_any_answer() {
+    let mut host: Host = Host::new(2, ms(100));
+    for g in 0..50 {
+        host.add_group(
+            g,
+            group_config(2, g, 3),
+            HardState::default(),
+            Instant::ZERO,
+        )
+        .unwrap();
+    }
+    let batch = (0..50)
+        .map(|group| Entry {
+            group,
+            stamp: Default::default(),
+            message: tenure::Message {
+                term: 3,
+                kind: MessageKind::Heartbeat { seq: 1 },
+            },
+        })
+        .collect();
+    let now = Instant::from_millis(5);
+    let out = host.step(now, HostInput::Receive { from: 1, batch });
+    let writes: Vec<&Vec<(GroupId, HardState)>> = out
+        .iter()
+        .filter_map(|a| match a {
+            HostAction::Persist(states) => Some(states),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(writes.len(), 1, "{out:?}");
+    assert_eq!(writes[0].len(), 50);
+    assert!(writes[0].iter().all(|(_, s)| *s == HardState::new(3, None)));
+    assert!(
+        !out.iter().any(|a| matches!(a, HostAction::Send { .. })),
+        "nothing before the write"
+    );
+    let states = writes[0].clone();
+    let out = host.step(now, HostInput::Persisted(states));
+    let sends: Vec<(NodeId, usize)> = out
+        .iter()
+        .filter_map(|a| match a {
+            HostAction::Send { to, batch } => Some((*to, batch.len())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sends, vec![(1, 50)], "{out:?}");
+}
+
+/// Under loss, duplication, reordering, slow disks and host restarts,
+/// every group keeps one leader per term, one durable vote per term, and
+/// persist before send (all checked on every step), and elects again.
+#[test]
+fn host_groups_keep_one_leader_per_term_under_loss_reordering_and_restarts() {
+    common::sweep("TENURE_HOST_FAULTS", 0..12, |seed| {
+        let faults = Faults {
+            loss_percent: 15,
+            duplicate_percent: 10,
+            latency: (1, 40),
+            write_ms: 3,
+        };
+        let mut w = World::new(3, 12, ms(100), seed, faults);
+        w.run_for(ms(2_000));
+        let victim = 1 + seed % 3;
+        w.crash(victim);
+        w.run_for(ms(1_500));
+        w.start(victim);
+        w.run_for(ms(4_000));
+        w.faults = CLEAN;
+        w.run_for(ms(3_000));
+        (!w.all_led()).then(|| "some group has no leader all hosts follow after healing".into())
+    });
+}
+
+/// Same inputs, same actions: two worlds with one seed act identically.
+#[test]
+fn host_is_deterministic() {
+    let run = || {
+        let faults = Faults {
+            loss_percent: 10,
+            duplicate_percent: 5,
+            latency: (1, 20),
+            write_ms: 2,
+        };
+        let mut w = World::new(3, 8, ms(100), 9, faults);
+        w.run_for(ms(2_000));
+        format!("{:?} {:?} {:?}", w.sends, w.writes, w.leaders)
+    };
+    assert_eq!(run(), run());
+}
+
+/// The next deadline is the earliest of the groups' deadlines and, once
+/// the host leads a group, its round; a group removed no longer ticks.
+#[test]
+fn host_next_deadline_is_the_earliest_group_deadline_or_round() {
+    let mut host: Host = Host::new(1, ms(100));
+    for g in 0..5 {
+        host.add_group(
+            g,
+            group_config(1, g, 3),
+            HardState::default(),
+            Instant::ZERO,
+        )
+        .unwrap();
+    }
+    let earliest = host.groups().filter_map(|(_, n)| n.next_deadline()).min();
+    assert_eq!(host.next_deadline(), earliest);
+    // A group of one voter elects itself: the host's round is armed.
+    host.add_group(
+        9,
+        Config::new(1, [1]).heartbeat_interval(ms(100)),
+        HardState::default(),
+        Instant::ZERO,
+    )
+    .unwrap();
+    while host.leading().next().is_none() {
+        let now = host.next_deadline().unwrap();
+        let mut pending = host.step(now, HostInput::Tick);
+        while let Some(HostAction::Persist(states)) = pending.first().cloned() {
+            pending = host.step(now, HostInput::Persisted(states));
+        }
+    }
+    let groups = host.groups().filter_map(|(_, n)| n.next_deadline()).min();
+    assert_eq!(
+        host.next_deadline(),
+        groups.min(Some(Instant::from_millis(100)))
+    );
+    // Remove every group: nothing is due.
+    for g in [0, 1, 2, 3, 4, 9] {
+        assert!(host.remove_group(g).is_some());
+    }
+    assert_eq!(host.next_deadline(), None);
+    assert!(
+        host.step(Instant::from_millis(10_000), HostInput::Tick)
+            .is_empty()
+    );
+}
+
+/// Entries of groups the host does not run (removed, never added, or
+/// forged) are ignored and counted; the groups it runs are unaffected.
+#[test]
+fn host_ignores_and_counts_entries_of_groups_it_does_not_run() {
+    let mut host: Host = Host::new(2, ms(10));
+    host.add_group(
+        7,
+        group_config(2, 7, 3),
+        HardState::default(),
+        Instant::ZERO,
+    )
+    .unwrap();
+    let heartbeat = |group| Entry {
+        group,
+        stamp: Default::default(),
+        message: tenure::Message {
+            term: 3,
+            kind: MessageKind::Heartbeat { seq: 1 },
+        },
+    };
+    let out = host.step(
+        Instant::from_millis(1),
+        HostInput::Receive {
+            from: 1,
+            batch: vec![heartbeat(8), heartbeat(9)],
+        },
+    );
+    assert!(out.is_empty(), "{out:?}");
+    assert_eq!(host.unknown_group_entries(), 2);
+    assert_eq!(host.group(7).unwrap().term(), 0);
+    // The group it runs takes its entry (term 3 must be made durable first).
+    let out = host.step(
+        Instant::from_millis(2),
+        HostInput::Receive {
+            from: 1,
+            batch: vec![heartbeat(7)],
+        },
+    );
+    assert!(
+        matches!(&out[0], HostAction::Persist(states) if states == &[(7, HardState::new(3, None))]),
+        "{out:?}"
+    );
+    assert_eq!(host.unknown_group_entries(), 2);
+    // Inputs for groups it does not run are ignored.
+    let out = host.step(
+        Instant::from_millis(3),
+        HostInput::Group {
+            group: 8,
+            input: Input::Promote,
+        },
+    );
+    assert!(out.is_empty());
+}
+
+/// `add_group` refuses a configuration for another node id, a group it
+/// runs already, and an invalid configuration, naming the group.
+#[test]
+fn host_add_group_refuses_another_hosts_config_a_duplicate_and_a_bad_config() {
+    let mut host: Host = Host::new(1, ms(10));
+    let err = host.add_group(
+        3,
+        group_config(2, 3, 3),
+        HardState::default(),
+        Instant::ZERO,
+    );
+    assert_eq!(
+        err,
+        Err(HostError::WrongHost {
+            group: 3,
+            config_id: 2,
+            host: 1
+        })
+    );
+    host.add_group(
+        3,
+        group_config(1, 3, 3),
+        HardState::default(),
+        Instant::ZERO,
+    )
+    .unwrap();
+    let err = host.add_group(
+        3,
+        group_config(1, 3, 3),
+        HardState::default(),
+        Instant::ZERO,
+    );
+    assert_eq!(err, Err(HostError::DuplicateGroup(3)));
+    let bad = group_config(1, 4, 3).heartbeat_interval(ms(500));
+    match host.add_group(4, bad, HardState::default(), Instant::ZERO) {
+        Err(HostError::Config { group: 4, error }) => {
+            let _: ConfigError = error;
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(host.group(4).is_none());
+    assert_eq!(host.groups().count(), 1);
+}
