@@ -198,7 +198,7 @@ fn priorities_elect_fail_over_hand_back_and_move_with_ctl() {
     });
 
     // Priority 0 never leads; the last voter able to lead cannot be given 0.
-    ok(&configs[2], &["set-priority", "1", "0"]);
+    ok_when_established(&configs[2], &["set-priority", "1", "0"]);
     ok(&configs[2], &["set-priority", "2", "0"]);
     let (code, answers, err) = ctl(&configs[2], &["set-priority", "3", "0"]);
     assert_ne!(code, 0, "{answers:?} {err}");
@@ -315,6 +315,29 @@ fn lines_until(proc: &Proc, limit: Duration, last: impl Fn(&Value) -> bool) -> V
         }
     }
     seen
+}
+
+/// [`ok`] for a change sent right after leadership moved: a new leader
+/// refuses changes (`not_established`) until a quorum stored its
+/// membership in its own term, a heartbeat round after it took over.
+fn ok_when_established(config: &Path, args: &[&str]) -> Value {
+    let answer = std::cell::RefCell::new(Value::Null);
+    until("the new leader takes membership changes", || {
+        let (_, answers, _) = ctl(config, args);
+        let first = answers.into_iter().next().unwrap_or_default();
+        let refused = &first["outcome"]["membership_change_failed"]["reason"];
+        let established = refused != "not_established";
+        *answer.borrow_mut() = first;
+        established
+    });
+    let answer = answer.into_inner();
+    assert_eq!(
+        answer["ok"],
+        true,
+        "`tenure ctl {}`: {answer}",
+        args.join(" ")
+    );
+    answer
 }
 
 /// A cluster ranked 1 < 2 < 3 by priority, led by node 3 (the best): its
