@@ -1040,11 +1040,16 @@ impl Running {
             }
         }
         let id = self.id;
+        // A driver that failed has ended its events already.
+        let failed = self.handle.stopped().is_some();
         let result = self.handle.clone().shutdown();
         // The driver's last events (the transfer's outcome, say), all
         // forwarded once it stopped.
         let end = Instant::now() + Duration::from_secs(1);
-        while let Some(left) = end.checked_duration_since(Instant::now()) {
+        while let Some(left) = end
+            .checked_duration_since(Instant::now())
+            .filter(|_| !failed)
+        {
             match self.wake.recv_timeout(left) {
                 Ok(Wake::Event(event)) => self.emit(event),
                 Ok(Wake::Stopped) | Err(_) => break,
