@@ -4,6 +4,7 @@
 
 #[cfg(feature = "sim")]
 use super::fingerprint::{Fnv, Relative};
+use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::time::Duration;
 
@@ -348,11 +349,11 @@ impl<P: LogPosition> Node<P> {
     /// immediately so followers stop campaigning. Its lease (strict fencing)
     /// starts only once a quorum acknowledges a round of this term.
     pub(super) fn become_leader(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
-        self.phase = Phase::Leader(Leadership::new(
+        self.phase = Phase::Leader(Box::new(Leadership::new(
             now,
             self.cfg.timing.lease,
             self.cfg.timing.round_slots,
-        ));
+        )));
         self.tracker.start_leadership();
         self.handover.leading();
         // The restart probes are a follower's timer (rollback.rs): a node

@@ -32,8 +32,11 @@ pub(super) struct Members {
     current: Membership,
     id: MembershipId,
     /// The membership write in flight and the newest one waiting for it.
-    in_flight: Option<Membership>,
-    waiting: Option<Membership>,
+    // Boxed: a group that is not changing its membership (almost every
+    // group of a host, almost always) keeps two pointers, not two
+    // memberships.
+    in_flight: Option<Box<Membership>>,
+    waiting: Option<Box<Membership>>,
     /// A configured quorum that is not a majority (bootstrap only).
     custom_quorum: Option<usize>,
     /// Started with no membership; waits for one that names it.
@@ -75,16 +78,16 @@ impl Members {
     /// being written.
     fn newest_id(&self) -> MembershipId {
         self.waiting
-            .as_ref()
-            .or(self.in_flight.as_ref())
+            .as_deref()
+            .or(self.in_flight.as_deref())
             .map_or(self.id, Membership::id)
     }
 
     /// The newest membership known here: waiting, in flight, or durable.
     fn newest(&self) -> &Membership {
         self.waiting
-            .as_ref()
-            .or(self.in_flight.as_ref())
+            .as_deref()
+            .or(self.in_flight.as_deref())
             .unwrap_or(&self.current)
     }
 
@@ -216,7 +219,7 @@ impl<P: LogPosition> Node<P> {
     /// storage confirms it.
     pub(super) fn stage_membership(&mut self, next: Membership, out: &mut Vec<Action<P>>) {
         debug_assert!(next.id().is_newer_than(&self.newest_membership_id()));
-        self.members.waiting = Some(next);
+        self.members.waiting = Some(Box::new(next));
         self.flush_membership_write(out);
     }
 
@@ -229,8 +232,8 @@ impl<P: LogPosition> Node<P> {
         if let Some(next) = self.members.waiting.take() {
             slog::info!(self.log, "persist membership"; "rule" => Rule::MembershipDurableBeforeUse,
                 "term" => self.term, "epoch" => next.epoch, "membership_term" => next.term);
-            self.members.in_flight = Some(next.clone());
-            out.push(Action::PersistMembership(Box::new(next)));
+            out.push(Action::PersistMembership(next.clone()));
+            self.members.in_flight = Some(next);
         }
     }
 
@@ -256,7 +259,7 @@ impl<P: LogPosition> Node<P> {
         let Some(membership) = self.members.in_flight.take() else {
             return;
         };
-        self.install_membership(now, membership, out);
+        self.install_membership(now, *membership, out);
         self.flush_membership_write(out);
     }
 

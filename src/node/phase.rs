@@ -8,6 +8,8 @@
 //! trips, whether they can lead), which the next leadership reuses (both
 //! in the peer tracker).
 
+use alloc::boxed::Box;
+
 use super::election::{PreVoteRound, VoteRound};
 #[cfg(feature = "sim")]
 use super::fingerprint::{Fnv, Relative};
@@ -35,7 +37,9 @@ pub(super) enum Phase<P> {
     /// Asks for votes in the current term; its self-vote is durable.
     Candidate(VoteRound),
     /// Leads the current term.
-    Leader(Leadership<P>),
+    // Boxed: most nodes of a many-group host follow, and a follower's
+    // phase need not be as large as a leader's.
+    Leader(Box<Leadership<P>>),
 }
 
 impl<P> Phase<P> {
