@@ -92,6 +92,9 @@ pub struct Gate {
     /// Set while a command that ends leadership waits for the command to
     /// be gone: nothing starts.
     held: bool,
+    /// Called when the watchdog says something or ends: wakes the node's
+    /// main loop at once instead of at its next tick.
+    waker: Waker,
     /// The last lease file write.
     written: Option<Instant>,
     /// Whether the last lease file write failed (warned about once).
@@ -126,6 +129,9 @@ struct Guarded {
     end: Option<String>,
     killed: bool,
 }
+
+/// Wakes the node's main loop.
+pub type Waker = Arc<dyn Fn() + Send + Sync>;
 
 /// The permission to run: the leadership and, under strict fencing, the
 /// lease's end on `CLOCK_BOOTTIME`.
@@ -370,6 +376,7 @@ impl Gate {
             running: None,
             not_before: Instant::now(),
             held: false,
+            waker: Arc::new(|| {}),
             written: None,
             file_failing: false,
             warnings,
@@ -431,6 +438,11 @@ impl Gate {
         let tmp = self.lease_file.with_extension("lease.tmp");
         std::fs::write(&tmp, format!("{body}\n"))?;
         std::fs::rename(&tmp, &self.lease_file)
+    }
+
+    /// Calls `waker` whenever the watchdog says something or ends.
+    pub fn set_waker(&mut self, waker: Waker) {
+        self.waker = waker;
     }
 
     /// The grace between SIGTERM and SIGKILL.
@@ -595,14 +607,23 @@ impl Gate {
     /// Reads the watchdog's lines, reports the end, renews or stops.
     fn watch(&mut self, permit: Option<Permit>, out: &mut Vec<Value>) {
         let Some(g) = &mut self.running else { return };
-        while let Ok(line) = g.said.try_recv() {
-            if let Some(pid) = line.strip_prefix("pid ") {
-                g.group = pid.parse().ok();
-            } else {
-                g.end = Some(line);
+        let closed = loop {
+            match g.said.try_recv() {
+                Ok(line) => match line.strip_prefix("pid ") {
+                    Some(pid) => g.group = pid.parse().ok(),
+                    None => g.end = Some(line),
+                },
+                Err(e) => break e == mpsc::TryRecvError::Disconnected,
             }
-        }
-        if let Ok(Some(status)) = g.watchdog.try_wait() {
+        };
+        // Its stdout closed: it is exiting (or gone), so waiting is short,
+        // and nothing would wake the loop again to see it later.
+        let exited = if closed {
+            g.watchdog.wait().ok()
+        } else {
+            g.watchdog.try_wait().ok().flatten()
+        };
+        if let Some(status) = exited {
             self.ended(status, out);
             return;
         }
@@ -804,7 +825,7 @@ impl Gate {
                 return;
             }
         };
-        let said = lines_of(child.stdout.take().expect("piped"));
+        let said = lines_of(child.stdout.take().expect("piped"), self.waker.clone());
         out.push(json!({"run": {"started": {
             "token": token.as_u64(), "term": token.term,
             "lease_until_unix_ms": lease_until_ms,
@@ -964,15 +985,19 @@ impl Orders {
     }
 }
 
-fn lines_of(from: std::process::ChildStdout) -> mpsc::Receiver<String> {
+fn lines_of(from: std::process::ChildStdout, wake: Waker) -> mpsc::Receiver<String> {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(from).lines() {
-            let Ok(line) = line else { return };
+            let Ok(line) = line else { break };
             if tx.send(line).is_err() {
                 return;
             }
+            wake();
         }
+        // The end of its output: the watchdog ended.
+        drop(tx);
+        wake();
     });
     rx
 }

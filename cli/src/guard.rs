@@ -102,6 +102,8 @@ enum Order {
     },
     /// The node's end of the pipe closed: it stopped or died.
     Gone,
+    /// The command exited (not yet reaped): look at once.
+    Exited,
 }
 
 fn parse(line: &str) -> Option<Order> {
@@ -127,9 +129,66 @@ fn say(text: &str) {
 
 /// The processes below this one: its children, theirs, and orphans
 /// reparented to it (it is their subreaper), with each one's process
-/// group; zombies left out.
+/// group; zombies left out. Read from each process's `children` lists
+/// (a few files: a stop waits for this), or where the kernel has none
+/// from every process's `stat`.
 fn descendants() -> Vec<(i32, i32)> {
     let me = i32::try_from(std::process::id()).unwrap_or(0);
+    children_of(me).map_or_else(|| scanned(me), walked)
+}
+
+/// The children of `pid` (of each of its threads), if the kernel lists
+/// them (`CONFIG_PROC_CHILDREN`).
+fn children_of(pid: i32) -> Option<Vec<i32>> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut children = Vec::new();
+    let mut listed = false;
+    for task in tasks.flatten() {
+        let Ok(text) = std::fs::read_to_string(task.path().join("children")) else {
+            continue;
+        };
+        listed = true;
+        children.extend(
+            text.split_whitespace()
+                .filter_map(|c| c.parse::<i32>().ok()),
+        );
+    }
+    listed.then_some(children)
+}
+
+/// The state and process group of `pid` from its `stat`.
+fn state_and_group(pid: i32) -> Option<(String, i32, i32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // "pid (comm) state ppid pgrp ...": comm may hold spaces and ')'.
+    let (_, rest) = stat.rsplit_once(')')?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    match fields[..] {
+        [state, ppid, pgrp, ..] => {
+            Some((state.to_string(), ppid.parse().ok()?, pgrp.parse().ok()?))
+        }
+        _ => None,
+    }
+}
+
+/// The live descendants below `first` (this process's children), through
+/// the `children` lists.
+fn walked(first: Vec<i32>) -> Vec<(i32, i32)> {
+    let mut found = Vec::new();
+    let mut next = first;
+    while let Some(pid) = next.pop() {
+        let Some((state, _, pgrp)) = state_and_group(pid) else {
+            continue;
+        };
+        if state != "Z" {
+            found.push((pid, pgrp));
+        }
+        next.extend(children_of(pid).unwrap_or_default());
+    }
+    found
+}
+
+/// The live descendants of `me`, from every process's `stat`.
+fn scanned(me: i32) -> Vec<(i32, i32)> {
     let mut below: BTreeMap<i32, Vec<(i32, i32)>> = BTreeMap::new();
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Some(pid) = entry
@@ -139,17 +198,8 @@ fn descendants() -> Vec<(i32, i32)> {
         else {
             continue;
         };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // "pid (comm) state ppid pgrp ...": comm may hold spaces and ')'.
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        if let [state, ppid, pgrp, ..] = fields[..]
+        if let Some((state, ppid, pgrp)) = state_and_group(pid)
             && state != "Z"
-            && let (Ok(ppid), Ok(pgrp)) = (ppid.parse::<i32>(), pgrp.parse::<i32>())
         {
             below.entry(ppid).or_default().push((pid, pgrp));
         }
@@ -198,12 +248,13 @@ fn kill_all(group: i32, cgroup: Option<&Path>) {
     if let Some(dir) = cgroup {
         let _ = crate::cgroup::kill(dir);
     }
-    for _ in 0..10 {
+    // About 50 ms at most.
+    for attempt in 0..16 {
         signal_all(group, cgroup, Signal::KILL);
         if descendants().is_empty() {
             break;
         }
-        std::thread::sleep(Duration::from_millis(5));
+        std::thread::sleep(crate::cgroup::pause(attempt));
     }
     if let Some(dir) = cgroup {
         crate::cgroup::kill_and_wait(dir, Duration::from_secs(1));
@@ -269,7 +320,7 @@ pub fn run(args: GuardArgs) -> ExitCode {
     };
     let group = i32::try_from(child.id()).unwrap_or(i32::MAX);
     say(&format!("pid {group}"));
-    let orders = orders();
+    let orders = orders(group);
     let (mut termed, mut killed, mut connected) = (false, false, true);
     // Whether the node ordered the stop (else the deadlines it last sent
     // ran out: the lease was not renewed in time).
@@ -309,7 +360,7 @@ pub fn run(args: GuardArgs) -> ExitCode {
                 term_at = t;
                 kill_at = k;
             }
-            Ok(Order::At { .. }) => {}
+            Ok(Order::At { .. } | Order::Exited) => {}
             Ok(Order::Stop { kill_at: k }) => {
                 ordered |= !termed;
                 term_at = term_at.min(boottime_ns());
@@ -357,9 +408,29 @@ fn enter(dir: &Path) -> Result<PathBuf, String> {
 }
 
 /// The node's orders, read on a thread so the deadlines never wait for a
-/// line.
-fn orders() -> mpsc::Receiver<Order> {
+/// line, and [`Order::Exited`] as soon as the command `pid` exits (a
+/// planned stop waits for that).
+fn orders(pid: i32) -> mpsc::Receiver<Order> {
     let (tx, rx) = mpsc::channel();
+    let exited = tx.clone();
+    std::thread::spawn(move || {
+        use rustix::process::{WaitId, WaitIdOptions, waitid};
+        // NOWAIT: the loop reaps it (and reads its status) itself.
+        let options = WaitIdOptions::EXITED | WaitIdOptions::NOWAIT;
+        let Some(pid) = Pid::from_raw(pid) else {
+            return;
+        };
+        loop {
+            match waitid(WaitId::Pid(pid), options) {
+                Err(rustix::io::Errno::INTR) => continue,
+                Ok(_) => {
+                    let _ = exited.send(Order::Exited);
+                }
+                Err(_) => {}
+            }
+            return;
+        }
+    });
     std::thread::spawn(move || {
         let mut lines = BufReader::new(std::io::stdin().lock()).lines();
         while let Some(Ok(line)) = lines.next() {

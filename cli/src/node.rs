@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
@@ -77,49 +76,68 @@ struct Stop {
     alone: bool,
 }
 
-/// Set by SIGTERM, SIGINT and SIGHUP respectively.
-struct Signals {
-    term: Arc<AtomicBool>,
-    int: Arc<AtomicBool>,
-    hup: Arc<AtomicBool>,
+/// What wakes the main loop. It waits on one channel that the signal
+/// thread, the control listener, the driver's events and the gated
+/// command's watchdog all send into, so each is served at once: there is
+/// no polling interval between an operator's action and the node's.
+enum Wake {
+    Event(Event),
+    /// The driver's events ended: the node stopped.
+    Stopped,
+    Request(Request),
+    /// SIGTERM, SIGINT or SIGHUP.
+    Signal(i32),
+    /// The gated command's watchdog said something or ended.
+    Gate,
 }
 
-impl Signals {
-    fn register() -> std::io::Result<Signals> {
-        let signals = Signals {
-            term: Arc::new(AtomicBool::new(false)),
-            int: Arc::new(AtomicBool::new(false)),
-            hup: Arc::new(AtomicBool::new(false)),
-        };
-        signal_hook::flag::register(signal_hook::consts::SIGTERM, signals.term.clone())?;
-        signal_hook::flag::register(signal_hook::consts::SIGINT, signals.int.clone())?;
-        // As daemons use it: read what can change at run time again.
-        signal_hook::flag::register(signal_hook::consts::SIGHUP, signals.hup.clone())?;
-        Ok(signals)
+/// The name of a stop signal (SIGTERM, SIGINT), `None` for any other.
+fn stop_signal(signal: i32) -> Option<&'static str> {
+    match signal {
+        signal_hook::consts::SIGTERM => Some("SIGTERM"),
+        signal_hook::consts::SIGINT => Some("SIGINT"),
+        _ => None,
     }
+}
 
-    /// Forgets the stop signals seen so far (a later one ends the stop's
-    /// wait).
-    fn clear(&self) {
-        self.term.store(false, Ordering::SeqCst);
-        self.int.store(false, Ordering::SeqCst);
-    }
+/// Sends SIGTERM, SIGINT and SIGHUP (as daemons use it: read what can
+/// change at run time again) into `wake`, from signal-hook's self-pipe.
+fn forward_signals(wake: mpsc::Sender<Wake>) -> std::io::Result<()> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])?;
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            for signal in signals.forever() {
+                if wake.send(Wake::Signal(signal)).is_err() {
+                    return;
+                }
+            }
+        })?;
+    Ok(())
+}
 
-    /// The stop signal that came, if any.
-    fn received(&self) -> Option<&'static str> {
-        if self.term.load(Ordering::SeqCst) {
-            Some("SIGTERM")
-        } else if self.int.load(Ordering::SeqCst) {
-            Some("SIGINT")
-        } else {
-            None
-        }
-    }
-
-    /// Whether a SIGHUP came since the last call.
-    fn take_hangup(&self) -> bool {
-        self.hup.swap(false, Ordering::SeqCst)
-    }
+/// Sends everything `from` carries into `wake` (as `wrap` makes it), then
+/// `last` once `from` is closed.
+fn forward<T: Send + 'static>(
+    from: mpsc::Receiver<T>,
+    wake: mpsc::Sender<Wake>,
+    wrap: fn(T) -> Wake,
+    last: Option<Wake>,
+) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("wake".into())
+        .spawn(move || {
+            for item in from {
+                if wake.send(wrap(item)).is_err() {
+                    return;
+                }
+            }
+            if let Some(last) = last {
+                let _ = wake.send(last);
+            }
+        })?;
+    Ok(())
 }
 
 pub fn run(args: NodeArgs) -> ExitCode {
@@ -214,13 +232,11 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let signals = match Signals::register() {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: cannot install signal handlers: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
+    let (wake_tx, wake) = mpsc::channel();
+    if let Err(e) = forward_signals(wake_tx.clone()) {
+        eprintln!("error: cannot install signal handlers: {e}");
+        return ExitCode::FAILURE;
+    }
     let death = setup.config.effective_death_timeout();
     // A node that is a quorum by itself has no successor to wait for.
     let alone = setup.config.effective_quorum() <= 1;
@@ -237,6 +253,10 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
         }
     };
     let (ctl_tx, ctl_rx) = mpsc::channel();
+    if let Err(e) = forward(ctl_rx, wake_tx.clone(), Wake::Request, None) {
+        eprintln!("error: node {id} cannot start a thread: {e}");
+        return ExitCode::FAILURE;
+    }
     let tally = Arc::new(Mutex::new(Tally::new(id)));
     // Bound before the node starts, like the admin socket.
     let metrics = match operator.metrics_listen {
@@ -303,6 +323,16 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
             return crate::check::exit_code(&e);
         }
     };
+    if let Err(e) = forward(events, wake_tx.clone(), Wake::Event, Some(Wake::Stopped)) {
+        eprintln!("error: node {id} cannot start a thread: {e}");
+        return ExitCode::FAILURE;
+    }
+    let mut gate = gate;
+    if let Some(gate) = &mut gate {
+        gate.set_waker(Arc::new(move || {
+            let _ = wake_tx.send(Wake::Gate);
+        }));
+    }
     let started = handle.status();
     line(&json!({
         "ts_ms": now_ms(), "node": id,
@@ -341,7 +371,7 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
         file,
         reresolver,
         handle,
-        events,
+        wake,
         subscribers: Vec::new(),
         gate,
         pending: Pending::None,
@@ -351,7 +381,7 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
         notify,
         tally,
     };
-    let code = node.serve(&args, &signals, &ctl_rx, Stop { death, alone });
+    let code = node.serve(&args, Stop { death, alone });
     drop(metrics);
     drop(server);
     code
@@ -395,7 +425,8 @@ struct Running {
     keys: Option<KeyRing>,
     file: NodeFile,
     handle: Handle,
-    events: mpsc::Receiver<Event>,
+    /// Events, control requests, signals and the watchdog's news.
+    wake: mpsc::Receiver<Wake>,
     /// `tenure ctl` connections following the events.
     subscribers: Vec<mpsc::SyncSender<(Value, Event)>>,
     /// Looks peers' host names up again when they seem unreachable.
@@ -462,51 +493,61 @@ enum Pending {
 const PENDING_HOLD: Duration = Duration::from_secs(5);
 
 impl Running {
-    /// The main loop: events out, control requests in, until a signal
-    /// or the driver stops.
-    fn serve(
-        mut self,
-        args: &NodeArgs,
-        signals: &Signals,
-        requests: &mpsc::Receiver<Request>,
-        stop: Stop,
-    ) -> ExitCode {
+    /// The main loop: events out, control requests in, until a stop
+    /// signal or the driver stops. It sleeps until something arrives or
+    /// the next housekeeping is due.
+    fn serve(mut self, args: &NodeArgs, stop: Stop) -> ExitCode {
         let every = Duration::from_millis(args.status_every_ms);
         let mut next_status = Instant::now() + every;
-        // Short waits: control requests and signals are looked at every
-        // 20 ms (a gated command's deadlines every 10 ms); events wake the
-        // loop at once.
-        let poll = Duration::from_millis(if self.gate.is_some() { 10 } else { 20 });
         let mut drops = DropReport::new(Duration::from_millis(args.drops_every_ms));
+        let mut next_chores = Instant::now();
         // Up: state loaded, peer socket bound, admin socket listening.
         if let Some(n) = &mut self.notify {
             n.ready();
         }
         let mut auth_failures = AuthReport::new(Duration::from_millis(args.drops_every_ms));
         loop {
-            self.watchdog();
-            match self.events.recv_timeout(poll) {
-                Ok(event) => {
-                    self.emit(event);
-                    // All of a step's events, before the gate acts on them.
-                    while let Ok(event) = self.events.try_recv() {
-                        self.emit(event);
+            let mut due = next_chores;
+            if args.status_every_ms > 0 {
+                due = due.min(next_status);
+            }
+            let woke = match self
+                .wake
+                .recv_timeout(due.saturating_duration_since(Instant::now()))
+            {
+                Ok(wake) => Some(wake),
+                Err(mpsc::RecvTimeoutError::Timeout) => None,
+                // Never: the gate's waker keeps a sender (else, as stopped).
+                Err(mpsc::RecvTimeoutError::Disconnected) => Some(Wake::Stopped),
+            };
+            // All that arrived, in order (a step's events before the gate
+            // acts on them).
+            let mut next = woke;
+            while let Some(wake) = next.take().or_else(|| self.wake.try_recv().ok()) {
+                match wake {
+                    Wake::Event(event) => self.emit(event),
+                    Wake::Request(request) => self.answer(request),
+                    Wake::Signal(signal) => match stop_signal(signal) {
+                        Some(name) => return self.stop_gracefully(name, stop),
+                        None => self.reload(),
+                    },
+                    Wake::Gate => {}
+                    Wake::Stopped => {
+                        eprintln!(
+                            "error: node {} stopped: {}",
+                            self.id,
+                            self.handle.stopped().unwrap_or_default()
+                        );
+                        return ExitCode::FAILURE;
                     }
                 }
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    eprintln!(
-                        "error: node {} stopped: {}",
-                        self.id,
-                        self.handle.stopped().unwrap_or_default()
-                    );
-                    return ExitCode::FAILURE;
-                }
-            }
-            while let Ok(request) = requests.try_recv() {
-                self.answer(request);
             }
             self.tick_gate();
+            if Instant::now() < next_chores {
+                continue;
+            }
+            next_chores = Instant::now() + self.chores_every();
+            self.watchdog();
             self.reresolve();
             if let Some(report) = drops.poll(self.handle.drops()) {
                 self.print_line(report);
@@ -519,12 +560,6 @@ impl Running {
                 self.print_line(report);
             }
             self.campaign_outcome();
-            if let Some(signal) = signals.received() {
-                return self.stop_gracefully(signal, signals, stop);
-            }
-            if signals.take_hangup() {
-                self.reload();
-            }
             if let Some(parent) = args.exit_with_parent
                 && std::os::unix::process::parent_id() != parent
             {
@@ -539,6 +574,14 @@ impl Running {
                 return ExitCode::FAILURE;
             }
         }
+    }
+
+    /// How often the main loop does what nothing wakes it for: the gated
+    /// command's lease deadlines (renewed as the lease is), and the
+    /// watchdog, drop counts, peers' names, the parent; never what an
+    /// operator or a peer waits for.
+    fn chores_every(&self) -> Duration {
+        Duration::from_millis(if self.gate.is_some() { 10 } else { 50 })
     }
 
     /// Lets the gate renew, stop or start the command, and issues a held
@@ -608,9 +651,11 @@ impl Running {
         self.command(command);
     }
 
-    /// How this leader hands leadership over: in manual mode (followers
-    /// never campaign by themselves) a transfer to the voter heard from
-    /// most recently, else a resignation that lets the others campaign.
+    /// How `--resign-after-failures` hands leadership over (as `tenure
+    /// ctl demote` would: no campaign for a death timeout): in manual mode
+    /// (followers never campaign by themselves) a transfer to the voter
+    /// heard from most recently, else a resignation that lets the others
+    /// campaign. A graceful stop hands over with `Handle::hand_over`.
     fn handover(&self) -> Command {
         let status = self.handle.status();
         let heard = self.handle.last_heard();
@@ -939,18 +984,19 @@ impl Running {
         })
     }
 
-    /// SIGTERM/SIGINT: a leader resigns (in manual mode, transfers
-    /// to the voter it heard from last, since manual followers never
-    /// campaign by themselves) and waits (up to twice the death
-    /// timeout) until it hears its successor, so a planned restart costs
-    /// about one election round instead of a death timeout; then the node
-    /// stops (its last state write finished) and the process exits 0.
-    fn stop_gracefully(mut self, signal: &str, signals: &Signals, stop: Stop) -> ExitCode {
+    /// SIGTERM/SIGINT: a leader hands leadership over (`Handle::hand_over`:
+    /// a transfer to the best voter, or a resignation if none takes it
+    /// within an election timeout) and waits (up to twice the death
+    /// timeout) until it hears its successor, so a planned restart costs a
+    /// transfer's few milliseconds instead of an election or a death
+    /// timeout; then the node stops (its last state write finished) and
+    /// the process exits 0.
+    fn stop_gracefully(mut self, signal: &str, stop: Stop) -> ExitCode {
         let started = Instant::now();
         if let Some(n) = &self.notify {
             n.stopping();
         }
-        let command_gone = self.stop_gated_command(signals);
+        let command_gone = self.stop_gated_command();
         if !command_gone {
             eprintln!(
                 "warning: node {}: the gated command is not confirmed gone: leadership is not handed over (the lease ends first)",
@@ -959,16 +1005,22 @@ impl Running {
         }
         let was_leader = self.handle.status().role == Role::Leader;
         let mut successor = None;
-        signals.clear();
         if was_leader && !stop.alone && command_gone {
-            self.command(self.handover());
+            self.handle.hand_over();
             let end = started + (stop.death * 2).max(Duration::from_secs(1));
             // Until the successor is heard, the wait ends, a second signal
             // comes (stop now), or this node leads again (nobody else could).
-            while Instant::now() < end && signals.received().is_none() {
+            while let Some(left) = end.checked_duration_since(Instant::now()) {
                 self.watchdog();
-                let Ok(event) = self.events.recv_timeout(Duration::from_millis(20)) else {
-                    continue;
+                let event = match self.wake.recv_timeout(left.min(self.chores_every())) {
+                    Ok(Wake::Event(event)) => event,
+                    Ok(Wake::Request(request)) => {
+                        self.answer_stopping(request);
+                        continue;
+                    }
+                    Ok(Wake::Signal(s)) if stop_signal(s).is_some() => break,
+                    Ok(Wake::Stopped) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                    Ok(_) | Err(mpsc::RecvTimeoutError::Timeout) => continue,
                 };
                 let heard = match &event {
                     Event::LeaderChanged {
@@ -988,7 +1040,22 @@ impl Running {
             }
         }
         let id = self.id;
-        let result = self.handle.shutdown();
+        // A driver that failed has ended its events already.
+        let failed = self.handle.stopped().is_some();
+        let result = self.handle.clone().shutdown();
+        // The driver's last events (the transfer's outcome, say), all
+        // forwarded once it stopped.
+        let end = Instant::now() + Duration::from_secs(1);
+        while let Some(left) = end
+            .checked_duration_since(Instant::now())
+            .filter(|_| !failed)
+        {
+            match self.wake.recv_timeout(left) {
+                Ok(Wake::Event(event)) => self.emit(event),
+                Ok(Wake::Stopped) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
         line(&json!({
             "ts_ms": now_ms(), "node": id,
             "stopped": {
@@ -1002,6 +1069,15 @@ impl Running {
                 eprintln!("error: node {id} stopped with an error: {e}");
                 ExitCode::FAILURE
             }
+        }
+    }
+
+    /// A control request during a graceful stop: a status is answered;
+    /// anything else is dropped, so its client hears that the node is
+    /// stopping.
+    fn answer_stopping(&self, request: Request) {
+        if let Request::Status(reply) = request {
+            let _ = reply.send(self.status());
         }
     }
 }
@@ -1030,15 +1106,15 @@ impl Running {
 
     /// Before a graceful stop gives leadership up: stops the gated command
     /// and waits until it is gone (its grace and kill margin, plus a
-    /// second; a second signal stops waiting, and the watchdog still ends
-    /// it before the lease does).
+    /// second; the watchdog's end wakes the wait at once, and the watchdog
+    /// still ends the command before the lease does).
     ///
     /// A second signal does not end the wait (the node would hand over
     /// while the command still runs): it kills the command at once.
     /// Returns whether the command is gone; if not, the node must not hand
     /// leadership over (its lease, and the watchdog, still bound the
     /// command).
-    fn stop_gated_command(&mut self, signals: &Signals) -> bool {
+    fn stop_gated_command(&mut self) -> bool {
         let Some(gate) = &mut self.gate else {
             return true;
         };
@@ -1046,18 +1122,9 @@ impl Running {
         for run in gate.hold("node_stopping") {
             self.print_line(run);
         }
-        signals.clear();
         let mut killed = false;
-        while Instant::now() < limit {
+        loop {
             self.watchdog();
-            if !killed && signals.received().is_some() {
-                killed = true;
-                limit = Instant::now() + Duration::from_secs(1);
-                self.gate.as_mut().expect("checked above").kill_now();
-            }
-            if let Ok(event) = self.events.recv_timeout(Duration::from_millis(10)) {
-                self.emit(event);
-            }
             let gate = self.gate.as_mut().expect("checked above");
             for run in gate.tick(&self.handle) {
                 self.print_line(run);
@@ -1065,8 +1132,20 @@ impl Running {
             if self.gate.as_ref().is_some_and(Gate::idle) {
                 return true;
             }
+            let Some(left) = limit.checked_duration_since(Instant::now()) else {
+                return false;
+            };
+            match self.wake.recv_timeout(left.min(self.chores_every())) {
+                Ok(Wake::Signal(s)) if !killed && stop_signal(s).is_some() => {
+                    killed = true;
+                    limit = Instant::now() + Duration::from_secs(1);
+                    self.gate.as_mut().expect("checked above").kill_now();
+                }
+                Ok(Wake::Event(event)) => self.emit(event),
+                Ok(Wake::Request(request)) => self.answer_stopping(request),
+                _ => {}
+            }
         }
-        false
     }
 }
 

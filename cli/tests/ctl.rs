@@ -72,6 +72,9 @@ fn ctl_operates_a_manual_cluster() {
     let (code, moved, err) = ctl(&configs[0], &["transfer", "2"]);
     assert_eq!(code, 0, "{moved:?} {err}");
     assert_eq!(moved[0]["outcome"]["transfer_completed"]["to"], 2);
+    // How long the hand-over took, from the command to the new leader heard.
+    let took = moved[0]["took_ms"].as_f64().expect("took_ms");
+    assert!((0.0..3000.0).contains(&took), "{moved:?}");
     let mut seen = Vec::new();
     let end = std::time::Instant::now() + Duration::from_secs(3);
     while let Some(left) = end.checked_duration_since(std::time::Instant::now()) {

@@ -1165,6 +1165,226 @@ fn sd_notify_reports_ready_watchdog_and_stopping() {
     let _ = std::fs::remove_dir_all(d);
 }
 
+/// Benchmark, not run by default: 20 graceful stops (SIGTERM of the
+/// leader, then a restart) and 20 `tenure ctl transfer`s on loopback, 3
+/// nodes, heartbeat 100 ms, death timeout 1000 ms, strict fencing,
+/// measured from the signal (or from starting `tenure ctl`) to the
+/// successor's `became_leader` line; prints p50/p99 and checks that every
+/// successor won the next term and gained its lease no earlier (wall
+/// clock, to the millisecond) than the old leader gave its up.
+///
+/// `cargo test --release -p tenure-cli --test node -- --ignored handover_latency --nocapture`
+/// (docs/src/measured.md has the figures).
+#[cfg(target_os = "linux")]
+#[test]
+#[ignore = "benchmark: 40 hand-overs, about 20 s"]
+fn handover_latency_of_node() {
+    HandoverBench::new("bench-node", None).run(20, 20);
+}
+
+/// The same under `tenure run`, with a command that exits at once on
+/// SIGTERM (a shell waiting on a background sleep).
+#[cfg(target_os = "linux")]
+#[test]
+#[ignore = "benchmark: 40 hand-overs under tenure run, about 20 s"]
+fn handover_latency_of_run() {
+    let command = "trap 'exit 0' TERM; sleep 1000 & wait";
+    HandoverBench::new("bench-run", Some(command)).run(20, 20);
+}
+
+/// A line of one of the benchmark's nodes: its index, when it arrived, the
+/// line.
+type Stamped = (usize, std::time::Instant, serde_json::Value);
+
+/// Three nodes (or `tenure run`s) whose lines arrive on one channel.
+struct HandoverBench {
+    dir: PathBuf,
+    configs: Vec<PathBuf>,
+    command: Option<&'static str>,
+    procs: Vec<Option<Proc>>,
+    tx: std::sync::mpsc::Sender<Stamped>,
+    rx: std::sync::mpsc::Receiver<Stamped>,
+}
+
+impl HandoverBench {
+    fn new(name: &str, command: Option<&'static str>) -> HandoverBench {
+        let d = dir(name);
+        let ports: Vec<(u64, u16)> = (1..=3).map(|id| (id, port())).collect();
+        let configs = (1..=3)
+            .map(|id| {
+                let path = write_config(&d, id, 31, &ports);
+                let text = std::fs::read_to_string(&path).unwrap().replace(
+                    "heartbeat_ms = 50\ndeath_timeout_ms = 300\n",
+                    "heartbeat_ms = 100\ndeath_timeout_ms = 1000\nfencing = \"strict\"\n",
+                );
+                std::fs::write(&path, text).unwrap();
+                path
+            })
+            .collect();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut bench = HandoverBench {
+            dir: d,
+            configs,
+            command,
+            procs: vec![None, None, None],
+            tx,
+            rx,
+        };
+        for i in 0..3 {
+            bench.start(i);
+        }
+        bench
+    }
+
+    /// Starts node `i` (index), its lines forwarded to the channel.
+    fn start(&mut self, i: usize) {
+        let config = &self.configs[i];
+        let mut proc = match self.command {
+            None => Proc::start(config),
+            Some(command) => common::gated::start_run(config, command, &[]),
+        };
+        let lines = std::mem::replace(&mut proc.lines, std::sync::mpsc::channel().1);
+        let tx = self.tx.clone();
+        std::thread::spawn(move || {
+            for line in lines {
+                let v = serde_json::from_str(&line).unwrap_or_default();
+                if tx.send((i, std::time::Instant::now(), v)).is_err() {
+                    return;
+                }
+            }
+        });
+        self.procs[i] = Some(proc);
+    }
+
+    /// The leader every node follows, holding its lease: (index, term).
+    fn settled(&self) -> (usize, u64) {
+        let found = std::cell::Cell::new(None);
+        until("a leader with a lease that every node follows", || {
+            let st: Vec<_> = self.configs.iter().filter_map(|c| status(c)).collect();
+            let leader = st
+                .iter()
+                .find(|s| s["role"] == "leader" && s["lease"] == true);
+            let Some(l) = leader else { return false };
+            let all = st.len() == 3 && st.iter().all(|s| s["leader"] == l["node"]);
+            let peers = l["peers"].as_array().cloned().unwrap_or_default();
+            let heard = peers
+                .iter()
+                .all(|p| p["last_heard_ms"].as_u64() < Some(200));
+            if all && heard {
+                let id = l["node"].as_u64().unwrap();
+                found.set(Some((id as usize - 1, l["term"].as_u64().unwrap())));
+            }
+            all && heard
+        });
+        found.get().unwrap()
+    }
+
+    /// Waits for the next `became_leader` (index, term, arrival) and, from
+    /// what arrives meanwhile, when `old` lost its lease and when the new
+    /// leader gained its (wall clock ms).
+    fn successor(&self, old: usize) -> (usize, u64, std::time::Instant, Option<u64>) {
+        let mut lost = None;
+        loop {
+            let (i, at, v) = self
+                .rx
+                .recv_timeout(Duration::from_secs(10))
+                .expect("a successor within 10 s");
+            let event = &v["event"];
+            if i == old && event.get("lease_lost").is_some() {
+                lost = v["ts_ms"].as_u64();
+            }
+            if i != old
+                && let Some(term) = event["became_leader"]["term"].as_u64()
+            {
+                return (i, term, at, lost);
+            }
+        }
+    }
+
+    /// When node `i` (the new leader) gained its lease (wall clock ms).
+    fn lease_acquired(&self, i: usize) -> u64 {
+        loop {
+            let (j, _, v) = self
+                .rx
+                .recv_timeout(Duration::from_secs(10))
+                .expect("a lease");
+            if j == i && v["event"].get("lease_acquired").is_some() {
+                return v["ts_ms"].as_u64().unwrap();
+            }
+        }
+    }
+
+    fn run(mut self, stops: usize, transfers: usize) {
+        let mut measured = BTreeMap::<&str, Vec<f64>>::new();
+        let mut took = Vec::new();
+        let mut checked = 0;
+        for n in 0..stops + transfers {
+            std::thread::sleep(Duration::from_millis(300));
+            let (old, term) = self.settled();
+            self.rx.try_iter().for_each(drop);
+            let what = if n < stops {
+                "graceful stop"
+            } else {
+                "ctl transfer"
+            };
+            let started = std::time::Instant::now();
+            let answer = if n < stops {
+                // The signal itself, not a `kill` process started first.
+                let pid = self.procs[old].as_ref().unwrap().child.id() as i32;
+                let pid = rustix::process::Pid::from_raw(pid).unwrap();
+                rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+                None
+            } else {
+                let to = ((old + 1) % 3 + 1).to_string();
+                Some(ctl(&self.configs[old], &["transfer", &to]))
+            };
+            let (new, new_term, at, lost) = self.successor(old);
+            let gained = self.lease_acquired(new);
+            assert_eq!(new_term, term + 1, "{what} {n}: a term skipped");
+            if let Some(lost) = lost {
+                assert!(
+                    lost <= gained,
+                    "{what} {n}: lease overlap ({lost} > {gained})"
+                );
+                checked += 1;
+            }
+            let ms = at.duration_since(started).as_secs_f64() * 1000.0;
+            measured.entry(what).or_default().push(ms);
+            if let Some((code, answers, err)) = answer {
+                assert_eq!(code, 0, "{answers:?} {err}");
+                took.push(answers[0]["took_ms"].as_f64().unwrap());
+            } else {
+                let proc = self.procs[old].as_mut().unwrap();
+                let status = exit_within(&mut proc.child, Duration::from_secs(5), "exit");
+                assert!(status.success(), "{status}");
+                self.start(old);
+            }
+        }
+        let kind = if self.command.is_some() {
+            "tenure run"
+        } else {
+            "tenure node"
+        };
+        for (what, mut v) in measured {
+            v.sort_by(f64::total_cmp);
+            let p = |q: f64| v[((v.len() as f64 * q).ceil() as usize).max(1) - 1];
+            eprintln!(
+                "{kind}, {what}: n={} p50={:.1} ms p99={:.1} ms max={:.1} ms all={v:.1?}",
+                v.len(),
+                p(0.5),
+                p(0.99),
+                v[v.len() - 1]
+            );
+        }
+        eprintln!("{kind}, ctl transfer took_ms as ctl reports it: {took:?}");
+        eprintln!(
+            "{kind}: every successor won the next term; lease_lost before lease_acquired in {checked} of {}",
+            stops + transfers
+        );
+        drop(self.procs);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
 /// Three nodes of `cluster` in `d`, each serving `metrics_listen`, with
 /// `top` in their files, all started: their files, metrics addresses and
 /// processes (killed on drop).

@@ -198,7 +198,7 @@ fn priorities_elect_fail_over_hand_back_and_move_with_ctl() {
     });
 
     // Priority 0 never leads; the last voter able to lead cannot be given 0.
-    ok(&configs[2], &["set-priority", "1", "0"]);
+    ok_when_established(&configs[2], &["set-priority", "1", "0"]);
     ok(&configs[2], &["set-priority", "2", "0"]);
     let (code, answers, err) = ctl(&configs[2], &["set-priority", "3", "0"]);
     assert_ne!(code, 0, "{answers:?} {err}");
@@ -296,4 +296,163 @@ fn priorities_without_the_priority_policy_are_warned_about() {
         }
     }
     panic!("no warning about the unused priorities; stderr: {said:?}");
+}
+
+/// The JSON lines `proc` prints within `limit`, up to and including the
+/// first that `last` accepts (all of them if none does).
+fn lines_until(proc: &Proc, limit: Duration, last: impl Fn(&Value) -> bool) -> Vec<Value> {
+    let end = Instant::now() + limit;
+    let mut seen = Vec::new();
+    while let Some(left) = end.checked_duration_since(Instant::now()) {
+        let Ok(line) = proc.lines.recv_timeout(left) else {
+            break;
+        };
+        let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+        let done = last(&v);
+        seen.push(v);
+        if done {
+            break;
+        }
+    }
+    seen
+}
+
+/// [`ok`] for a change sent right after leadership moved: a new leader
+/// refuses changes (`not_established`) until a quorum stored its
+/// membership in its own term, a heartbeat round after it took over.
+fn ok_when_established(config: &Path, args: &[&str]) -> Value {
+    let answer = std::cell::RefCell::new(Value::Null);
+    until("the new leader takes membership changes", || {
+        let (_, answers, _) = ctl(config, args);
+        let first = answers.into_iter().next().unwrap_or_default();
+        let refused = &first["outcome"]["membership_change_failed"]["reason"];
+        let established = refused != "not_established";
+        *answer.borrow_mut() = first;
+        established
+    });
+    let answer = answer.into_inner();
+    assert_eq!(
+        answer["ok"],
+        true,
+        "`tenure ctl {}`: {answer}",
+        args.join(" ")
+    );
+    answer
+}
+
+/// A cluster ranked 1 < 2 < 3 by priority, led by node 3 (the best): its
+/// directory, node files, processes and term. The best successor of node
+/// 3 is node 2: neither the lowest id nor the only voter.
+fn led_by_the_best(name: &str) -> (PathBuf, Vec<PathBuf>, Vec<Proc>, u64) {
+    let d = dir(name);
+    let ports: Vec<(u64, u16)> = (1..=3).map(|id| (id, port())).collect();
+    let priorities = [(1, 1), (2, 2), (3, 3)];
+    let configs: Vec<PathBuf> = (1..=3)
+        .map(|id| config(&d, id, &ports, &priorities))
+        .collect();
+    let procs: Vec<Proc> = configs.iter().map(|c| Proc::start(c)).collect();
+    until("node 3 (priority 3) leads", || {
+        leader(&configs, &[1, 2, 3]) == Some(3)
+    });
+    let term = status(&configs[2]).unwrap()["term"].as_u64().unwrap();
+    // What they printed so far is not about the stop.
+    for p in &procs {
+        p.lines.try_iter().for_each(drop);
+    }
+    (d, configs, procs, term)
+}
+
+fn became_leader(v: &Value) -> bool {
+    v["event"].get("became_leader").is_some()
+}
+
+/// Sends SIGTERM to node 3 (the leader of `term`) and checks that node
+/// `successor` is elected in the next term; returns the events node 3
+/// printed before its `stopped` line, and that line.
+fn stop_the_leader(procs: &mut [Proc], successor: u64, term: u64) -> (Vec<Value>, Value) {
+    procs[2].signal("-TERM");
+    let new = &procs[successor as usize - 1];
+    let lines = lines_until(new, Duration::from_secs(3), became_leader);
+    let became = lines.last().filter(|v| became_leader(v));
+    let became = became.unwrap_or_else(|| panic!("node {successor} leads: {lines:?}"));
+    assert_eq!(
+        became["event"]["became_leader"]["term"],
+        term + 1,
+        "{became}"
+    );
+    let code = common::exit_within(&mut procs[2].child, Duration::from_secs(5), "did not exit");
+    assert!(code.success(), "exit {code}");
+    let mut old = lines_until(&procs[2], Duration::from_secs(1), |v| {
+        v.get("stopped").is_some()
+    });
+    let stopped = old.pop().unwrap_or_default();
+    assert_eq!(
+        stopped["stopped"]["successor"], successor,
+        "{stopped} {old:?}"
+    );
+    (
+        old.into_iter().map(|v| v["event"].clone()).collect(),
+        stopped,
+    )
+}
+
+/// A SIGTERM of the leader transfers leadership to the best voter that may
+/// lead (here the next by priority), which is elected in the next term:
+/// no resignation, no campaign lost first.
+///
+/// Guards against: a graceful stop that resigns and leaves the successor to whichever follower campaigns first.
+#[test]
+fn sigterm_of_the_leader_transfers_to_the_best_voter_in_one_term() {
+    let (d, _configs, mut procs, term) = led_by_the_best("rank-stop");
+    let (events, _) = stop_the_leader(&mut procs, 2, term);
+    assert!(
+        events.iter().any(|e| e["transfer_completed"]["to"] == 2),
+        "{events:?}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["stepped_down"]["reason"] == "transferred"),
+        "{events:?}"
+    );
+    assert!(
+        !procs[0]
+            .lines
+            .try_iter()
+            .any(|l| l.contains("became_leader")),
+        "node 1 did not campaign"
+    );
+    drop(procs);
+    let _ = std::fs::remove_dir_all(d);
+}
+
+/// When the best voter does not answer (paused with SIGSTOP just before
+/// the SIGTERM), the stopping leader resigns after one election timeout,
+/// and the other voter is elected in the next term.
+///
+/// Guards against: a graceful stop that waits on an unreachable successor until the old leader's lease and the followers' death timeout run out.
+#[test]
+fn sigterm_of_the_leader_resigns_when_the_best_voter_is_unreachable() {
+    let (d, _configs, mut procs, term) = led_by_the_best("rank-stop-fallback");
+    procs[1].signal("-STOP");
+    let (events, stopped) = stop_the_leader(&mut procs, 1, term);
+    assert!(
+        events
+            .iter()
+            .any(|e| e["transfer_failed"]["to"] == 2
+                && e["transfer_failed"]["reason"] == "timed_out"),
+        "{events:?}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["stepped_down"]["reason"] == "demoted"),
+        "{events:?}"
+    );
+    // One election timeout (the death timeout, 300 ms), then an election.
+    let took = stopped["stopped"]["handover_ms"].as_u64().unwrap();
+    assert!((300..2000).contains(&took), "{stopped}");
+    procs[1].signal("-CONT");
+    drop(procs);
+    let _ = std::fs::remove_dir_all(d);
 }

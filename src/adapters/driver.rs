@@ -823,6 +823,13 @@ impl<P> Handle<P> {
         self.send(Command::Input(Input::TransferLeadership { to }));
     }
 
+    /// Before a planned stop: hand leadership to the best voter, or resign
+    /// if none takes it within one election timeout ([`Input::HandOver`]);
+    /// on a node that does not lead, [`demote`](Handle::demote).
+    pub fn hand_over(&self) {
+        self.send(Command::Input(Input::HandOver));
+    }
+
     /// Asks for a membership change (on the leader); the outcome arrives
     /// as `MembershipChangeCompleted` or `MembershipChangeFailed`, and
     /// every step as `MembershipChanged`.

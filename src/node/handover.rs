@@ -23,6 +23,8 @@ pub(super) struct Transfer {
     deadline: Instant,
     /// Whether `TimeoutNow` went out (the lease is then gone for the term).
     timeout_now_sent: bool,
+    /// A hand-over before a stop (`Input::HandOver`): resign if it fails.
+    resign_on_failure: bool,
 }
 
 /// A promotion (one campaign) and a transfer in progress. A transfer is
@@ -85,9 +87,16 @@ impl Handover {
             to,
             deadline,
             timeout_now_sent,
+            resign_on_failure,
         }) = transfer
         {
-            (to, rel.expiry(*deadline), timeout_now_sent).hash(h);
+            (
+                to,
+                rel.expiry(*deadline),
+                timeout_now_sent,
+                resign_on_failure,
+            )
+                .hash(h);
         }
     }
 }
@@ -306,8 +315,59 @@ impl<P: LogPosition> Node<P> {
             to,
             deadline: now + self.cfg.timing.election,
             timeout_now_sent: false,
+            resign_on_failure: false,
         });
         self.maybe_send_timeout_now(to, out);
+    }
+
+    /// Rule `transfer_leadership` for a planned stop (`Input::HandOver`):
+    /// transfer to the best voter that may lead, resigning (rule
+    /// `demote_moves_leadership`) if there is none or the transfer fails.
+    pub(super) fn on_hand_over(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
+        let target = self
+            .phase
+            .is_leader()
+            .then(|| self.hand_over_target())
+            .flatten();
+        let Some(to) = target else {
+            slog::info!(self.log, "hand-over: no voter to transfer to, resign";
+                "rule" => Rule::TransferLeadership, "term" => self.term);
+            return self.on_demote(now, out);
+        };
+        slog::info!(self.log, "hand-over before a stop"; "rule" => Rule::TransferLeadership,
+            "term" => self.term, "to" => to);
+        self.on_transfer(now, to, out);
+        match self.handover.transfer.as_mut().filter(|t| t.to == to) {
+            Some(t) => t.resign_on_failure = true,
+            // Refused (it cannot lead after all): nobody else is better.
+            None => self.on_demote(now, out),
+        }
+    }
+
+    /// The voter a hand-over goes to: one that may lead (a voter the rank
+    /// policy lets lead whose acknowledgements did not say it never
+    /// campaigns), preferring one caught up with this leader's log
+    /// position (no wait before `TimeoutNow`), then the highest rank under
+    /// a rank policy (the successor a hand-back would move leadership to
+    /// anyway), then the most recently heard (the likeliest to answer).
+    fn hand_over_target(&self) -> Option<NodeId> {
+        let membership = self.membership();
+        let own = self.tracker.position();
+        self.tracker
+            .peers()
+            .iter()
+            .filter(|p| p.id() != self.id && self.tracker.is_voter_id(p.id()))
+            .filter(|p| membership.rank_allows_leading(p.id()) && p.can_lead() != Some(false))
+            .max_by_key(|p| {
+                let caught_up = p.position().is_some_and(|pos| pos.is_at_least(own));
+                let rank = membership
+                    .rank
+                    .is_ranked()
+                    .then(|| membership.rank_of(p.id()).class);
+                // Ties go to the lower id, for a deterministic choice.
+                (caught_up, rank, p.heard_at(), core::cmp::Reverse(p.id()))
+            })
+            .map(|p| p.id())
     }
 
     /// Rule `transfer_leadership`: sends `TimeoutNow` once the target's
@@ -350,6 +410,11 @@ impl<P: LogPosition> Node<P> {
             return;
         };
         self.fail_transfer(TransferFailure::TimedOut, out);
+        if transfer.resign_on_failure && self.phase.is_leader() {
+            // A stopping leader: its followers campaign now instead of
+            // after a death timeout.
+            return self.on_demote(now, out);
+        }
         let fencing = self.cfg.fencing;
         let Some(l) = self.phase.leadership_mut() else {
             return;

@@ -127,6 +127,13 @@ pub enum Input<P = ()> {
         /// The intended new leader.
         to: NodeId,
     },
+    /// Hand leadership over before a planned stop: a transfer (as
+    /// [`Input::TransferLeadership`]) to the best voter that may lead
+    /// (caught up, in a mode that campaigns, the highest rank under a rank
+    /// policy, the most recently heard); if there is none, or it does not
+    /// lead within one election timeout, resign as [`Input::Demote`] does.
+    /// On a node that does not lead, the same as [`Input::Demote`].
+    HandOver,
     /// The application's log position: the last entry this node holds
     /// durably. Feed it after [`Node::new`] and after each durable append;
     /// see [`LogPosition`] for what it must mean and why.
@@ -544,6 +551,7 @@ impl<P: LogPosition> Node<P> {
             Input::Promote => self.on_promote(now, out),
             Input::Demote => self.on_demote(now, out),
             Input::TransferLeadership { to } => self.on_transfer(now, to, out),
+            Input::HandOver => self.on_hand_over(now, out),
             Input::LogPosition(position) => self.tracker.set_position(position),
             Input::HeartbeatNow => self.heartbeat_now(now, out),
         }

@@ -32,7 +32,10 @@ impl<P: LogPosition> Cluster<P> {
             | Fault::Mute(n) => Some(*n) == leader,
             Fault::Input(n, input) => {
                 Some(*n) == leader
-                    && matches!(input, Input::Demote | Input::TransferLeadership { .. })
+                    && matches!(
+                        input,
+                        Input::Demote | Input::TransferLeadership { .. } | Input::HandOver
+                    )
             }
             _ => false,
         };
@@ -325,6 +328,7 @@ fn lift_input<P: LogPosition>(input: Input) -> Option<Input<P>> {
         Input::Demote => Input::Demote,
         Input::HeartbeatNow => Input::HeartbeatNow,
         Input::TransferLeadership { to } => Input::TransferLeadership { to },
+        Input::HandOver => Input::HandOver,
         Input::LogPosition(()) => return None,
     })
 }

@@ -886,3 +886,132 @@ fn resign_releases_followers_to_campaign_within_the_jitter() {
     );
     assert_eq!(m.status().leader, Some(2));
 }
+
+/// Three voters ranked by priority (node 3 highest, then 2, then 1), so
+/// that the best successor of node 3 is neither the lowest id nor chosen by
+/// chance; strict fencing.
+fn ranked_three(id: NodeId, voters: Vec<NodeId>) -> tenure::Config {
+    fencing_config(id, voters)
+        .fencing(Fencing::Strict)
+        .rank_policy(tenure::RankPolicy::Priority)
+        .priorities([(1, 1), (2, 2), (3, 3)])
+}
+
+/// The leader of `s` once node 3, the best ranked, leads (a hand-back
+/// moves leadership to it).
+fn led_by_3(s: &mut Sim) {
+    let led = s.run_until_true(ms(5000), |s| s.agreed_leader() == Some(3));
+    assert!(led, "node 3 leads: {:?}", s.events());
+    s.run_for(ms(300));
+}
+
+/// Rule `transfer_leadership` for a planned stop: `HandOver` transfers to
+/// the best voter that may lead (here the next by rank), which leads in
+/// the next term, within a few round trips.
+#[test]
+fn hand_over_transfers_to_the_best_ranked_voter_in_one_term() {
+    let mut s = Sim::new(3, ranked_three);
+    led_by_3(&mut s);
+    let term = s.max_term();
+    let t0 = s.now();
+    s.input(3, Input::HandOver);
+    assert_eq!(s.node(3).status().transferring_to, Some(2));
+    assert_eq!(
+        s.node(3).lease(s.now()),
+        None,
+        "the lease is given up at once"
+    );
+    let new = s
+        .run_until_true(ms(1000), |s| s.agreed_leader().is_some_and(|l| l != 3))
+        .then(|| s.agreed_leader())
+        .flatten();
+    assert_eq!(new, Some(2), "{:?}", s.events());
+    assert_eq!(s.max_term(), term + 1, "one term: no failed campaign");
+    let took = s.now().saturating_duration_since(t0);
+    assert!(took <= ms(10), "hand-over took {took:?} with 1 ms links");
+    assert!(
+        transfer_events(&s, 3).contains(&Event::TransferCompleted { to: 2 }),
+        "{:?}",
+        s.events_of(3)
+    );
+}
+
+/// Rule `transfer_leadership` for a planned stop: when the chosen voter
+/// does not lead within one election timeout, the leader resigns (rule
+/// `demote_moves_leadership`), and another voter leads soon after.
+#[test]
+fn hand_over_resigns_when_the_best_voter_does_not_take_over() {
+    let mut s = Sim::new(3, ranked_three);
+    led_by_3(&mut s);
+    s.isolate(2);
+    let t0 = s.now();
+    s.input(3, Input::HandOver);
+    assert_eq!(s.node(3).status().transferring_to, Some(2));
+    let moved = s.run_until_true(ms(1500), |s| s.node(1).status().role == Role::Leader);
+    assert!(moved, "node 1 leads: {:?}", s.events());
+    let (at, reason) = stepped_down_at(&s, 3).expect("the old leader stepped down");
+    assert_eq!(reason, StepDownReason::Demoted);
+    assert_eq!(
+        at.saturating_duration_since(t0),
+        ms(400),
+        "one election timeout"
+    );
+    assert!(
+        transfer_events(&s, 3).contains(&Event::TransferFailed {
+            to: 2,
+            reason: TransferFailure::TimedOut
+        }),
+        "{:?}",
+        s.events_of(3)
+    );
+    // Released by the resignation: well before a death timeout.
+    let took = s.now().saturating_duration_since(at);
+    assert!(took < ms(200), "node 1 led {took:?} after the resignation");
+}
+
+/// Rule `transfer_leadership` for a planned stop: with no voter that may
+/// lead (the others never campaign), `HandOver` resigns at once and sends
+/// no `TimeoutNow`.
+#[test]
+fn hand_over_with_no_voter_that_may_lead_resigns_at_once() {
+    let mut s = Sim::<()>::with_configs(3, |id| {
+        let c = fencing_config(id, vec![1, 2, 3]).fencing(Fencing::Strict);
+        if id == 1 { c } else { c.mode(Mode::Voter) }
+    });
+    assert_eq!(s.run_until_leader(ms(2000)), Some(1));
+    s.run_for(ms(300));
+    s.input(1, Input::HandOver);
+    assert_eq!(
+        stepped_down_at(&s, 1),
+        Some((s.now(), StepDownReason::Demoted))
+    );
+    assert!(
+        !s.sent()
+            .iter()
+            .any(|(_, _, _, m)| m.kind == MessageKind::TimeoutNow),
+        "no TimeoutNow to a voter that never campaigns"
+    );
+}
+
+/// Rule `transfer_leadership` for a planned stop: a caught-up voter goes
+/// before one that lags (whatever their ids), so `TimeoutNow` goes out at
+/// once instead of after a catch-up.
+#[test]
+fn hand_over_prefers_a_caught_up_voter_to_a_lagging_one() {
+    for lagging in [1, 2, 3] {
+        let mut s: Sim<u64> = Sim::new(3, |id, v| fencing_config(id, v).fencing(Fencing::Strict));
+        let l = s.run_until_leader(ms(2000)).unwrap();
+        if lagging == l {
+            continue;
+        }
+        let caught_up = (1..=3).find(|&n| n != l && n != lagging).unwrap();
+        s.input(l, Input::LogPosition(10));
+        s.input(caught_up, Input::LogPosition(10));
+        s.input(lagging, Input::LogPosition(5));
+        s.run_for(ms(300));
+        s.input(l, Input::HandOver);
+        assert_eq!(s.node(l).status().transferring_to, Some(caught_up));
+        let ok = s.run_until_true(ms(100), |s| s.agreed_leader() == Some(caught_up));
+        assert!(ok, "{:?}", s.events());
+    }
+}
