@@ -91,6 +91,7 @@ enum RawOp {
     AckMembershipWrite,
     BogusMembershipAck(Stamp),
     HeartbeatNow,
+    HandOver,
 }
 
 #[derive(Arbitrary, Debug)]
@@ -239,6 +240,7 @@ fuzz_target!(|case: Case| {
             RawOp::Promote => Op::Promote,
             RawOp::Demote => Op::Demote,
             RawOp::HeartbeatNow => Op::HeartbeatNow,
+            RawOp::HandOver => Op::HandOver,
             RawOp::Transfer(to) => Op::Transfer(u64::from(to)),
             RawOp::Position(p) => Op::Position(p),
             RawOp::Restart { write_survived } => Op::Restart { write_survived },

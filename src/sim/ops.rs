@@ -40,6 +40,8 @@ pub enum Op<P = u64> {
     Demote,
     /// [`Input::HeartbeatNow`].
     HeartbeatNow,
+    /// [`Input::HandOver`].
+    HandOver,
     /// [`Input::TransferLeadership`].
     Transfer(NodeId),
     /// [`Input::LogPosition`].
@@ -177,6 +179,7 @@ impl<P: LogPosition> OpRunner<P> {
             Op::Promote => Input::Promote,
             Op::Demote => Input::Demote,
             Op::HeartbeatNow => Input::HeartbeatNow,
+            Op::HandOver => Input::HandOver,
             Op::Transfer(to) => Input::TransferLeadership { to: *to },
             Op::Position(p) => Input::LogPosition(p.clone()),
             Op::Restart { write_survived } => {

@@ -126,6 +126,7 @@ fn any_op(g: &mut Gen) -> Op {
                 Op::Promote,
                 Op::Demote,
                 Op::HeartbeatNow,
+                Op::HandOver,
                 Op::Transfer(2),
                 Op::Restart { write_survived },
             ])
