@@ -41,7 +41,7 @@ fn ctl_operates_a_manual_cluster() {
     assert_eq!(status[0]["role"], "follower", "{status:?}");
     assert!(status[0]["leader"].is_null(), "{status:?}");
 
-    let (code, promoted, err) = ctl(&configs[0], &["promote"]);
+    let (code, promoted, err) = promote(&configs[0]);
     assert_eq!(code, 0, "{promoted:?} {err}");
     assert_eq!(
         promoted[0]["outcome"]["became_leader"]["token"]["leader"],
@@ -109,7 +109,7 @@ fn ctl_operates_a_manual_cluster() {
 
     // SIGTERM on a manual leader hands over: manual followers never
     // campaign by themselves, so a plain resignation left no leader.
-    let (code, promoted, err) = ctl(&configs[0], &["promote"]);
+    let (code, promoted, err) = promote(&configs[0]);
     assert_eq!(code, 0, "{promoted:?} {err}");
     std::thread::sleep(Duration::from_millis(200));
     procs[0].signal("-TERM");

@@ -112,7 +112,7 @@ fn a_transfer_waits_for_the_gated_command_and_returning_leadership_restarts_it()
     let (d, file, configs) = manual_cluster("run-transfer");
     let command = writer(&d, &file);
     let procs: Vec<Proc> = start_manual(&d, &configs, &command);
-    let (code, out, err) = ctl(&configs[0], &["promote"]);
+    let (code, out, err) = promote(&configs[0]);
     assert_eq!(code, 0, "{out:?} {err}");
     let (t1, n1) = next_writer(&file, 0, Duration::from_secs(8));
     assert_eq!(n1, 1);
@@ -507,7 +507,7 @@ fn run_a_killed_watchdog_leaves_no_descendant() {
     );
     let reaper = Reaper::new(&d);
     let procs: Vec<Proc> = start_manual(&d, &configs, &command);
-    let (code, out, err) = ctl(&configs[0], &["promote"]);
+    let (code, out, err) = promote(&configs[0]);
     assert_eq!(code, 0, "{out:?} {err}");
     let (token, leader) = next_writer(&file, 0, Duration::from_secs(8));
     assert_eq!(leader, 1);
@@ -703,7 +703,7 @@ fn run_fast_transfers_and_a_sigterm_during_one_never_overlap_commands() {
     let command = writer(&d, &file);
     let reaper = Reaper::new(&d);
     let mut procs: Vec<Proc> = start_manual(&d, &configs, &command);
-    let (code, out, err) = ctl(&configs[0], &["promote"]);
+    let (code, out, err) = promote(&configs[0]);
     assert_eq!(code, 0, "{out:?} {err}");
     let _ = next_writer(&file, 0, Duration::from_secs(8));
     let mut failures = Vec::new();
@@ -964,7 +964,7 @@ fn run_a_transfer_the_command_holds_up_is_dropped_not_issued_late() {
     let command = writer(&d, &file);
     let mut reaper = Reaper::new(&d);
     let procs: Vec<Proc> = start_manual(&d, &configs, &command);
-    let (code, out, err) = ctl(&configs[0], &["promote"]);
+    let (code, out, err) = promote(&configs[0]);
     assert_eq!(code, 0, "{out:?} {err}");
     let (token, _) = next_writer(&file, 0, Duration::from_secs(8));
     let wd = watchdog_pid(&procs[0], token);
@@ -1208,7 +1208,7 @@ fn run_returning_leadership_starts_the_command_without_the_earlier_back_off() {
             .filter_map(|l| l.strip_prefix(node)?.trim().parse().ok())
             .collect()
     };
-    let (code, out, err) = ctl(&configs[0], &["promote"]);
+    let (code, out, err) = promote(&configs[0]);
     assert_eq!(code, 0, "{out:?} {err}");
     within_5s("node 1 ran the command", || !of("1 ").is_empty());
     // Its next start is 5 s away; leadership goes to node 2 and back.

@@ -214,6 +214,21 @@ pub fn ctl(config: &Path, args: &[&str]) -> (i32, Vec<serde_json::Value>, String
     )
 }
 
+/// `tenure ctl promote` on a node just started, asked again (up to 5 s)
+/// while it fails: the first round may go out before the peers' sessions
+/// are set up (their first frames are answered with a hello, not a vote),
+/// as an operator would find and retry. The last attempt's answer.
+pub fn promote(config: &Path) -> (i32, Vec<serde_json::Value>, String) {
+    let end = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let (code, answers, err) = ctl(config, &["promote"]);
+        if code == 0 || std::time::Instant::now() >= end {
+            return (code, answers, err);
+        }
+        eprintln!("promote again: {answers:?} {err}");
+    }
+}
+
 /// Polls `cond` every 20 ms for up to 5 s.
 /// `tenure ctl status`'s answer, if the node answers.
 pub fn status(config: &Path) -> Option<serde_json::Value> {
