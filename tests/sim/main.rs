@@ -14,6 +14,7 @@
 mod common;
 
 mod fault_sweeps;
+mod hand_over;
 mod heartbeat_now;
 mod leases;
 mod membership;
