@@ -324,6 +324,17 @@ impl<P: LogPosition> Node<P> {
     /// transfer to the best voter that may lead, resigning (rule
     /// `demote_moves_leadership`) if there is none or the transfer fails.
     pub(super) fn on_hand_over(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
+        if self.phase.is_leader()
+            && let Some(t) = self.handover.transfer.as_mut()
+        {
+            // A transfer is running (its TimeoutNow may be out): a second
+            // target could campaign in the same term and split the vote.
+            // Keep it; if it fails, resign.
+            t.resign_on_failure = true;
+            slog::info!(self.log, "hand-over: keep the running transfer"; "rule" => Rule::TransferLeadership,
+                "term" => self.term, "to" => t.to);
+            return;
+        }
         let target = self
             .phase
             .is_leader()
@@ -344,9 +355,11 @@ impl<P: LogPosition> Node<P> {
         }
     }
 
-    /// The voter a hand-over goes to: one that may lead (a voter the rank
-    /// policy lets lead whose acknowledgements did not say it never
-    /// campaigns), preferring one caught up with this leader's log
+    /// The voter a hand-over goes to: one that may lead (a voter of the
+    /// membership being entered, so never one a change is removing, that
+    /// the rank policy lets lead and whose acknowledgements said it
+    /// campaigns; right after an election nobody has said so yet, and the
+    /// leader resigns instead of guessing), preferring one caught up with this leader's log
     /// position (no wait before `TimeoutNow`), then the highest rank under
     /// a rank policy (the successor a hand-back would move leadership to
     /// anyway), then the most recently heard (the likeliest to answer).
@@ -357,7 +370,8 @@ impl<P: LogPosition> Node<P> {
             .peers()
             .iter()
             .filter(|p| p.id() != self.id && self.tracker.is_voter_id(p.id()))
-            .filter(|p| membership.rank_allows_leading(p.id()) && p.can_lead() != Some(false))
+            .filter(|p| membership.voters.binary_search(&p.id()).is_ok())
+            .filter(|p| membership.rank_allows_leading(p.id()) && p.can_lead() == Some(true))
             .max_by_key(|p| {
                 let caught_up = p.position().is_some_and(|pos| pos.is_at_least(own));
                 let rank = membership

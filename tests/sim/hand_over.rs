@@ -377,8 +377,6 @@ fn hand_over_successor_wins_the_next_term_without_a_pre_vote() {
 /// goes to a voter that may lead, so the successor leads in the next term
 /// rather than after the transfer times out.
 #[test]
-#[ignore = "fails: right after an election HandOver picks the lowest id, a voter in mode Voter, and \
-            the transfer times out"]
 fn hand_over_right_after_an_election_goes_to_a_voter_that_may_lead() {
     // Node 1, the lowest id, never campaigns: 2 or 3 leads.
     let mut s = Sim::<()>::with_configs(3, |id| {
@@ -399,8 +397,6 @@ fn hand_over_right_after_an_election_goes_to_a_voter_that_may_lead() {
 /// voter that stays (the one being removed would have to hand over again
 /// as soon as the change completes: a second term).
 #[test]
-#[ignore = "fails: HandOver in the joint phase picks the voter being removed (the tie-break's lowest \
-            id); it wins, completes the change and hands over again, a second term"]
 fn hand_over_in_a_joint_phase_skips_the_voter_being_removed() {
     // 20 ms links: the joint phase lasts a few round trips.
     let mut s = Sim::<()>::with_latency(5, ms(20), |id, v| {
@@ -448,8 +444,6 @@ fn hand_over_in_a_joint_phase_skips_the_voter_being_removed() {
 /// two campaigns that skip pre-vote and stickiness would split the votes
 /// of an even number of voters and cost a term.
 #[test]
-#[ignore = "fails: HandOver after TimeoutNow went out picks another voter and sends it TimeoutNow \
-            too, in the same term"]
 fn hand_over_after_timeout_now_went_out_sends_no_second_timeout_now() {
     let mut s = Sim::<()>::new(4, |id, v| {
         common::timing(id, v).fencing(Fencing::Strict).rng_seed(id)
