@@ -731,7 +731,9 @@ impl Gate {
         // Not started (the lease was ending) is no fault of the command's.
         let failure = failed || (!not_started && code != Some(0));
         let restart_in = (stopped_by.is_none() || failed)
-            .then(|| self.again_after(g.token, ran, failure).as_millis() as u64);
+            .then(|| self.again_after(g.token, ran, failure).as_millis() as u64)
+            // Resigning: nothing restarts here.
+            .filter(|_| self.resign.is_none());
         out.push(json!({"run": {"exited": {
             "pid": group, "token": g.token.as_u64(), "term": g.token.term,
             "code": code, "signal": signal,

@@ -902,6 +902,23 @@ impl Running {
             }
             Err(e) => reloaded["error"] = json!(e.to_string()),
         }
+        // The whole file as a start would read it: a file that the next
+        // start refuses is said now, not at the next restart.
+        if let Err(e) = crate::check::load(&self.config) {
+            reloaded["node_file"] = json!({"ok": false, "error": e});
+            eprintln!(
+                "warning: node {}: SIGHUP: the node file would be refused at the next start (the node runs on as it is): {e}",
+                self.id
+            );
+        } else {
+            reloaded["node_file"] = json!({"ok": true});
+        }
+        if reloaded["keys"]["ok"] == false {
+            eprintln!(
+                "warning: node {}: SIGHUP: key files not reloaded, the keys in use stay: {}",
+                self.id, reloaded["keys"]["error"]
+            );
+        }
         self.print_line(json!({ "reloaded": reloaded }));
     }
 

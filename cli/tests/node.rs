@@ -1091,6 +1091,36 @@ fn sighup_reloads_a_rotated_key_file_and_the_node_keeps_running() {
         "{refused}"
     );
     assert_eq!(auth(&config), rotated, "the keys in use changed");
+    assert_eq!(refused["reloaded"]["node_file"]["ok"], true, "{refused}");
+    let stderr_says = |what: &str| {
+        let end = std::time::Instant::now() + Duration::from_secs(5);
+        while let Some(left) = end.checked_duration_since(std::time::Instant::now()) {
+            match p.errors.recv_timeout(left) {
+                Ok(line) if line.contains(what) => return true,
+                Ok(_) => {}
+                Err(_) => return false,
+            }
+        }
+        false
+    };
+    assert!(stderr_says("key files not reloaded"), "a warning on stderr");
+
+    // A node file the next start would refuse: said now, the node runs on.
+    prepend(&config, "bogus_key = 1\n");
+    p.signal("-HUP");
+    let broken = p
+        .line_with("reloaded", Duration::from_secs(5))
+        .expect("a third reloaded line");
+    let f = &broken["reloaded"]["node_file"];
+    assert_eq!(f["ok"], false, "{broken}");
+    assert!(
+        f["error"].as_str().unwrap().contains("bogus_key"),
+        "{broken}"
+    );
+    assert!(
+        stderr_says("would be refused at the next start"),
+        "a warning on stderr"
+    );
     assert!(p.child.try_wait().unwrap().is_none(), "the node stopped");
     drop(p);
     let _ = std::fs::remove_dir_all(d);

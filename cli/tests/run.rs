@@ -1254,10 +1254,20 @@ fn run_resign_after_failures_hands_leadership_to_another_node() {
         .parse()
         .unwrap();
     assert_ne!(runs, failing, "the command runs on another node");
-    let resign = json_lines(&procs[&failing], Duration::from_millis(300))
-        .into_iter()
+    let lines = json_lines(&procs[&failing], Duration::from_millis(300));
+    let resign = lines
+        .iter()
         .find_map(|v| v["run"].get("resigning").cloned())
         .expect("a run.resigning line on the failing node");
+    let last_exit = lines
+        .iter()
+        .rev()
+        .find_map(|v| v["run"].get("exited").cloned())
+        .expect("an exited line");
+    assert!(
+        last_exit["restart_in_ms"].is_null(),
+        "resigning: no restart announced: {last_exit}"
+    );
     assert_eq!(resign["failures"], 2, "{resign}");
     assert_eq!(resign["by"], "demote", "{resign}");
     let failed: Vec<u64> = start_times(&fails);
