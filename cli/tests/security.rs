@@ -499,6 +499,10 @@ fn single_keyed(name: &str) -> (PathBuf, PathBuf, Proc) {
         .expect("no started line");
     let started: Value = serde_json::from_str(&line).unwrap();
     assert_eq!(started["started"]["auth"]["enabled"], true, "{started}");
+    // A cluster of one elects itself within its first campaign's jitter.
+    within_5s("the node leads", || {
+        status(&config).is_some_and(|s| s["role"] == "leader")
+    });
     (d, config, p)
 }
 
