@@ -357,9 +357,11 @@ impl<P: LogPosition> Node<P> {
 
     /// The voter a hand-over goes to: one that may lead (a voter of the
     /// membership being entered, so never one a change is removing, that
-    /// the rank policy lets lead and whose acknowledgements said it
-    /// campaigns; right after an election nobody has said so yet, and the
-    /// leader resigns instead of guessing), preferring one caught up with this leader's log
+    /// the rank policy lets lead and whose acknowledgements did not say it
+    /// never campaigns), preferring one whose acknowledgements said it
+    /// campaigns (right after an election, before any answered, the choice
+    /// is a guess: one that cannot lead lets the transfer time out, and
+    /// the leader resigns), then one caught up with this leader's log
     /// position (no wait before `TimeoutNow`), then the highest rank under
     /// a rank policy (the successor a hand-back would move leadership to
     /// anyway), then the most recently heard (the likeliest to answer).
@@ -371,7 +373,7 @@ impl<P: LogPosition> Node<P> {
             .iter()
             .filter(|p| p.id() != self.id && self.tracker.is_voter_id(p.id()))
             .filter(|p| membership.voters.binary_search(&p.id()).is_ok())
-            .filter(|p| membership.rank_allows_leading(p.id()) && p.can_lead() == Some(true))
+            .filter(|p| membership.rank_allows_leading(p.id()) && p.can_lead() != Some(false))
             .max_by_key(|p| {
                 let caught_up = p.position().is_some_and(|pos| pos.is_at_least(own));
                 let rank = membership
@@ -379,7 +381,14 @@ impl<P: LogPosition> Node<P> {
                     .is_ranked()
                     .then(|| membership.rank_of(p.id()).class);
                 // Ties go to the lower id, for a deterministic choice.
-                (caught_up, rank, p.heard_at(), core::cmp::Reverse(p.id()))
+                let said_it_campaigns = p.can_lead() == Some(true);
+                (
+                    said_it_campaigns,
+                    caught_up,
+                    rank,
+                    p.heard_at(),
+                    core::cmp::Reverse(p.id()),
+                )
             })
             .map(|p| p.id())
     }
