@@ -885,9 +885,29 @@ fn rollback_reported(keyed: bool) {
         metrics,
         mut procs,
     } = cluster3(&d, 17, &key_line);
-    let (leader, t1) = within_10s("a leader of all three, durable everywhere", || {
-        agreed(&configs, &[1, 2, 3])
-    });
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    let (leader, t1) = loop {
+        if let Some(found) = agreed(&configs, &[1, 2, 3]) {
+            break found;
+        }
+        if std::time::Instant::now() >= end {
+            let seen: Vec<String> = [1, 2, 3]
+                .iter()
+                .map(|id| match status(&configs[id]) {
+                    Some(st) => format!(
+                        "node {id}: {} term {} leader {} persisted {} drops {}",
+                        st["role"], st["term"], st["leader"], st["persisted"], st["drops"]
+                    ),
+                    None => format!("node {id}: no status"),
+                })
+                .collect();
+            panic!(
+                "no leader of all three, durable everywhere, within 10 s:\n{}",
+                seen.join("\n")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    };
     let x = [1, 2, 3].into_iter().find(|&i| i != leader).unwrap();
     let y = [1, 2, 3]
         .into_iter()
