@@ -545,14 +545,10 @@ impl<P: LogPosition> Host<P> {
         g.node.step_into(now, input, &mut self.scratch);
         for action in self.scratch.drain(..) {
             match action {
-                Action::Persist(state) => {
-                    match self.persist.iter_mut().find(|(id, _)| *id == group) {
-                        // A later state of the same group supersedes (the node
-                        // keeps at most one write outstanding).
-                        Some(slot) => slot.1 = state,
-                        None => self.persist.push((group, state)),
-                    }
-                }
+                // A node keeps at most one write outstanding, so a step
+                // holds at most one state per group: no search for an
+                // earlier one.
+                Action::Persist(state) => self.persist.push((group, state)),
                 Action::PersistMembership(membership) => {
                     self.memberships
                         .push(HostAction::PersistMembership { group, membership });

@@ -250,6 +250,12 @@ impl World {
             match action {
                 HostAction::Persist(states) => {
                     writes += 1;
+                    let groups: BTreeSet<GroupId> = states.iter().map(|(g, _)| *g).collect();
+                    assert_eq!(
+                        groups.len(),
+                        states.len(),
+                        "one state per group: {states:?}"
+                    );
                     self.writes.push(states.len());
                     let incarnation = self.incarnation[&h];
                     let after = ms(self.faults.write_ms);
