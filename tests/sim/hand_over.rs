@@ -19,18 +19,16 @@ use rand_core::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use tenure::sim::{Cluster, Fault, SimConfig};
 use tenure::{
-    Config, Event, Fencing, Input, Instant, MembershipChange, MessageKind, Mode, NodeId,
-    RankPolicy, Role,
+    Event, Fencing, Input, Instant, MembershipChange, MessageKind, Mode, NodeId, RankPolicy, Role,
 };
 
 use crate::common::{self, Sim, ms};
+use crate::heartbeat_now::{self, TIMINGS};
 
-/// (heartbeat, death timeout) pairs a node's timing is drawn from.
-const TIMINGS: [(u64, u64); 4] = [(100, 400), (50, 250), (100, 1_000), (150, 700)];
-
-/// Strict fencing, timing per node from [`TIMINGS`], clocks 1000 ppm
-/// apart, a 1–20 ms network, a 1–8 ms disk; `lossy` adds loss,
-/// duplicates and rare long tails.
+/// [`heartbeat_now::sim_config`] (strict fencing, timing per node drawn
+/// from its `TIMINGS`, clocks 1000 ppm apart, a 1–20 ms network, a 1–8 ms
+/// disk) under rank policy `policy` with random priorities; without
+/// `lossy`, no loss, duplicates or long tails.
 fn sim_config(seed: u64, nodes: u64, spares: u64, lossy: bool, policy: RankPolicy) -> SimConfig {
     let mut rng = Pcg64Mcg::seed_from_u64(seed ^ 0x7A4D_0FE2);
     let timing: Vec<(u64, u64)> = (0..nodes + spares)
@@ -39,25 +37,15 @@ fn sim_config(seed: u64, nodes: u64, spares: u64, lossy: bool, policy: RankPolic
     let priorities: Vec<(NodeId, u32)> = (1..=nodes)
         .map(|id| (id, 1 + (rng.next_u64() % 3) as u32))
         .collect();
-    let mut cfg = SimConfig::new(nodes, seed);
-    cfg.spares = spares;
-    cfg.latency = (ms(1), ms(20));
-    if lossy {
-        cfg.loss = 0.03;
-        cfg.duplicate = 0.03;
-        cfg.long_tail = 0.005;
+    let mut cfg = heartbeat_now::sim_config(seed, nodes, spares, timing);
+    if !lossy {
+        cfg.loss = 0.0;
+        cfg.duplicate = 0.0;
+        cfg.long_tail = 0.0;
     }
-    cfg.write_latency = (ms(1), ms(8));
-    cfg.clock_skew_ppm = 1000;
+    let base = cfg.node_config.clone();
     cfg.node_config = Rc::new(move |id, voters| {
-        let (heartbeat, death) = timing[(id - 1) as usize];
-        let c = Config::new(id, voters.iter().copied())
-            .fencing(Fencing::Strict)
-            .heartbeat_interval(ms(heartbeat))
-            .death_timeout(ms(death))
-            .clock_drift_ppm(1000)
-            .membership_change_timeout(ms(2_000))
-            .rank_policy(policy);
+        let c = base(id, voters).rank_policy(policy);
         if policy == RankPolicy::Priority {
             c.priorities(priorities.iter().copied())
         } else {

@@ -22,12 +22,13 @@ use tenure::{Config, Fencing, Input, MembershipChange, NodeId};
 use crate::common::{self, ms};
 
 /// (heartbeat, death timeout) pairs a node's timing is drawn from.
-const TIMINGS: [(u64, u64); 4] = [(100, 400), (50, 250), (100, 1_000), (150, 700)];
+pub(crate) const TIMINGS: [(u64, u64); 4] = [(100, 400), (50, 250), (100, 1_000), (150, 700)];
 
 /// Strict fencing, timing per node from [`TIMINGS`] (by `timing`), clocks
 /// 1000 ppm apart (the configured bound), a 1–20 ms network with loss,
-/// duplicates and rare long tails, a 1–8 ms disk.
-fn sim_config(seed: u64, nodes: u64, spares: u64, timing: Vec<(u64, u64)>) -> SimConfig {
+/// duplicates and rare long tails, a 1–8 ms disk (`hand_over` builds on
+/// it too).
+pub(crate) fn sim_config(seed: u64, nodes: u64, spares: u64, timing: Vec<(u64, u64)>) -> SimConfig {
     let mut cfg = SimConfig::new(nodes, seed);
     cfg.spares = spares;
     cfg.latency = (ms(1), ms(20));
