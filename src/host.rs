@@ -378,17 +378,12 @@ impl<P: LogPosition> Host<P> {
         }
         let node =
             Node::new(config, state, now).map_err(|error| HostError::Config { group, error })?;
-        self.groups.insert(
-            group,
-            Box::new(Group {
-                node,
-                armed: None,
-                leading: false,
-            }),
-        );
-        if let Some(g) = self.groups.get_mut(&group) {
-            g.rearm(group, &mut self.timers, &mut self.led);
-        }
+        let g = self.groups.entry(group).or_insert(Box::new(Group {
+            node,
+            armed: None,
+            leading: false,
+        }));
+        g.rearm(group, &mut self.timers, &mut self.led);
         self.next_round.get_or_insert(now + self.round);
         Ok(())
     }

@@ -1616,18 +1616,8 @@ fn start_with_hosts(config: &Path, hosts: &Path) -> Proc {
 
 /// The first line of `node` within 10 s that has `key`, parsed.
 fn first_line_with(node: &Proc, key: &str) -> serde_json::Value {
-    let end = std::time::Instant::now() + Duration::from_secs(10);
-    while let Some(left) = end.checked_duration_since(std::time::Instant::now()) {
-        let Ok(l) = node.lines.recv_timeout(left) else {
-            break;
-        };
-        if let Ok(v) = serde_json::from_str::<serde_json::Value>(&l)
-            && v.get(key).is_some()
-        {
-            return v;
-        }
-    }
-    panic!("no `{key}` line within 10 s");
+    node.line_with(key, Duration::from_secs(10))
+        .unwrap_or_else(|| panic!("no `{key}` line within 10 s"))
 }
 
 /// A peer name that does not resolve at start neither stops the node nor
