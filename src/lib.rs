@@ -137,7 +137,7 @@
 //! | `transfer`, `role`, `mode` | a vote request's transfer flag; the node's role and mode |
 //! | `seq`, `newest` | a heartbeat round; the newest seen |
 //! | `promise`, `death_timeout`, `fastest_heartbeat` | a voter's stated promise; this node's timing |
-//! | `deadline`, `retry_at`, `last_heard`, `no_votes_until` | instants the decision is about |
+//! | `deadline`, `retry_at`, `last_heard`, `no_votes_until`, `sent` | instants the decision is about |
 //! | `restarted_at` | the durable term a node started with |
 //! | `step_down`, `step_down_was`, `lease`, `lease_was` | a leader's fencing anchors after and before its voter sets changed |
 //! | `given`, `latest` | a `now` that went backwards, and the latest seen |

@@ -141,6 +141,12 @@ rules! {
     /// and step-down deadline from the promises that count in the sets now
     /// in force, never keeping a value only an earlier set backed.
     LeaseFollowsVoterSets => "lease_follows_voter_sets" in "src/node/lease.rs",
+    /// A group a host keeps quiet takes the host's rounds, which its peers
+    /// agreed to take as its leader's, as rounds of its own: each host
+    /// acknowledgement of a peer that agreed counts as that peer's
+    /// acknowledgement of a round of the leadership sent when the host's
+    /// round was.
+    QuietRoundsBackPromises => "quiet_rounds_back_promises" in "src/node/quiet.rs",
     /// Hand leadership over (thesis §3.10).
     TransferLeadership => "transfer_leadership" in "src/node/handover.rs",
     /// A voter refuses a candidate whose membership is older than its own

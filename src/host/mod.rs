@@ -66,7 +66,12 @@ use alloc::vec::Vec;
 use core::fmt;
 use core::time::Duration;
 
-use crate::node::{Action, Input, Node};
+pub mod quiet;
+
+pub use quiet::{Liveness, QuietAgree, QuietOffer, QuietWake, RoundAck};
+
+use crate::fence::Lease;
+use crate::node::{Action, HostNote, Input, Node};
 use crate::time::Instant;
 use crate::{
     Config, ConfigError, Event, HardState, LogPosition, Membership, MembershipId, Message, NodeId,
@@ -89,6 +94,37 @@ pub struct Entry<P = ()> {
     pub message: Message<P>,
 }
 
+/// Everything one host sends another in one go: its groups' messages and,
+/// with quiet idle groups on, the host-level liveness exchange.
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct Batch<P = ()> {
+    /// The groups' messages, in the order they were sent.
+    pub entries: Vec<Entry<P>>,
+    /// Host rounds, their acknowledgements and which groups go quiet or
+    /// wake (`None` from a host without quiet groups).
+    pub liveness: Option<Liveness>,
+}
+
+impl<P> From<Vec<Entry<P>>> for Batch<P> {
+    /// Entries alone, as from a host without quiet groups.
+    fn from(entries: Vec<Entry<P>>) -> Self {
+        Batch {
+            entries,
+            liveness: None,
+        }
+    }
+}
+
+impl<P> Default for Batch<P> {
+    fn default() -> Self {
+        Batch {
+            entries: Vec::new(),
+            liveness: None,
+        }
+    }
+}
+
 /// Everything a driver feeds into [`Host::step`].
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
@@ -103,8 +139,8 @@ pub enum HostInput<P = ()> {
     Receive {
         /// The sending host.
         from: NodeId,
-        /// Its entries, in the order it sent them.
-        batch: Vec<Entry<P>>,
+        /// What it sent, entries in the order it sent them.
+        batch: Batch<P>,
     },
     /// Storage confirmed every state of one [`HostAction::Persist`].
     Persisted(Vec<(GroupId, HardState)>),
@@ -154,8 +190,8 @@ pub enum HostAction<P = ()> {
     Send {
         /// The receiving host.
         to: NodeId,
-        /// The entries.
-        batch: Vec<Entry<P>>,
+        /// What to send.
+        batch: Batch<P>,
     },
     /// A group's event.
     Event {
@@ -263,20 +299,134 @@ pub struct Host<P: LogPosition = ()> {
     /// Groups removed while a write of theirs was in flight, until its
     /// confirmation comes.
     removed_writing: BTreeSet<GroupId>,
+    /// What the step so far asks of the driver.
+    out: Outputs<P>,
+    /// Quiet idle groups (`None`: off).
+    live: Option<Box<Live>>,
+}
+
+/// A step's actions, sorted as they come.
+struct Outputs<P> {
     /// One step's output of one group (reused: no allocation per group).
     scratch: Vec<Action<P>>,
     persist: Vec<(GroupId, HardState)>,
     memberships: Vec<HostAction<P>>,
-    outbox: BTreeMap<NodeId, Vec<Entry<P>>>,
+    outbox: BTreeMap<NodeId, Batch<P>>,
     events: Vec<HostAction<P>>,
+}
+
+/// The host-level liveness exchange (see [`quiet`]).
+struct Live {
+    incarnation: u64,
+    /// How late a member's newest acknowledged round may be before every
+    /// group kept quiet with it wakes: two rounds.
+    stale_after: Duration,
+    /// The shortest death timeout of any group: how long a follower host
+    /// waits for a leader host's round before waking the groups that
+    /// follow it quietly.
+    min_death: Duration,
+    /// The newest host round, and when recent ones left.
+    round: u64,
+    sent: [(u64, Instant); ROUNDS_KEPT],
+    /// Whether this step started a round (its batches carry it).
+    round_now: bool,
+    peers: BTreeMap<NodeId, PeerHost>,
+    /// Groups offered and not yet quiet.
+    offering: BTreeSet<GroupId>,
+    /// The newest offer's number.
+    offers: u64,
+    quiet_leading: usize,
+    quiet_following: usize,
+}
+
+/// Host rounds remembered: acknowledgements of older ones count for
+/// nothing (a quiet group needs one of the last two).
+const ROUNDS_KEPT: usize = 8;
+
+impl Live {
+    fn sent_at(&self, round: u64) -> Option<Instant> {
+        let (r, at) = self.sent[(round % ROUNDS_KEPT as u64) as usize];
+        (r == round && round > 0).then_some(at)
+    }
+
+    fn last_sent(&self) -> Option<Instant> {
+        self.sent_at(self.round)
+    }
+}
+
+/// What one host knows of a peer host.
+#[derive(Default)]
+struct PeerHost {
+    // Follower side: this host's groups that follow the peer's.
+    /// The peer's incarnation, as its batches show.
+    incarnation: Option<u64>,
+    /// Its newest round received (of that incarnation), and when.
+    heard_round: u64,
+    heard_at: Option<Instant>,
+    /// An acknowledgement of `heard_round` is owed.
+    ack_due: bool,
+    /// This host's epoch toward the peer.
+    epoch: u64,
+    agrees: Vec<QuietAgree>,
+    following: usize,
+    // Leader side: the groups this host leads with the peer a member.
+    /// The peer's incarnation and epoch, as its batches show.
+    view: Option<(u64, u64)>,
+    /// This host's newest round it acknowledged, when that round left and
+    /// when its acknowledgement arrived.
+    acked_round: u64,
+    acked_sent: Option<Instant>,
+    acked_heard: Option<Instant>,
+    /// Groups to wake on the peer, each with the first round that carried
+    /// it (0: none yet).
+    wakes: Vec<(QuietWake, u64)>,
+    /// Groups offered or quiet with the peer a member, and quiet only.
+    lead_refs: usize,
+    quiet_with: usize,
+}
+
+/// Where a group stands with quiet rounds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Quiet {
+    /// Runs its own rounds and timers.
+    Active,
+    /// Leads idly; offered to its members, some of which agreed after
+    /// these rounds.
+    Offering {
+        term: u64,
+        offer: u64,
+        agreed: Vec<(NodeId, u64)>,
+        members: Box<[NodeId]>,
+    },
+    /// Leads, kept quiet by the host's rounds.
+    Leading {
+        term: u64,
+        offer: u64,
+        members: Box<[NodeId]>,
+    },
+    /// Follows `leader` in `term`, kept quiet by its host's rounds after
+    /// `after_round` (the newest received when it agreed).
+    Following {
+        leader: NodeId,
+        term: u64,
+        offer: u64,
+        after_round: u64,
+    },
+}
+
+impl Quiet {
+    fn parked(&self) -> bool {
+        matches!(self, Quiet::Leading { .. } | Quiet::Following { .. })
+    }
 }
 
 struct Group<P: LogPosition> {
     node: Node<P>,
     /// Its entry in `timers`: never later than its node's next deadline.
     armed: Option<Instant>,
-    /// Whether it is in `led`.
+    /// Whether it is in `led` (leads, not quiet).
     leading: bool,
+    quiet: Quiet,
 }
 
 impl<P: LogPosition> Group<P> {
@@ -291,7 +441,8 @@ impl<P: LogPosition> Group<P> {
         timers: &mut BTreeSet<(Instant, GroupId)>,
         led: &mut BTreeSet<GroupId>,
     ) {
-        let leading = self.node.role() == Role::Leader;
+        let parked = self.quiet.parked();
+        let leading = self.node.role() == Role::Leader && !parked;
         if leading != self.leading {
             self.leading = leading;
             if leading {
@@ -299,6 +450,13 @@ impl<P: LogPosition> Group<P> {
             } else {
                 led.remove(&group);
             }
+        }
+        if parked {
+            // Its host's rounds do its work: nothing of its own is due.
+            if let Some(old) = self.armed.take() {
+                timers.remove(&(old, group));
+            }
+            return;
         }
         let Some(next) = self.node.next_deadline() else {
             return;
@@ -329,12 +487,42 @@ impl<P: LogPosition> Host<P> {
             due: Vec::new(),
             unknown_group_entries: 0,
             removed_writing: BTreeSet::new(),
-            scratch: Vec::new(),
-            persist: Vec::new(),
-            memberships: Vec::new(),
-            outbox: BTreeMap::new(),
-            events: Vec::new(),
+            out: Outputs {
+                scratch: Vec::new(),
+                persist: Vec::new(),
+                memberships: Vec::new(),
+                outbox: BTreeMap::new(),
+                events: Vec::new(),
+            },
+            live: None,
         }
+    }
+
+    /// Keeps idle groups quiet (see [`quiet`]): a group that leads with its
+    /// lease held and nothing under way, once every member agrees, sends
+    /// nothing of its own; the host's rounds, one per peer host and round,
+    /// keep its lease and its followers' promises. `incarnation` must
+    /// differ at every start of this host (a random number, or a counter
+    /// kept durably): a peer that saw the same incarnation before a restart
+    /// would count promises this host no longer keeps. Every host of a
+    /// group must turn it on for the group to go quiet; a host without it
+    /// keeps every group active.
+    #[must_use]
+    pub fn quiet_idle_groups(mut self, incarnation: u64) -> Host<P> {
+        self.live = Some(Box::new(Live {
+            incarnation,
+            stale_after: self.round.saturating_mul(2),
+            min_death: Duration::MAX,
+            round: 0,
+            sent: [(0, Instant::ZERO); ROUNDS_KEPT],
+            round_now: false,
+            peers: BTreeMap::new(),
+            offering: BTreeSet::new(),
+            offers: 0,
+            quiet_leading: 0,
+            quiet_following: 0,
+        }));
+        self
     }
 
     /// This host's id.
@@ -376,12 +564,17 @@ impl<P: LogPosition> Host<P> {
                 round: self.round,
             });
         }
+        let death = config.effective_death_timeout();
         let node =
             Node::new(config, state, now).map_err(|error| HostError::Config { group, error })?;
+        if let Some(live) = self.live.as_deref_mut() {
+            live.min_death = live.min_death.min(death);
+        }
         let g = self.groups.entry(group).or_insert(Box::new(Group {
             node,
             armed: None,
             leading: false,
+            quiet: Quiet::Active,
         }));
         g.rearm(group, &mut self.timers, &mut self.led);
         self.next_round.get_or_insert(now + self.round);
@@ -394,7 +587,21 @@ impl<P: LogPosition> Host<P> {
     /// [`HostInput::Persisted`]: until then the group cannot be added again
     /// ([`HostError::WriteInFlight`]).
     pub fn remove_group(&mut self, group: GroupId) -> Option<Node<P>> {
-        let g = self.groups.remove(&group)?;
+        let mut g = self.groups.remove(&group)?;
+        if let Some(live) = self.live.as_deref_mut() {
+            // Its promises end with it (a group added again starts as after
+            // a restart); the leader must learn that it no longer follows.
+            let now = g.node.last_now();
+            leave_quiet(
+                group,
+                &mut g,
+                live,
+                true,
+                (now, CaughtUp::No),
+                &mut self.out.scratch,
+            );
+            self.out.scratch.clear();
+        }
         if let Some(at) = g.armed {
             self.timers.remove(&(at, group));
         }
@@ -405,7 +612,9 @@ impl<P: LogPosition> Host<P> {
         Some(g.node)
     }
 
-    /// The group's node, to read its status.
+    /// The group's node, to read its status. A quiet group's node is
+    /// brought up to date only when it next steps: read its lease with
+    /// [`Host::lease`].
     #[must_use]
     pub fn group(&self, group: GroupId) -> Option<&Node<P>> {
         self.groups.get(&group).map(|g| &g.node)
@@ -416,9 +625,42 @@ impl<P: LogPosition> Host<P> {
         self.groups.iter().map(|(id, g)| (*id, &g.node))
     }
 
-    /// The groups this host leads, in id order.
+    /// The groups this host leads, in id order (quiet ones included; this
+    /// looks at every group).
     pub fn leading(&self) -> impl Iterator<Item = GroupId> + '_ {
-        self.led.iter().copied()
+        self.groups
+            .iter()
+            .filter(|(_, g)| g.node.role() == Role::Leader)
+            .map(|(id, _)| *id)
+    }
+
+    /// The lease `group`'s leader holds at `now`, if this host leads it
+    /// and holds one: for a quiet group, what the host rounds its members
+    /// acknowledged back (see [`quiet`]), computed as its node would.
+    #[must_use]
+    pub fn lease(&self, group: GroupId, now: Instant) -> Option<Lease> {
+        let g = self.groups.get(&group)?;
+        match (&g.quiet, self.live.as_deref()) {
+            (Quiet::Leading { .. }, Some(live)) => g
+                .node
+                .quiet_lease(now, |id| live.peers.get(&id).and_then(|p| p.acked_sent)),
+            _ => g.node.lease(now),
+        }
+    }
+
+    /// Whether `group` is kept quiet (it leads or follows by the host's
+    /// rounds alone).
+    #[must_use]
+    pub fn is_quiet(&self, group: GroupId) -> bool {
+        self.groups.get(&group).is_some_and(|g| g.quiet.parked())
+    }
+
+    /// How many groups are kept quiet: (leading, following).
+    #[must_use]
+    pub fn quiet_groups(&self) -> (usize, usize) {
+        self.live
+            .as_deref()
+            .map_or((0, 0), |l| (l.quiet_leading, l.quiet_following))
     }
 
     /// Entries received for groups this host does not run.
@@ -428,18 +670,25 @@ impl<P: LogPosition> Host<P> {
     }
 
     /// When to feed [`HostInput::Tick`] next: no later than the earliest
-    /// deadline of any group, or the host's round if it leads a group
-    /// (found without scanning the groups). It may be earlier: a group
-    /// whose deadline moved later keeps its earlier entry until then, and
-    /// a tick at that instant only arms it again.
+    /// deadline of any group, the host's round if it leads a group or
+    /// offers or keeps one quiet, and the instants at which a peer host
+    /// counts as silent (found without scanning the groups). It may be
+    /// earlier: a group whose deadline moved later keeps its earlier entry
+    /// until then, and a tick at that instant only arms it again.
     #[must_use]
     pub fn next_deadline(&self) -> Option<Instant> {
         let first = self.timers.first().map(|(at, _)| *at);
-        let round = self.next_round.filter(|_| !self.led.is_empty());
-        match (first, round) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let rounds = !self.led.is_empty()
+            || self
+                .live
+                .as_deref()
+                .is_some_and(|l| l.peers.values().any(|p| p.lead_refs > 0));
+        let round = self.next_round.filter(|_| rounds);
+        let silent = self
+            .live
+            .as_deref()
+            .and_then(|live| live.peers.values().filter_map(|p| live.silent_at(p)).min());
+        [first, round, silent].into_iter().flatten().min()
     }
 
     /// Feeds one input and returns the actions it caused, in the order
@@ -472,14 +721,20 @@ impl<P: LogPosition> Host<P> {
                         None => {}
                     }
                 }
+                self.wake_silent(now);
                 self.heartbeat_round(now);
             }
             HostInput::Receive { from, batch } => {
+                let Batch { entries, liveness } = batch;
+                let offers = match liveness {
+                    Some(liveness) => self.receive_liveness(now, from, liveness),
+                    None => Vec::new(),
+                };
                 for Entry {
                     group,
                     stamp,
                     message,
-                } in batch
+                } in entries
                 {
                     let input = Input::ReceiveStamped {
                         from,
@@ -490,6 +745,7 @@ impl<P: LogPosition> Host<P> {
                         self.unknown_group_entries += 1;
                     }
                 }
+                self.take_offers(from, offers);
             }
             HostInput::Persisted(states) => {
                 for (group, state) in states {
@@ -508,9 +764,10 @@ impl<P: LogPosition> Host<P> {
         self.flush(out);
     }
 
-    /// If the host's round is due: every group it leads sends its round
-    /// now; the next round is due one `round` later (skipping rounds a
-    /// late tick missed).
+    /// If the host's round is due: every group it leads and does not keep
+    /// quiet sends its round now, and so does the host (to every peer it
+    /// offers or keeps a group quiet with); the next round is due one
+    /// `round` later (skipping rounds a late tick missed).
     fn heartbeat_round(&mut self, now: Instant) {
         let Some(due_at) = self.next_round.filter(|at| *at <= now) else {
             return;
@@ -526,10 +783,301 @@ impl<P: LogPosition> Host<P> {
             self.run(group, now, Input::HeartbeatNow);
         }
         self.due = due;
+        if let Some(live) = self.live.as_deref_mut() {
+            live.round += 1;
+            live.sent[(live.round % ROUNDS_KEPT as u64) as usize] = (live.round, now);
+            live.round_now = true;
+            for (&id, peer) in &live.peers {
+                if peer.lead_refs > 0 {
+                    self.out.outbox.entry(id).or_default();
+                }
+            }
+        }
+    }
+
+    /// Wakes the quiet groups of every peer host that fell silent: a
+    /// member whose newest acknowledged round is older than `stale_after`
+    /// (leader side), a leader host not heard for the shortest death
+    /// timeout (follower side). Scans the groups, but only when a peer
+    /// fell silent.
+    fn wake_silent(&mut self, now: Instant) {
+        let Some(live) = self.live.as_deref() else {
+            return;
+        };
+        let silent: Vec<NodeId> = live
+            .peers
+            .iter()
+            .filter(|(_, p)| live.silent_at(p).is_some_and(|at| at <= now))
+            .map(|(id, _)| *id)
+            .collect();
+        for peer in silent {
+            self.wake_with(now, peer, true);
+        }
+    }
+
+    /// Wakes every group kept quiet with `peer`: led with it a member,
+    /// offered to it, and (`follow`) following it.
+    fn wake_with(&mut self, now: Instant, peer: NodeId, follow: bool) {
+        let Some(live) = self.live.as_deref_mut() else {
+            return;
+        };
+        let Some(p) = live.peers.get(&peer) else {
+            return;
+        };
+        if p.lead_refs == 0 && (!follow || p.following == 0) {
+            return;
+        }
+        let mut woken = Vec::new();
+        for (&id, g) in &mut self.groups {
+            let hit = match &g.quiet {
+                Quiet::Active => false,
+                Quiet::Following { leader, .. } => follow && *leader == peer,
+                Quiet::Leading { members, .. } | Quiet::Offering { members, .. } => {
+                    members.contains(&peer)
+                }
+            };
+            if hit {
+                leave_quiet(
+                    id,
+                    g,
+                    live,
+                    true,
+                    (now, CaughtUp::No),
+                    &mut self.out.scratch,
+                );
+                woken.push(id);
+            }
+        }
+        let stamps: Vec<_> = woken
+            .iter()
+            .map(|id| (*id, self.groups[id].node.membership_id()))
+            .collect();
+        for (id, stamp) in stamps {
+            self.out.sort(id, stamp);
+            self.run(id, now, Input::Tick);
+        }
+    }
+
+    /// The liveness part of a batch from `from`, before its entries;
+    /// returns its offers, taken after the entries (a heartbeat of the
+    /// same batch may be what makes a group follow the offering leader).
+    fn receive_liveness(&mut self, now: Instant, from: NodeId, l: Liveness) -> Vec<QuietOffer> {
+        let Some(live) = self.live.as_deref_mut() else {
+            return Vec::new();
+        };
+        let peer = live.peers.entry(from).or_default();
+        let (new_incarnation, stale, new_view) = match peer.view {
+            Some((inc, epoch)) if inc == l.incarnation => (false, l.epoch < epoch, l.epoch > epoch),
+            Some(_) => (true, false, true),
+            None => (true, false, true),
+        };
+        if stale {
+            // Sent before a newer epoch this host already saw: what it
+            // agreed or acknowledged may no longer stand.
+            return Vec::new();
+        }
+        if new_view {
+            // Agreements made in the peer's former state stand no more.
+            self.wake_with(now, from, new_incarnation);
+        }
+        let Some(live) = self.live.as_deref_mut() else {
+            return Vec::new();
+        };
+        let my_incarnation = live.incarnation;
+        let sent = l
+            .ack
+            .filter(|a| a.incarnation == my_incarnation)
+            .and_then(|a| Some((a.round, live.sent_at(a.round)?)));
+        let peer = live.peers.entry(from).or_default();
+        if new_view {
+            peer.view = Some((l.incarnation, l.epoch));
+        }
+        if new_incarnation {
+            peer.incarnation = Some(l.incarnation);
+            peer.heard_round = 0;
+            peer.heard_at = None;
+            peer.acked_round = 0;
+            peer.acked_sent = None;
+            peer.acked_heard = None;
+        }
+        if l.round > peer.heard_round {
+            peer.heard_round = l.round;
+            peer.heard_at = Some(now);
+            peer.ack_due = true;
+        }
+        let mut acked = false;
+        if let Some((round, sent)) = sent
+            && round > peer.acked_round
+        {
+            peer.acked_round = round;
+            peer.acked_sent = Some(sent);
+            peer.acked_heard = Some(now);
+            peer.wakes
+                .retain(|&(_, carried)| carried == 0 || carried > round);
+            acked = true;
+        }
+        for wake in l.wakes {
+            if let Some(g) = self.groups.get_mut(&wake.group)
+                && matches!(g.quiet, Quiet::Following { leader, offer, .. }
+                    if leader == from && offer <= wake.offer)
+            {
+                let stamp = g.node.membership_id();
+                leave_quiet(
+                    wake.group,
+                    g,
+                    live,
+                    false,
+                    (now, CaughtUp::No),
+                    &mut self.out.scratch,
+                );
+                g.rearm(wake.group, &mut self.timers, &mut self.led);
+                self.out.sort(wake.group, stamp);
+            }
+        }
+        for agree in l.agrees {
+            if let Some(g) = self.groups.get_mut(&agree.group)
+                && let Quiet::Offering {
+                    term,
+                    offer,
+                    agreed,
+                    members,
+                } = &mut g.quiet
+                && *term == agree.term
+                && *offer == agree.offer
+                && members.contains(&from)
+            {
+                agreed.retain(|(m, _)| *m != from);
+                agreed.push((from, agree.after_round));
+            }
+            acked = true;
+        }
+        if acked {
+            self.settle_offers();
+        }
+        l.offers
+    }
+
+    /// Offers of `from`, after its batch's entries: each group here that
+    /// follows `from` in the offered term, with the same membership,
+    /// agrees and parks.
+    fn take_offers(&mut self, from: NodeId, offers: Vec<QuietOffer>) {
+        let Some(live) = self.live.as_deref_mut() else {
+            return;
+        };
+        let Some(peer) = live.peers.get_mut(&from) else {
+            return;
+        };
+        // An agreement names a round received: only after one.
+        if peer.heard_at.is_none() {
+            return;
+        }
+        for o in offers {
+            let Some(g) = self.groups.get_mut(&o.group) else {
+                continue;
+            };
+            let follows = g.node.following() == Some((from, o.term))
+                && g.node.membership_id() == o.membership;
+            let after_round = match &mut g.quiet {
+                // Agreed before, without a wake since: the promises run on
+                // from that agreement's round (a newer offer only renames
+                // them; an older one delayed is not answered).
+                Quiet::Following {
+                    leader,
+                    term,
+                    offer,
+                    after_round,
+                } if follows && *leader == from && *term == o.term => {
+                    if *offer > o.offer {
+                        continue;
+                    }
+                    *offer = o.offer;
+                    *after_round
+                }
+                Quiet::Active if follows => {
+                    g.quiet = Quiet::Following {
+                        leader: from,
+                        term: o.term,
+                        offer: o.offer,
+                        after_round: peer.heard_round,
+                    };
+                    peer.following += 1;
+                    live.quiet_following += 1;
+                    g.rearm(o.group, &mut self.timers, &mut self.led);
+                    peer.heard_round
+                }
+                _ => continue,
+            };
+            peer.agrees.push(QuietAgree {
+                group: o.group,
+                offer: o.offer,
+                term: o.term,
+                after_round,
+            });
+        }
+        if !peer.agrees.is_empty() || peer.ack_due {
+            self.out.outbox.entry(from).or_default();
+        }
+    }
+
+    /// Offered groups whose every member agreed and acknowledged a later
+    /// round go quiet.
+    fn settle_offers(&mut self) {
+        let Some(live) = self.live.as_deref_mut() else {
+            return;
+        };
+        let ready: Vec<GroupId> = live
+            .offering
+            .iter()
+            .copied()
+            .filter(|id| {
+                let Some(g) = self.groups.get(id) else {
+                    return false;
+                };
+                let Quiet::Offering {
+                    agreed, members, ..
+                } = &g.quiet
+                else {
+                    return false;
+                };
+                members.iter().all(|&m| {
+                    agreed.iter().any(|&(a, after)| {
+                        a == m && live.peers.get(&m).is_some_and(|p| p.acked_round > after)
+                    })
+                })
+            })
+            .collect();
+        for id in ready {
+            let Some(g) = self.groups.get_mut(&id) else {
+                continue;
+            };
+            let Quiet::Offering {
+                term,
+                offer,
+                members,
+                ..
+            } = core::mem::replace(&mut g.quiet, Quiet::Active)
+            else {
+                continue;
+            };
+            live.offering.remove(&id);
+            live.quiet_leading += 1;
+            for m in members.iter() {
+                if let Some(p) = live.peers.get_mut(m) {
+                    p.quiet_with += 1;
+                }
+            }
+            g.quiet = Quiet::Leading {
+                term,
+                offer,
+                members,
+            };
+            g.rearm(id, &mut self.timers, &mut self.led);
+        }
     }
 
     /// Steps one group (present in `groups`) and sorts its actions into
-    /// the step's output.
+    /// the step's output. A quiet group first learns what the host rounds
+    /// did for it; after the step, whether it stays, goes or may go quiet.
     fn run(&mut self, group: GroupId, now: Instant, input: Input<P>) -> bool {
         let Some(g) = self.groups.get_mut(&group) else {
             return false;
@@ -537,7 +1085,41 @@ impl<P: LogPosition> Host<P> {
         // Messages carry the membership of their step's start at the
         // latest, never one newer than they were decided on.
         let stamp = g.node.membership_id();
-        g.node.step_into(now, input, &mut self.scratch);
+        if let Some(live) = self.live.as_deref_mut() {
+            catch_up(g, live, now, &mut self.out.scratch);
+            g.node.step_into(now, input, &mut self.out.scratch);
+            settle(group, g, live, now, &mut self.out.scratch);
+        } else {
+            g.node.step_into(now, input, &mut self.out.scratch);
+        }
+        g.rearm(group, &mut self.timers, &mut self.led);
+        self.out.sort(group, stamp);
+        true
+    }
+
+    fn flush(&mut self, out: &mut Vec<HostAction<P>>) {
+        if !self.out.persist.is_empty() {
+            out.push(HostAction::Persist(core::mem::take(&mut self.out.persist)));
+        }
+        out.append(&mut self.out.memberships);
+        out.append(&mut self.out.events);
+        let mut outbox = core::mem::take(&mut self.out.outbox);
+        if let Some(live) = self.live.as_deref_mut() {
+            for (to, batch) in &mut outbox {
+                batch.liveness = Some(live.liveness_for(*to, &self.groups));
+            }
+            live.round_now = false;
+        }
+        for (to, batch) in outbox {
+            out.push(HostAction::Send { to, batch });
+        }
+    }
+}
+
+impl<P> Outputs<P> {
+    /// Sorts the actions of one group's step (in `scratch`) into the
+    /// step's output.
+    fn sort(&mut self, group: GroupId, stamp: MembershipId) {
         for action in self.scratch.drain(..) {
             match action {
                 // A node keeps at most one write outstanding, so a step
@@ -549,7 +1131,7 @@ impl<P: LogPosition> Host<P> {
                         .push(HostAction::PersistMembership { group, membership });
                 }
                 Action::Send { to, message } => {
-                    self.outbox.entry(to).or_default().push(Entry {
+                    self.outbox.entry(to).or_default().entries.push(Entry {
                         group,
                         stamp,
                         message,
@@ -558,18 +1140,210 @@ impl<P: LogPosition> Host<P> {
                 Action::Event(event) => self.events.push(HostAction::Event { group, event }),
             }
         }
-        g.rearm(group, &mut self.timers, &mut self.led);
-        true
+    }
+}
+
+impl Live {
+    /// A group offered (or kept quiet, `quiet`) with `members` is no longer:
+    /// each member is told to wake it.
+    fn release(&mut self, id: GroupId, offer: u64, members: &[NodeId], quiet: bool) {
+        for m in members {
+            let Some(p) = self.peers.get_mut(m) else {
+                continue;
+            };
+            p.lead_refs -= 1;
+            if quiet {
+                p.quiet_with -= 1;
+            }
+            // A newer wake of the group ends the older offers too.
+            p.wakes.retain(|(w, _)| w.group != id);
+            p.wakes.push((QuietWake { group: id, offer }, 0));
+        }
     }
 
-    fn flush(&mut self, out: &mut Vec<HostAction<P>>) {
-        if !self.persist.is_empty() {
-            out.push(HostAction::Persist(core::mem::take(&mut self.persist)));
+    /// When `peer` counts as silent, if anything is kept quiet with it.
+    fn silent_at(&self, peer: &PeerHost) -> Option<Instant> {
+        let lead = (peer.quiet_with > 0)
+            .then(|| peer.acked_sent.map(|s| s + self.stale_after))
+            .flatten();
+        let follow = (peer.following > 0)
+            .then(|| peer.heard_at.map(|h| h + self.min_death))
+            .flatten();
+        [lead, follow].into_iter().flatten().min()
+    }
+
+    /// The liveness part of this step's batch to `to`.
+    fn liveness_for<P: LogPosition>(
+        &mut self,
+        to: NodeId,
+        groups: &BTreeMap<GroupId, Box<Group<P>>>,
+    ) -> Liveness {
+        let round = if self.round_now { self.round } else { 0 };
+        let mut offers = Vec::new();
+        if round > 0 {
+            for id in &self.offering {
+                if let Some(g) = groups.get(id)
+                    && let Quiet::Offering {
+                        term,
+                        offer,
+                        members,
+                        ..
+                    } = &g.quiet
+                    && members.contains(&to)
+                {
+                    offers.push(QuietOffer {
+                        group: *id,
+                        offer: *offer,
+                        term: *term,
+                        membership: g.node.membership_id(),
+                    });
+                }
+            }
         }
-        out.append(&mut self.memberships);
-        out.append(&mut self.events);
-        for (to, batch) in core::mem::take(&mut self.outbox) {
-            out.push(HostAction::Send { to, batch });
+        let incarnation = self.incarnation;
+        let peer = self.peers.entry(to).or_default();
+        let ack = peer
+            .incarnation
+            .filter(|_| peer.ack_due && peer.heard_round > 0)
+            .map(|incarnation| RoundAck {
+                incarnation,
+                round: peer.heard_round,
+            });
+        peer.ack_due = false;
+        let mut wakes = Vec::with_capacity(peer.wakes.len());
+        for (wake, carried) in &mut peer.wakes {
+            if *carried == 0 && round > 0 {
+                *carried = round;
+            }
+            wakes.push(*wake);
+        }
+        Liveness {
+            incarnation,
+            epoch: peer.epoch,
+            round,
+            ack,
+            offers,
+            agrees: core::mem::take(&mut peer.agrees),
+            wakes,
+        }
+    }
+}
+
+/// A quiet group learns what the host rounds did for it: a leader, each
+/// member's newest acknowledgement; a follower, when its leader host's
+/// newest round arrived (rule `quiet_rounds_back_promises`).
+fn catch_up<P: LogPosition>(g: &mut Group<P>, live: &Live, now: Instant, out: &mut Vec<Action<P>>) {
+    match g.quiet {
+        Quiet::Leading { .. } => {
+            let Some(round) = live.last_sent() else {
+                return;
+            };
+            let members: Vec<NodeId> = g.node.peer_ids().collect();
+            for from in members {
+                let Some(p) = live.peers.get(&from) else {
+                    continue;
+                };
+                if let (Some(sent), Some(heard)) = (p.acked_sent, p.acked_heard) {
+                    let note = HostNote::Acked {
+                        from,
+                        sent,
+                        heard,
+                        round,
+                    };
+                    g.node.host_note(now, note, out);
+                }
+            }
+        }
+        Quiet::Following { leader, .. } => {
+            if let Some(at) = live.peers.get(&leader).and_then(|p| p.heard_at) {
+                g.node.host_note(now, HostNote::LeaderHeard { at }, out);
+            }
+        }
+        Quiet::Active | Quiet::Offering { .. } => {}
+    }
+}
+
+/// After a group's step: a quiet or offered leader that may no longer be
+/// quiet wakes; a quiet follower that no longer follows its leader leaves
+/// quiet (raising the epoch); an active leader that may be quiet offers.
+fn settle<P: LogPosition>(
+    id: GroupId,
+    g: &mut Group<P>,
+    live: &mut Live,
+    now: Instant,
+    out: &mut Vec<Action<P>>,
+) {
+    match g.quiet {
+        Quiet::Leading { term, .. } | Quiet::Offering { term, .. } => {
+            if g.node.term() != term || !g.node.may_go_quiet(now, live.stale_after) {
+                leave_quiet(id, g, live, true, (now, CaughtUp::Yes), out);
+            }
+        }
+        Quiet::Following { leader, term, .. } => {
+            if g.node.following() != Some((leader, term)) {
+                leave_quiet(id, g, live, true, (now, CaughtUp::Yes), out);
+            }
+        }
+        Quiet::Active => {
+            if g.node.may_go_quiet(now, live.stale_after) {
+                let members: Box<[NodeId]> = g.node.peer_ids().collect();
+                for m in members.iter() {
+                    live.peers.entry(*m).or_default().lead_refs += 1;
+                }
+                live.offering.insert(id);
+                live.offers += 1;
+                g.quiet = Quiet::Offering {
+                    term: g.node.term(),
+                    offer: live.offers,
+                    agreed: Vec::new(),
+                    members,
+                };
+            }
+        }
+    }
+}
+
+/// Whether a group was told what the host rounds did for it this step
+/// (before it stepped: telling it again after would credit a leader it
+/// may no longer follow).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum CaughtUp {
+    Yes,
+    No,
+}
+
+/// Takes a group out of quiet, after telling it (unless it was already) what the host rounds did
+/// for it. A leader names it to every member in the wake lists; a follower
+/// that leaves on its own (`own`) raises its epoch toward the leader.
+fn leave_quiet<P: LogPosition>(
+    id: GroupId,
+    g: &mut Group<P>,
+    live: &mut Live,
+    own: bool,
+    (now, caught_up): (Instant, CaughtUp),
+    out: &mut Vec<Action<P>>,
+) {
+    if caught_up == CaughtUp::No {
+        catch_up(g, live, now, out);
+    }
+    match core::mem::replace(&mut g.quiet, Quiet::Active) {
+        Quiet::Active => {}
+        Quiet::Offering { offer, members, .. } => {
+            live.offering.remove(&id);
+            live.release(id, offer, &members, false);
+        }
+        Quiet::Leading { offer, members, .. } => {
+            live.quiet_leading -= 1;
+            live.release(id, offer, &members, true);
+        }
+        Quiet::Following { leader, .. } => {
+            live.quiet_following -= 1;
+            if let Some(p) = live.peers.get_mut(&leader) {
+                p.following -= 1;
+                if own {
+                    p.epoch += 1;
+                }
+            }
         }
     }
 }

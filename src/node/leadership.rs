@@ -281,7 +281,7 @@ impl<P: LogPosition> Node<P> {
             }
         };
         self.note_promise(index, ack.promise);
-        if self.record_ack(now, index, sent, ack.promise, ack.can_lead, position) {
+        if self.record_ack_at(now, index, sent, ack.promise, ack.can_lead, position) {
             self.raise_anchors();
         }
         if self.handover.transfer_waits_for(from) {
@@ -308,7 +308,9 @@ impl<P: LogPosition> Node<P> {
     /// until when its promise backs this leadership (strict fencing).
     /// Returns whether the fencing anchors may move (a value rose above
     /// the anchor it feeds; otherwise the quorum's value cannot change).
-    fn record_ack(
+    /// `now` is when it arrived, which may be before this step's time (a
+    /// host's, `quiet.rs`).
+    pub(super) fn record_ack_at(
         &mut self,
         now: Instant,
         index: usize,

@@ -27,6 +27,8 @@ mod leadership;
 mod lease;
 mod membership;
 mod phase;
+mod quiet;
+pub(crate) use quiet::HostNote;
 mod rank;
 mod rollback;
 mod timers;
@@ -555,6 +557,13 @@ impl<P: LogPosition> Node<P> {
             Input::LogPosition(position) => self.tracker.set_position(position),
             Input::HeartbeatNow => self.heartbeat_now(now, out),
         }
+        self.finish_step(now, out);
+    }
+
+    /// What ends every step: the lease announced, the step's decisions
+    /// coalesced into at most one write, and (debug builds) the invariants
+    /// checked.
+    fn finish_step(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
         self.announce_lease(now, out);
         // Coalesce this step's decisions into at most one write.
         self.flush_persist(out);

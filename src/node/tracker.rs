@@ -196,8 +196,9 @@ impl<P> Peer<P> {
     ) {
         if let Some(rtt) = rtt {
             self.rtt = Some(rtt);
-            // `now` never goes back (`observe_time`): the newest is `now`.
-            self.acks.heard_at = Some(now);
+            // A host's acknowledgement may be older than one already
+            // recorded (`HostNote::Acked`): keep the newest.
+            self.acks.heard_at = self.acks.heard_at.max(Some(now));
         }
         self.acks.position = Some(position);
         if let Some(until) = promised {
@@ -483,6 +484,16 @@ impl<P> PeerTracker<P> {
     /// [`PeerTracker::quorum_anchor`] can exceed an anchor at `floor`.
     pub(super) fn quorum_above(&self, anchor: Anchor, floor: Option<Instant>) -> bool {
         self.has_quorum(true, |p| anchor.of(p) > floor)
+    }
+
+    /// The largest instant a quorum of every voter set reaches for `value`
+    /// (see [`PeerTracker::quorum_anchor`]): for values that are no anchor
+    /// (a quiet group's lease, `quiet.rs`).
+    pub(super) fn quorum_value_of(
+        &self,
+        value: impl Fn(&Peer<P>) -> Option<Instant>,
+    ) -> Option<Instant> {
+        self.quorum_value(value)
     }
 
     /// See [`PeerTracker::quorum_anchor`]: `value` of each voter.

@@ -14,10 +14,12 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod quiet;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use tenure::host::{Entry, GroupId, Host, HostAction, HostError, HostInput};
+use tenure::host::{Batch, Entry, GroupId, Host, HostAction, HostError, HostInput};
 use tenure::{Config, ConfigError, Event, HardState, Input, Instant, MessageKind, NodeId};
 
 fn ms(v: u64) -> Duration {
@@ -64,6 +66,14 @@ struct Faults {
     write_ms: u64,
 }
 
+/// Loss, duplication, reordering (1-30 ms one way) and slow disks.
+const LOSSY: Faults = Faults {
+    loss_percent: 10,
+    duplicate_percent: 5,
+    latency: (1, 30),
+    write_ms: 3,
+};
+
 const CLEAN: Faults = Faults {
     loss_percent: 0,
     duplicate_percent: 0,
@@ -75,7 +85,7 @@ enum Pending {
     Deliver {
         to: NodeId,
         from: NodeId,
-        batch: Vec<Entry>,
+        batch: Batch,
     },
     Written {
         host: NodeId,
@@ -115,6 +125,10 @@ struct World {
     sends: Vec<(Instant, NodeId, NodeId, usize)>,
     /// Every `Persist` action's group count.
     writes: Vec<usize>,
+    /// Whether hosts keep idle groups quiet.
+    quiet: bool,
+    /// Hosts started so far (each start a new incarnation).
+    starts: u64,
 }
 
 impl World {
@@ -158,6 +172,8 @@ impl World {
             leaders: BTreeMap::new(),
             sends: Vec::new(),
             writes: Vec::new(),
+            quiet: false,
+            starts: 0,
         };
         for h in 1..=hosts {
             w.start(h);
@@ -170,11 +186,18 @@ impl World {
         let hosts = self.incarnation.len().max(h as usize) as u64;
         let hosts = hosts.max(3);
         let mut host = Host::new(h, self.round);
+        self.starts += 1;
+        if self.quiet {
+            host = host.quiet_idle_groups(self.starts);
+        }
         let local = self.local(h);
         for g in 0..self.groups {
             let state = self.disk.get(&(h, g)).copied().unwrap_or_default();
-            host.add_group(g, (self.configure)(h, g, hosts), state, local)
-                .unwrap();
+            let config = (self.configure)(h, g, hosts);
+            if !config.voters().contains(&h) {
+                continue; // not a member of this group
+            }
+            host.add_group(g, config, state, local).unwrap();
             // What it loads is durable.
             self.confirmed.insert((h, g), state);
         }
@@ -224,7 +247,7 @@ impl World {
                 .hosts
                 .iter()
                 .filter_map(|(h, host)| {
-                    let lease = host.group(g)?.lease(self.local(*h))?;
+                    let lease = host.lease(g, self.local(*h))?;
                     Some((*h, lease.token.term))
                 })
                 .collect();
@@ -274,9 +297,9 @@ impl World {
                         "two batches to host {to} in one step"
                     );
                     sent_to.push(to);
-                    self.check_sent(h, to, &batch);
-                    self.note_grants(h, to, &batch);
-                    self.sends.push((self.now, h, to, batch.len()));
+                    self.check_sent(h, to, &batch.entries);
+                    self.note_grants(h, to, &batch.entries);
+                    self.sends.push((self.now, h, to, batch.entries.len()));
                     self.transmit(h, to, batch);
                 }
                 HostAction::Event { group, event } => {
@@ -342,7 +365,7 @@ impl World {
         }
     }
 
-    fn transmit(&mut self, from: NodeId, to: NodeId, batch: Vec<Entry>) {
+    fn transmit(&mut self, from: NodeId, to: NodeId, batch: Batch) {
         if self.cut.contains(&(from, to)) {
             return;
         }
@@ -446,9 +469,9 @@ impl World {
             let leaders: Vec<Option<NodeId>> = self
                 .hosts
                 .values()
-                .map(|h| h.group(g).unwrap().leader())
+                .filter_map(|h| Some(h.group(g)?.leader()))
                 .collect();
-            leaders[0].is_some() && leaders.iter().all(|l| *l == leaders[0])
+            leaders.first().is_some_and(Option::is_some) && leaders.iter().all(|l| *l == leaders[0])
         })
     }
 
@@ -518,7 +541,8 @@ fn host_persists_every_groups_state_of_a_step_in_one_write_before_any_answer() {
                 kind: MessageKind::Heartbeat { seq: 1 },
             },
         })
-        .collect();
+        .collect::<Vec<_>>()
+        .into();
     let now = Instant::from_millis(5);
     let out = host.step(now, HostInput::Receive { from: 1, batch });
     let writes: Vec<&Vec<(GroupId, HardState)>> = out
@@ -540,7 +564,7 @@ fn host_persists_every_groups_state_of_a_step_in_one_write_before_any_answer() {
     let sends: Vec<(NodeId, usize)> = out
         .iter()
         .filter_map(|a| match a {
-            HostAction::Send { to, batch } => Some((*to, batch.len())),
+            HostAction::Send { to, batch } => Some((*to, batch.entries.len())),
             _ => None,
         })
         .collect();
@@ -660,7 +684,7 @@ fn host_ignores_and_counts_entries_of_groups_it_does_not_run() {
         Instant::from_millis(1),
         HostInput::Receive {
             from: 1,
-            batch: vec![heartbeat(8), heartbeat(9)],
+            batch: vec![heartbeat(8), heartbeat(9)].into(),
         },
     );
     assert!(out.is_empty(), "{out:?}");
@@ -671,7 +695,7 @@ fn host_ignores_and_counts_entries_of_groups_it_does_not_run() {
         Instant::from_millis(2),
         HostInput::Receive {
             from: 1,
-            batch: vec![heartbeat(7)],
+            batch: vec![heartbeat(7)].into(),
         },
     );
     assert!(
@@ -753,12 +777,7 @@ fn strict_group_config(host: NodeId, group: GroupId, hosts: u64) -> Config {
 #[test]
 fn host_strict_leases_stay_exclusive_per_group_across_hosts_with_different_clock_rates() {
     common::sweep("TENURE_HOST_LEASES", 0..200, |seed| {
-        let faults = Faults {
-            loss_percent: 10,
-            duplicate_percent: 5,
-            latency: (1, 30),
-            write_ms: 3,
-        };
+        let faults = LOSSY;
         let rates = [-500, 0, 500];
         let ppm = (1..=3)
             .map(|h| (h, rates[((seed + h) % 3) as usize]))
@@ -860,7 +879,7 @@ fn grants(actions: &[HostAction]) -> Vec<(NodeId, GroupId, u64)> {
     let mut out = Vec::new();
     for a in actions {
         if let HostAction::Send { to, batch } = a {
-            for e in batch {
+            for e in &batch.entries {
                 if e.message.kind == (MessageKind::VoteResponse { granted: true }) {
                     out.push((*to, e.group, e.message.term));
                 }
@@ -901,7 +920,7 @@ fn one_vote_per_term_a_group_removed_with_a_write_in_flight_comes_back_after_it(
         t,
         HostInput::Receive {
             from: 1,
-            batch: vec![vote_request(0, 5)],
+            batch: vec![vote_request(0, 5)].into(),
         },
     );
     let w1 = persists(&first);
@@ -921,7 +940,7 @@ fn one_vote_per_term_a_group_removed_with_a_write_in_flight_comes_back_after_it(
         t,
         HostInput::Receive {
             from: 3,
-            batch: vec![vote_request(0, 5)],
+            batch: vec![vote_request(0, 5)].into(),
         },
     );
     assert!(
