@@ -14,6 +14,8 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod balance;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -115,6 +117,10 @@ struct World {
     sends: Vec<(Instant, NodeId, NodeId, usize)>,
     /// Every `Persist` action's group count.
     writes: Vec<usize>,
+    /// Every event: (time, host, group, event).
+    events: Vec<(Instant, NodeId, GroupId, Event)>,
+    /// Every batch delivered: (time, to, from).
+    delivered: Vec<(Instant, NodeId, NodeId)>,
 }
 
 impl World {
@@ -158,6 +164,8 @@ impl World {
             leaders: BTreeMap::new(),
             sends: Vec::new(),
             writes: Vec::new(),
+            events: Vec::new(),
+            delivered: Vec::new(),
         };
         for h in 1..=hosts {
             w.start(h);
@@ -288,6 +296,7 @@ impl World {
                     {
                         panic!("group {group} term {term}: leaders {other} and {h}");
                     }
+                    self.events.push((self.now, h, group, event));
                 }
                 HostAction::PersistMembership { .. } => {
                     panic!("no membership change in these tests")
@@ -395,6 +404,9 @@ impl World {
                 let (_, what) = self.queue.pop_first().unwrap();
                 match what {
                     Pending::Deliver { to, from, batch } => {
+                        if self.hosts.contains_key(&to) {
+                            self.delivered.push((self.now, to, from));
+                        }
                         self.step(to, HostInput::Receive { from, batch });
                     }
                     Pending::Written {
