@@ -138,7 +138,7 @@ impl Default for BalanceConfig {
             hysteresis: 1,
             settle: Duration::from_secs(5),
             hold: Duration::from_secs(5),
-            alive_within: Duration::from_secs(1),
+            alive_within: Duration::from_millis(300),
             transfer_timeout: Duration::from_secs(2),
             backoff: Duration::from_secs(1),
             max_backoff: Duration::from_secs(60),
@@ -193,8 +193,10 @@ impl BalanceConfig {
     }
 
     /// A peer not heard for this long may not receive leadership and has
-    /// no target (default 1 s, ten default heartbeat intervals); heard
-    /// again, it has joined anew ([`BalanceConfig::settle`]).
+    /// no target (default 300 ms, three default heartbeat intervals: a
+    /// live peer sends every round, and a dead one is left out before its
+    /// groups' death timeout passes); heard again, it has joined anew
+    /// ([`BalanceConfig::settle`]). Give it a few of the host's rounds.
     #[must_use]
     pub fn alive_within(mut self, window: Duration) -> BalanceConfig {
         self.alive_within = window;
@@ -648,8 +650,11 @@ mod tests {
             Balancer::new(ok.clone().burst(0)).err(),
             Some(BalanceConfigError::ZeroBurst)
         );
-        let err = Balancer::new(ok.backoff(Duration::from_secs(9)).max_backoff(Duration::from_secs(2)))
-            .unwrap_err();
+        let err = Balancer::new(
+            ok.backoff(Duration::from_secs(9))
+                .max_backoff(Duration::from_secs(2)),
+        )
+        .unwrap_err();
         assert_eq!(
             alloc::string::ToString::to_string(&err),
             "backoff 9000 ms is longer than max_backoff 2000 ms"
