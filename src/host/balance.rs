@@ -450,11 +450,10 @@ impl Balancer {
         let now = self.observe_time(now);
         let me = host.id();
         self.refill(now);
-        let excess = self.survey(now, host);
+        let mut excess = self.survey(now, host);
         let Some(mut mine) = excess.get(&me).copied() else {
             return Vec::new();
         };
-        let mut excess = excess;
         let cost = self.cost();
         let hysteresis = i128::from(self.config.hysteresis) * UNIT;
         let mut moves = Vec::new();
