@@ -60,6 +60,8 @@
 //! # Ok::<(), tenure::host::HostError>(())
 //! ```
 
+pub mod balance;
+
 use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::vec::Vec;

@@ -14,6 +14,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod balance;
 mod quiet;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -129,6 +130,10 @@ struct World {
     quiet: bool,
     /// Hosts started so far (each start a new incarnation).
     starts: u64,
+    /// Every event: (time, host, group, event).
+    events: Vec<(Instant, NodeId, GroupId, Event)>,
+    /// Every batch delivered: (time, to, from).
+    delivered: Vec<(Instant, NodeId, NodeId)>,
 }
 
 impl World {
@@ -174,6 +179,8 @@ impl World {
             writes: Vec::new(),
             quiet: false,
             starts: 0,
+            events: Vec::new(),
+            delivered: Vec::new(),
         };
         for h in 1..=hosts {
             w.start(h);
@@ -311,6 +318,7 @@ impl World {
                     {
                         panic!("group {group} term {term}: leaders {other} and {h}");
                     }
+                    self.events.push((self.now, h, group, event));
                 }
                 HostAction::PersistMembership { .. } => {
                     panic!("no membership change in these tests")
@@ -418,6 +426,9 @@ impl World {
                 let (_, what) = self.queue.pop_first().unwrap();
                 match what {
                     Pending::Deliver { to, from, batch } => {
+                        if self.hosts.contains_key(&to) {
+                            self.delivered.push((self.now, to, from));
+                        }
                         self.step(to, HostInput::Receive { from, batch });
                     }
                     Pending::Written {
