@@ -202,6 +202,18 @@ fn host_store_damage_before_an_intact_record_is_an_error_naming_file_and_offset(
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// What a compaction interrupted after `step` left on disk.
+struct Crash<'a> {
+    step: &'a str,
+    snapshot: &'a [u8],
+    /// The old log is still there.
+    log0: bool,
+    /// The new log (empty) is there.
+    log1: bool,
+    /// The temp snapshot, as far as it was written.
+    temp: Option<&'a [u8]>,
+}
+
 /// The files of one interrupted compaction, at each of its steps, all
 /// recover the newest states; the next write and reopen then agree.
 #[test]
@@ -232,33 +244,44 @@ fn host_store_compaction_crash_at_every_step_recovers_the_newest_states() {
     drop(store);
     let lock = read("tenure.lock");
     let temp = dir.join(format!("{SNAPSHOT_FILE}.tmp"));
-    // (snapshot, log 0, log 1 (empty), temp file) on disk at each crash
-    // point, in the order the steps happen.
-    let mut crashes: Vec<(&str, &[u8], bool, bool, Option<Vec<u8>>)> = Vec::new();
+    // The files on disk at each crash point, in the order the steps
+    // happen.
+    let mut crashes = Vec::new();
     for cut in [0, 1, new_snapshot.len() / 2, new_snapshot.len()] {
-        crashes.push((
-            "temp file written in part",
-            &old_snapshot,
-            true,
-            false,
-            Some(new_snapshot[..cut].to_vec()),
-        ));
+        crashes.push(Crash {
+            step: "temp file written in part",
+            snapshot: &old_snapshot,
+            log0: true,
+            log1: false,
+            temp: Some(&new_snapshot[..cut]),
+        });
     }
-    crashes.push(("temp file renamed", &new_snapshot, true, false, None));
-    crashes.push(("new log created", &new_snapshot, true, true, None));
-    crashes.push(("old log deleted", &new_snapshot, false, true, None));
-    for (step, snapshot, log0, log1, temp_bytes) in crashes {
+    for (step, log0, log1) in [
+        ("temp file renamed", true, false),
+        ("new log created", true, true),
+        ("old log deleted", false, true),
+    ] {
+        crashes.push(Crash {
+            step,
+            snapshot: &new_snapshot,
+            log0,
+            log1,
+            temp: None,
+        });
+    }
+    for crash in crashes {
+        let (step, snapshot) = (crash.step, crash.snapshot);
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("tenure.lock"), &lock).unwrap();
         std::fs::write(dir.join(SNAPSHOT_FILE), snapshot).unwrap();
-        if log0 {
+        if crash.log0 {
             std::fs::write(log_file(&dir, 0), &old_log).unwrap();
         }
-        if log1 {
+        if crash.log1 {
             std::fs::write(log_file(&dir, 1), b"").unwrap();
         }
-        if let Some(bytes) = &temp_bytes {
+        if let Some(bytes) = crash.temp {
             std::fs::write(&temp, bytes).unwrap();
         }
         let (mut store, recovered) = open(&dir);
