@@ -83,9 +83,9 @@
 //! unknown (a failed fsync may have dropped pages), and appending after it
 //! could turn a torn tail into a damaged record in the middle.
 //!
-//! **Compaction.** When the log grows past max(1 MiB, 4 × the live size,
-//! the size of the snapshot the live states would make), a write that
-//! found it so compacts, in this order:
+//! **Compaction.** When a write leaves the log longer than max(1 MiB, 4 ×
+//! the live size), the live size being what a snapshot of the live states
+//! takes, that write compacts, in this order:
 //!
 //! 1. write the live states, naming log `n + 1`, to
 //!    `tenure.host.snapshot.tmp` and fsync it;
