@@ -9,6 +9,9 @@
 //!   frames cannot be forged or replayed;
 //! - [`storage`]: the [`Storage`](storage::Storage) trait, crash-safe
 //!   [`FileStorage`](storage::FileStorage) and [`MemStorage`](storage::MemStorage);
+//! - [`host_store`]: [`HostStore`](host_store::HostStore), the durable
+//!   state of every group of a [`Host`](crate::host::Host): one log, one
+//!   fsync per write, compacted;
 //! - [`udp`]: UDP transport over `std::net`;
 //! - [`executor`]: the action-execution loop ([`Executor`](executor::Executor))
 //!   both drivers use, public for custom event loops, with synchronous or
@@ -29,6 +32,7 @@ pub mod driver;
 #[cfg(feature = "tokio")]
 pub mod driver_tokio;
 pub mod executor;
+pub mod host_store;
 pub(crate) mod retry;
 pub mod storage;
 pub mod udp;

@@ -90,15 +90,54 @@ const MEMBERSHIP_FORMAT: u8 = 3;
 /// Encodes a membership record of `owner`:
 /// `"TNRM" | 3 | postcard(StateOwner) | postcard(Membership) | CRC-32 (LE)`.
 pub fn encode_membership_record(owner: StateOwner, membership: &Membership) -> Vec<u8> {
-    let mut out = Vec::with_capacity(96);
-    out.extend_from_slice(&MEMBERSHIP_MAGIC);
-    out.push(MEMBERSHIP_FORMAT);
-    // Owners and memberships always serialize.
-    let out = postcard::to_extend(&owner, out).unwrap_or_default();
-    let mut out = postcard::to_extend(membership, out).unwrap_or_default();
-    let crc = crc32fast::hash(&out);
+    seal(
+        Vec::with_capacity(96),
+        MEMBERSHIP_MAGIC,
+        MEMBERSHIP_FORMAT,
+        &owner,
+        membership,
+    )
+}
+
+/// Appends a record to `out`: `magic | format | postcard(owner) |
+/// postcard(content) | CRC-32 (LE)` of everything it appended. Every
+/// record of this crate's files is made this way.
+pub(crate) fn seal<O: Serialize + ?Sized, T: Serialize + ?Sized>(
+    mut out: Vec<u8>,
+    magic: [u8; 4],
+    format: u8,
+    owner: &O,
+    content: &T,
+) -> Vec<u8> {
+    let start = out.len();
+    out.extend_from_slice(&magic);
+    out.push(format);
+    // Owners, states and memberships always serialize (into memory).
+    let out = postcard::to_extend(owner, out).unwrap_or_default();
+    let mut out = postcard::to_extend(content, out).unwrap_or_default();
+    let crc = crc32fast::hash(&out[start..]);
     out.extend_from_slice(&crc.to_le_bytes());
     out
+}
+
+/// Reads a record [`seal`] made: checks its length, magic, format and
+/// CRC-32 and decodes its owner and content, which must end the record.
+pub(crate) fn unseal<O: serde::de::DeserializeOwned, T: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+    magic: [u8; 4],
+    format: u8,
+) -> Result<(O, T), StorageErrorKind> {
+    let body = checked_body(bytes, magic, format)?;
+    let undecodable = |e: postcard::Error| StorageErrorKind::Undecodable(e.to_string());
+    let (owner, rest) = postcard::take_from_bytes::<O>(&body[5..]).map_err(undecodable)?;
+    match postcard::take_from_bytes::<T>(rest) {
+        Ok((content, [])) => Ok((owner, content)),
+        Ok((_, rest)) => Err(StorageErrorKind::Undecodable(format!(
+            "{} trailing bytes",
+            rest.len()
+        ))),
+        Err(e) => Err(undecodable(e)),
+    }
 }
 
 /// Decodes a membership record: its owner and membership. A record that
@@ -110,20 +149,14 @@ pub fn encode_membership_record(owner: StateOwner, membership: &Membership) -> V
 pub fn decode_membership_record(
     bytes: &[u8],
 ) -> Result<(StateOwner, Membership), StorageErrorKind> {
-    let body = checked_body(bytes, MEMBERSHIP_MAGIC, MEMBERSHIP_FORMAT)?;
-    let undecodable = |e: postcard::Error| StorageErrorKind::Undecodable(e.to_string());
-    let (owner, rest) = postcard::take_from_bytes::<StateOwner>(&body[5..]).map_err(undecodable)?;
-    match postcard::take_from_bytes::<Membership>(rest) {
-        Ok((membership, [])) if membership.is_well_formed() => Ok((owner, membership)),
-        Ok((_, [])) => Err(StorageErrorKind::Undecodable(
+    let (owner, membership): (StateOwner, Membership) =
+        unseal(bytes, MEMBERSHIP_MAGIC, MEMBERSHIP_FORMAT)?;
+    if !membership.is_well_formed() {
+        return Err(StorageErrorKind::Undecodable(
             "the membership is not well formed (unsorted, overlapping, id 0 or no voters)".into(),
-        )),
-        Ok((_, rest)) => Err(StorageErrorKind::Undecodable(format!(
-            "{} trailing bytes",
-            rest.len()
-        ))),
-        Err(e) => Err(undecodable(e)),
+        ));
     }
+    Ok((owner, membership))
 }
 
 /// Loads and saves one node's [`HardState`].
@@ -281,6 +314,37 @@ pub enum StorageErrorKind {
     /// The data directory's path names something that is not a directory.
     #[error("exists and is not a directory: data_dir must name a directory")]
     NotADirectory,
+    /// A record of a host store's log is damaged, and an intact record
+    /// follows it: a crash only tears the end of the log (the write it
+    /// interrupted was never acknowledged), so this is corruption of
+    /// acknowledged states, which must not be skipped or cut away.
+    #[error(
+        "the record at byte {offset} is damaged and an intact record follows at byte {intact_at}: the log is corrupt (a crash tears only its end), refusing to drop acknowledged states"
+    )]
+    DamagedRecord {
+        /// Where the damaged record starts.
+        offset: u64,
+        /// Where the next intact record starts.
+        intact_at: u64,
+    },
+    /// A host store's directory shows the host ran (`tenure.lock`) but
+    /// its snapshot is gone: every group's votes were lost, and starting
+    /// fresh could vote twice in a term.
+    #[error(
+        "missing, though the directory shows this host ran (tenure.lock): every group's votes were lost; starting fresh could vote twice in a term"
+    )]
+    HostStateLost,
+    /// A host store's files contradict each other (a log newer than the
+    /// snapshot that should name it, a log without a snapshot): files were
+    /// copied, restored or removed by hand.
+    #[error("the host store's files disagree: {0}")]
+    Inconsistent(String),
+    /// An earlier write or compaction of this host store failed: the end
+    /// of its log is unknown until the store is opened again.
+    #[error(
+        "an earlier write failed, so the end of the log is unknown: open the store again (its recovery cuts an unfinished write)"
+    )]
+    EarlierWriteFailed,
     /// Another process holds the data directory's lock.
     #[error("the data directory is in use by another process{}", holder.as_ref().map(|h| format!(" ({h})")).unwrap_or_default())]
     Locked {
@@ -312,8 +376,9 @@ pub struct StorageError {
 }
 
 /// What a path of a data directory is, for messages: the lock file, the
-/// membership file, the probe that proves the directory writable, the
-/// state file (and its temporary and set-aside copies), or the directory.
+/// membership file, a host store's log or snapshot, the probe that proves
+/// the directory writable, the state file (and its temporary and set-aside
+/// copies), or the directory.
 fn what_is(path: &Path) -> &'static str {
     let name = path
         .file_name()
@@ -323,6 +388,10 @@ fn what_is(path: &Path) -> &'static str {
         "lock file"
     } else if name.starts_with(MEMBERSHIP_FILE) {
         "membership file"
+    } else if name.starts_with(super::host_store::LOG_FILE) {
+        "host store log"
+    } else if name.starts_with(super::host_store::SNAPSHOT_FILE) {
+        "host store snapshot"
     } else if name.starts_with("tenure.probe") {
         "data directory's probe file"
     } else if name.starts_with(STATE_FILE) {
@@ -365,15 +434,7 @@ pub fn encode_owned_record(owner: StateOwner, state: &HardState) -> Vec<u8> {
 }
 
 fn encode(owner: Option<StateOwner>, state: &HardState) -> Vec<u8> {
-    let mut out = Vec::with_capacity(48);
-    out.extend_from_slice(&MAGIC);
-    out.push(FORMAT);
-    // Owners and states always serialize.
-    let out = postcard::to_extend(&owner, out).unwrap_or_default();
-    let mut out = postcard::to_extend(state, out).unwrap_or_default();
-    let crc = crc32fast::hash(&out);
-    out.extend_from_slice(&crc.to_le_bytes());
-    out
+    seal(Vec::with_capacity(48), MAGIC, FORMAT, &owner, state)
 }
 
 /// Decodes a state record: its owner (`None` if it names none) and its
@@ -385,18 +446,7 @@ fn encode(owner: Option<StateOwner>, state: &HardState) -> Vec<u8> {
 pub fn decode_owned_record(
     bytes: &[u8],
 ) -> Result<(Option<StateOwner>, HardState), StorageErrorKind> {
-    let body = checked_body(bytes, MAGIC, FORMAT)?;
-    let undecodable = |e: postcard::Error| StorageErrorKind::Undecodable(e.to_string());
-    let (owner, rest) =
-        postcard::take_from_bytes::<Option<StateOwner>>(&body[5..]).map_err(undecodable)?;
-    match postcard::take_from_bytes::<HardState>(rest) {
-        Ok((state, [])) => Ok((owner, state)),
-        Ok((_, rest)) => Err(StorageErrorKind::Undecodable(format!(
-            "{} trailing bytes",
-            rest.len()
-        ))),
-        Err(e) => Err(undecodable(e)),
-    }
+    unseal(bytes, MAGIC, FORMAT)
 }
 
 /// Checks a record's length, `magic`, `format` and CRC-32; returns
@@ -497,39 +547,8 @@ impl FileStorage {
         // its first open): a lock file without a state file is a lost state.
         let ran_before = path.exists();
         let has_state = storage.path().exists();
-        let err = |kind: StorageErrorKind| StorageError {
-            path: Some(path.clone()),
-            kind,
-        };
-        // On Unix the directory itself is locked: a lock file can be
-        // deleted while held (it looks like a stale pidfile), after which a
-        // second process would lock a new file; a directory holding state
-        // cannot be removed. `tenure.lock` only says who holds it.
-        #[cfg(unix)]
-        let locked = retry_interrupted(|| File::open(&storage.dir));
-        #[cfg(not(unix))]
-        let locked = retry_interrupted(|| {
-            OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(&path)
-        });
-        let lock = locked.map_err(|e| err(e.into()))?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(fs::TryLockError::WouldBlock) => {
-                let holder = fs::read_to_string(&path)
-                    .ok()
-                    .map(|h| h.trim().to_string())
-                    .filter(|h| !h.is_empty());
-                return Err(err(StorageErrorKind::Locked { holder }));
-            }
-            Err(fs::TryLockError::Error(e)) => return Err(err(e.into())),
-        }
-        // Say who holds it.
-        let holder = format!("pid {}, {owner}\n", std::process::id());
-        retry_interrupted(|| fs::write(&path, holder.as_bytes())).map_err(|e| err(e.into()))?;
+        let lock = lock_dir(&storage.dir)?;
+        write_holder(&storage.dir, owner)?;
         // Prove the directory writable the way a save uses it.
         let probe = storage.dir.join("tenure.probe.tmp");
         let done = storage.dir.join("tenure.probe");
@@ -769,6 +788,49 @@ impl Storage for MemStorage {
         *self.membership.lock().unwrap_or_else(|p| p.into_inner()) = Some(membership.clone());
         Ok(())
     }
+}
+
+/// Locks data directory `dir` against every other process until the
+/// returned file is dropped ([`StorageErrorKind::Locked`], naming the
+/// holder's process id when `tenure.lock` says it).
+pub(crate) fn lock_dir(dir: &Path) -> Result<File, StorageError> {
+    let path = dir.join(LOCK_FILE);
+    let err = |kind: StorageErrorKind| StorageError::at(&path, kind);
+    // On Unix the directory itself is locked: a lock file can be
+    // deleted while held (it looks like a stale pidfile), after which a
+    // second process would lock a new file; a directory holding state
+    // cannot be removed. `tenure.lock` only says who holds it.
+    #[cfg(unix)]
+    let locked = retry_interrupted(|| File::open(dir));
+    #[cfg(not(unix))]
+    let locked = retry_interrupted(|| {
+        OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+    });
+    let lock = locked.map_err(|e| err(e.into()))?;
+    match lock.try_lock() {
+        Ok(()) => Ok(lock),
+        Err(fs::TryLockError::WouldBlock) => {
+            let holder = fs::read_to_string(&path)
+                .ok()
+                .map(|h| h.trim().to_string())
+                .filter(|h| !h.is_empty());
+            Err(err(StorageErrorKind::Locked { holder }))
+        }
+        Err(fs::TryLockError::Error(e)) => Err(err(e.into())),
+    }
+}
+
+/// Writes who holds `dir`'s lock into `tenure.lock` (this process, for
+/// `owner`). Its existence also says the directory was used before.
+pub(crate) fn write_holder(dir: &Path, owner: StateOwner) -> Result<(), StorageError> {
+    let path = dir.join(LOCK_FILE);
+    let holder = format!("pid {}, {owner}\n", std::process::id());
+    retry_interrupted(|| fs::write(&path, holder.as_bytes()))
+        .map_err(|e| StorageError::at(&path, e))
 }
 
 /// Writes `bytes` to `path` in directory `dir` so that a crash leaves the

@@ -1,7 +1,7 @@
-//! The adapters (`tenure::adapters`): crash-safe storage, the wire codec,
-//! authenticated framing, the node file, the std and tokio drivers, their
-//! handles and their shutdown, the public executor, serde, and the
-//! replicated key-value example built on them.
+//! The adapters (`tenure::adapters`): crash-safe storage, the host store,
+//! the wire codec, authenticated framing, the node file, the std and tokio
+//! drivers, their handles and their shutdown, the public executor, serde,
+//! and the replicated key-value example built on them.
 
 #![cfg(feature = "adapters")]
 
@@ -20,6 +20,7 @@ mod drivers;
 mod executor;
 #[cfg(feature = "tokio")]
 mod handles;
+mod host_store;
 mod replicated_kv;
 mod serde_roundtrip;
 #[cfg(feature = "tokio")]
