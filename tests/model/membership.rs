@@ -1618,7 +1618,7 @@ impl stateright::Chooser<MembershipModel> for Biased {
     }
 
     fn choose_initial_state(&self, state: &mut u64, initial_states: &[Cluster]) -> usize {
-        (next_random(state) % initial_states.len() as u64) as usize
+        (scaffold::next_random(state) % initial_states.len() as u64) as usize
     }
 
     fn choose_action(&self, state: &mut u64, _current: &Cluster, actions: &[Step]) -> usize {
@@ -1633,25 +1633,8 @@ impl stateright::Chooser<MembershipModel> for Biased {
                 Step::Duplicate(_) | Step::Crash(_) => 1,
             }
         };
-        let total: u64 = actions.iter().map(weight).sum();
-        let mut pick = next_random(state) % total;
-        for (i, step) in actions.iter().enumerate() {
-            let w = weight(step);
-            if pick < w {
-                return i;
-            }
-            pick -= w;
-        }
-        actions.len() - 1
+        scaffold::pick_weighted(state, actions, weight)
     }
-}
-
-/// xorshift64*.
-fn next_random(state: &mut u64) -> u64 {
-    *state ^= *state >> 12;
-    *state ^= *state << 25;
-    *state ^= *state >> 27;
-    state.wrapping_mul(0x2545_f491_4f6c_dd1d)
 }
 
 /// What the random walks let go wrong: more crashes, duplicates and

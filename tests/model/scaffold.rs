@@ -297,3 +297,26 @@ pub fn env_usize(name: &str, default: usize) -> usize {
         .and_then(|d| d.parse().ok())
         .unwrap_or(default)
 }
+
+/// xorshift64*: the random walks' choices.
+pub fn next_random(state: &mut u64) -> u64 {
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+}
+
+/// The index of one of `steps`, each chosen with a probability in
+/// proportion to its `weight` (not all zero).
+pub fn pick_weighted<S>(state: &mut u64, steps: &[S], weight: impl Fn(&S) -> u64) -> usize {
+    let total: u64 = steps.iter().map(&weight).sum();
+    let mut pick = next_random(state) % total;
+    for (i, step) in steps.iter().enumerate() {
+        let w = weight(step);
+        if pick < w {
+            return i;
+        }
+        pick -= w;
+    }
+    steps.len() - 1
+}
