@@ -1491,7 +1491,13 @@ impl<P: LogPosition + core::hash::Hash> Host<P> {
         let mut h = Fnv(0xcbf2_9ce4_8422_2325);
         (self.id, self.round.as_nanos(), relo(self.next_round)).hash(&mut h);
         for (id, g) in &self.groups {
-            (id, g.node.protocol_fingerprint(at), relo(g.armed), g.leading).hash(&mut h);
+            (
+                id,
+                g.node.protocol_fingerprint(at),
+                relo(g.armed),
+                g.leading,
+            )
+                .hash(&mut h);
             match &g.quiet {
                 Quiet::Active => 0u8.hash(&mut h),
                 Quiet::Offering {
@@ -1515,12 +1521,26 @@ impl<P: LogPosition + core::hash::Hash> Host<P> {
         }
         self.removed_writing.hash(&mut h);
         if let Some(l) = self.live.as_deref() {
-            (l.incarnation, l.stale_after, l.min_death, l.round, l.round_now).hash(&mut h);
+            (
+                l.incarnation,
+                l.stale_after,
+                l.min_death,
+                l.round,
+                l.round_now,
+            )
+                .hash(&mut h);
             for (round, sent) in l.sent {
                 (round, rel(sent)).hash(&mut h);
             }
             for (id, p) in &l.peers {
-                (id, p.incarnation, p.heard_round, relo(p.heard_at), p.ack_due).hash(&mut h);
+                (
+                    id,
+                    p.incarnation,
+                    p.heard_round,
+                    relo(p.heard_at),
+                    p.ack_due,
+                )
+                    .hash(&mut h);
                 (p.epoch, p.following, p.view, p.acked_round).hash(&mut h);
                 (relo(p.acked_sent), relo(p.acked_heard)).hash(&mut h);
                 for a in &p.agrees {

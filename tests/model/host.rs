@@ -93,7 +93,7 @@ use stateright::{Checker, Expectation, Model, Property};
 use tenure::host::{Batch, GroupId, Host, HostAction, HostInput};
 use tenure::{Config, Event, Fencing, HardState, Instant, MessageKind, NodeId, Role};
 
-use crate::scaffold::{self, ClockRate, env_usize, index};
+use crate::scaffold::{self, Biased, ClockRate, Weighted, env_usize, index};
 
 const HOSTS: usize = 3;
 const GROUPS: GroupId = 2;
@@ -202,7 +202,11 @@ impl std::fmt::Debug for Packet {
         let batch = self.batch();
         write!(f, "{} -> {}: ", self.src, self.dst)?;
         for e in &batch.entries {
-            write!(f, "[g{} t{} {:?}] ", e.group, e.message.term, e.message.kind)?;
+            write!(
+                f,
+                "[g{} t{} {:?}] ",
+                e.group, e.message.term, e.message.kind
+            )?;
         }
         if let Some(l) = &batch.liveness {
             write!(
@@ -594,7 +598,10 @@ impl HostModel {
     /// running on for 1.5 s of model time. Every state on the way.
     fn cut_runs(&self, quiet: &World) -> Vec<World> {
         let mut seeds = Vec::new();
-        let mut leaders: Vec<NodeId> = groups().filter_map(|g| quiet.leader(g)).map(|l| l.0).collect();
+        let mut leaders: Vec<NodeId> = groups()
+            .filter_map(|g| quiet.leader(g))
+            .map(|l| l.0)
+            .collect();
         leaders.dedup();
         let mut cuts: Vec<Vec<(NodeId, NodeId)>> = leaders
             .iter()
@@ -616,9 +623,8 @@ impl HostModel {
             let cut_off = w.cut_off;
             let done = move |w: &World| {
                 w.now >= until
-                    || groups().any(|g| {
-                        cut_off[g as usize] > 0 && w.elected(g) > before[g as usize]
-                    })
+                    || groups()
+                        .any(|g| cut_off[g as usize] > 0 && w.elected(g) > before[g as usize])
             };
             seeds.extend(self.drive(w, 1_000, done));
         }
@@ -764,10 +770,11 @@ impl Model for HostModel {
     }
 
     fn within_boundary(&self, w: &World) -> bool {
-        w.hosts
-            .iter()
-            .flatten()
-            .all(|up| up.host.groups().all(|(_, n)| n.term() <= self.variant.max_term))
+        w.hosts.iter().flatten().all(|up| {
+            up.host
+                .groups()
+                .all(|(_, n)| n.term() <= self.variant.max_term)
+        })
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
@@ -894,7 +901,9 @@ fn report(checker: &impl Checker<HostModel>, reached: &[&'static str]) {
                 "{}: counterexample\n{}{}",
                 property.name,
                 describe(path),
-                broken.map(|(p, d)| format!("  ({p}: {d})\n")).unwrap_or_default()
+                broken
+                    .map(|(p, d)| format!("  ({p}: {d})\n"))
+                    .unwrap_or_default()
             ));
         }
     }
@@ -932,7 +941,12 @@ fn quiet_model(variant: Variant) -> HostModel {
     let mut init = HostModel::phases(&path);
     let quiet = path.last().expect("a path").clone();
     let until = quiet.now + ROUND * 3;
-    init.extend(model.drive(quiet, 200, |w| w.now >= until).into_iter().skip(1));
+    init.extend(
+        model
+            .drive(quiet, 200, |w| w.now >= until)
+            .into_iter()
+            .skip(1),
+    );
     HostModel { init, ..model }
 }
 
@@ -954,16 +968,26 @@ fn cut_model(variant: Variant) -> HostModel {
 #[test]
 fn model_check_host_quiet_happy_path_goes_quiet_and_cut_runs_fail_over() {
     let model = quiet_model(SEARCH);
-    let quiet = model.init.iter().find(|w| groups().all(|g| w.quiet_everywhere(g)));
+    let quiet = model
+        .init
+        .iter()
+        .find(|w| groups().all(|g| w.quiet_everywhere(g)));
     let quiet = quiet.expect("a state with every group quiet");
-    let leaders: BTreeSet<NodeId> = groups().filter_map(|g| quiet.leader(g)).map(|l| l.0).collect();
+    let leaders: BTreeSet<NodeId> = groups()
+        .filter_map(|g| quiet.leader(g))
+        .map(|l| l.0)
+        .collect();
     eprintln!(
         "{} initial states; quiet at {}:\n{}",
         model.init.len(),
         quiet.now,
         describe_state(quiet)
     );
-    assert_eq!(leaders.len(), GROUPS as usize, "groups led by different hosts");
+    assert_eq!(
+        leaders.len(),
+        GROUPS as usize,
+        "groups led by different hosts"
+    );
     let cut = cut_model(SEARCH);
     let failed_over = cut.init.iter().any(|w| {
         groups().any(|g| w.cut_off[g as usize] > 0 && w.elected(g) > w.cut_off[g as usize])
@@ -973,14 +997,14 @@ fn model_check_host_quiet_happy_path_goes_quiet_and_cut_runs_fail_over() {
 }
 
 /// Rule `quiet_rounds_back_promises` and `strict_lease`: exhaustively,
-/// `TENURE_HOST_MODEL_DEPTH` (default 4) steps of every fault from every
+/// `TENURE_HOST_MODEL_DEPTH` (default 5) steps of every fault from every
 /// phase of going quiet and from the quiet state.
 #[test]
 fn model_check_host_quiet_leases_stay_exclusive() {
     explore(
         "QUIET",
         quiet_model(SEARCH),
-        env_usize("TENURE_HOST_MODEL_DEPTH", 4),
+        env_usize("TENURE_HOST_MODEL_DEPTH", 5),
         &[
             "a group is quiet on all its hosts",
             "a quiet leader holds a lease",
@@ -990,13 +1014,13 @@ fn model_check_host_quiet_leases_stay_exclusive() {
 
 /// The same, from every state of the runs that cut a leader host off (to
 /// its group's failover) or cut one link, to
-/// `TENURE_HOST_MODEL_CUT_DEPTH` (default 3) steps.
+/// `TENURE_HOST_MODEL_CUT_DEPTH` (default 4) steps.
 #[test]
 fn model_check_host_quiet_leases_stay_exclusive_through_cuts() {
     explore(
         "CUT",
         cut_model(SEARCH),
-        env_usize("TENURE_HOST_MODEL_CUT_DEPTH", 3),
+        env_usize("TENURE_HOST_MODEL_CUT_DEPTH", 4),
         &[
             "a group fails over after its leader host is cut off",
             "a quiet leader holds a lease",
@@ -1004,39 +1028,22 @@ fn model_check_host_quiet_leases_stay_exclusive_through_cuts() {
     );
 }
 
-/// Random walks: a biased choice (deliveries and writes more often than
-/// faults), reproducible from the checker's seed.
-#[derive(Clone)]
-struct Biased;
-
-impl stateright::Chooser<HostModel> for Biased {
-    type State = u64;
-
-    fn new_state(&self, seed: u64) -> u64 {
-        seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1
-    }
-
-    fn choose_initial_state(&self, state: &mut u64, initial_states: &[World]) -> usize {
-        (scaffold::next_random(state) % initial_states.len() as u64) as usize
-    }
-
-    fn choose_action(&self, state: &mut u64, _current: &World, actions: &[Step]) -> usize {
-        let weight = |step: &Step| -> u64 {
-            match step {
-                Step::Deliver(_) => 20,
-                Step::Fsync(_) => 12,
-                Step::Restart(_) => 6,
-                Step::Tick(_) => 8,
-                Step::Drop(_) | Step::Cut(..) | Step::Heal(..) => 2,
-                Step::Duplicate(_) | Step::Crash(_) => 1,
-            }
-        };
-        scaffold::pick_weighted(state, actions, weight)
+/// The random walks' bias: deliveries and writes more often than faults.
+impl Weighted for Step {
+    fn weight(&self) -> u64 {
+        match self {
+            Step::Deliver(_) => 20,
+            Step::Fsync(_) => 12,
+            Step::Restart(_) => 6,
+            Step::Tick(_) => 8,
+            Step::Drop(_) | Step::Cut(..) | Step::Heal(..) => 2,
+            Step::Duplicate(_) | Step::Crash(_) => 1,
+        }
     }
 }
 
 /// Seeded random walks of up to 300 steps from every initial state of
-/// both searches, until `TENURE_HOST_MODEL_WALKS` (default 300k) states.
+/// both searches, until `TENURE_HOST_MODEL_WALKS` (default 1M) states.
 #[test]
 fn model_check_host_quiet_random_walks() {
     #[allow(clippy::disallowed_methods)]
@@ -1047,7 +1054,7 @@ fn model_check_host_quiet_random_walks() {
     let checker = model
         .checker()
         .target_max_depth(300)
-        .target_state_count(env_usize("TENURE_HOST_MODEL_WALKS", 300_000))
+        .target_state_count(env_usize("TENURE_HOST_MODEL_WALKS", 1_000_000))
         .spawn_simulation(seed, Biased)
         .join();
     eprintln!(
