@@ -38,7 +38,7 @@
 //!
 //! # Where the search starts
 //!
-//! Going quiet takes some forty steps from a fresh cluster (elections,
+//! Going quiet takes dozens of steps from a fresh cluster (elections,
 //! then an offer, the agreements and an acknowledged round), beyond an
 //! exhaustive search. So the model runs a *happy path* first (a fixed
 //! policy: complete writes, deliver batches, tick the host with the
@@ -69,10 +69,11 @@
 //! hosts; a group fails over after its leader host is cut off; a lease is
 //! held by a quiet leader.
 //!
-//! The checks can fail: making the follower side of `catch_up` in
-//! `src/host/mod.rs` a no-op (a quiet follower never learns when its
-//! leader host's rounds arrived) lets the cut-off search elect a new
-//! leader while the old one still holds its lease.
+//! The checks can fail: with the follower side of `catch_up` in
+//! `src/host/mod.rs` made a no-op (a quiet follower never learns when its
+//! leader host's rounds arrived), the random walks find a group that
+//! elects a new leader while the old one still holds its lease (the
+//! exhaustive searches, at their default depths, do not reach it).
 //!
 //! # Cost
 //!
