@@ -1359,3 +1359,200 @@ impl<P: LogPosition> fmt::Debug for Host<P> {
             .finish_non_exhaustive()
     }
 }
+
+/// Model checking (feature `sim`): a copy of a host and its state identity,
+/// for `tests/model/host.rs` (stateright clones every state it explores).
+#[cfg(feature = "sim")]
+impl<P: LogPosition + core::hash::Hash> Host<P> {
+    /// A copy of this host between steps (its step buffers empty): every
+    /// group's node, timers and quiet state, and the liveness exchange.
+    #[doc(hidden)]
+    #[must_use]
+    pub fn clone_for_model(&self) -> Host<P> {
+        let groups = self
+            .groups
+            .iter()
+            .map(|(id, g)| {
+                let Group {
+                    node,
+                    armed,
+                    leading,
+                    quiet,
+                } = &**g;
+                let copy = Group {
+                    node: node.clone(),
+                    armed: *armed,
+                    leading: *leading,
+                    quiet: quiet.clone(),
+                };
+                (*id, Box::new(copy))
+            })
+            .collect();
+        let live = self.live.as_deref().map(|l| {
+            let Live {
+                incarnation,
+                stale_after,
+                min_death,
+                round,
+                sent,
+                round_now,
+                peers,
+                offering,
+                offers,
+                quiet_leading,
+                quiet_following,
+            } = l;
+            let peers = peers
+                .iter()
+                .map(|(id, p)| {
+                    let PeerHost {
+                        incarnation,
+                        heard_round,
+                        heard_at,
+                        ack_due,
+                        epoch,
+                        agrees,
+                        following,
+                        view,
+                        acked_round,
+                        acked_sent,
+                        acked_heard,
+                        wakes,
+                        lead_refs,
+                        quiet_with,
+                    } = p;
+                    let copy = PeerHost {
+                        incarnation: *incarnation,
+                        heard_round: *heard_round,
+                        heard_at: *heard_at,
+                        ack_due: *ack_due,
+                        epoch: *epoch,
+                        agrees: agrees.clone(),
+                        following: *following,
+                        view: *view,
+                        acked_round: *acked_round,
+                        acked_sent: *acked_sent,
+                        acked_heard: *acked_heard,
+                        wakes: wakes.clone(),
+                        lead_refs: *lead_refs,
+                        quiet_with: *quiet_with,
+                    };
+                    (*id, copy)
+                })
+                .collect();
+            Box::new(Live {
+                incarnation: *incarnation,
+                stale_after: *stale_after,
+                min_death: *min_death,
+                round: *round,
+                sent: *sent,
+                round_now: *round_now,
+                peers,
+                offering: offering.clone(),
+                offers: *offers,
+                quiet_leading: *quiet_leading,
+                quiet_following: *quiet_following,
+            })
+        });
+        let mut copy = Host::new(self.id, self.round);
+        copy.next_round = self.next_round;
+        copy.groups = groups;
+        copy.timers = self.timers.clone();
+        copy.led = self.led.clone();
+        copy.unknown_group_entries = self.unknown_group_entries;
+        copy.removed_writing = self.removed_writing.clone();
+        copy.live = live;
+        copy
+    }
+
+    /// A hash of everything that decides this host's future behaviour, seen
+    /// at time `at` (as [`Node::protocol_fingerprint`]): each group's node
+    /// fingerprint, timer entry and quiet state, and the liveness exchange,
+    /// every instant relative to `at` (unclamped: exact, if less merging).
+    /// Derived sets (timers, groups led) and counters are left out.
+    #[doc(hidden)]
+    #[must_use]
+    pub fn protocol_fingerprint(&self, at: Instant) -> u64 {
+        use core::hash::{Hash, Hasher};
+        /// FNV-1a: deterministic, unlike std's RandomState.
+        struct Fnv(u64);
+        impl Hasher for Fnv {
+            fn finish(&self) -> u64 {
+                self.0
+            }
+            fn write(&mut self, bytes: &[u8]) {
+                for b in bytes {
+                    self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+                }
+            }
+        }
+        let rel = |t: Instant| i128::from(t.as_nanos()) - i128::from(at.as_nanos());
+        let relo = |t: Option<Instant>| t.map(rel);
+        let mut h = Fnv(0xcbf2_9ce4_8422_2325);
+        (self.id, self.round.as_nanos(), relo(self.next_round)).hash(&mut h);
+        for (id, g) in &self.groups {
+            (
+                id,
+                g.node.protocol_fingerprint(at),
+                relo(g.armed),
+                g.leading,
+            )
+                .hash(&mut h);
+            match &g.quiet {
+                Quiet::Active => 0u8.hash(&mut h),
+                Quiet::Offering {
+                    term,
+                    offer,
+                    agreed,
+                    members,
+                } => (1u8, term, offer, agreed, members).hash(&mut h),
+                Quiet::Leading {
+                    term,
+                    offer,
+                    members,
+                } => (2u8, term, offer, members).hash(&mut h),
+                Quiet::Following {
+                    leader,
+                    term,
+                    offer,
+                    after_round,
+                } => (3u8, leader, term, offer, after_round).hash(&mut h),
+            }
+        }
+        self.removed_writing.hash(&mut h);
+        if let Some(l) = self.live.as_deref() {
+            (
+                l.incarnation,
+                l.stale_after,
+                l.min_death,
+                l.round,
+                l.round_now,
+            )
+                .hash(&mut h);
+            for (round, sent) in l.sent {
+                (round, rel(sent)).hash(&mut h);
+            }
+            for (id, p) in &l.peers {
+                (
+                    id,
+                    p.incarnation,
+                    p.heard_round,
+                    relo(p.heard_at),
+                    p.ack_due,
+                )
+                    .hash(&mut h);
+                (p.epoch, p.following, p.view, p.acked_round).hash(&mut h);
+                (relo(p.acked_sent), relo(p.acked_heard)).hash(&mut h);
+                for a in &p.agrees {
+                    (a.group, a.offer, a.term, a.after_round).hash(&mut h);
+                }
+                for (w, carried) in &p.wakes {
+                    (w.group, w.offer, carried).hash(&mut h);
+                }
+                (p.lead_refs, p.quiet_with).hash(&mut h);
+            }
+            (&l.offering, l.offers, l.quiet_leading, l.quiet_following).hash(&mut h);
+        }
+        h.finish()
+    }
+}

@@ -1,5 +1,6 @@
 //! Model checking with stateright: the real `Node` in models of the
-//! cluster, searched exhaustively to a bound and by seeded random walks.
+//! cluster, and the real `Host` with quiet idle groups (`host`), searched
+//! exhaustively to a bound and by seeded random walks.
 
 #![cfg(feature = "sim")]
 #![forbid(unsafe_code)]
@@ -7,4 +8,5 @@
 mod scaffold;
 
 mod election;
+mod host;
 mod membership;

@@ -163,7 +163,8 @@ use tenure::{
 };
 
 use crate::scaffold::{
-    self, ClockRate, Envelope, Extra, Running, Step, Version, env_usize, index, version,
+    self, Biased, ClockRate, Envelope, Extra, Running, Step, Version, Weighted, env_usize, index,
+    version,
 };
 
 /// An `Always` property over the ghost `broken` (a macro: properties
@@ -1605,53 +1606,19 @@ fn strict_lease_ends_before_the_successor_of_a_leader_cut_off_mid_change() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// Random walks: a biased choice (deliveries and writes more often than
-/// crashes), reproducible from the checker's seed.
-#[derive(Clone)]
-struct Biased;
-
-impl stateright::Chooser<MembershipModel> for Biased {
-    type State = u64;
-
-    fn new_state(&self, seed: u64) -> u64 {
-        seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1
-    }
-
-    fn choose_initial_state(&self, state: &mut u64, initial_states: &[Cluster]) -> usize {
-        (next_random(state) % initial_states.len() as u64) as usize
-    }
-
-    fn choose_action(&self, state: &mut u64, _current: &Cluster, actions: &[Step]) -> usize {
-        let weight = |step: &Step| -> u64 {
-            match step {
-                Step::Deliver(_) => 20,
-                Step::Fsync(_) | Step::FsyncMembership(_) => 12,
-                Step::Propose(..) => 4,
-                Step::Restart(_) => 6,
-                Step::Tick(_) => 5,
-                Step::Drop(_) => 2,
-                Step::Duplicate(_) | Step::Crash(_) => 1,
-            }
-        };
-        let total: u64 = actions.iter().map(weight).sum();
-        let mut pick = next_random(state) % total;
-        for (i, step) in actions.iter().enumerate() {
-            let w = weight(step);
-            if pick < w {
-                return i;
-            }
-            pick -= w;
+/// The random walks' bias: deliveries and writes more often than crashes.
+impl Weighted for Step {
+    fn weight(&self) -> u64 {
+        match self {
+            Step::Deliver(_) => 20,
+            Step::Fsync(_) | Step::FsyncMembership(_) => 12,
+            Step::Propose(..) => 4,
+            Step::Restart(_) => 6,
+            Step::Tick(_) => 5,
+            Step::Drop(_) => 2,
+            Step::Duplicate(_) | Step::Crash(_) => 1,
         }
-        actions.len() - 1
     }
-}
-
-/// xorshift64*.
-fn next_random(state: &mut u64) -> u64 {
-    *state ^= *state >> 12;
-    *state ^= *state << 25;
-    *state ^= *state >> 27;
-    state.wrapping_mul(0x2545_f491_4f6c_dd1d)
 }
 
 /// What the random walks let go wrong: more crashes, duplicates and

@@ -297,3 +297,50 @@ pub fn env_usize(name: &str, default: usize) -> usize {
         .and_then(|d| d.parse().ok())
         .unwrap_or(default)
 }
+
+/// A step of a model's random walks, and how often to take it (relative
+/// to the other steps enabled).
+pub trait Weighted {
+    fn weight(&self) -> u64;
+}
+
+/// Random walks: each enabled step chosen in proportion to its
+/// [`Weighted::weight`], reproducible from the checker's seed.
+#[derive(Clone)]
+pub struct Biased;
+
+impl<M: stateright::Model> stateright::Chooser<M> for Biased
+where
+    M::Action: Weighted,
+{
+    type State = u64;
+
+    fn new_state(&self, seed: u64) -> u64 {
+        seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1
+    }
+
+    fn choose_initial_state(&self, state: &mut u64, initial_states: &[M::State]) -> usize {
+        (next_random(state) % initial_states.len() as u64) as usize
+    }
+
+    fn choose_action(&self, state: &mut u64, _current: &M::State, actions: &[M::Action]) -> usize {
+        let total: u64 = actions.iter().map(Weighted::weight).sum();
+        let mut pick = next_random(state) % total;
+        for (i, step) in actions.iter().enumerate() {
+            let w = step.weight();
+            if pick < w {
+                return i;
+            }
+            pick -= w;
+        }
+        actions.len() - 1
+    }
+}
+
+/// xorshift64*.
+fn next_random(state: &mut u64) -> u64 {
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+}
