@@ -16,6 +16,7 @@ mod common;
 
 mod balance;
 mod quiet;
+mod quiet_attacks;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -134,6 +135,19 @@ struct World {
     events: Vec<(Instant, NodeId, GroupId, Event)>,
     /// Every batch delivered: (time, to, from).
     delivered: Vec<(Instant, NodeId, NodeId)>,
+    /// Directed links with their own one-way delay range (ms), overriding
+    /// `faults.latency`: uneven, one-way and very long delays.
+    link_latency: BTreeMap<(NodeId, NodeId), (u64, u64)>,
+    /// Late replays: this percent of batches is delivered once more,
+    /// after a delay in this range (ms), long after the original.
+    replay: (u64, (u64, u64)),
+    /// Liveness check: no host keeps a group quiet as a follower of a
+    /// leader host whose copy does not lead it in that term for longer
+    /// than this (checked after every step).
+    bound_quiet_follow: Option<Duration>,
+    /// (host, group) -> since when it quietly follows a host that does
+    /// not lead the group.
+    bound_since: BTreeMap<(NodeId, GroupId), Instant>,
 }
 
 impl World {
@@ -181,6 +195,10 @@ impl World {
             starts: 0,
             events: Vec::new(),
             delivered: Vec::new(),
+            link_latency: BTreeMap::new(),
+            replay: (0, (0, 0)),
+            bound_quiet_follow: None,
+            bound_since: BTreeMap::new(),
         };
         for h in 1..=hosts {
             w.start(h);
@@ -238,6 +256,48 @@ impl World {
         let actions = host.step(local, input);
         self.execute(h, actions);
         self.check_leases();
+        self.check_quiet_followers();
+    }
+
+    /// Rule `quiet_rounds_back_promises`, premise 4: a host keeps a group
+    /// quiet as a follower of a leader host only while that host's copy
+    /// leads the group in that term, up to `bound_quiet_follow` (the time
+    /// a wake or the leader host's silence takes to arrive).
+    fn check_quiet_followers(&mut self) {
+        let Some(bound) = self.bound_quiet_follow else {
+            return;
+        };
+        let mut bound_since = std::mem::take(&mut self.bound_since);
+        for (&h, host) in &self.hosts {
+            for g in 0..self.groups {
+                let Some(node) = host.group(g) else { continue };
+                let key = (h, g);
+                let stray = host.is_quiet(g)
+                    && node.role() != tenure::Role::Leader
+                    && node.leader().is_some_and(|l| {
+                        !self
+                            .hosts
+                            .get(&l)
+                            .and_then(|lh| lh.group(g))
+                            .is_some_and(|n| {
+                                n.role() == tenure::Role::Leader && n.term() == node.term()
+                            })
+                    });
+                if !stray {
+                    bound_since.remove(&key);
+                    continue;
+                }
+                let since = *bound_since.entry(key).or_insert(self.now);
+                assert!(
+                    self.now.saturating_duration_since(since) <= bound,
+                    "group {g} at {:?}: host {h} has kept it quiet since {since:?} following host {:?} in term {}, which does not lead it",
+                    self.now,
+                    node.leader(),
+                    node.term()
+                );
+            }
+        }
+        self.bound_since = bound_since;
     }
 
     /// Rule `strict_lease` per group, across hosts whose clocks run at
@@ -386,7 +446,11 @@ impl World {
             1
         };
         for _ in 0..copies {
-            let (lo, hi) = self.faults.latency;
+            let (lo, hi) = self
+                .link_latency
+                .get(&(from, to))
+                .copied()
+                .unwrap_or(self.faults.latency);
             let delay = ms(lo + self.rng.below(hi - lo + 1));
             self.at(
                 delay,
@@ -396,6 +460,11 @@ impl World {
                     batch: batch.clone(),
                 },
             );
+        }
+        let (percent, (lo, hi)) = self.replay;
+        if percent > 0 && self.rng.chance(percent) {
+            let delay = ms(lo + self.rng.below(hi - lo + 1));
+            self.at(delay, Pending::Deliver { to, from, batch });
         }
     }
 

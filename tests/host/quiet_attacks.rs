@@ -1,0 +1,225 @@
+//! Attacks on the quiet groups' lease argument (`src/host/quiet.rs`):
+//! very long, one-way and uneven delays, late replays of old batches,
+//! directed cuts and flapping links, restarts, transfers, demotes,
+//! hand-overs and groups removed and added again while groups are quiet.
+//! The world checks after every step: one leader per group and term,
+//! exclusive strict leases, no lease older than an elected leader, and
+//! (premise 4) no host kept bound quietly to a leader host whose copy no
+//! longer leads the group for longer than a bound.
+
+use super::quiet::{quiet_world, three_of_four};
+use super::*;
+
+/// What the random schedule does at one step.
+fn chaos_step(w: &mut World, rng: &mut Rng, hosts: u64, down: &mut Vec<NodeId>) {
+    let pick = |rng: &mut Rng| 1 + rng.below(hosts);
+    match rng.below(10) {
+        0 => {
+            let (a, b) = (pick(rng), pick(rng));
+            if a != b {
+                w.cut.insert((a, b));
+            }
+        }
+        1 => {
+            let (a, b) = (pick(rng), pick(rng));
+            if a != b {
+                w.cut.insert((a, b));
+                w.cut.insert((b, a));
+            }
+        }
+        2 => w.cut.clear(),
+        3 => {
+            let (a, b) = (pick(rng), pick(rng));
+            let hi = [250, 600, 1_500][rng.below(3) as usize];
+            if a != b {
+                w.link_latency.insert((a, b), (1, hi));
+            }
+        }
+        4 => w.link_latency.clear(),
+        5 | 6 | 7 => {
+            // A command for a group on the host that leads it.
+            let g = rng.below(w.groups);
+            let Some((&h, _)) = w
+                .hosts
+                .iter()
+                .find(|(_, host)| host.group(g).is_some_and(|n| n.role() == tenure::Role::Leader))
+            else {
+                return;
+            };
+            let input = match rng.below(3) {
+                0 => {
+                    let voters = w.hosts[&h].group(g).unwrap().membership().voters.clone();
+                    let others: Vec<NodeId> = voters.iter().copied().filter(|&v| v != h).collect();
+                    Input::TransferLeadership {
+                        to: others[rng.below(others.len() as u64) as usize],
+                    }
+                }
+                1 => Input::Demote,
+                _ => Input::HandOver,
+            };
+            w.step(h, HostInput::Group { group: g, input });
+        }
+        8 => {
+            // A group removed on one of its hosts and added again from disk.
+            let g = rng.below(w.groups);
+            let h = pick(rng);
+            remove_and_add(w, h, g);
+        }
+        _ => {
+            if let Some(h) = down.pop() {
+                w.start(h);
+            } else {
+                let h = pick(rng);
+                w.crash(h);
+                down.push(h);
+            }
+        }
+    }
+}
+
+/// Removes group `g` from host `h` and adds it again from what the disk
+/// holds (once no write of it is in flight: else it stays removed until
+/// the next try).
+fn remove_and_add(w: &mut World, h: NodeId, g: GroupId) {
+    let local = w.local(h);
+    let hosts = w.incarnation.len().max(3) as u64;
+    let config = (w.configure)(h, g, hosts);
+    let Some(host) = w.hosts.get_mut(&h) else {
+        return;
+    };
+    if host.remove_group(g).is_none() {
+        return; // not a member, or removed before and not back yet
+    }
+    let state = w.disk.get(&(h, g)).copied().unwrap_or_default();
+    if host.add_group(g, config, state, local).is_ok() {
+        w.confirmed.insert((h, g), state);
+    }
+}
+
+/// Adds back every group a host of `w` is a voter of and does not run.
+fn add_missing(w: &mut World) {
+    let hosts = w.incarnation.len().max(3) as u64;
+    let ids: Vec<NodeId> = w.hosts.keys().copied().collect();
+    for h in ids {
+        for g in 0..w.groups {
+            let config = (w.configure)(h, g, hosts);
+            if !config.voters().contains(&h) || w.hosts[&h].group(g).is_some() {
+                continue;
+            }
+            let state = w.disk.get(&(h, g)).copied().unwrap_or_default();
+            let local = w.local(h);
+            if w.hosts
+                .get_mut(&h)
+                .unwrap()
+                .add_group(g, config, state, local)
+                .is_ok()
+            {
+                w.confirmed.insert((h, g), state);
+            }
+        }
+    }
+}
+
+/// Rule `quiet_rounds_back_promises`, every premise at once: groups of
+/// three voters among four hosts on clocks up to 1000 ppm apart, under
+/// loss, duplication, late replays of old batches (0.5-3 s later),
+/// directed links with delays of up to several death timeouts, cuts one
+/// way and both ways that come and go every 150-450 ms, host crashes and
+/// restarts, transfers, demotes, hand-overs, and groups removed and added
+/// again on one host. After every step: one leader per group and term,
+/// one lease holder per group, none older than an elected leader, and no
+/// host bound quietly to a leader host that no longer leads the group for
+/// more than 4 s. Once healed, every group is led, holds its lease and is
+/// quiet again.
+///
+/// Longer sweep: `TENURE_HOST_QUIET_CHAOS_RUNS=2000`.
+#[test]
+fn quiet_rounds_back_promises_leases_stay_exclusive_through_chaos_of_delays_replays_and_commands()
+{
+    common::sweep("TENURE_HOST_QUIET_CHAOS", 0..40, |seed| {
+        let rates = [-500, 0, 500, 250];
+        let ppm = (1..=4)
+            .map(|h| (h, rates[((seed + h) % 4) as usize]))
+            .collect();
+        let faults = Faults {
+            loss_percent: 8,
+            duplicate_percent: 8,
+            latency: (1, 30),
+            write_ms: 3,
+        };
+        let mut w = if std::env::var("TENURE_HOST_QUIET_CHAOS_OFF").is_ok() {
+            World::with(4, 12, ms(100), seed, faults, three_of_four, ppm)
+        } else {
+            quiet_world(4, 12, seed, faults, three_of_four, ppm)
+        };
+        w.replay = (3, (500, 3_000));
+        w.bound_quiet_follow = Some(ms(4_000));
+        w.run_for(ms(2_500));
+        let mut rng = Rng(seed ^ 0x5eed);
+        let mut down = Vec::new();
+        for _ in 0..40 {
+            chaos_step(&mut w, &mut rng, 4, &mut down);
+            let pause = 150 + rng.below(300);
+            w.run_for(ms(pause));
+        }
+        // Heal: links, delays, replays, hosts and groups.
+        w.cut.clear();
+        w.link_latency.clear();
+        w.replay = (0, (0, 0));
+        w.faults = CLEAN;
+        for h in down {
+            w.start(h);
+        }
+        add_missing(&mut w);
+        w.run_for(ms(8_000));
+        let (leading, following) = w.quiet_counts();
+        if !w.all_led() {
+            Some(format!(
+                "some group has no leader all its hosts follow after healing: {}",
+                unled(&w)
+            ))
+        } else if w.leases_held() != 12 {
+            Some(format!(
+                "{} of 12 groups hold a lease after healing",
+                w.leases_held()
+            ))
+        } else if leading != 12 || following != 24 {
+            Some(format!(
+                "quiet after healing: {leading} leading, {following} following (want 12, 24)"
+            ))
+        } else {
+            None
+        }
+    });
+}
+
+/// The groups without a leader all their hosts follow: each host's role,
+/// term, leader and whether it keeps the group quiet.
+fn unled(w: &World) -> String {
+    let mut out = String::new();
+    for g in 0..w.groups {
+        let views: Vec<String> = w
+            .hosts
+            .iter()
+            .filter_map(|(h, host)| {
+                let n = host.group(g)?;
+                Some(format!(
+                    "h{h}:{:?}/t{}/l{:?}{}",
+                    n.role(),
+                    n.term(),
+                    n.leader(),
+                    if host.is_quiet(g) { "/quiet" } else { "" }
+                ))
+            })
+            .collect();
+        let leaders: BTreeSet<Option<NodeId>> = w
+            .hosts
+            .values()
+            .filter_map(|h| Some(h.group(g)?.leader()))
+            .collect();
+        if leaders.len() != 1 || leaders.contains(&None) {
+            out += &format!("[group {g}: {}] ", views.join(" "));
+        }
+    }
+    out
+}
