@@ -253,7 +253,31 @@ impl World {
         let Some(host) = self.hosts.get_mut(&h) else {
             return;
         };
+        let trace = trace_group();
+        let about = trace.map(|g| describe_input(g, &input));
         let actions = host.step(local, input);
+        if let (Some(g), Some(about)) = (trace, about) {
+            let sent: Vec<String> = actions
+                .iter()
+                .filter_map(|a| match a {
+                    HostAction::Send { to, batch } => {
+                        let d = describe_input(g, &HostInput::Receive { from: *to, batch: batch.clone() });
+                        (!d.is_empty()).then(|| format!("->{d}"))
+                    }
+                    _ => None,
+                })
+                .collect();
+            let node = host.group(g);
+            eprintln!(
+                "{:?} h{h} {about} | now {:?}/t{:?}/l{:?}{} {}",
+                self.now,
+                node.map(|n| n.role()),
+                node.map(|n| n.term()),
+                node.and_then(|n| n.leader()),
+                if host.is_quiet(g) { "/quiet" } else { "" },
+                sent.join(" ")
+            );
+        }
         self.execute(h, actions);
         self.check_leases();
         self.check_quiet_followers();
@@ -558,6 +582,44 @@ impl World {
     fn crash(&mut self, h: NodeId) {
         self.hosts.remove(&h);
         *self.incarnation.entry(h).or_default() += 1;
+    }
+}
+
+/// The group `TENURE_HOST_TRACE_GROUP` names: each step prints what it
+/// got and sent about it and where the group stands on that host (a
+/// debugging aid for a replayed seed).
+fn trace_group() -> Option<GroupId> {
+    std::env::var("TENURE_HOST_TRACE_GROUP").ok()?.parse().ok()
+}
+
+/// What an input carries about group `g` (rounds and acknowledgements
+/// shown when anything is).
+fn describe_input(g: GroupId, input: &HostInput) -> String {
+    match input {
+        HostInput::Receive { from, batch } => {
+            let mut parts: Vec<String> = batch
+                .entries
+                .iter()
+                .filter(|e| e.group == g)
+                .map(|e| format!("{:?}@t{}", e.message.kind, e.message.term))
+                .collect();
+            if let Some(l) = &batch.liveness {
+                parts.extend(l.offers.iter().filter(|o| o.group == g).map(|o| format!("offer{}@t{}", o.offer, o.term)));
+                parts.extend(l.agrees.iter().filter(|a| a.group == g).map(|a| format!("agree{}@t{}>r{}", a.offer, a.term, a.after_round)));
+                parts.extend(l.wakes.iter().filter(|w| w.group == g).map(|w| format!("wake{}", w.offer)));
+                if !parts.is_empty() {
+                    parts.push(format!("inc{} ep{} r{} ack{:?}", l.incarnation, l.epoch, l.round, l.ack.map(|a| a.round)));
+                }
+            }
+            if parts.is_empty() {
+                String::new()
+            } else {
+                format!("from h{from}: {}", parts.join(", "))
+            }
+        }
+        HostInput::Group { group, input } if *group == g => format!("{input:?}"),
+        HostInput::Tick => "tick".into(),
+        _ => String::new(),
     }
 }
 

@@ -223,3 +223,143 @@ fn unled(w: &World) -> String {
     }
     out
 }
+
+/// Drives one host by hand: each input's actions, with every write
+/// confirmed at once; returns the grants sent (to, group, term).
+fn feed(host: &mut Host, now: Instant, input: HostInput) -> Vec<(NodeId, GroupId, u64)> {
+    let mut pending = host.step(now, input);
+    let mut granted = Vec::new();
+    while !pending.is_empty() {
+        granted.extend(grants(&pending));
+        let writes = persists(&pending);
+        pending = Vec::new();
+        for states in writes {
+            pending.extend(host.step(now, HostInput::Persisted(states)));
+        }
+    }
+    granted
+}
+
+/// A batch from host 1 (incarnation 500) starting host round `round`.
+fn round_batch(
+    round: u64,
+    entries: Vec<Entry>,
+    offers: Vec<tenure::host::QuietOffer>,
+    wakes: Vec<tenure::host::QuietWake>,
+) -> Batch {
+    Batch {
+        entries,
+        liveness: Some(tenure::host::Liveness {
+            incarnation: 500,
+            epoch: 0,
+            round,
+            ack: None,
+            offers,
+            agrees: Vec::new(),
+            wakes,
+        }),
+    }
+}
+
+/// Rule `quiet_rounds_back_promises`, premise 4: a follower is never
+/// bound to a leader host that stopped keeping the group quiet. Host 1
+/// offers group 0 in its round 2 and takes the offer back (its wake, in
+/// round 3) before anyone agreed; the network delivers round 3 first and
+/// round 2 late. The offer delivered after its own wake must not make
+/// host 2 keep the group quiet: host 1's group sends nothing more (it
+/// stepped down), host 1's rounds go on for its other groups, and host
+/// 2 must grant host 3's vote once host 1's group has been silent for a
+/// death timeout.
+///
+/// Guards against: an offer delayed past the wake that ended it parking
+/// the follower, whose stickiness every later host round then refreshes,
+/// so the group cannot elect while host 1 keeps sending rounds.
+#[test]
+fn quiet_offer_delivered_after_its_wake_leaves_the_follower_free_to_vote() {
+    let mut host: Host = Host::new(2, ms(100)).quiet_idle_groups(77);
+    host.add_group(
+        0,
+        strict_group_config(2, 0, 3),
+        HardState::default(),
+        Instant::ZERO,
+    )
+    .unwrap();
+    let heartbeat = Entry {
+        group: 0,
+        stamp: Default::default(),
+        message: tenure::Message {
+            term: 1,
+            kind: MessageKind::Heartbeat { seq: 1 },
+        },
+    };
+    let at = Instant::from_millis;
+    feed(
+        &mut host,
+        at(10),
+        HostInput::Receive {
+            from: 1,
+            batch: round_batch(1, vec![heartbeat], Vec::new(), Vec::new()),
+        },
+    );
+    assert_eq!(host.group(0).unwrap().leader(), Some(1), "follows host 1");
+    let offer = tenure::host::QuietOffer {
+        group: 0,
+        offer: 1,
+        term: 1,
+        membership: host.group(0).unwrap().membership_id(),
+    };
+    let wake = tenure::host::QuietWake { group: 0, offer: 1 };
+    // Round 3 (carrying the wake of offer 1) overtakes round 2 (the offer).
+    feed(
+        &mut host,
+        at(210),
+        HostInput::Receive {
+            from: 1,
+            batch: round_batch(3, Vec::new(), Vec::new(), vec![wake]),
+        },
+    );
+    feed(
+        &mut host,
+        at(230),
+        HostInput::Receive {
+            from: 1,
+            batch: round_batch(2, Vec::new(), vec![offer], Vec::new()),
+        },
+    );
+    let parked_after_wake = host.is_quiet(0);
+    // Host 1's rounds go on (it leads other groups with host 2); group 0
+    // hears nothing more of host 1. Host 2's own timers run meanwhile.
+    let mut now = 230;
+    let mut round = 4;
+    while now < 3_000 {
+        now += 100;
+        feed(
+            &mut host,
+            at(now),
+            HostInput::Receive {
+                from: 1,
+                batch: round_batch(round, Vec::new(), Vec::new(), Vec::new()),
+            },
+        );
+        round += 1;
+        while host.next_deadline().is_some_and(|d| d <= at(now)) {
+            let d = host.next_deadline().unwrap();
+            feed(&mut host, d, HostInput::Tick);
+        }
+    }
+    // Host 3 asks for a vote in a term well past anything host 2 tried.
+    let granted = feed(
+        &mut host,
+        at(now + 1),
+        HostInput::Receive {
+            from: 3,
+            batch: vec![vote_request(0, 50)].into(),
+        },
+    );
+    assert!(
+        granted.contains(&(3, 0, 50)),
+        "host 2 refuses host 3's vote 2.9 s after host 1's group last spoke \
+         (kept quiet after the wake: {parked_after_wake}, quiet now: {})",
+        host.is_quiet(0)
+    );
+}
