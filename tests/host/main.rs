@@ -129,6 +129,8 @@ struct World {
     writes: Vec<usize>,
     /// Whether hosts keep idle groups quiet.
     quiet: bool,
+    /// Hosts that start without quiet groups even when `quiet` is set.
+    loud: BTreeSet<NodeId>,
     /// Hosts started so far (each start a new incarnation).
     starts: u64,
     /// Every event: (time, host, group, event).
@@ -192,6 +194,7 @@ impl World {
             sends: Vec::new(),
             writes: Vec::new(),
             quiet: false,
+            loud: BTreeSet::new(),
             starts: 0,
             events: Vec::new(),
             delivered: Vec::new(),
@@ -212,7 +215,7 @@ impl World {
         let hosts = hosts.max(3);
         let mut host = Host::new(h, self.round);
         self.starts += 1;
-        if self.quiet {
+        if self.quiet && !self.loud.contains(&h) {
             host = host.quiet_idle_groups(self.starts);
         }
         let local = self.local(h);
