@@ -256,7 +256,7 @@ fn quiet_rounds_back_promises_leases_stay_exclusive_through_chaos_of_delays_repl
 /// Longer sweep: `TENURE_HOST_QUIET_REPLAYS_RUNS=500`.
 #[test]
 fn quiet_wakes_leave_no_follower_bound_to_a_host_that_stopped_leading_under_late_replays() {
-    common::sweep("TENURE_HOST_QUIET_REPLAYS", 0..20, |seed| {
+    common::sweep("TENURE_HOST_QUIET_REPLAYS", 0..50, |seed| {
         chaos(seed, 12, three_of_four, &[], (20, (300, 2_000)))
     });
 }
@@ -529,5 +529,69 @@ fn quiet_soft_group_goes_quiet_again_after_a_failed_transfer() {
         w.hosts[&h].is_quiet(g),
         "group {g} led by host {h} is still active 5 s after its failed transfer: {:?}",
         w.quiet_counts()
+    );
+}
+
+/// Rule `quiet_rounds_back_promises`, premise 1 ("before it leaves quiet
+/// for any reason, the host tells it when the newest round arrived"): a
+/// quiet follower's node handed back by `Host::remove_group` keeps the
+/// promise its host acknowledged for it. Seconds after the group went
+/// quiet, host `m` removes it while the leader holds its lease (backed by
+/// `m`'s acknowledgements of host rounds); the node it gets back must not
+/// grant a vote to another candidate within a death timeout of the last
+/// round its host acknowledged.
+///
+/// Guards against: `remove_group` telling the node of the newest round at
+/// the node's own last instant (from before it was parked), where the
+/// note is ignored as lying in the future, so the node's promise ends a
+/// death timeout after it was parked.
+#[test]
+fn quiet_follower_removed_from_its_host_keeps_the_promise_its_host_acknowledged() {
+    let mut w = quiet_world(3, 3, 1, CLEAN, strict_group_config, BTreeMap::new());
+    w.run_for(ms(3_000));
+    assert_eq!(w.quiet_counts(), (3, 6), "all quiet");
+    w.run_for(ms(2_000));
+    let (&leader, host) = w
+        .hosts
+        .iter()
+        .find(|(_, host)| host.leading().next().is_some())
+        .unwrap();
+    let g = host.leading().next().unwrap();
+    let term = host.group(g).unwrap().term();
+    let (m, c) = {
+        let others: Vec<NodeId> = (1..=3).filter(|&x| x != leader).collect();
+        (others[0], others[1])
+    };
+    assert!(w.hosts[&m].is_quiet(g));
+    let lease = w.hosts[&leader].lease(g, w.local(leader));
+    assert!(lease.is_some(), "host {leader} holds group {g}'s lease");
+    let now = w.local(m);
+    let mut node = w.hosts.get_mut(&m).unwrap().remove_group(g).unwrap();
+    let request = tenure::Message {
+        term: term + 1,
+        kind: MessageKind::VoteRequest {
+            position: (),
+            transfer: false,
+        },
+    };
+    let out = node.step(
+        now,
+        Input::Receive {
+            from: c,
+            message: request,
+        },
+    );
+    let votes: Vec<HardState> = out
+        .iter()
+        .filter_map(|a| match a {
+            tenure::Action::Persist(s) if s.vote == Some(c) => Some(*s),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        votes.is_empty(),
+        "host {m}'s node of group {g}, removed while quiet, votes for host {c} in term {} \
+         while host {leader} holds the lease {lease:?} its host's acknowledgements back: {out:?}",
+        term + 1
     );
 }
