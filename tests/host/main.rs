@@ -264,7 +264,13 @@ impl World {
                 .iter()
                 .filter_map(|a| match a {
                     HostAction::Send { to, batch } => {
-                        let d = describe_input(g, &HostInput::Receive { from: *to, batch: batch.clone() });
+                        let d = describe_input(
+                            g,
+                            &HostInput::Receive {
+                                from: *to,
+                                batch: batch.clone(),
+                            },
+                        );
                         (!d.is_empty()).then(|| format!("->{d}"))
                     }
                     _ => None,
@@ -607,11 +613,32 @@ fn describe_input(g: GroupId, input: &HostInput) -> String {
                 .map(|e| format!("{:?}@t{}", e.message.kind, e.message.term))
                 .collect();
             if let Some(l) = &batch.liveness {
-                parts.extend(l.offers.iter().filter(|o| o.group == g).map(|o| format!("offer{}@t{}", o.offer, o.term)));
-                parts.extend(l.agrees.iter().filter(|a| a.group == g).map(|a| format!("agree{}@t{}>r{}", a.offer, a.term, a.after_round)));
-                parts.extend(l.wakes.iter().filter(|w| w.group == g).map(|w| format!("wake{}", w.offer)));
+                parts.extend(
+                    l.offers
+                        .iter()
+                        .filter(|o| o.group == g)
+                        .map(|o| format!("offer{}@t{}", o.offer, o.term)),
+                );
+                parts.extend(
+                    l.agrees
+                        .iter()
+                        .filter(|a| a.group == g)
+                        .map(|a| format!("agree{}@t{}>r{}", a.offer, a.term, a.after_round)),
+                );
+                parts.extend(
+                    l.wakes
+                        .iter()
+                        .filter(|w| w.group == g)
+                        .map(|w| format!("wake{}", w.offer)),
+                );
                 if !parts.is_empty() {
-                    parts.push(format!("inc{} ep{} r{} ack{:?}", l.incarnation, l.epoch, l.round, l.ack.map(|a| a.round)));
+                    parts.push(format!(
+                        "inc{} ep{} r{} ack{:?}",
+                        l.incarnation,
+                        l.epoch,
+                        l.round,
+                        l.ack.map(|a| a.round)
+                    ));
                 }
             }
             if parts.is_empty() {

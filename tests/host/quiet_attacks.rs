@@ -36,14 +36,13 @@ fn chaos_step(w: &mut World, rng: &mut Rng, hosts: u64, down: &mut Vec<NodeId>) 
             }
         }
         4 => w.link_latency.clear(),
-        5 | 6 | 7 => {
+        5..=7 => {
             // A command for a group on the host that leads it.
             let g = rng.below(w.groups);
-            let Some((&h, _)) = w
-                .hosts
-                .iter()
-                .find(|(_, host)| host.group(g).is_some_and(|n| n.role() == tenure::Role::Leader))
-            else {
+            let Some((&h, _)) = w.hosts.iter().find(|(_, host)| {
+                host.group(g)
+                    .is_some_and(|n| n.role() == tenure::Role::Leader)
+            }) else {
                 return;
             };
             let input = match rng.below(3) {
@@ -132,6 +131,7 @@ fn chaos(
     configure: Configure,
     loud: &[NodeId],
     replay: (u64, (u64, u64)),
+    round: Duration,
 ) -> Option<String> {
     let rates = [-500, 0, 500, 250];
     let ppm = (1..=4)
@@ -144,9 +144,9 @@ fn chaos(
         write_ms: 3,
     };
     let mut w = if std::env::var("TENURE_HOST_QUIET_CHAOS_OFF").is_ok() {
-        World::with(4, groups, ms(100), seed, faults, configure, ppm)
+        World::with(4, groups, round, seed, faults, configure, ppm)
     } else {
-        let mut w = World::with(4, groups, ms(100), seed, faults, configure, ppm);
+        let mut w = World::with(4, groups, round, seed, faults, configure, ppm);
         w.quiet = true;
         w.loud = loud.iter().copied().collect();
         for h in 1..=4 {
@@ -210,9 +210,16 @@ fn chaos(
     {
         let loud_groups: Vec<String> = quiet_groups
             .iter()
-            .filter(|&&g| w.hosts.values().any(|h| h.group(g).is_some() && !h.is_quiet(g)))
+            .filter(|&&g| {
+                w.hosts
+                    .values()
+                    .any(|h| h.group(g).is_some() && !h.is_quiet(g))
+            })
             .map(|&g| {
-                let leader = w.hosts[&1].group(g).or(w.hosts[&2].group(g)).and_then(|n| n.leader());
+                let leader = w.hosts[&1]
+                    .group(g)
+                    .or(w.hosts[&2].group(g))
+                    .and_then(|n| n.leader());
                 format!("group {g} (leader host {leader:?})")
             })
             .collect();
@@ -240,10 +247,9 @@ fn chaos(
 ///
 /// Longer sweep: `TENURE_HOST_QUIET_CHAOS_RUNS=2000`.
 #[test]
-fn quiet_rounds_back_promises_leases_stay_exclusive_through_chaos_of_delays_replays_and_commands()
-{
+fn quiet_rounds_back_promises_leases_stay_exclusive_through_chaos_of_delays_replays_and_commands() {
     common::sweep("TENURE_HOST_QUIET_CHAOS", 0..40, |seed| {
-        chaos(seed, 12, three_of_four, &[], REPLAYS)
+        chaos(seed, 12, three_of_four, &[], REPLAYS, ms(100))
     });
 }
 
@@ -257,7 +263,7 @@ fn quiet_rounds_back_promises_leases_stay_exclusive_through_chaos_of_delays_repl
 #[test]
 fn quiet_wakes_leave_no_follower_bound_to_a_host_that_stopped_leading_under_late_replays() {
     common::sweep("TENURE_HOST_QUIET_REPLAYS", 0..50, |seed| {
-        chaos(seed, 12, three_of_four, &[], (20, (300, 2_000)))
+        chaos(seed, 12, three_of_four, &[], (20, (300, 2_000)), ms(100))
     });
 }
 
@@ -268,7 +274,11 @@ fn quiet_wakes_leave_no_follower_bound_to_a_host_that_stopped_leading_under_late
 /// (shorter than the host's round), and every sixth group soft fencing.
 fn uneven_timing(host: NodeId, group: GroupId, hosts: u64) -> Config {
     let death = ms([400, 700, 250, 1_000][(host as usize - 1) % 4]);
-    let heartbeat = if group % 3 == 0 { ms(50) } else { ms(100) };
+    let heartbeat = if group.is_multiple_of(3) {
+        ms(50)
+    } else {
+        ms(100)
+    };
     let fencing = if group % 6 == 5 {
         tenure::Fencing::Soft
     } else {
@@ -289,7 +299,28 @@ fn uneven_timing(host: NodeId, group: GroupId, hosts: u64) -> Config {
 #[test]
 fn quiet_rounds_back_promises_leases_stay_exclusive_with_uneven_timeouts_and_fencing() {
     common::sweep("TENURE_HOST_QUIET_UNEVEN", 0..30, |seed| {
-        chaos(seed, 12, uneven_timing, &[], REPLAYS)
+        chaos(seed, 12, uneven_timing, &[], REPLAYS, ms(100))
+    });
+}
+
+/// [`three_of_four`] with a one-second death timeout (a lease well over
+/// two host rounds of 250 ms).
+fn slow_rounds(host: NodeId, group: GroupId, hosts: u64) -> Config {
+    three_of_four(host, group, hosts)
+        .death_timeout(ms(1_000))
+        .election_timeout(ms(1_000))
+}
+
+/// The chaos of the first test with host rounds of 250 ms, longer than
+/// the groups' 100 ms heartbeat interval: a quiet group's members
+/// acknowledge a round only every 250 ms, and a member counts as stale
+/// after 500 ms.
+///
+/// Longer sweep: `TENURE_HOST_QUIET_SLOW_RUNS=1000`.
+#[test]
+fn quiet_rounds_back_promises_hold_with_host_rounds_longer_than_the_heartbeat() {
+    common::sweep("TENURE_HOST_QUIET_SLOW", 0..15, |seed| {
+        chaos(seed, 12, slow_rounds, &[], REPLAYS, ms(250))
     });
 }
 
@@ -301,7 +332,7 @@ fn quiet_rounds_back_promises_leases_stay_exclusive_with_uneven_timeouts_and_fen
 #[test]
 fn quiet_rounds_back_promises_hold_beside_a_host_without_quiet_groups() {
     common::sweep("TENURE_HOST_QUIET_MIXED", 0..20, |seed| {
-        chaos(seed, 12, three_of_four, &[4], REPLAYS)
+        chaos(seed, 12, three_of_four, &[4], REPLAYS, ms(100))
     });
 }
 
