@@ -16,6 +16,7 @@ mod common;
 
 mod balance;
 mod quiet;
+mod quiet_attacks;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -128,12 +129,27 @@ struct World {
     writes: Vec<usize>,
     /// Whether hosts keep idle groups quiet.
     quiet: bool,
+    /// Hosts that start without quiet groups even when `quiet` is set.
+    loud: BTreeSet<NodeId>,
     /// Hosts started so far (each start a new incarnation).
     starts: u64,
     /// Every event: (time, host, group, event).
     events: Vec<(Instant, NodeId, GroupId, Event)>,
     /// Every batch delivered: (time, to, from).
     delivered: Vec<(Instant, NodeId, NodeId)>,
+    /// Directed links with their own one-way delay range (ms), overriding
+    /// `faults.latency`: uneven, one-way and very long delays.
+    link_latency: BTreeMap<(NodeId, NodeId), (u64, u64)>,
+    /// Late replays: this percent of batches is delivered once more,
+    /// after a delay in this range (ms), long after the original.
+    replay: (u64, (u64, u64)),
+    /// Liveness check: no host keeps a group quiet as a follower of a
+    /// leader host whose copy does not lead it in that term for longer
+    /// than this (checked after every step).
+    bound_quiet_follow: Option<Duration>,
+    /// (host, group) -> since when it quietly follows a host that does
+    /// not lead the group.
+    bound_since: BTreeMap<(NodeId, GroupId), Instant>,
 }
 
 impl World {
@@ -178,9 +194,14 @@ impl World {
             sends: Vec::new(),
             writes: Vec::new(),
             quiet: false,
+            loud: BTreeSet::new(),
             starts: 0,
             events: Vec::new(),
             delivered: Vec::new(),
+            link_latency: BTreeMap::new(),
+            replay: (0, (0, 0)),
+            bound_quiet_follow: None,
+            bound_since: BTreeMap::new(),
         };
         for h in 1..=hosts {
             w.start(h);
@@ -194,7 +215,7 @@ impl World {
         let hosts = hosts.max(3);
         let mut host = Host::new(h, self.round);
         self.starts += 1;
-        if self.quiet {
+        if self.quiet && !self.loud.contains(&h) {
             host = host.quiet_idle_groups(self.starts);
         }
         let local = self.local(h);
@@ -235,9 +256,81 @@ impl World {
         let Some(host) = self.hosts.get_mut(&h) else {
             return;
         };
+        let trace = trace_group();
+        let about = trace.map(|g| describe_input(g, &input));
         let actions = host.step(local, input);
+        if let (Some(g), Some(about)) = (trace, about) {
+            let sent: Vec<String> = actions
+                .iter()
+                .filter_map(|a| match a {
+                    HostAction::Send { to, batch } => {
+                        let d = describe_input(
+                            g,
+                            &HostInput::Receive {
+                                from: *to,
+                                batch: batch.clone(),
+                            },
+                        );
+                        (!d.is_empty()).then(|| format!("->{d}"))
+                    }
+                    _ => None,
+                })
+                .collect();
+            let node = host.group(g);
+            eprintln!(
+                "{:?} h{h} {about} | now {:?}/t{:?}/l{:?}{} {}",
+                self.now,
+                node.map(|n| n.role()),
+                node.map(|n| n.term()),
+                node.and_then(|n| n.leader()),
+                if host.is_quiet(g) { "/quiet" } else { "" },
+                sent.join(" ")
+            );
+        }
         self.execute(h, actions);
         self.check_leases();
+        self.check_quiet_followers();
+    }
+
+    /// Rule `quiet_rounds_back_promises`, premise 4: a host keeps a group
+    /// quiet as a follower of a leader host only while that host's copy
+    /// leads the group in that term, up to `bound_quiet_follow` (the time
+    /// a wake or the leader host's silence takes to arrive).
+    fn check_quiet_followers(&mut self) {
+        let Some(bound) = self.bound_quiet_follow else {
+            return;
+        };
+        let mut bound_since = std::mem::take(&mut self.bound_since);
+        for (&h, host) in &self.hosts {
+            for g in 0..self.groups {
+                let Some(node) = host.group(g) else { continue };
+                let key = (h, g);
+                let stray = host.is_quiet(g)
+                    && node.role() != tenure::Role::Leader
+                    && node.leader().is_some_and(|l| {
+                        !self
+                            .hosts
+                            .get(&l)
+                            .and_then(|lh| lh.group(g))
+                            .is_some_and(|n| {
+                                n.role() == tenure::Role::Leader && n.term() == node.term()
+                            })
+                    });
+                if !stray {
+                    bound_since.remove(&key);
+                    continue;
+                }
+                let since = *bound_since.entry(key).or_insert(self.now);
+                assert!(
+                    self.now.saturating_duration_since(since) <= bound,
+                    "group {g} at {:?}: host {h} has kept it quiet since {since:?} following host {:?} in term {}, which does not lead it",
+                    self.now,
+                    node.leader(),
+                    node.term()
+                );
+            }
+        }
+        self.bound_since = bound_since;
     }
 
     /// Rule `strict_lease` per group, across hosts whose clocks run at
@@ -386,7 +479,11 @@ impl World {
             1
         };
         for _ in 0..copies {
-            let (lo, hi) = self.faults.latency;
+            let (lo, hi) = self
+                .link_latency
+                .get(&(from, to))
+                .copied()
+                .unwrap_or(self.faults.latency);
             let delay = ms(lo + self.rng.below(hi - lo + 1));
             self.at(
                 delay,
@@ -396,6 +493,11 @@ impl World {
                     batch: batch.clone(),
                 },
             );
+        }
+        let (percent, (lo, hi)) = self.replay;
+        if percent > 0 && self.rng.chance(percent) {
+            let delay = ms(lo + self.rng.below(hi - lo + 1));
+            self.at(delay, Pending::Deliver { to, from, batch });
         }
     }
 
@@ -489,6 +591,65 @@ impl World {
     fn crash(&mut self, h: NodeId) {
         self.hosts.remove(&h);
         *self.incarnation.entry(h).or_default() += 1;
+    }
+}
+
+/// The group `TENURE_HOST_TRACE_GROUP` names: each step prints what it
+/// got and sent about it and where the group stands on that host (a
+/// debugging aid for a replayed seed).
+fn trace_group() -> Option<GroupId> {
+    std::env::var("TENURE_HOST_TRACE_GROUP").ok()?.parse().ok()
+}
+
+/// What an input carries about group `g` (rounds and acknowledgements
+/// shown when anything is).
+fn describe_input(g: GroupId, input: &HostInput) -> String {
+    match input {
+        HostInput::Receive { from, batch } => {
+            let mut parts: Vec<String> = batch
+                .entries
+                .iter()
+                .filter(|e| e.group == g)
+                .map(|e| format!("{:?}@t{}", e.message.kind, e.message.term))
+                .collect();
+            if let Some(l) = &batch.liveness {
+                parts.extend(
+                    l.offers
+                        .iter()
+                        .filter(|o| o.group == g)
+                        .map(|o| format!("offer{}@t{}", o.offer, o.term)),
+                );
+                parts.extend(
+                    l.agrees
+                        .iter()
+                        .filter(|a| a.group == g)
+                        .map(|a| format!("agree{}@t{}>r{}", a.offer, a.term, a.after_round)),
+                );
+                parts.extend(
+                    l.wakes
+                        .iter()
+                        .filter(|w| w.group == g)
+                        .map(|w| format!("wake{}", w.offer)),
+                );
+                if !parts.is_empty() {
+                    parts.push(format!(
+                        "inc{} ep{} r{} ack{:?}",
+                        l.incarnation,
+                        l.epoch,
+                        l.round,
+                        l.ack.map(|a| a.round)
+                    ));
+                }
+            }
+            if parts.is_empty() {
+                String::new()
+            } else {
+                format!("from h{from}: {}", parts.join(", "))
+            }
+        }
+        HostInput::Group { group, input } if *group == g => format!("{input:?}"),
+        HostInput::Tick => "tick".into(),
+        _ => String::new(),
     }
 }
 

@@ -8,7 +8,7 @@
 use super::*;
 
 /// A world whose hosts keep idle groups quiet.
-fn quiet_world(
+pub(super) fn quiet_world(
     hosts: u64,
     groups: u64,
     seed: u64,
@@ -27,7 +27,7 @@ fn quiet_world(
 /// Strict groups of three voters among four hosts: group `g` leaves out
 /// host `g % 4 + 1`, so a cut between two hosts cuts only the groups both
 /// are voters of.
-fn three_of_four(host: NodeId, group: GroupId, _hosts: u64) -> Config {
+pub(super) fn three_of_four(host: NodeId, group: GroupId, _hosts: u64) -> Config {
     let out = group % 4 + 1;
     let voters: Vec<NodeId> = (1..=4).filter(|&h| h != out).collect();
     Config::new(host, voters)
@@ -41,7 +41,7 @@ fn three_of_four(host: NodeId, group: GroupId, _hosts: u64) -> Config {
 
 impl World {
     /// Groups kept quiet on all hosts: (leading, following).
-    fn quiet_counts(&self) -> (usize, usize) {
+    pub(super) fn quiet_counts(&self) -> (usize, usize) {
         self.hosts.values().fold((0, 0), |(l, f), h| {
             let (a, b) = h.quiet_groups();
             (l + a, f + b)
@@ -49,7 +49,7 @@ impl World {
     }
 
     /// Groups whose lease some host holds now.
-    fn leases_held(&self) -> usize {
+    pub(super) fn leases_held(&self) -> usize {
         (0..self.groups)
             .filter(|&g| {
                 self.hosts
