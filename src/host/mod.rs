@@ -902,7 +902,8 @@ impl<P: LogPosition> Host<P> {
             peer.acked_sent = None;
             peer.acked_heard = None;
         }
-        if l.round > peer.heard_round {
+        let fresh_round = l.round > peer.heard_round;
+        if fresh_round {
             peer.heard_round = l.round;
             peer.heard_at = Some(now);
             peer.ack_due = true;
@@ -956,7 +957,11 @@ impl<P: LogPosition> Host<P> {
         if acked {
             self.settle_offers();
         }
-        l.offers
+        // Offers ride only on rounds, and a round no newer than one heard
+        // was sent before it, perhaps before a wake of its offer that this
+        // host already took and acknowledged: taking that offer would
+        // bind the group to a leader host that no longer keeps it quiet.
+        if fresh_round { l.offers } else { Vec::new() }
     }
 
     /// Offers of `from`, after its batch's entries: each group here that
@@ -1233,7 +1238,10 @@ impl Live {
 
 /// A quiet group learns what the host rounds did for it: a leader, each
 /// member's newest acknowledgement; a follower, when its leader host's
-/// newest round arrived (rule `quiet_rounds_back_promises`).
+/// newest round arrived (rule `quiet_rounds_back_promises`). The host saw
+/// each of those instants, so none is later than the host's time: a `now`
+/// behind them (a group removed, told at its own latest instant) moves up
+/// to them, rather than the news being dropped as from the future.
 fn catch_up<P: LogPosition>(g: &mut Group<P>, live: &Live, now: Instant, out: &mut Vec<Action<P>>) {
     match g.quiet {
         Quiet::Leading { .. } => {
@@ -1252,13 +1260,14 @@ fn catch_up<P: LogPosition>(g: &mut Group<P>, live: &Live, now: Instant, out: &m
                         heard,
                         round,
                     };
-                    g.node.host_note(now, note, out);
+                    g.node.host_note(now.max(heard).max(round), note, out);
                 }
             }
         }
         Quiet::Following { leader, .. } => {
             if let Some(at) = live.peers.get(&leader).and_then(|p| p.heard_at) {
-                g.node.host_note(now, HostNote::LeaderHeard { at }, out);
+                g.node
+                    .host_note(now.max(at), HostNote::LeaderHeard { at }, out);
             }
         }
         Quiet::Active | Quiet::Offering { .. } => {}

@@ -150,7 +150,9 @@ impl<P: LogPosition> Node<P> {
             || self.inherited_membership()
             || !self.tracker.is_voter()
             || self.tracker.alone_is_quorum()
-            || l.fence().forfeited()
+            // A transfer that went out gives up the strict lease for the
+            // term; under soft fencing there is no lease to give up.
+            || (self.cfg.fencing == Fencing::Strict && l.fence().forfeited())
         {
             return false;
         }
