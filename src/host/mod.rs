@@ -10,22 +10,27 @@
 //!   leaves as one [`HostAction::Send`] carrying a batch of [`Entry`]s, one
 //!   per group message, each stamped with its group's membership.
 //! - **One heartbeat round for all groups.** Every `round` the host asks
-//!   each group it leads for its heartbeat round at once
+//!   each active group it leads for its heartbeat round at once
 //!   ([`Input::HeartbeatNow`]), so their heartbeats share one batch per
 //!   peer host, and so do the followers' answers. A group's own heartbeat
-//!   timer still runs: give groups a heartbeat interval no shorter than
-//!   the host's round and the host's round always comes first. Sending a
-//!   round early is always safe (a lease counts from the send time of the
-//!   rounds acknowledged). One ordered timer set serves all groups:
-//!   finding the next deadline and the groups due never scans the groups.
+//!   timer still runs: give groups a heartbeat interval equal to the
+//!   host's round ([`Host::add_group`] refuses a longer one) and the
+//!   host's round always comes first. Sending a round early is always
+//!   safe (a lease counts from the send time of the rounds acknowledged).
+//!   One ordered timer set serves all groups: finding the next deadline
+//!   and the groups due never scans the groups.
+//! - **Quiet idle groups** ([`Host::quiet_idle_groups`], module
+//!   [`quiet`]): a group that leads idly, once every member agrees, sends
+//!   nothing of its own; one host round per peer host and interval keeps
+//!   its lease ([`Host::lease`]) and its followers' promises, so a round
+//!   costs what the active groups need.
 //! - **Batched durability.** Every group's [`Action::Persist`] of a step
 //!   leaves as one [`HostAction::Persist`]: one fsync covers them all.
 //!   Persist-before-send still holds per group, because a group never
 //!   emits a message that depends on an unconfirmed write.
 //!
-//! What the host does not do yet: idle groups still exchange their own
-//! heartbeats inside the batches (their cost grows with the groups, not
-//! with the active ones), and leadership is not balanced across hosts.
+//! Leadership is spread over the hosts by a policy beside the host
+//! ([`balance`]).
 //!
 //! The driver's loop is the single node's, with batches:
 //!
