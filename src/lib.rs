@@ -136,6 +136,7 @@
 //! | `reason` | why a request was refused, or a failure's reason |
 //! | `transfer`, `role`, `mode` | a vote request's transfer flag; the node's role and mode |
 //! | `seq`, `newest` | a heartbeat round; the newest seen |
+//! | `peers` | how many peers a message went to |
 //! | `promise`, `death_timeout`, `fastest_heartbeat` | a voter's stated promise; this node's timing |
 //! | `deadline`, `retry_at`, `last_heard`, `no_votes_until`, `sent` | instants the decision is about |
 //! | `restarted_at` | the durable term a node started with |

@@ -147,6 +147,10 @@ rules! {
     /// acknowledgement of a round of the leadership sent when the host's
     /// round was.
     QuietRoundsBackPromises => "quiet_rounds_back_promises" in "src/node/quiet.rs",
+    /// Voters that did not acknowledge a leader's round within twice the
+    /// slowest round trip get a new round at once, so loss does not let a
+    /// lease lapse a whole interval per try.
+    UrgentRenewal => "urgent_renewal" in "src/node/leadership.rs",
     /// Hand leadership over (thesis §3.10).
     TransferLeadership => "transfer_leadership" in "src/node/handover.rs",
     /// A voter refuses a candidate whose membership is older than its own

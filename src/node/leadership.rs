@@ -34,6 +34,10 @@ pub(super) struct Leadership<P> {
     /// The newest round sent; rounds are numbered from 1 in each
     /// leadership (0 names no round; rule `acks_name_their_round`).
     seq: u64,
+    /// The newest round sent to every peer, and when the voters that have
+    /// not acknowledged it get one more (rule `urgent_renewal`).
+    full_seq: u64,
+    renew_at: Option<Instant>,
     /// Send times of recent heartbeat rounds, indexed by `seq % len`.
     rounds: Vec<(u64, Instant)>,
     /// The fencing anchors and the lease (lease.rs).
@@ -58,6 +62,8 @@ impl<P> Leadership<P> {
             since: now,
             next_heartbeat: now,
             seq: 0,
+            full_seq: 0,
+            renew_at: None,
             rounds: alloc::vec![(0, Instant::ZERO); round_slots],
             fence: LeaderFence::new(now, lease),
             newer_stamp_seen: false,
@@ -77,6 +83,12 @@ impl<P> Leadership<P> {
     /// Brings the next round forward to no later than `at`.
     pub(super) fn heartbeat_by(&mut self, at: Instant) {
         self.next_heartbeat = self.next_heartbeat.min(at);
+    }
+
+    /// When the voters that have not acknowledged the newest full round
+    /// get one more (rule `urgent_renewal`).
+    pub(super) fn renew_at(&self) -> Option<Instant> {
+        self.renew_at
     }
 
     /// The newest round sent (0: none yet).
@@ -143,6 +155,8 @@ impl<P> Leadership<P> {
             since,
             next_heartbeat,
             seq,
+            full_seq,
+            renew_at,
             rounds,
             fence,
             newer_stamp_seen,
@@ -151,6 +165,7 @@ impl<P> Leadership<P> {
         } = self;
         newer_stamp_seen.hash(h);
         (rel.anchor(*since), rel.expiry(*next_heartbeat), seq).hash(h);
+        (full_seq, renew_at.map(|t| rel.expiry(t))).hash(h);
         // How long it has led also decides past a death timeout: when a
         // hand-back may start and when an inherited change is overdue.
         let led_for = |d: Duration| rel.expiry(*since + d);
@@ -281,9 +296,17 @@ impl<P: LogPosition> Node<P> {
             }
         };
         self.note_promise(index, ack.promise);
-        if self.record_ack_at(now, index, sent, ack.promise, ack.can_lead, position) {
+        if self.record_ack_at(
+            (now, ack.seq),
+            index,
+            sent,
+            ack.promise,
+            ack.can_lead,
+            position,
+        ) {
             self.raise_anchors();
         }
+        self.settle_urgent_renewal();
         if self.handover.transfer_waits_for(from) {
             self.maybe_send_timeout_now(from, out);
         }
@@ -312,7 +335,7 @@ impl<P: LogPosition> Node<P> {
     /// host's, `quiet.rs`).
     pub(super) fn record_ack_at(
         &mut self,
-        now: Instant,
+        (now, seq): (Instant, u64),
         index: usize,
         sent: Option<Instant>,
         promise: Duration,
@@ -343,7 +366,7 @@ impl<P: LogPosition> Node<P> {
             .moved_by(fencing, rtt.map(|_| now), promised, backs_lease);
         let peer = self.tracker.peer_at_mut(index);
         peer.note_can_lead(can_lead);
-        peer.record_ack(now, rtt, (promised, backs_lease), position);
+        peer.record_ack((now, seq), rtt, (promised, backs_lease), position);
         moves
     }
 
@@ -382,11 +405,15 @@ impl<P: LogPosition> Node<P> {
     /// first (rule `strict_lease`: a leader past its lease steps down
     /// before it could send), then a round unless one left at `now`.
     pub(super) fn heartbeat_now(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
+        // A full round goes out now: no voter needs a renewal before it.
+        if let Some(l) = self.phase.leadership_mut() {
+            l.renew_at = None;
+        }
         self.on_tick(now, out);
         let sent_now = self
             .phase
             .leadership()
-            .is_some_and(|l| l.round_sent(l.seq()) == Some(now));
+            .is_some_and(|l| l.round_sent(l.full_seq) == Some(now));
         if self.phase.is_leader() && !sent_now {
             self.broadcast_heartbeat(now, out);
         }
@@ -402,8 +429,11 @@ impl<P: LogPosition> Node<P> {
         };
         let seq = l.start_round(now);
         l.next_heartbeat = now + period;
+        l.full_seq = seq;
+        l.renew_at = None;
         self.gates.leading(now);
         self.send_to_peers(&MessageKind::Heartbeat { seq }, out);
+        self.arm_urgent_renewal(now);
         if self.tracker.alone_is_quorum() {
             // Its own round is all a single-voter quorum needs; otherwise
             // only acknowledgements move the anchors.
@@ -420,6 +450,88 @@ impl<P: LogPosition> Node<P> {
             self.publish_standings(now, out);
             self.maybe_hand_back(now, out);
         }
+    }
+
+    /// Rule `urgent_renewal`: how long after a round the voters that have
+    /// not acknowledged it get one more: twice the slowest round trip
+    /// heard, and no sooner than the fastest heartbeat pace. `None` when
+    /// the next regular round comes first, or when fencing is off (nothing
+    /// then ends for want of acknowledgements).
+    fn arm_urgent_renewal(&mut self, now: Instant) {
+        if self.cfg.fencing != Fencing::Soft && self.cfg.fencing != Fencing::Strict {
+            return;
+        }
+        let slowest = self
+            .tracker
+            .peers()
+            .iter()
+            .filter(|p| p.is_voter())
+            .filter_map(|p| p.rtt())
+            .max()
+            .unwrap_or_default();
+        let pace = super::lease::min_heartbeat_period(self.cfg.timing.heartbeat);
+        let at = now + slowest.saturating_mul(2).max(pace);
+        if let Some(l) = self.phase.leadership_mut() {
+            l.renew_at = (at < l.next_heartbeat).then_some(at);
+        }
+    }
+
+    /// Rule `urgent_renewal`: once a quorum of every voter set has
+    /// acknowledged the newest full round, no voter needs another.
+    #[inline]
+    fn settle_urgent_renewal(&mut self) {
+        let Some(l) = self.phase.leadership() else {
+            return;
+        };
+        if l.renew_at.is_none() {
+            return;
+        }
+        let full = l.full_seq;
+        if self.tracker.has_quorum(true, |p| p.acked_seq() >= full)
+            && let Some(l) = self.phase.leadership_mut()
+        {
+            l.renew_at = None;
+        }
+    }
+
+    /// Rule `urgent_renewal` (timer `urgent_renewal`): the newest full
+    /// round is not acknowledged by a quorum of every voter set past its
+    /// expected round trip, so each voter that has not acknowledged it
+    /// gets a new round now, and again at the same pace until a quorum has
+    /// or the next regular round is due. Under packet loss this renews the
+    /// lease (or, soft, the quorum heard) before it can lapse, instead of
+    /// waiting a whole interval per try. It moves no bound: a round is a
+    /// round, its acknowledgement counts from its own send time, and the
+    /// voters that answered in time get nothing more, so a network without
+    /// loss carries no extra message.
+    pub(super) fn urgent_renewal(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
+        let Some(l) = self.phase.leadership_mut() else {
+            return;
+        };
+        l.renew_at = None;
+        let full = l.full_seq;
+        // A full round due in this same tick reaches them anyway.
+        if full == 0
+            || l.next_heartbeat <= now
+            || self.tracker.has_quorum(true, |p| p.acked_seq() >= full)
+        {
+            return;
+        }
+        let seq = l.start_round(now);
+        self.gates.leading(now);
+        let mut sent = 0usize;
+        for i in 0..self.tracker.peers().len() {
+            let peer = &self.tracker.peers()[i];
+            if !peer.is_voter() || peer.acked_seq() >= full {
+                continue;
+            }
+            let to = peer.id();
+            self.send_with_vote(to, MessageKind::Heartbeat { seq }, out);
+            sent += 1;
+        }
+        slog::debug!(self.log, "round not acknowledged by a quorum in time: send it again to those who did not";
+            "rule" => Rule::UrgentRenewal, "term" => self.term, "seq" => seq, "peers" => sent);
+        self.arm_urgent_renewal(now);
     }
 
     /// Rule `step_down`: leaves leadership in the same term (no term bump),

@@ -90,7 +90,7 @@ impl<P: LogPosition> Node<P> {
         slog::trace!(self.log, "a host round backs this leadership";
             "rule" => Rule::QuietRoundsBackPromises, "term" => self.term, "from" => from,
             "sent" => %sent);
-        if self.record_ack_at(heard, index, Some(sent), promise, can_lead, position) {
+        if self.record_ack_at((heard, 0), index, Some(sent), promise, can_lead, position) {
             self.raise_anchors();
         }
     }

@@ -35,6 +35,9 @@ pub(super) enum Timer {
     LeaderDeath,
     /// Rule `transfer_leadership`: a transfer gives up.
     Transfer,
+    /// Rule `urgent_renewal`: voters that did not acknowledge the newest
+    /// round in time get one more.
+    Renew,
     /// Rule `promote_one_campaign`: a promotion gives up.
     Promotion,
     /// Rule `election_timeout`: the running pre-vote or vote round gives up.
@@ -48,12 +51,13 @@ pub(super) enum Timer {
 impl Timer {
     /// Every timer, in firing order.
     #[cfg(test)]
-    const ALL: [Timer; 9] = [
+    const ALL: [Timer; 10] = [
         Timer::StepDown,
         Timer::LeaseEnd,
         Timer::RestartProbe,
         Timer::LeaderDeath,
         Timer::Transfer,
+        Timer::Renew,
         Timer::Promotion,
         Timer::ElectionRound,
         Timer::Campaign,
@@ -61,10 +65,11 @@ impl Timer {
     ];
 
     /// The timers a leader can have armed, in firing order.
-    const LEADING: [Timer; 4] = [
+    const LEADING: [Timer; 5] = [
         Timer::StepDown,
         Timer::LeaseEnd,
         Timer::Transfer,
+        Timer::Renew,
         Timer::Heartbeat,
     ];
 
@@ -86,6 +91,7 @@ impl Timer {
             Timer::RestartProbe => "restart_probe",
             Timer::LeaderDeath => "leader_death",
             Timer::Transfer => "transfer",
+            Timer::Renew => "urgent_renewal",
             Timer::Promotion => "promotion",
             Timer::ElectionRound => "election_round",
             Timer::Campaign => "campaign",
@@ -124,6 +130,7 @@ impl<P: LogPosition> Node<P> {
                 .filter(|_| !self.phase.is_leader())
                 .and(self.gates.leader_death_at()),
             Timer::Transfer => self.handover.transfer_deadline(),
+            Timer::Renew => self.phase.leadership().and_then(|l| l.renew_at()),
             Timer::Promotion => self.handover.promotion(),
             Timer::ElectionRound if frozen => None,
             Timer::ElectionRound => self.phase.round_deadline(),
@@ -171,7 +178,7 @@ impl<P: LogPosition> Node<P> {
         let step_down = l
             .fence()
             .step_down_at(self.cfg.fencing, self.cfg.timing.promise_nanos);
-        let earliest = [step_down, lease_end, transfer]
+        let earliest = [step_down, lease_end, transfer, l.renew_at()]
             .into_iter()
             .flatten()
             .fold(l.next_heartbeat(), Instant::min);
@@ -230,6 +237,7 @@ impl<P: LogPosition> Node<P> {
             Timer::RestartProbe => self.send_restart_probes(now, out),
             Timer::LeaderDeath => self.declare_leader_dead(out),
             Timer::Transfer => self.transfer_timed_out(now, out),
+            Timer::Renew => self.urgent_renewal(now, out),
             Timer::Promotion => self.promotion_timed_out(now, out),
             Timer::ElectionRound => self.round_timed_out(now, out),
             Timer::Campaign if self.may_ever_campaign() => self.start_pre_vote(now, out),

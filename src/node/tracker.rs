@@ -43,10 +43,13 @@ struct Acks<P> {
     lease_until: Option<Instant>,
     /// The newest membership its messages of this leadership showed.
     membership: Option<MembershipId>,
+    /// The newest round of this leadership it acknowledged (0: none).
+    seq: u64,
 }
 
 impl<P> Acks<P> {
     const NONE: Acks<P> = Acks {
+        seq: 0,
         heard_at: None,
         position: None,
         promised_until: None,
@@ -140,6 +143,11 @@ impl<P> Peer<P> {
         self.acks.position.as_ref()
     }
 
+    /// The newest round of this leadership it acknowledged (0: none).
+    pub(super) fn acked_seq(&self) -> u64 {
+        self.acks.seq
+    }
+
     /// The newest membership its messages of this leadership showed.
     pub(super) fn membership(&self) -> Option<MembershipId> {
         self.acks.membership
@@ -189,7 +197,7 @@ impl<P> Peer<P> {
     /// that may back a reported lease.
     pub(super) fn record_ack(
         &mut self,
-        now: Instant,
+        (now, seq): (Instant, u64),
         rtt: Option<u64>,
         (promised, backs_lease): (Option<Instant>, bool),
         position: P,
@@ -201,6 +209,7 @@ impl<P> Peer<P> {
             self.acks.heard_at = self.acks.heard_at.max(Some(now));
         }
         self.acks.position = Some(position);
+        self.acks.seq = self.acks.seq.max(seq);
         if let Some(until) = promised {
             self.acks.promised_until = self.acks.promised_until.max(Some(until));
             if backs_lease {
@@ -582,8 +591,9 @@ impl<P: core::hash::Hash> PeerTracker<P> {
                     promised_until,
                     lease_until,
                     membership,
+                    seq,
                 } = acks;
-                (heard_at.map(|t| rel.anchor(t)), position, membership).hash(h);
+                (heard_at.map(|t| rel.anchor(t)), position, membership, seq).hash(h);
                 (rel.live(*promised_until), rel.live(*lease_until)).hash(h);
             }
         }

@@ -36,6 +36,8 @@ pub struct Standard {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
+    /// Loss alone, this many percent, from 1 s to the heal.
+    Loss(u8),
     LeaderCrash,
     LeaderIsolated,
     AsymmetricPartition,
@@ -89,7 +91,7 @@ const ALL: &[Fencing] = &[Fencing::Off, Fencing::Soft, Fencing::Strict];
 /// Mixed timing is about the strict lease; soft shows that liveness holds.
 const SOFT_STRICT: &[Fencing] = &[Fencing::Soft, Fencing::Strict];
 
-const KINDS: [(&str, Kind, u64, &[Fencing]); 22] = [
+const KINDS: [(&str, Kind, u64, &[Fencing]); 26] = [
     ("leader_crash", Kind::LeaderCrash, 3, ALL),
     ("leader_isolated", Kind::LeaderIsolated, 3, ALL),
     ("asymmetric_partition", Kind::AsymmetricPartition, 3, ALL),
@@ -114,6 +116,11 @@ const KINDS: [(&str, Kind, u64, &[Fencing]); 22] = [
     // Five nodes under long tails and leader restarts: a stale
     // acknowledgement must now complete a quorum of three.
     ("long_tail_restarts_5", Kind::LongTailRestarts, 5, ALL),
+    // Loss and nothing else: every leader change is spurious.
+    ("loss_5", Kind::Loss(5), 3, ALL),
+    ("loss_10", Kind::Loss(10), 3, ALL),
+    ("loss_20", Kind::Loss(20), 3, ALL),
+    ("loss_30", Kind::Loss(30), 3, ALL),
 ];
 
 fn mode_name(fencing: Fencing) -> &'static str {
@@ -216,6 +223,10 @@ impl Standard {
             Kind::AsymmetricPartition => "the leader goes deaf (sends, hears nothing) twice",
             Kind::PartialPartition => "one follower loses its link to the leader only",
             Kind::FlakyNetwork => "20% loss, then a leader crash",
+            Kind::Loss(5) => "5% loss from 1 s to 9 s, no other fault",
+            Kind::Loss(10) => "10% loss from 1 s to 9 s, no other fault",
+            Kind::Loss(20) => "20% loss from 1 s to 9 s, no other fault",
+            Kind::Loss(_) => "30% loss from 1 s to 9 s, no other fault",
             Kind::RollingRestarts => "every node crashes and restarts in turn",
             Kind::DiskStallOnLeader => "the leader's disk stalls, then it is isolated",
             Kind::ClockDriftAtBound => "random faults, clock rates 1000 ppm apart (the bound)",
@@ -297,6 +308,9 @@ impl Standard {
             return self.mixed_change(cfg, seed);
         }
         s = match self.kind {
+            Kind::Loss(percent) => s
+                .with(ms(1_000), Fault::SetLoss(f64::from(percent) / 100.0))
+                .with(heal, Fault::SetLoss(0.0)),
             Kind::LeaderCrash => s
                 .with(ms(2_000), Fault::CrashLeader)
                 .with(ms(3_500), Fault::RestartAll)

@@ -73,6 +73,16 @@ pub fn rx<P>(from: NodeId, term: u64, kind: MessageKind<P>) -> Input<P> {
 }
 
 /// Heartbeat round `seq`.
+/// A follower's acknowledgement of round `seq`: promise 400 ms, can lead.
+pub fn ack_of(seq: u64) -> MessageKind {
+    MessageKind::HeartbeatAck {
+        seq,
+        position: (),
+        promise_nanos: 400_000_000,
+        can_lead: true,
+    }
+}
+
 pub fn hb(seq: u64) -> MessageKind {
     MessageKind::Heartbeat { seq }
 }

@@ -19,8 +19,13 @@ use tenure::{
 /// other server to establish its authority and prevent new elections.
 #[test]
 fn leader_heartbeats_at_once_and_every_interval() {
-    let mut n = leader_1();
+    let (mut n, won) = leader_1_of(three_voters(1));
+    // Node 2 acknowledges the round sent on winning, in time: no voter
+    // needs another (rule `urgent_renewal`), so the next round is a full
+    // interval away.
+    drive(&mut n, won, rx(2, 1, ack_of(1)));
     let start = n.next_deadline().unwrap();
+    assert_eq!(start, won + ms(100));
     let mut rounds = Vec::new();
     for _ in 0..5 {
         let d = n.next_deadline().unwrap();
@@ -165,7 +170,6 @@ fn old_rounds_ignored_after_leader_death_and_duplicates_only_reacked() {
 #[test]
 fn heartbeat_fits_promises_of_voters_with_a_shorter_death_timeout() {
     let (mut n, t) = leader_1_of(three_voters(1).fencing(tenure::Fencing::Strict));
-    assert_eq!(n.next_deadline(), Some(t + ms(100)), "configured interval");
     let ack = MessageKind::HeartbeatAck {
         seq: 1,
         position: (),
@@ -173,8 +177,10 @@ fn heartbeat_fits_promises_of_voters_with_a_shorter_death_timeout() {
         can_lead: true,
     };
     drive(&mut n, t + ms(5), rx(2, 1, ack));
-    // The instants of the next two heartbeat rounds (other timers, such as
-    // the lease's end, may fire in between).
+    assert_eq!(n.next_deadline(), Some(t + ms(100)), "configured interval");
+    // The instants of the next two heartbeat rounds, each acknowledged by
+    // node 2 5 ms later (other timers, such as the lease's end, may fire
+    // in between).
     let mut rounds = Vec::new();
     for _ in 0..10 {
         if rounds.len() == 2 {
@@ -182,12 +188,19 @@ fn heartbeat_fits_promises_of_voters_with_a_shorter_death_timeout() {
         }
         let next = n.next_deadline().unwrap();
         let out = drive(&mut n, next, Input::Tick);
-        if out
-            .sends
-            .iter()
-            .any(|(_, m)| matches!(m.kind, MessageKind::Heartbeat { .. }))
-        {
+        let seq = out.sends.iter().find_map(|(_, m)| match m.kind {
+            MessageKind::Heartbeat { seq } => Some(seq),
+            _ => None,
+        });
+        if let Some(seq) = seq {
             rounds.push(next);
+            let ack = MessageKind::HeartbeatAck {
+                seq,
+                position: (),
+                promise_nanos: 150_000_000,
+                can_lead: true,
+            };
+            drive(&mut n, next + ms(5), rx(2, 1, ack));
         }
     }
     assert_eq!(rounds.len(), 2, "two heartbeat rounds within ten ticks");
@@ -650,6 +663,7 @@ fn heartbeat_now_brings_a_leaders_round_forward_once_per_instant() {
         })
         .collect();
     assert_eq!(seqs, vec![2, 2], "round 2 to nodes 2 and 3: {out:?}");
+    drive(&mut n, early, rx(2, 1, ack_of(2)));
     assert_eq!(n.next_deadline(), Some(early + ms(100)));
     let again = drive(&mut n, early, Input::HeartbeatNow);
     assert!(again.sends.is_empty(), "one round per instant: {again:?}");

@@ -31,3 +31,4 @@ mod replication;
 mod safety_sweep;
 mod scenarios;
 mod seed_algorithms;
+mod urgent_renewal;
