@@ -443,19 +443,17 @@ impl TenureNode {
     /// # Safety
     /// As [`Io::receive`] for `input`.
     unsafe fn step(&mut self, now: Instant, input: &TenureInput) -> Result<(), Failure> {
-        match &mut self.engine {
-            // SAFETY (both): as this function's contract.
-            Engine::Plain(node, out) => unsafe {
-                step(node, out, &mut self.io, now, input, |_| {
-                    Err(Failure::argument(
-                        "a log position input at a node made without log positions (tenure_config_set_log_positions)",
-                    ))
-                })
-            },
-            // SAFETY: as above.
-            Engine::Positioned(node, out) => unsafe {
-                step(node, out, &mut self.io, now, input, Ok)
-            },
+        let unpositioned = |_| {
+            Err(Failure::argument(
+                "a log position input at a node made without log positions (tenure_config_set_log_positions)",
+            ))
+        };
+        // SAFETY: as this function's contract.
+        unsafe {
+            match &mut self.engine {
+                Engine::Plain(node, out) => step(node, out, &mut self.io, now, input, unpositioned),
+                Engine::Positioned(node, out) => step(node, out, &mut self.io, now, input, Ok),
+            }
         }
     }
 }
