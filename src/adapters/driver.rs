@@ -579,7 +579,7 @@ pub(crate) fn starting_config(
 /// membership last followed. Messages a step sends carry the membership of
 /// that step's start at the latest, never a newer one than they were
 /// decided on; an older stamp only makes peers more cautious.
-pub(crate) fn follow_membership<P: LogPosition>(
+pub fn follow_membership<P: LogPosition>(
     node: &Node<P>,
     framing: &mut Framing,
     known: &mut Option<MembershipId>,
