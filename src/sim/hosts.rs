@@ -44,7 +44,7 @@ use rand_pcg::Pcg64Mcg;
 
 use crate::host::balance::{BalanceConfig, BalanceConfigError, Balancer};
 use crate::host::{Batch, GroupId, Host, HostAction, HostError, HostInput};
-use crate::{Config, Event, Fencing, HardState, Instant, MessageKind, Millis, NodeId};
+use crate::{Config, Event, Fencing, HardState, Instant, MessageKind, NodeId};
 
 /// The network, disks and clocks of a [`HostSim`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1026,7 +1026,12 @@ Timing: round and heartbeat 100 ms, death timeout 400 ms, election timeout 400 m
     /// One row per report.
     #[must_use]
     pub fn table(reports: &[HostReport]) -> String {
-        let ms = |d: Option<Duration>| d.map_or_else(|| "-".into(), |d| Millis(d).to_string());
+        let ms = |d: Option<Duration>| {
+            d.map_or_else(
+                || "-".into(),
+                |d| format!("{:.1}", d.as_secs_f64() * 1000.0),
+            )
+        };
         let mut t = String::new();
         let _ = writeln!(
             t,
@@ -1061,7 +1066,7 @@ Timing: round and heartbeat 100 ms, death timeout 400 ms, election timeout 400 m
                 ms(r.failover_quantile(0.5)),
                 ms(r.failover_quantile(0.99)),
                 ms(r.failover_quantile(1.0)),
-                Millis(r.failover_bound).to_string(),
+                ms(Some(r.failover_bound)),
                 r.spread.map_or_else(|| "-".into(), |s| format!("{s:.1}%")),
                 format!("{}/{}", r.quiet.0, r.groups),
                 b,
