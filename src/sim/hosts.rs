@@ -44,7 +44,7 @@ use rand_pcg::Pcg64Mcg;
 
 use crate::host::balance::{BalanceConfig, BalanceConfigError, Balancer};
 use crate::host::{Batch, GroupId, Host, HostAction, HostError, HostInput};
-use crate::{Config, Event, Fencing, HardState, Instant, MessageKind, NodeId};
+use crate::{Config, Event, Fencing, HardState, Instant, Message, MessageKind, NodeId};
 
 /// The network, disks and clocks of a [`HostSim`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -806,14 +806,7 @@ impl HostSim {
                 continue;
             };
             let term = e.message.term;
-            let ok = match e.message.kind {
-                MessageKind::PreVoteRequest { .. } | MessageKind::PreVoteResponse { .. } => true,
-                MessageKind::VoteResponse { granted: true } => {
-                    durable.term == term && durable.vote == Some(to)
-                }
-                _ => durable.term >= term,
-            };
-            if !ok {
+            if !sent_after_durable(&e.message, to, durable) {
                 self.violate(
                     "persist_before_send",
                     format!(
@@ -926,6 +919,23 @@ impl HostSim {
                 detail,
             });
         }
+    }
+}
+
+/// Rule `persist_before_send` for one message a host sent to `to` with
+/// `durable` confirmed for its group: a message asserting its term
+/// (anything but a pre-vote, which proposes a term without taking it)
+/// leaves only once that term is durable, a granted vote only once the
+/// vote is.
+#[must_use]
+pub fn sent_after_durable<P>(message: &Message<P>, to: NodeId, durable: HardState) -> bool {
+    let term = message.term;
+    match message.kind {
+        MessageKind::PreVoteRequest { .. } | MessageKind::PreVoteResponse { .. } => true,
+        MessageKind::VoteResponse { granted: true } => {
+            durable.term == term && durable.vote == Some(to)
+        }
+        _ => durable.term >= term,
     }
 }
 

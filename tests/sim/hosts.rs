@@ -35,7 +35,7 @@ fn assert_safe_and_failed_over(r: &HostReport) {
 }
 
 #[test]
-fn host_crash_fails_over_every_group_it_led_within_the_bound_and_spreads_them() {
+fn host_crash_fails_over_every_group_it_led_within_the_bound_to_both_survivors() {
     for seed in 0..2 {
         let r = run(HostScenario::HostCrash, 300, seed);
         assert_safe_and_failed_over(&r);
