@@ -29,6 +29,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
+use tenure::sim::hosts::{HostReport, HostScenario};
 use tenure::sim::{
     Cluster, RANK_NODES, RankRow, RankScenario, Report, Standard, Summary, Timeline, all_scenarios,
     rank_scenarios,
@@ -133,6 +134,14 @@ struct SimArgs {
     /// them.
     #[arg(long)]
     no_rank: bool,
+    /// Run the host scenarios instead (3 hosts, each running every group
+    /// in a `Host`; docs/src/simulator.md#hosts), one run each, with seed
+    /// --seed (default 0).
+    #[arg(long, conflicts_with_all = ["trace", "timeline", "no_rank"])]
+    hosts: bool,
+    /// With --hosts: groups of 3 voters.
+    #[arg(long, requires = "hosts", default_value_t = 1000)]
+    groups: u64,
 }
 
 fn main() -> ExitCode {
@@ -154,6 +163,9 @@ fn main() -> ExitCode {
 }
 
 fn sim(args: SimArgs) -> ExitCode {
+    if args.hosts {
+        return sim_hosts(&args);
+    }
     let chosen: Vec<Standard> = all_scenarios()
         .into_iter()
         .filter(|s| s.name.contains(&args.scenario))
@@ -277,6 +289,60 @@ fn sim(args: SimArgs) -> ExitCode {
              caused by no crash, partition or hand-back, per hour (b: baseline). Goal: best % >= 99, p99 <= 110% of unranked."
         );
     }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// `tenure sim --hosts`: the host scenarios' table.
+fn sim_hosts(args: &SimArgs) -> ExitCode {
+    let chosen: Vec<HostScenario> = HostScenario::ALL
+        .into_iter()
+        .filter(|s| s.name().contains(&args.scenario))
+        .collect();
+    if args.list {
+        for s in &chosen {
+            println!("{:<22} {}", s.name(), s.description());
+        }
+        return ExitCode::SUCCESS;
+    }
+    if chosen.is_empty() {
+        eprintln!(
+            "error: no host scenario matches --scenario {:?}; see `tenure sim --hosts --list`",
+            args.scenario
+        );
+        return ExitCode::from(2);
+    }
+    let seed = args.seed.unwrap_or(0);
+    let mut reports = Vec::new();
+    let started = std::time::Instant::now();
+    for s in chosen {
+        eprintln!("{} ({} groups)...", s.name(), args.groups);
+        match s.run(s.config(3, args.groups, seed)) {
+            Ok(r) => reports.push(r),
+            Err(e) => {
+                eprintln!("error: --groups {}: {e}", args.groups);
+                return ExitCode::from(2);
+            }
+        }
+    }
+    print!("{}", HostReport::table(&reports));
+    let mut failed = false;
+    for r in &reports {
+        for v in &r.first_violations {
+            failed = true;
+            println!("\n{}: {v}", r.scenario);
+        }
+    }
+    let simulated: std::time::Duration = reports.iter().map(|r| r.simulated).sum();
+    println!(
+        "\n{}\nseed {seed}: {:.1} s simulated in {:.1} s.",
+        HostReport::LEGEND,
+        simulated.as_secs_f64(),
+        started.elapsed().as_secs_f64()
+    );
     if failed {
         ExitCode::FAILURE
     } else {

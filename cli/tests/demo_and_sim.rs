@@ -318,3 +318,52 @@ impl Drop for Group {
         }
     }
 }
+
+#[test]
+fn sim_hosts_prints_a_row_per_host_scenario() {
+    let (code, out, err) = tenure(&["sim", "--hosts", "--groups", "60", "--seed", "1"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let header = out.lines().next().unwrap_or_default();
+    for col in [
+        "scenario", "viol", "p99 ms", "spread", "quiet", "e/l/r", "rebal",
+    ] {
+        assert!(header.contains(col), "{col}: {header}");
+    }
+    for name in [
+        "host_crash",
+        "host_partition",
+        "rolling_restarts",
+        "balance_after_restart",
+    ] {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("{name}: {out}"));
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(
+            &cols[1..5],
+            &["3", "x", "60", "0"],
+            "3 x 60, no violation: {line}"
+        );
+        assert_eq!(cols.len(), 15, "{line}");
+    }
+    assert!(out.contains("seed 1:"), "{out}");
+}
+
+#[test]
+fn sim_hosts_rejects_an_unknown_scenario_and_zero_groups() {
+    let (code, _, err) = tenure(&["sim", "--hosts", "--scenario", "nope"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("no host scenario matches --scenario \"nope\""),
+        "{err}"
+    );
+    let (code, _, err) = tenure(&["sim", "--hosts", "--groups", "0"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--groups 0") && err.contains("at least one"),
+        "{err}"
+    );
+    let (code, _, err) = tenure(&["sim", "--groups", "10"]);
+    assert_eq!(code, 2, "--groups without --hosts: {err}");
+}

@@ -52,6 +52,7 @@ mod clock;
 mod config;
 mod disk;
 mod faults;
+pub mod hosts;
 mod membership_check;
 mod network;
 mod node_check;

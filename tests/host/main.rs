@@ -433,18 +433,13 @@ impl World {
                 .get(&(h, e.group))
                 .copied()
                 .unwrap_or_default();
-            let term = e.message.term;
-            let what = format!(
-                "host {h} group {}: sent {:?} at term {term} with {durable:?} durable",
-                e.group, e.message.kind
+            assert!(
+                tenure::sim::hosts::sent_after_durable(&e.message, to, durable),
+                "host {h} group {}: sent {:?} at term {} with {durable:?} durable",
+                e.group,
+                e.message.kind,
+                e.message.term
             );
-            match e.message.kind {
-                MessageKind::PreVoteRequest { .. } | MessageKind::PreVoteResponse { .. } => {}
-                MessageKind::VoteResponse { granted: true } => {
-                    assert!(durable.term == term && durable.vote == Some(to), "{what}");
-                }
-                _ => assert!(durable.term >= term, "{what}"),
-            }
         }
     }
 

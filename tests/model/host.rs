@@ -92,7 +92,7 @@ use std::time::Instant as WallClock;
 
 use stateright::{Checker, Expectation, Model, Property};
 use tenure::host::{Batch, GroupId, Host, HostAction, HostInput};
-use tenure::{Config, Event, Fencing, HardState, Instant, MessageKind, NodeId, Role};
+use tenure::{Config, Event, Fencing, HardState, Instant, NodeId, Role};
 
 use crate::scaffold::{self, Biased, ClockRate, Weighted, env_usize, index};
 
@@ -388,18 +388,10 @@ impl World {
     fn check_sent(&mut self, h: NodeId, to: NodeId, batch: &Batch) {
         for e in &batch.entries {
             let durable = self.disks[index(h)][e.group as usize];
-            let term = e.message.term;
-            let ok = match e.message.kind {
-                MessageKind::PreVoteRequest { .. } | MessageKind::PreVoteResponse { .. } => true,
-                MessageKind::VoteResponse { granted: true } => {
-                    durable.term == term && durable.vote == Some(to)
-                }
-                _ => durable.term >= term,
-            };
-            if !ok {
+            if !tenure::sim::hosts::sent_after_durable(&e.message, to, durable) {
                 let detail = format!(
-                    "host {h} group {}: sent {:?} at term {term} with {durable:?} durable",
-                    e.group, e.message.kind
+                    "host {h} group {}: sent {:?} at term {} with {durable:?} durable",
+                    e.group, e.message.kind, e.message.term
                 );
                 self.note_broken("persist before send", detail);
             }

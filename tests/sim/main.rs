@@ -16,6 +16,7 @@ mod common;
 mod fault_sweeps;
 mod hand_over;
 mod heartbeat_now;
+mod hosts;
 mod leases;
 mod membership;
 mod membership_mixed_timing;

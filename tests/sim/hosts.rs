@@ -1,0 +1,163 @@
+//! The host simulator (`tenure::sim::hosts`): each host scenario at
+//! 3 hosts × 300 groups keeps every safety rule, fails over within its
+//! bound and spreads leadership; idle quiet hosts exchange rounds and no
+//! group entry; the checker catches leases broken by clocks outside the
+//! drift bound; and the measure at 3 × 100,000 groups (ignored).
+
+use std::time::Duration;
+
+use tenure::sim::hosts::{HostReport, HostScenario, HostSim, HostSimConfig, HostSimError};
+
+fn run(scenario: HostScenario, groups: u64, seed: u64) -> HostReport {
+    let report = scenario
+        .run(scenario.config(3, groups, seed))
+        .expect("valid configuration");
+    eprint!("{}", HostReport::table(std::slice::from_ref(&report)));
+    report
+}
+
+/// What every scenario must show: no violation, every failed-over group
+/// led again, every group led at the end, failovers within the bound.
+fn assert_safe_and_failed_over(r: &HostReport) {
+    assert_eq!(r.violations, 0, "{:#?}", r.first_violations);
+    assert_eq!(r.unrecovered, 0, "groups never failed over");
+    assert_eq!(r.leaderless, 0, "groups without a leader at the end");
+    assert!(
+        !r.failovers.is_empty(),
+        "nothing failed over: nothing measured"
+    );
+    let p99 = r.failover_quantile(0.99).unwrap();
+    assert!(
+        p99 <= r.failover_bound,
+        "failover p99 {p99:?} above the bound {:?}",
+        r.failover_bound
+    );
+}
+
+#[test]
+fn host_crash_fails_over_every_group_it_led_within_the_bound_to_both_survivors() {
+    for seed in 0..2 {
+        let r = run(HostScenario::HostCrash, 300, seed);
+        assert_safe_and_failed_over(&r);
+        let victim_led = r.led_before.values().max().copied().unwrap();
+        assert_eq!(r.failovers.len(), victim_led, "one failover per group led");
+        assert_eq!(r.led_after.len(), 2, "two survivors");
+        assert_eq!(r.led_after.values().sum::<usize>(), 300);
+        // Each survivor keeps what it led and takes some of the rest. How
+        // evenly is up to which survivor's batches win the races: they
+        // carry every group's campaign at once (the spread is reported,
+        // and the balancer evens it out: see below).
+        for (h, n) in &r.led_after {
+            assert!(
+                *n > r.led_before[h],
+                "host {h}: {:?} -> {:?}",
+                r.led_before,
+                r.led_after
+            );
+        }
+        assert!(r.spread.is_some());
+    }
+}
+
+#[test]
+fn host_partition_fails_over_the_cut_hosts_groups_and_heals() {
+    let r = run(HostScenario::HostPartition, 300, 0);
+    assert_safe_and_failed_over(&r);
+    assert_eq!(r.led_after.len(), 3, "every host runs after the cut heals");
+    let victim_led = r.led_before.values().max().copied().unwrap();
+    assert_eq!(r.failovers.len(), victim_led);
+}
+
+#[test]
+fn rolling_restarts_keep_every_group_safe_and_led() {
+    let r = run(HostScenario::RollingRestarts, 300, 0);
+    assert_safe_and_failed_over(&r);
+    assert_eq!(r.led_after.len(), 3);
+    assert_eq!(r.led_after.values().sum::<usize>(), 300);
+}
+
+#[test]
+fn balance_after_restart_gives_the_restarted_host_its_share_back() {
+    let r = run(HostScenario::BalanceAfterRestart, 300, 0);
+    assert_safe_and_failed_over(&r);
+    let took = r.rebalanced.expect("every host back within its share ±1");
+    // The restarted host settles for 5 s, then each survivor hands it
+    // groups at 10 moves a second: about 100 moves.
+    assert!(took <= Duration::from_secs(30), "share back after {took:?}");
+    for (h, n) in &r.led_after {
+        assert!(
+            (99..=101).contains(n),
+            "host {h} leads {n}: {:?}",
+            r.led_after
+        );
+    }
+}
+
+#[test]
+fn host_quiet_idle_hosts_exchange_rounds_and_no_group_entry() {
+    let r = run(HostScenario::HostCrash, 300, 3);
+    assert_eq!(r.quiet, (300, 600), "every group quiet on every host");
+    assert_eq!(r.idle.len(), 6, "every directed link carried rounds");
+    let (batches, entries) = r.idle_per_link_and_round();
+    assert_eq!(entries, 0.0, "{:?}", r.idle);
+    // A round batch and an acknowledgement each way and round, at most.
+    assert!(batches > 0.0 && batches <= 2.0, "{:?}", r.idle);
+}
+
+/// Clocks 40 % apart (beyond the groups' drift bound of 1000 ppm) let a
+/// cut-off leader whose clock runs slow keep its lease after the others
+/// elect: the checker reports it.
+#[test]
+fn host_checker_reports_leases_overlapping_when_clocks_break_the_drift_bound() {
+    let caught = (0..40).any(|seed| {
+        let mut c = HostScenario::HostPartition.config(3, 30, seed);
+        c.faults.clock_skew_ppm = 400_000;
+        let r = HostScenario::HostPartition.run(c).unwrap();
+        r.first_violations.iter().any(|v| v.rule == "strict_lease")
+    });
+    assert!(caught, "no overlapping lease reported over 40 seeds");
+}
+
+#[test]
+fn host_sim_refuses_an_empty_or_inconsistent_configuration() {
+    let err = HostSim::new(HostSimConfig::new(0, 10)).err().unwrap();
+    assert!(matches!(err, HostSimError::Empty { hosts: 0, .. }), "{err}");
+    let mut c = HostSimConfig::new(3, 10);
+    c.faults.latency = (Duration::from_millis(9), Duration::from_millis(1));
+    let err = HostSim::new(c).err().unwrap();
+    assert!(err.to_string().contains("ranges low to high"), "{err}");
+    let mut c = HostSimConfig::new(3, 10);
+    c.death_timeout = Duration::from_millis(50);
+    let err = HostSim::new(c).err().unwrap();
+    assert!(err.to_string().starts_with("group 0:"), "{err}");
+}
+
+#[test]
+fn host_sim_is_deterministic() {
+    let once = || run(HostScenario::RollingRestarts, 40, 5);
+    assert_eq!(once(), once());
+}
+
+/// The measure (not run by default): 3 hosts × 100,000 groups of 3
+/// voters, quiet idle groups, strict fencing; the host leading the most is
+/// killed. `cargo test --release --features sim --test sim -- --ignored
+/// hosts::measure --nocapture`.
+#[test]
+#[ignore = "the 3 x 100,000 measure: minutes in release"]
+fn measure_host_crash_of_3_hosts_and_100000_groups() {
+    // Wall time of the measure: outside the sans-IO core.
+    #[allow(clippy::disallowed_methods)]
+    let started = std::time::Instant::now();
+    let groups = std::env::var("TENURE_HOST_MEASURE_GROUPS")
+        .ok()
+        .and_then(|g| g.parse().ok())
+        .unwrap_or(100_000);
+    let r = run(HostScenario::HostCrash, groups, 0);
+    #[allow(clippy::disallowed_methods)]
+    let wall = started.elapsed();
+    eprintln!(
+        "led before {:?}, after {:?}; quiet {:?}; simulated {:?} in {} steps; wall {wall:?}",
+        r.led_before, r.led_after, r.quiet, r.simulated, r.steps
+    );
+    assert_safe_and_failed_over(&r);
+}
