@@ -25,6 +25,8 @@ pub struct Relay {
     captured: Arc<Mutex<Option<Vec<Datagram>>>>,
     cut: Arc<Mutex<BTreeSet<u64>>>,
     deaf: Arc<Mutex<BTreeSet<u64>>>,
+    /// Percent of datagrams dropped at random on every link.
+    loss: Arc<std::sync::atomic::AtomicU64>,
     stop: Arc<AtomicBool>,
 }
 
@@ -50,15 +52,18 @@ impl Relay {
             captured: Arc::default(),
             cut: Arc::default(),
             deaf: Arc::default(),
+            loss: Arc::default(),
             stop: Arc::default(),
         };
         for (&(x, s), from) in &sockets {
             // Datagrams from x to s.
             let (from, out, to) = (from.clone(), sockets[&(s, x)].clone(), listen[&s]);
             let (cut, deaf, stop) = (relay.cut.clone(), relay.deaf.clone(), relay.stop.clone());
-            let captured = relay.captured.clone();
+            let (captured, loss) = (relay.captured.clone(), relay.loss.clone());
             std::thread::spawn(move || {
                 let mut buf = [0u8; 2048];
+                // xorshift64, seeded per link: the loss pattern repeats.
+                let mut rng = 0x9E37_79B9_7F4A_7C15u64 ^ (x << 32 | s);
                 while !stop.load(Ordering::SeqCst) {
                     let Ok((n, _)) = from.recv_from(&mut buf) else {
                         continue;
@@ -76,7 +81,11 @@ impl Relay {
                             || deaf.contains(&s)
                             || deaf.contains(&(x + 1000))
                     };
-                    if !blocked {
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    let lost = rng % 100 < loss.load(Ordering::SeqCst);
+                    if !blocked && !lost {
                         let _ = out.send_to(&buf[..n], ("127.0.0.1", to));
                     }
                 }
@@ -103,6 +112,11 @@ impl Relay {
     /// by: a spoofed datagram, as a raw socket on the path could send.
     pub fn inject(&self, from: u64, to: u64, bytes: &[u8]) {
         let _ = self.sockets[&(to, from)].send_to(bytes, ("127.0.0.1", self.listen[&to]));
+    }
+
+    /// Drops `percent` % of the datagrams on every link, at random.
+    pub fn lose(&self, percent: u64) {
+        self.loss.store(percent, Ordering::SeqCst);
     }
 
     pub fn cut(&self, node: u64, cut: bool) {
