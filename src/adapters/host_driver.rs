@@ -42,7 +42,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
@@ -57,7 +57,7 @@ use super::retry::retry_interrupted;
 use super::udp::{DropCounts, Framing};
 use crate::host::balance::{BalanceConfig, Balancer};
 use crate::host::{GroupId, Host, HostAction, HostError, HostInput};
-use crate::{Config, Event, Input, Instant, Lease, Membership, NodeId, Status};
+use crate::{Config, Event, Input, Instant, Lease, Membership, Mode, NodeId, Role, Status};
 
 /// Everything needed to run one host: built with [`HostSetup::new`],
 /// adjusted through its public fields, started with [`HostSetup::spawn`].
@@ -141,23 +141,9 @@ impl HostSetup {
         let now = clock.now();
         let stored = self.store.groups().clone();
         for &group in &self.groups {
-            // Each group its own jitter: groups that timed out together
-            // must not campaign in lockstep on every host.
-            let mut config = self
-                .config
-                .clone()
-                .restart_probe(true)
-                .rng_seed(seed ^ group.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-            let state = match stored.get(&group) {
-                Some(s) => {
-                    if let Some(m) = &s.membership {
-                        config = config.membership(m.clone());
-                    }
-                    s.state
-                }
-                None => Default::default(),
-            };
-            host.add_group(group, config, state, now)
+            let s = stored.get(&group).cloned().unwrap_or_default();
+            let config = group_config(&self.config, seed, group, s.membership);
+            host.add_group(group, config, s.state, now)
                 .map_err(|e: HostError| DriverError::Setup(e.to_string()))?;
         }
         let framing = match self.auth {
@@ -183,6 +169,9 @@ impl HostSetup {
             counts: Counts::default(),
             next_plan: now,
             round: self.round,
+            config: self.config,
+            seed,
+            to_voter: BTreeSet::new(),
         };
         let thread = std::thread::Builder::new()
             .name(format!("tenure-host-{id}"))
@@ -195,6 +184,27 @@ impl HostSetup {
             thread: Arc::new(Mutex::new(Some(thread))),
         };
         Ok((handle, events))
+    }
+}
+
+/// `group`'s configuration: the host's, with the group's own seed (groups
+/// that timed out together must not campaign in lockstep on every host)
+/// and its stored membership.
+fn group_config(
+    config: &Config,
+    seed: u64,
+    group: GroupId,
+    membership: Option<Membership>,
+) -> Config {
+    // A real process may restart from an older copy of its state: ask the
+    // peers (rule `rollback_seen_by_peers`), as the node driver does.
+    let config = config
+        .clone()
+        .restart_probe(true)
+        .rng_seed(seed ^ group.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    match membership {
+        Some(m) => config.membership(m),
+        None => config,
     }
 }
 
@@ -215,6 +225,8 @@ pub struct GroupStatus {
     pub status: Status,
     /// The lease the host holds for the group now ([`Host::lease`]).
     pub lease: Option<Lease>,
+    /// How much of that lease is left, on the driver's clock.
+    pub lease_left: Option<Duration>,
     /// Whether the group is kept quiet ([`Host::is_quiet`]).
     pub quiet: bool,
 }
@@ -240,8 +252,8 @@ pub struct HostSummary {
     pub balance_moves: u64,
     /// What was sent to each peer host.
     pub sent: BTreeMap<NodeId, Traffic>,
-    /// Datagrams received as batches, and their bytes.
-    pub received: (u64, u64),
+    /// Datagrams accepted as batches, and their bytes.
+    pub received: Traffic,
     /// Datagrams dropped, by reason.
     pub drops: DropCounts,
     /// Entries received for groups this host does not run.
@@ -255,7 +267,6 @@ struct Counts {
     elections: u64,
     leader_changes: u64,
     balance_moves: u64,
-    received: (u64, u64),
 }
 
 /// What the handle asks the driver's thread.
@@ -345,9 +356,10 @@ impl HostHandle {
         self.input(group, Input::HandOver);
     }
 
-    /// Before a planned stop: hands over every group this host leads and
-    /// stops balancing leadership back to it; returns how many it led
-    /// (`None`: it stopped).
+    /// Before a planned stop: hands over every group this host leads,
+    /// stops balancing, and runs every group on as a voter that never
+    /// campaigns (so no leadership moves back to this host); returns how
+    /// many groups it led (`None`: it stopped).
     pub fn hand_over_all(&self) -> Option<usize> {
         self.ask(Command::HandOverAll)
     }
@@ -378,6 +390,12 @@ struct HostDriver {
     /// When the balancer plans next (once per round).
     next_plan: Instant,
     round: Duration,
+    /// The groups' configuration and seed (for a group added again).
+    config: Config,
+    seed: u64,
+    /// Leaving: groups to run again as mode `Voter` once they neither
+    /// lead nor write.
+    to_voter: BTreeSet<GroupId>,
 }
 
 impl HostDriver {
@@ -394,20 +412,30 @@ impl HostDriver {
                         self.step(now, HostInput::Group { group, input })?;
                     }
                     Ok(Command::HandOverAll(reply)) => {
-                        // No more moves towards this host's share: it leaves.
+                        // No more moves towards this host's share: it
+                        // leaves. Its groups run on as voters that never
+                        // campaign, so the peers' balancers see that it
+                        // cannot lead (`TargetCannotLead`) and move
+                        // nothing back to it.
                         self.balancer = None;
                         let led: Vec<GroupId> = self.host.leading().collect();
                         for &group in &led {
                             let input = Input::HandOver;
                             self.step(now, HostInput::Group { group, input })?;
                         }
+                        self.to_voter = self.host.groups().map(|(g, _)| g).collect();
                         let _ = reply.send(led.len());
                     }
                     Ok(Command::Status(group, reply)) => {
-                        let status = self.host.group(group).map(|node| GroupStatus {
-                            status: node.status(),
-                            lease: self.host.lease(group, now),
-                            quiet: self.host.is_quiet(group),
+                        let status = self.host.group(group).map(|node| {
+                            let lease = self.host.lease(group, now);
+                            GroupStatus {
+                                status: node.status(),
+                                lease,
+                                lease_left: lease
+                                    .map(|l| l.valid_until.saturating_duration_since(now)),
+                                quiet: self.host.is_quiet(group),
+                            }
                         });
                         let _ = reply.send(status);
                     }
@@ -422,6 +450,7 @@ impl HostDriver {
             if self.host.next_deadline().is_some_and(|d| d <= now) {
                 self.step(now, HostInput::Tick)?;
             }
+            self.demote_to_voters(now);
             if now >= self.next_plan {
                 self.next_plan = now + self.round;
                 self.balance(now)?;
@@ -443,6 +472,38 @@ impl HostDriver {
         }
     }
 
+    /// Runs each group of `to_voter` that neither leads nor waits for a
+    /// write again, from its durable state, as a voter that never
+    /// campaigns.
+    fn demote_to_voters(&mut self, now: Instant) {
+        if self.to_voter.is_empty() {
+            return;
+        }
+        let ready: Vec<GroupId> = self
+            .to_voter
+            .iter()
+            .copied()
+            .filter(|&g| {
+                self.host.group(g).is_none_or(|node| {
+                    let st = node.status();
+                    st.role != Role::Leader && !st.write_in_flight
+                })
+            })
+            .collect();
+        for group in ready {
+            self.to_voter.remove(&group);
+            if self.host.remove_group(group).is_none() {
+                continue;
+            }
+            let s = self.store.groups().get(&group).cloned().unwrap_or_default();
+            let config =
+                group_config(&self.config, self.seed, group, s.membership).mode(Mode::Voter);
+            // Checked when it was first added; a refusal now leaves the
+            // group out, which its peers see as this host gone.
+            let _ = self.host.add_group(group, config, s.state, now);
+        }
+    }
+
     fn summary(&self) -> HostSummary {
         let (quiet_leading, quiet_following) = self.host.quiet_groups();
         HostSummary {
@@ -454,7 +515,7 @@ impl HostDriver {
             leader_changes: self.counts.leader_changes,
             balance_moves: self.counts.balance_moves,
             sent: self.transport.sent.clone(),
-            received: self.counts.received,
+            received: self.transport.received,
             drops: self.transport.framing.drops,
             unknown_group_entries: self.host.unknown_group_entries(),
             syncs: self.store.syncs(),

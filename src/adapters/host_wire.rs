@@ -366,6 +366,9 @@ pub struct HostTransport {
     pub framing: Framing,
     /// What was sent to each peer host.
     pub sent: BTreeMap<NodeId, Traffic>,
+    /// Datagrams accepted as batches (`batches` counts them too), and
+    /// their bytes.
+    pub received: Traffic,
 }
 
 impl HostTransport {
@@ -379,6 +382,7 @@ impl HostTransport {
             buf: vec![0; MAX_FRAME + 1],
             framing,
             sent: BTreeMap::new(),
+            received: Traffic::default(),
         })
     }
 
@@ -428,6 +432,11 @@ impl HostTransport {
             Datagram::Got(len, from) => {
                 let received = self.framing.accept_batch(&self.buf[..len], from);
                 self.flush_control();
+                if let HostReceived::Batch(..) = received {
+                    self.received.batches += 1;
+                    self.received.datagrams += 1;
+                    self.received.bytes += len as u64;
+                }
                 received
             }
             Datagram::Timeout => HostReceived::Timeout,
