@@ -699,10 +699,16 @@ enum CtlCommand {
     },
 }
 
-/// The socket a node with this configuration file listens on.
+/// The socket a node (or a host) with this configuration file listens on.
 pub fn socket_of(config: &Path) -> Result<PathBuf, String> {
-    let file = tenure::adapters::config::NodeFile::load(config).map_err(|e| e.to_string())?;
-    Ok(file.data_dir.join(SOCKET))
+    use tenure::adapters::config::{HostFile, NodeFile};
+    match NodeFile::load(config) {
+        Ok(file) => Ok(file.data_dir.join(SOCKET)),
+        // A host file, or the node file's error.
+        Err(e) => HostFile::load(config)
+            .map(|file| file.data_dir.join(SOCKET))
+            .map_err(|_| e.to_string()),
+    }
 }
 
 /// What went wrong on this side of the socket, for the exit code and

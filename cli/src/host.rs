@@ -22,7 +22,9 @@ use tenure::{Config, Event, Input};
 use crate::check::{PERMANENT, TRANSIENT};
 use crate::ctl::{self, Command, Request};
 use crate::log::now_ms;
-use crate::node::{auth_json, drops_json, forward_signals, line, print, stamp, stop_signal};
+use crate::node::{
+    auth_json, drops_json, forward, forward_signals, line, print, stamp, stop_signal,
+};
 
 #[derive(clap::Args)]
 pub struct HostArgs {
@@ -204,29 +206,6 @@ pub fn run(args: HostArgs) -> ExitCode {
     drop(metrics);
     drop(server);
     code
-}
-
-/// Sends everything `from` carries into `wake` (as `wrap` makes it), then
-/// `last` once `from` is closed.
-fn forward<T: Send + 'static>(
-    from: mpsc::Receiver<T>,
-    wake: mpsc::Sender<Wake>,
-    wrap: fn(T) -> Wake,
-    last: Option<Wake>,
-) -> std::io::Result<()> {
-    std::thread::Builder::new()
-        .name("wake".into())
-        .spawn(move || {
-            for item in from {
-                if wake.send(wrap(item)).is_err() {
-                    return;
-                }
-            }
-            if let Some(last) = last {
-                let _ = wake.send(last);
-            }
-        })?;
-    Ok(())
 }
 
 /// The configuration a host started from this file would use.

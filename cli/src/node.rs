@@ -122,11 +122,11 @@ pub(crate) fn forward_signals<W: Send + 'static>(
 
 /// Sends everything `from` carries into `wake` (as `wrap` makes it), then
 /// `last` once `from` is closed.
-fn forward<T: Send + 'static>(
+pub(crate) fn forward<T: Send + 'static, W: Send + 'static>(
     from: mpsc::Receiver<T>,
-    wake: mpsc::Sender<Wake>,
-    wrap: fn(T) -> Wake,
-    last: Option<Wake>,
+    wake: mpsc::Sender<W>,
+    wrap: fn(T) -> W,
+    last: Option<W>,
 ) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("wake".into())

@@ -695,14 +695,7 @@ impl NodeFile {
             path: path.to_path_buf(),
             message,
         })?;
-        // Relative to the file, not to wherever the node was started from:
-        // another working directory would find no state file and make a
-        // fresh node that votes at once (a double vote in its last term).
-        if file.data_dir.is_relative() {
-            let base = path.parent().filter(|p| !p.as_os_str().is_empty());
-            let joined = base.unwrap_or(Path::new(".")).join(&file.data_dir);
-            file.data_dir = std::path::absolute(&joined).unwrap_or(joined);
-        }
+        file.data_dir = beside(path, &file.data_dir);
         let invalid = |(key, message)| ConfigFileError::Invalid {
             path: path.to_path_buf(),
             key,
@@ -828,6 +821,19 @@ fn random_seed() -> u64 {
     nanos ^ u64::from(std::process::id()).rotate_left(32)
 }
 
+/// `dir` as a file at `path` names it: a relative one is relative to the
+/// file's directory (and made absolute), never to the current working
+/// directory, where it would find no state and make a fresh node that
+/// votes at once (a double vote in its last term).
+fn beside(path: &Path, dir: &Path) -> PathBuf {
+    if dir.is_absolute() {
+        return dir.to_path_buf();
+    }
+    let base = path.parent().filter(|p| !p.as_os_str().is_empty());
+    let joined = base.unwrap_or(Path::new(".")).join(dir);
+    std::path::absolute(&joined).unwrap_or(joined)
+}
+
 /// The most groups a host file may run (`group_count`, or listed).
 pub const MAX_HOST_GROUPS: u64 = 1_000_000;
 
@@ -919,11 +925,7 @@ impl HostFile {
             path: path.to_path_buf(),
             message: e.to_string(),
         })?;
-        if file.data_dir.is_relative() {
-            let base = path.parent().filter(|p| !p.as_os_str().is_empty());
-            let joined = base.unwrap_or(Path::new(".")).join(&file.data_dir);
-            file.data_dir = std::path::absolute(&joined).unwrap_or(joined);
-        }
+        file.data_dir = beside(path, &file.data_dir);
         let invalid = |(key, message)| ConfigFileError::Invalid {
             path: path.to_path_buf(),
             key,
