@@ -2,14 +2,14 @@
 //! UDP socket ([`HostTransport`]), one [`HostStore`], one timer.
 //!
 //! Each turn of the loop feeds the host its commands, its due
-//! [`HostInput::Tick`] and one received batch, and executes every step's
-//! actions in the single node's driver's order: the step's states and
-//! memberships go to storage in one [`HostStore::write`] (one fsync), then
-//! its events to the application's channel and its batches to the socket,
-//! and only then is the write confirmed to the host
-//! ([`HostInput::Persisted`]). The host never emits a message that
-//! depends on an unconfirmed write, so persist-before-send holds per
-//! group.
+//! [`HostInput::Tick`] and the batches received (all that are waiting,
+//! up to a bound), sends each step's batches and events at once, and
+//! gathers its writes: every state and membership of the turn goes to
+//! storage in one [`HostStore::write`] (one fsync), and only then is it
+//! confirmed to the host ([`HostInput::Persisted`]). The host never emits
+//! a message that depends on an unconfirmed write (a vote, a campaign's
+//! requests), so persist-before-send holds per group, and a burst of
+//! elections costs one fsync per turn, not one per datagram.
 //!
 //! With [`HostSetup::quiet`], idle groups go quiet
 //! ([`Host::quiet_idle_groups`], with a random incarnation drawn at every
@@ -172,6 +172,7 @@ impl HostSetup {
             config: self.config,
             seed,
             to_voter: BTreeSet::new(),
+            unwritten: Unwritten::default(),
         };
         let thread = std::thread::Builder::new()
             .name(format!("tenure-host-{id}"))
@@ -396,7 +397,17 @@ struct HostDriver {
     /// Leaving: groups to run again as mode `Voter` once they neither
     /// lead nor write.
     to_voter: BTreeSet<GroupId>,
+    /// Writes gathered this turn, not yet made durable.
+    unwritten: Unwritten,
 }
+
+type Unwritten = (
+    Vec<(GroupId, crate::HardState)>,
+    Vec<(GroupId, Box<Membership>)>,
+);
+
+/// The most datagrams taken in one turn of the loop after the first.
+const DRAIN: usize = 64;
 
 impl HostDriver {
     fn run(
@@ -462,13 +473,23 @@ impl HostDriver {
             let wait = next
                 .saturating_duration_since(clock.now())
                 .min(Duration::from_secs(1));
-            if let HostReceived::Batch(from, batch) = self.transport.recv(wait)? {
-                let now = clock.now();
+            self.commit(now)?;
+            let mut received = match self.transport.recv(wait)? {
+                HostReceived::Batch(from, batch) => vec![(from, batch)],
+                _ => Vec::new(),
+            };
+            // Whatever else arrived meanwhile shares this turn's write.
+            if !received.is_empty() {
+                received.extend(self.transport.drain(DRAIN)?);
+            }
+            let now = clock.now();
+            for (from, batch) in received {
                 if let Some(b) = &mut self.balancer {
                     b.heard(now, from);
                 }
                 self.step(now, HostInput::Receive { from, batch })?;
             }
+            self.commit(now)?;
         }
     }
 
@@ -535,41 +556,43 @@ impl HostDriver {
         Ok(())
     }
 
-    /// Feeds `input` and executes what it causes, writes first: one
-    /// write (one fsync) per step, then the step's events and batches,
-    /// then the write's confirmation, whose actions go the same way.
+    /// Feeds `input` and executes what it causes: events and batches at
+    /// once, writes gathered for [`commit`](Self::commit). A batch never
+    /// waits for an earlier write (the host emits nothing that depends on
+    /// an unconfirmed one), so every step of a turn of the loop shares one
+    /// write and one fsync.
     fn step(&mut self, now: Instant, input: HostInput) -> Result<(), DriverError> {
-        let mut pending = self.host.step(now, input);
-        while !pending.is_empty() {
-            if let Some(b) = &mut self.balancer {
-                b.observe_actions(now, &pending);
-            }
-            let mut states = Vec::new();
-            let mut memberships: Vec<(GroupId, Box<Membership>)> = Vec::new();
-            let mut rest = Vec::new();
-            for action in pending {
-                match action {
-                    HostAction::Persist(s) => states.extend(s),
-                    HostAction::PersistMembership { group, membership } => {
-                        memberships.push((group, membership));
-                    }
-                    other => rest.push(other),
+        let actions = self.host.step(now, input);
+        self.execute(now, actions);
+        Ok(())
+    }
+
+    fn execute(&mut self, now: Instant, actions: Vec<HostAction>) {
+        if let Some(b) = &mut self.balancer {
+            b.observe_actions(now, &actions);
+        }
+        for action in actions {
+            match action {
+                // A group keeps at most one write outstanding, so gathered
+                // writes hold each group once.
+                HostAction::Persist(s) => self.unwritten.0.extend(s),
+                HostAction::PersistMembership { group, membership } => {
+                    self.unwritten.1.push((group, membership));
                 }
+                HostAction::Send { to, batch } => self.transport.send_batch(to, &batch),
+                HostAction::Event { group, event } => self.event(group, event),
             }
-            // The write first, as the single node's executor does (a step
-            // lists its `Persist` first).
-            if !states.is_empty() || !memberships.is_empty() {
-                let refs: Vec<(GroupId, &Membership)> =
-                    memberships.iter().map(|(g, m)| (*g, &**m)).collect();
-                self.store.write(&states, &refs)?;
-            }
-            for action in rest {
-                match action {
-                    HostAction::Send { to, batch } => self.transport.send_batch(to, &batch),
-                    HostAction::Event { group, event } => self.event(group, event),
-                    _ => {}
-                }
-            }
+        }
+    }
+
+    /// Makes the gathered writes durable in one write (one fsync), then
+    /// confirms them to the host, until no write is left.
+    fn commit(&mut self, now: Instant) -> Result<(), DriverError> {
+        while !self.unwritten.0.is_empty() || !self.unwritten.1.is_empty() {
+            let (states, memberships) = std::mem::take(&mut self.unwritten);
+            let refs: Vec<(GroupId, &Membership)> =
+                memberships.iter().map(|(g, m)| (*g, &**m)).collect();
+            self.store.write(&states, &refs)?;
             let mut next = Vec::new();
             if !states.is_empty() {
                 self.host
@@ -580,7 +603,7 @@ impl HostDriver {
                 self.host
                     .step_into(now, HostInput::PersistedMembership { group, id }, &mut next);
             }
-            pending = next;
+            self.execute(now, next);
         }
         Ok(())
     }

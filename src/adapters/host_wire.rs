@@ -357,6 +357,9 @@ pub struct Traffic {
     pub bytes: u64,
 }
 
+/// The receive buffer a host's socket asks for.
+pub const RECV_BUFFER: usize = 4 << 20;
+
 /// A UDP socket bound for one host, sending and receiving batches.
 #[derive(Debug)]
 pub struct HostTransport {
@@ -377,8 +380,14 @@ impl HostTransport {
     /// # Errors
     /// The address cannot be bound (the operating system's error as it is).
     pub fn bind(listen: SocketAddr, framing: Framing) -> io::Result<HostTransport> {
+        let socket = UdpSocket::bind(listen)?;
+        // A round of thousands of groups arrives as a burst of datagrams
+        // from every peer: room for several (the kernel caps it at
+        // `net.core.rmem_max`; a smaller buffer only loses more).
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        let _ = rustix::net::sockopt::set_socket_recv_buffer_size(&socket, RECV_BUFFER);
         Ok(HostTransport {
-            socket: UdpSocket::bind(listen)?,
+            socket,
             buf: vec![0; MAX_FRAME + 1],
             framing,
             sent: BTreeMap::new(),
@@ -418,6 +427,49 @@ impl HostTransport {
         }
     }
 
+    /// Takes up to `limit` datagrams that are already waiting, without
+    /// waiting for more; returns the batches among them.
+    ///
+    /// # Errors
+    /// A socket error.
+    pub fn drain<P: DeserializeOwned>(
+        &mut self,
+        limit: usize,
+    ) -> io::Result<Vec<(NodeId, Batch<P>)>> {
+        self.socket.set_nonblocking(true)?;
+        let mut batches = Vec::new();
+        let mut result = Ok(());
+        for _ in 0..limit {
+            match recv_datagram(&self.socket, &mut self.buf) {
+                Ok(Datagram::Got(len, from)) => {
+                    if let HostReceived::Batch(id, batch) = self.accept(len, from) {
+                        batches.push((id, batch));
+                    }
+                }
+                Ok(Datagram::Refused) => {}
+                Ok(Datagram::Timeout) => break,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        self.flush_control();
+        self.socket.set_nonblocking(false)?;
+        result.map(|()| batches)
+    }
+
+    /// Classifies the `len` bytes received from `from` in the buffer.
+    fn accept<P: DeserializeOwned>(&mut self, len: usize, from: SocketAddr) -> HostReceived<P> {
+        let received = self.framing.accept_batch(&self.buf[..len], from);
+        if let HostReceived::Batch(..) = received {
+            self.received.batches += 1;
+            self.received.datagrams += 1;
+            self.received.bytes += len as u64;
+        }
+        received
+    }
+
     /// Waits up to `timeout` (at least 1 ms) for one datagram (see
     /// [`UdpTransport::recv`](super::udp::UdpTransport::recv): an
     /// interrupted wait is a timeout, for the caller to re-read its clock).
@@ -430,13 +482,8 @@ impl HostTransport {
             .set_read_timeout(Some(timeout.max(Duration::from_millis(1))))?;
         Ok(match recv_datagram(&self.socket, &mut self.buf)? {
             Datagram::Got(len, from) => {
-                let received = self.framing.accept_batch(&self.buf[..len], from);
+                let received = self.accept(len, from);
                 self.flush_control();
-                if let HostReceived::Batch(..) = received {
-                    self.received.batches += 1;
-                    self.received.datagrams += 1;
-                    self.received.bytes += len as u64;
-                }
                 received
             }
             Datagram::Timeout => HostReceived::Timeout,
