@@ -419,9 +419,7 @@ impl HostDriver {
             let now = clock.now();
             loop {
                 match commands.try_recv() {
-                    Ok(Command::Input(group, input)) => {
-                        self.step(now, HostInput::Group { group, input })?;
-                    }
+                    Ok(Command::Input(group, input)) => self.command(now, group, input)?,
                     Ok(Command::HandOverAll(reply)) => {
                         // No more moves towards this host's share: it
                         // leaves. Its groups run on as voters that never
@@ -431,8 +429,7 @@ impl HostDriver {
                         self.balancer = None;
                         let led: Vec<GroupId> = self.host.leading().collect();
                         for &group in &led {
-                            let input = Input::HandOver;
-                            self.step(now, HostInput::Group { group, input })?;
+                            self.command(now, group, Input::HandOver)?;
                         }
                         self.to_voter = self.host.groups().map(|(g, _)| g).collect();
                         let _ = reply.send(led.len());
@@ -551,7 +548,33 @@ impl HostDriver {
         let moves = balancer.plan(now, &self.host);
         self.counts.balance_moves += moves.len() as u64;
         for planned in moves {
-            self.step(now, planned.input())?;
+            let input = Input::TransferLeadership { to: planned.to };
+            self.command(now, planned.group, input)?;
+        }
+        Ok(())
+    }
+
+    /// Feeds a command to `group`. One that may end its leadership
+    /// (a transfer, a hand-over, a demotion) wakes a quiet group, and the
+    /// host names it to every member in its next batch to each; a round
+    /// of the group at once makes that batch leave now: else the new
+    /// leader's vote request could reach a member before the wake, which
+    /// would leave quiet on its own and make the old leader wake every
+    /// group it keeps quiet with that member.
+    fn command(&mut self, now: Instant, group: GroupId, input: Input) -> Result<(), DriverError> {
+        let ends = matches!(
+            input,
+            Input::TransferLeadership { .. } | Input::HandOver | Input::Demote
+        );
+        self.step(now, HostInput::Group { group, input })?;
+        if ends
+            && self
+                .host
+                .group(group)
+                .is_some_and(|n| n.role() == Role::Leader)
+        {
+            let input = Input::HeartbeatNow;
+            self.step(now, HostInput::Group { group, input })?;
         }
         Ok(())
     }
