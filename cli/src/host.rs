@@ -263,11 +263,14 @@ impl Rate {
     }
 }
 
+/// Where a follower of the events gets its lines.
+type Subscriber = mpsc::SyncSender<(Value, Event)>;
+
 struct Running {
     id: u64,
     handle: HostHandle,
     /// Followers of the events: every group's, or one group's.
-    subscribers: Vec<(Option<GroupId>, mpsc::SyncSender<(Value, Event)>)>,
+    subscribers: Vec<(Option<GroupId>, Subscriber)>,
     rate: Rate,
     /// The `leaders` line printed last: (groups, led, quiet).
     printed: Option<(usize, usize, usize)>,

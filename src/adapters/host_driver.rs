@@ -279,6 +279,9 @@ enum Command {
     Stop,
 }
 
+/// The driver's thread and its result.
+type HostThread = JoinHandle<Result<(), DriverError>>;
+
 /// Commands a running host; cheap to clone.
 #[derive(Clone)]
 pub struct HostHandle {
@@ -286,7 +289,7 @@ pub struct HostHandle {
     wake: Arc<UdpSocket>,
     target: SocketAddr,
     local_addr: SocketAddr,
-    thread: Arc<Mutex<Option<JoinHandle<Result<(), DriverError>>>>>,
+    thread: Arc<Mutex<Option<HostThread>>>,
 }
 
 impl std::fmt::Debug for HostHandle {

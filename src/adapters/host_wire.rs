@@ -17,7 +17,7 @@
 //!   datagram loses only what it carried, as a lost message would.
 //!
 //! Each datagram is framed like a node's message, as kind 4 of the
-//! authenticated frame (see [`auth`](super::auth): the host id is the
+//! authenticated frame (see [`auth`] module: the host id is the
 //! sender, the same keys, incarnations and replay windows), or without a
 //! cluster key as
 //!
