@@ -20,6 +20,10 @@
 //! {"cmd":"set-rank","policy":"priority"}                            -> the change's outcome
 //! ```
 //!
+//! A `tenure host` serves the same socket: `status` without a group is the
+//! host's summary, and `"group":G` in a `status`, `events`, `promote`,
+//! `demote` or `transfer` request scopes it to that group.
+//!
 //! Membership changes (rank changes among them) are made by the leader:
 //! sent to another node they are refused, naming the leader. An address
 //! must be `host:port`; an `invalid` or `no_leader_left` outcome carries
@@ -69,6 +73,18 @@ pub enum Request {
     /// Read `key_file` and `next_key_file` again and use them; the
     /// outcome is answered on the channel.
     ReloadKeys(mpsc::Sender<Value>),
+    /// A request about one group of a `tenure host` (`--group`): its
+    /// status, its events, a command to it. A node answers a status with a
+    /// refusal and drops the rest.
+    Group(u64, Box<Request>),
+}
+
+/// `request`, about `group` if one is named.
+fn scoped(group: Option<u64>, request: Request) -> Request {
+    match group {
+        Some(g) => Request::Group(g, Box::new(request)),
+        None => request,
+    }
 }
 
 /// A command for the node.
@@ -193,14 +209,40 @@ fn connection(mut stream: UnixStream, requests: &mpsc::Sender<Request>) {
     let wait = request["wait_ms"]
         .as_u64()
         .map_or(DEFAULT_WAIT, Duration::from_millis);
-    let command = match request["cmd"].as_str() {
+    let group = match &request["group"] {
+        Value::Null => None,
+        g => match g.as_u64() {
+            Some(g) => Some(g),
+            None => {
+                let _ = answer(&mut stream, &refusal("\"group\" must be a group id"));
+                return;
+            }
+        },
+    };
+    let cmd = request["cmd"].as_str();
+    if group.is_some()
+        && !matches!(
+            cmd,
+            Some("status" | "events" | "promote" | "demote" | "transfer")
+        )
+    {
+        let _ = answer(
+            &mut stream,
+            &refusal("a group (--group) takes status, events, promote, demote or transfer"),
+        );
+        return;
+    }
+    let command = match cmd {
         Some("status") => {
-            let _ = answer(&mut stream, &ask(requests, Request::Status));
+            let _ = answer(&mut stream, &ask(requests, group, Request::Status));
             return;
         }
         Some("events") => {
             let (tx, rx) = mpsc::sync_channel(EVENT_BACKLOG);
-            if requests.send(Request::Subscribe(tx)).is_err() {
+            if requests
+                .send(scoped(group, Request::Subscribe(tx)))
+                .is_err()
+            {
                 return;
             }
             // Until the client leaves (it hangs up, or a write fails or
@@ -220,7 +262,7 @@ fn connection(mut stream: UnixStream, requests: &mpsc::Sender<Request>) {
             }
         }
         Some("reload-keys") => {
-            let _ = answer(&mut stream, &ask(requests, Request::ReloadKeys));
+            let _ = answer(&mut stream, &ask(requests, None, Request::ReloadKeys));
             return;
         }
         Some("promote") => Command::Promote,
@@ -253,7 +295,7 @@ fn connection(mut stream: UnixStream, requests: &mpsc::Sender<Request>) {
             return;
         }
     };
-    let outcome = run_command(requests, command, wait);
+    let outcome = run_command(requests, group, command, wait);
     let _ = answer(&mut stream, &outcome);
 }
 
@@ -396,10 +438,14 @@ fn why_no_leader_left(change: &MembershipChange, membership: &Value) -> String {
 
 /// Asks the node's main loop a request answered with one value (up to
 /// 5 s), or the refusal of a node that is stopping.
-fn ask(requests: &mpsc::Sender<Request>, request: fn(mpsc::Sender<Value>) -> Request) -> Value {
+fn ask(
+    requests: &mpsc::Sender<Request>,
+    group: Option<u64>,
+    request: fn(mpsc::Sender<Value>) -> Request,
+) -> Value {
     let (tx, rx) = mpsc::channel();
     requests
-        .send(request(tx))
+        .send(scoped(group, request(tx)))
         .ok()
         .and_then(|()| rx.recv_timeout(Duration::from_secs(5)).ok())
         .unwrap_or_else(stopping)
@@ -444,18 +490,35 @@ fn hung_up(stream: &UnixStream) -> bool {
 }
 
 /// Sends `command` and waits up to `wait` for the event that settles it.
-fn run_command(requests: &mpsc::Sender<Request>, command: Command, wait: Duration) -> Value {
+fn run_command(
+    requests: &mpsc::Sender<Request>,
+    group: Option<u64>,
+    command: Command,
+    wait: Duration,
+) -> Value {
     let (status_tx, status_rx) = mpsc::channel();
     let (events_tx, events) = mpsc::sync_channel(EVENT_BACKLOG);
     // Subscribe before the command, so its outcome cannot be missed.
-    let sent = requests.send(Request::Status(status_tx)).is_ok()
-        && requests.send(Request::Subscribe(events_tx)).is_ok();
+    let sent = requests
+        .send(scoped(group, Request::Status(status_tx)))
+        .is_ok()
+        && requests
+            .send(scoped(group, Request::Subscribe(events_tx)))
+            .is_ok();
     let Some(before) = sent
         .then(|| status_rx.recv_timeout(Duration::from_secs(5)).ok())
         .flatten()
     else {
         return stopping();
     };
+    // A refused status (a group a host does not run, --group at a node)
+    // refuses the command too.
+    if before["ok"] == false {
+        return before;
+    }
+    if before["host"].is_object() {
+        return refusal("this is a `tenure host`: name a group with --group G");
+    }
     let leading = before["role"] == "leader";
     match command {
         Command::Promote if leading => {
@@ -470,7 +533,10 @@ fn run_command(requests: &mpsc::Sender<Request>, command: Command, wait: Duratio
         _ => {}
     }
     let sent = Instant::now();
-    if requests.send(Request::Command(command.clone())).is_err() {
+    if requests
+        .send(scoped(group, Request::Command(command.clone())))
+        .is_err()
+    {
         return stopping();
     }
     // Sent, not awaited: a script that watches the outcome elsewhere.
@@ -553,6 +619,11 @@ pub struct CtlArgs {
     /// Print the node's JSON answers instead of text.
     #[arg(long, global = true)]
     json: bool,
+    /// At a `tenure host`: the group a `status`, `events`, `promote`,
+    /// `demote` or `transfer` is about (without it, `status` is the host's
+    /// summary).
+    #[arg(long, global = true)]
+    group: Option<u64>,
     /// How long to wait for a command's outcome, in ms (default 5000;
     /// 60000 for membership changes, which report their outcome within
     /// the membership change timeout, ten election timeouts by default).
@@ -628,10 +699,16 @@ enum CtlCommand {
     },
 }
 
-/// The socket a node with this configuration file listens on.
+/// The socket a node (or a host) with this configuration file listens on.
 pub fn socket_of(config: &Path) -> Result<PathBuf, String> {
-    let file = tenure::adapters::config::NodeFile::load(config).map_err(|e| e.to_string())?;
-    Ok(file.data_dir.join(SOCKET))
+    use tenure::adapters::config::{HostFile, NodeFile};
+    match NodeFile::load(config) {
+        Ok(file) => Ok(file.data_dir.join(SOCKET)),
+        // A host file, or the node file's error.
+        Err(e) => HostFile::load(config)
+            .map(|file| file.data_dir.join(SOCKET))
+            .map_err(|_| e.to_string()),
+    }
 }
 
 /// What went wrong on this side of the socket, for the exit code and
@@ -739,6 +816,10 @@ pub fn run(args: CtlArgs) -> ExitCode {
             json!({"cmd": "set-rank", "policy": policy, "wait_ms": wait_ms})
         }
     };
+    let mut request = request;
+    if let Some(group) = args.group {
+        request["group"] = json!(group);
+    }
     let events = matches!(args.what, CtlCommand::Events);
     let mut stream = match UnixStream::connect(&path) {
         Ok(s) => s,

@@ -13,6 +13,8 @@ mod demo;
 #[cfg(any(target_os = "linux", target_os = "android"))]
 mod gate;
 mod guard;
+#[cfg(unix)]
+mod host;
 mod log;
 #[cfg(unix)]
 mod metrics;
@@ -55,6 +57,11 @@ enum Command {
     /// described in docs/src/running-nodes.md); prints one JSON line per
     /// event. `--check` validates it without starting.
     Node(node::NodeArgs),
+    /// Run one host of many election groups from a TOML file (the host
+    /// file, described in docs/src/many-groups.md): every group's messages
+    /// to a peer host share its datagrams. `--check` validates the file.
+    #[cfg(unix)]
+    Host(host::HostArgs),
     /// Ask a running node (through its admin socket) for its status, or
     /// make it promote, demote or transfer leadership, change the
     /// membership (add-voter, add-observer, remove, replace), or follow
@@ -149,6 +156,8 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Sim(args) => sim(args),
         Command::Node(args) => node::run(args),
+        #[cfg(unix)]
+        Command::Host(args) => host::run(args),
         #[cfg(unix)]
         Command::Ctl(args) => ctl::run(args),
         Command::Demo(args) => demo::run(args),

@@ -38,11 +38,29 @@ impl Drop for Metrics {
     }
 }
 
-/// Binds `addr` and serves until dropped.
+/// Binds `addr` and serves a node's endpoints until dropped.
 pub fn serve(
     addr: SocketAddr,
     requests: mpsc::Sender<Request>,
     tally: Arc<Mutex<Tally>>,
+) -> Result<Metrics, String> {
+    let render = move |st: &Value| {
+        let tally = tally.lock().unwrap_or_else(|p| p.into_inner());
+        prometheus(st, &tally)
+    };
+    serve_with(addr, requests, Box::new(render), true)
+}
+
+/// Turns the status object into Prometheus text.
+pub type Render = Box<dyn Fn(&Value) -> String + Send>;
+
+/// Binds `addr` and serves `/metrics` (the status as `render` makes it)
+/// and `/status`, and with `health` the health checks, until dropped.
+pub fn serve_with(
+    addr: SocketAddr,
+    requests: mpsc::Sender<Request>,
+    render: Render,
+    health: bool,
 ) -> Result<Metrics, String> {
     let server = tiny_http::Server::http(addr)
         .map_err(|e| format!("cannot serve metrics_listen on {addr}: {e}"))?;
@@ -50,7 +68,7 @@ pub fn serve(
     let serving = server.clone();
     let thread = std::thread::spawn(move || {
         for request in serving.incoming_requests() {
-            answer(request, &requests, &tally);
+            answer(request, &requests, &render, health);
         }
     });
     Ok(Metrics {
@@ -59,7 +77,12 @@ pub fn serve(
     })
 }
 
-fn answer(request: tiny_http::Request, requests: &mpsc::Sender<Request>, tally: &Mutex<Tally>) {
+fn answer(
+    request: tiny_http::Request,
+    requests: &mpsc::Sender<Request>,
+    render: &Render,
+    with_health: bool,
+) {
     let path = request.url().split('?').next().unwrap_or("").to_string();
     let get = matches!(
         request.method(),
@@ -68,14 +91,11 @@ fn answer(request: tiny_http::Request, requests: &mpsc::Sender<Request>, tally: 
     let (code, kind, body) = match (get, path.as_str()) {
         (false, _) => (405, "text/plain", "only GET and HEAD\n".to_string()),
         (true, "/metrics" | "/status") => match status(requests) {
-            Some(st) if path == "/metrics" => {
-                let tally = tally.lock().unwrap_or_else(|p| p.into_inner());
-                (200, PROMETHEUS, prometheus(&st, &tally))
-            }
+            Some(st) if path == "/metrics" => (200, PROMETHEUS, render(&st)),
             Some(st) => (200, "application/json", format!("{st}\n")),
             None => (503, "text/plain", "the node did not answer\n".into()),
         },
-        (true, "/leader" | "/health" | "/readiness") => {
+        (true, "/leader" | "/health" | "/readiness") if with_health => {
             let (ok, body) = match status(requests) {
                 Some(st) => health(&path, &st),
                 None => (
@@ -168,6 +188,118 @@ fn family(out: &mut String, name: &str, kind: &str, help: &str, samples: &[(Stri
             let _ = writeln!(out, "{name}{labels} {v}");
         }
     }
+}
+
+/// A `tenure host`'s summary (as `tenure ctl status` prints it) as
+/// Prometheus metrics: aggregated over its groups (no label per group),
+/// labelled with the host, and per peer host for what was sent.
+pub fn host_prometheus(st: &Value) -> String {
+    let h = &st["host"];
+    let l = format!("{{host=\"{}\"}}", h["id"]);
+    let num = |v: &Value| v.as_u64().map(|n| n as f64);
+    let mut out = String::new();
+    let one = |out: &mut String, name: &str, kind: &str, help: &str, v: &Value| {
+        family(out, name, kind, help, &[(l.clone(), num(v))]);
+    };
+    one(
+        &mut out,
+        "tenure_host_groups",
+        "gauge",
+        "Groups this host runs.",
+        &h["groups"],
+    );
+    one(
+        &mut out,
+        "tenure_host_groups_led",
+        "gauge",
+        "Groups this host leads.",
+        &h["led"],
+    );
+    one(
+        &mut out,
+        "tenure_host_groups_quiet",
+        "gauge",
+        "Groups kept quiet (led or followed by host rounds alone).",
+        &h["quiet"],
+    );
+    one(
+        &mut out,
+        "tenure_host_elections_total",
+        "counter",
+        "Campaigns this host's groups started.",
+        &h["elections_total"],
+    );
+    one(
+        &mut out,
+        "tenure_host_leader_changes_total",
+        "counter",
+        "Changes to a known leader this host's groups saw.",
+        &h["leader_changes_total"],
+    );
+    one(
+        &mut out,
+        "tenure_host_balance_moves_total",
+        "counter",
+        "Leadership transfers the balancer started.",
+        &h["balance_moves_total"],
+    );
+    one(
+        &mut out,
+        "tenure_host_syncs_total",
+        "counter",
+        "Writes of the host's store (one fsync each).",
+        &h["syncs_total"],
+    );
+    let peers = h["sent"].as_object().cloned().unwrap_or_default();
+    for (name, key, help) in [
+        (
+            "tenure_host_batches_sent_total",
+            "batches",
+            "Batches sent, by peer host.",
+        ),
+        (
+            "tenure_host_datagrams_sent_total",
+            "datagrams",
+            "Datagrams sent, by peer host.",
+        ),
+        (
+            "tenure_host_bytes_sent_total",
+            "bytes",
+            "Bytes of datagrams sent, by peer host.",
+        ),
+    ] {
+        let samples: Vec<(String, Option<f64>)> = peers
+            .iter()
+            .map(|(peer, t)| {
+                (
+                    format!("{{host=\"{}\",peer=\"{peer}\"}}", h["id"]),
+                    num(&t[key]),
+                )
+            })
+            .collect();
+        family(&mut out, name, "counter", help, &samples);
+    }
+    let drops: Vec<(String, Option<f64>)> = st["drops"]
+        .as_object()
+        .map(|d| {
+            d.iter()
+                .map(|(reason, n)| {
+                    (
+                        format!("{{host=\"{}\",reason=\"{reason}\"}}", h["id"]),
+                        num(n),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    family(
+        &mut out,
+        "tenure_host_dropped_datagrams_total",
+        "counter",
+        "Datagrams dropped, by reason.",
+        &drops,
+    );
+    out
 }
 
 /// The status object and the event tally as Prometheus metrics, each
@@ -974,6 +1106,28 @@ mod tests {
         assert_eq!(sample(&text, p), 7.0);
         let p = "tenure_auth_failures_total{node=\"1\",peer=\"3\",reason=\"bad_tag\"}";
         assert_eq!(sample(&text, p), 1.0);
+    }
+
+    /// The many-groups chapter's table lists every metric a host serves.
+    #[test]
+    fn every_host_metric_is_documented_in_the_book() {
+        let book = include_str!("../../docs/src/many-groups.md");
+        let st = json!({"host": {"id": 1, "sent": {"2": {"batches": 1, "datagrams": 2, "bytes": 3}}}, "drops": {"malformed": 0}});
+        let text = host_prometheus(&st);
+        let mut names = 0;
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let name = rest.split(' ').next().unwrap_or_default();
+                let row = format!("| `{name}");
+                assert!(book.contains(&row), "{name} is not in many-groups.md");
+                names += 1;
+            }
+        }
+        assert!(names >= 10, "{text}");
+        assert_eq!(
+            sample(&text, "tenure_host_bytes_sent_total{host=\"1\",peer=\"2\"}"),
+            3.0
+        );
     }
 
     /// The book's table lists every metric family `/metrics` serves.

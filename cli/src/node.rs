@@ -92,7 +92,7 @@ enum Wake {
 }
 
 /// The name of a stop signal (SIGTERM, SIGINT), `None` for any other.
-fn stop_signal(signal: i32) -> Option<&'static str> {
+pub(crate) fn stop_signal(signal: i32) -> Option<&'static str> {
     match signal {
         signal_hook::consts::SIGTERM => Some("SIGTERM"),
         signal_hook::consts::SIGINT => Some("SIGINT"),
@@ -102,14 +102,17 @@ fn stop_signal(signal: i32) -> Option<&'static str> {
 
 /// Sends SIGTERM, SIGINT and SIGHUP (as daemons use it: read what can
 /// change at run time again) into `wake`, from signal-hook's self-pipe.
-fn forward_signals(wake: mpsc::Sender<Wake>) -> std::io::Result<()> {
+pub(crate) fn forward_signals<W: Send + 'static>(
+    wake: mpsc::Sender<W>,
+    wrap: fn(i32) -> W,
+) -> std::io::Result<()> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])?;
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
             for signal in signals.forever() {
-                if wake.send(Wake::Signal(signal)).is_err() {
+                if wake.send(wrap(signal)).is_err() {
                     return;
                 }
             }
@@ -119,11 +122,11 @@ fn forward_signals(wake: mpsc::Sender<Wake>) -> std::io::Result<()> {
 
 /// Sends everything `from` carries into `wake` (as `wrap` makes it), then
 /// `last` once `from` is closed.
-fn forward<T: Send + 'static>(
+pub(crate) fn forward<T: Send + 'static, W: Send + 'static>(
     from: mpsc::Receiver<T>,
-    wake: mpsc::Sender<Wake>,
-    wrap: fn(T) -> Wake,
-    last: Option<Wake>,
+    wake: mpsc::Sender<W>,
+    wrap: fn(T) -> W,
+    last: Option<W>,
 ) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("wake".into())
@@ -233,7 +236,7 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
         }
     };
     let (wake_tx, wake) = mpsc::channel();
-    if let Err(e) = forward_signals(wake_tx.clone()) {
+    if let Err(e) = forward_signals(wake_tx.clone(), Wake::Signal) {
         eprintln!("error: cannot install signal handlers: {e}");
         return ExitCode::FAILURE;
     }
@@ -819,6 +822,14 @@ impl Running {
                 let _ = reply.send(self.status());
             }
             Request::Subscribe(to) => self.subscribers.push(to),
+            // A host's request: a node has no groups.
+            Request::Group(_, request) => {
+                if let Request::Status(reply) = *request {
+                    let _ = reply.send(ctl::refusal(
+                        "--group is for a `tenure host`: this is a node",
+                    ));
+                }
+            }
             Request::ReloadKeys(reply) => {
                 let outcome = self.reload_keys();
                 // Refusals too: the node's own output is the audit trail.
@@ -1167,7 +1178,7 @@ impl Running {
 }
 
 /// Whether peer messages are authenticated, and with which keys (ids only).
-fn auth_json(keys: Option<&KeyRing>, incarnation: Option<u64>) -> Value {
+pub(crate) fn auth_json(keys: Option<&KeyRing>, incarnation: Option<u64>) -> Value {
     json!({
         "enabled": keys.is_some(),
         "key_id": keys.map(|k| k.current().id().to_string()),
@@ -1249,7 +1260,7 @@ fn by_rule(counts: &[(tenure::Rule, u64)]) -> Value {
         .into()
 }
 
-fn drops_json(d: DropCounts) -> Value {
+pub(crate) fn drops_json(d: DropCounts) -> Value {
     Value::Object(
         d.by_reason()
             .into_iter()
@@ -1406,12 +1417,12 @@ fn mono_ms() -> u64 {
 }
 
 /// Prints one JSON line, stamped with `mono_ms`.
-fn line(value: &Value) {
+pub(crate) fn line(value: &Value) {
     print(&stamp(value.clone()));
 }
 
 /// `value` with `mono_ms`.
-fn stamp(mut value: Value) -> Value {
+pub(crate) fn stamp(mut value: Value) -> Value {
     if let Some(map) = value.as_object_mut() {
         map.insert("mono_ms".into(), json!(mono_ms()));
     }
@@ -1419,7 +1430,7 @@ fn stamp(mut value: Value) -> Value {
 }
 
 /// Prints one JSON line.
-fn print(value: &Value) {
+pub(crate) fn print(value: &Value) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{value}");
     let _ = out.flush();

@@ -94,6 +94,18 @@ fn check_complete(text: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Checks a host file's text (a ```toml,host block) the way `tenure host`
+/// reads it: its keys, its groups and every group's configuration.
+fn check_host(text: &str) -> Result<(), String> {
+    let file: tenure::adapters::config::HostFile =
+        toml::from_str(text).map_err(|e| e.to_string())?;
+    file.group_ids()
+        .and_then(|_| file.to_config())
+        .map_err(|(k, m)| format!("key `{k}`: {m}"))?;
+    OperatorSettings::parse(text).map_err(|(k, m)| format!("key `{k}`: {m}"))?;
+    Ok(())
+}
+
 /// Checks a deliberately partial block (```toml,partial): valid TOML whose
 /// keys are node-file keys of the right types, once the required keys it
 /// leaves out are added.
@@ -166,7 +178,7 @@ fn the_example_cluster_files_describe_one_cluster() {
 }
 
 #[test]
-fn every_toml_block_in_the_readme_and_the_book_is_a_node_file() {
+fn every_toml_block_in_the_readme_and_the_book_is_a_node_or_host_file() {
     let mut pages = vec![root().join("README.md")];
     pages.extend(files_under(&root().join("docs/src"), ".md"));
     let mut checked = 0;
@@ -177,9 +189,11 @@ fn every_toml_block_in_the_readme_and_the_book_is_a_node_file() {
             if info.next() != Some("toml") {
                 continue;
             }
-            let partial = info.any(|a| a == "partial");
-            let result = if partial {
+            let args: Vec<&str> = info.collect();
+            let result = if args.contains(&"partial") {
                 check_partial(&block.text)
+            } else if args.contains(&"host") {
+                check_host(&block.text)
             } else {
                 check_complete(&block.text)
             };

@@ -33,7 +33,7 @@
 //! ```text
 //! offset  0  "TNRE"
 //!         4  version 3
-//!         5  kind: 2 hello, 3 message
+//!         5  kind: 2 hello, 3 message, 4 host batch
 //!         6  key id (4 bytes, KeyId)
 //!        10  cluster id        u64 LE
 //!        18  sender id         u64 LE
@@ -43,7 +43,9 @@
 //!        50  counter           u64 LE (per sender, receiver and incarnation)
 //!        58  payload: empty for kind 2, postcard(MembershipId) |
 //!            postcard(Message) for kind 3 (the sender's membership stamp,
-//!            the default for none)
+//!            the default for none), postcard(Batch) for kind 4
+//!            (a [`Host`](crate::host::Host)'s batch: see
+//!            [`host_wire`](super::host_wire))
 //!   len-32   HMAC-SHA-256(key, every byte before the tag)
 //! ```
 //!
@@ -117,6 +119,9 @@ pub(crate) const MAGIC: [u8; 4] = *b"TNRE";
 /// postcard(Message)`. Any other kind is dropped as malformed.
 pub(crate) const KIND_HELLO: u8 = 2;
 pub(crate) const KIND_MESSAGE: u8 = 3;
+/// A host's batch: the payload is `postcard(Batch)` (see
+/// [`host_wire`](super::host_wire)).
+pub(crate) const KIND_BATCH: u8 = 4;
 
 type HmacSha256 = Hmac<Sha256>;
 

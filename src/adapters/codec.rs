@@ -226,6 +226,24 @@ pub fn decode_stamped<P: DeserializeOwned>(
     cluster: u64,
     me: NodeId,
 ) -> Result<(NodeId, Option<MembershipId>, Message<P>), DecodeError> {
+    check_header(bytes, VERSION)?;
+    let e: Envelope<Message<P>> = envelope(bytes)?;
+    let (env_cluster, from, to, message) = (e.cluster, e.from, e.to, e.message);
+    let stamp = stamped(e.stamp);
+    if env_cluster != cluster {
+        return Err(DecodeError::ForeignCluster {
+            cluster: env_cluster,
+            expected: cluster,
+        });
+    }
+    if to != me {
+        return Err(DecodeError::NotAddressedToMe { to, me });
+    }
+    Ok((from, stamp, message))
+}
+
+/// Checks a plain frame's length, magic and version (`version`).
+pub(crate) fn check_header(bytes: &[u8], version: u8) -> Result<(), DecodeError> {
     if bytes.len() > MAX_FRAME {
         return Err(DecodeError::Oversized {
             len: bytes.len(),
@@ -240,22 +258,10 @@ pub fn decode_stamped<P: DeserializeOwned>(
     if found != MAGIC {
         return Err(DecodeError::BadMagic { found });
     }
-    if bytes[4] != VERSION {
+    if bytes[4] != version {
         return Err(DecodeError::UnknownVersion { version: bytes[4] });
     }
-    let e: Envelope<Message<P>> = envelope(bytes)?;
-    let (env_cluster, from, to, message) = (e.cluster, e.from, e.to, e.message);
-    let stamp = stamped(e.stamp);
-    if env_cluster != cluster {
-        return Err(DecodeError::ForeignCluster {
-            cluster: env_cluster,
-            expected: cluster,
-        });
-    }
-    if to != me {
-        return Err(DecodeError::NotAddressedToMe { to, me });
-    }
-    Ok((from, stamp, message))
+    Ok(())
 }
 
 /// A stamp as received: the default stands for none.

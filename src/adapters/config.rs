@@ -695,14 +695,7 @@ impl NodeFile {
             path: path.to_path_buf(),
             message,
         })?;
-        // Relative to the file, not to wherever the node was started from:
-        // another working directory would find no state file and make a
-        // fresh node that votes at once (a double vote in its last term).
-        if file.data_dir.is_relative() {
-            let base = path.parent().filter(|p| !p.as_os_str().is_empty());
-            let joined = base.unwrap_or(Path::new(".")).join(&file.data_dir);
-            file.data_dir = std::path::absolute(&joined).unwrap_or(joined);
-        }
+        file.data_dir = beside(path, &file.data_dir);
         let invalid = |(key, message)| ConfigFileError::Invalid {
             path: path.to_path_buf(),
             key,
@@ -826,4 +819,200 @@ fn random_seed() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
     nanos ^ u64::from(std::process::id()).rotate_left(32)
+}
+
+/// `dir` as a file at `path` names it: a relative one is relative to the
+/// file's directory (and made absolute), never to the current working
+/// directory, where it would find no state and make a fresh node that
+/// votes at once (a double vote in its last term).
+fn beside(path: &Path, dir: &Path) -> PathBuf {
+    if dir.is_absolute() {
+        return dir.to_path_buf();
+    }
+    let base = path.parent().filter(|p| !p.as_os_str().is_empty());
+    let joined = base.unwrap_or(Path::new(".")).join(dir);
+    std::path::absolute(&joined).unwrap_or(joined)
+}
+
+/// The most groups a host file may run (`group_count`, or listed).
+pub const MAX_HOST_GROUPS: u64 = 1_000_000;
+
+/// A host file (`tenure host --config host.toml`): one
+/// [`Host`](crate::host::Host) running many groups, every host a voter of
+/// every group.
+///
+/// ```toml
+/// id = 1
+/// cluster_id = 7
+/// listen = "127.0.0.1:7101"
+/// data_dir = "/var/lib/tenure/host-1"
+/// group_count = 10000          # groups 0..10000; or: groups = [1, 2, 7]
+/// heartbeat_ms = 100           # the host's round and every group's heartbeat
+/// death_timeout_ms = 1000
+/// fencing = "strict"           # default strict
+/// quiet = true                 # keep idle groups quiet (default true)
+/// balance = true               # balance leadership across hosts (default true)
+/// metrics_listen = "127.0.0.1:9564" # read by OperatorSettings, as key_file is
+///
+/// [[peers]]
+/// id = 2
+/// addr = "127.0.0.1:7102"
+/// ```
+///
+/// Addresses are read as a node file's are ([`Address`]); every bad value
+/// is an error naming the file and the key.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostFile {
+    /// This host's id (not 0): every group's voters name it by it.
+    pub id: NodeId,
+    /// Hosts with another cluster id are never heard.
+    pub cluster_id: u64,
+    /// UDP address to bind (a host name is resolved when the host starts).
+    #[serde(deserialize_with = "listen_addr")]
+    pub listen: Address,
+    /// Directory of the host's store.
+    pub data_dir: PathBuf,
+    /// The groups, by id (exclusive with `group_count`).
+    pub groups: Option<Vec<u64>>,
+    /// Run groups `0..group_count` (exclusive with `groups`).
+    pub group_count: Option<u64>,
+    /// The host's round and every group's heartbeat interval, in ms.
+    pub heartbeat_ms: Option<u64>,
+    /// Every group's death timeout, in ms.
+    pub death_timeout_ms: Option<u64>,
+    /// Every group's election round length, in ms.
+    pub election_timeout_ms: Option<u64>,
+    /// Fencing mode (default strict).
+    #[serde(default = "strict")]
+    pub fencing: Fencing,
+    /// Keep idle groups quiet (default true).
+    #[serde(default = "yes")]
+    pub quiet: bool,
+    /// Balance leadership across hosts (default true).
+    #[serde(default = "yes")]
+    pub balance: bool,
+    /// The other hosts (`voter = false`: an observer of every group).
+    #[serde(default)]
+    pub peers: Vec<PeerEntry>,
+    /// Read by [`OperatorSettings`].
+    #[serde(default, rename = "metrics_listen", skip_serializing)]
+    _metrics_listen: Option<String>,
+    /// Read by [`OperatorSettings`].
+    #[serde(default, rename = "key_file", skip_serializing)]
+    _key_file: Option<PathBuf>,
+    /// Read by [`OperatorSettings`].
+    #[serde(default, rename = "next_key_file", skip_serializing)]
+    _next_key_file: Option<PathBuf>,
+}
+
+fn strict() -> Fencing {
+    Fencing::Strict
+}
+
+impl HostFile {
+    /// Reads, parses and checks `path` (a relative `data_dir` is taken
+    /// relative to the file's directory, as for [`NodeFile::load`]).
+    ///
+    /// # Errors
+    /// [`ConfigFileError`] naming the file and the key.
+    pub fn load(path: &Path) -> Result<HostFile, ConfigFileError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigFileError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut file: HostFile = toml::from_str(&text).map_err(|e| ConfigFileError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        file.data_dir = beside(path, &file.data_dir);
+        let invalid = |(key, message)| ConfigFileError::Invalid {
+            path: path.to_path_buf(),
+            key,
+            message,
+        };
+        file.group_ids().map_err(invalid)?;
+        file.to_config().map_err(invalid)?;
+        Ok(file)
+    }
+
+    /// The groups this host runs, in id order.
+    ///
+    /// # Errors
+    /// `(key, message)`: neither or both of `groups` and `group_count`,
+    /// none, too many, or a group listed twice.
+    pub fn group_ids(&self) -> Result<Vec<u64>, (&'static str, String)> {
+        let ids = match (&self.groups, self.group_count) {
+            (Some(_), Some(_)) => {
+                return Err((
+                    "groups",
+                    "set either `groups` or `group_count`, not both".into(),
+                ));
+            }
+            (None, None) => {
+                return Err((
+                    "groups",
+                    "no groups: set `groups = [..]` or `group_count = N`".into(),
+                ));
+            }
+            (None, Some(n)) if n == 0 || n > MAX_HOST_GROUPS => {
+                return Err((
+                    "group_count",
+                    format!("{n} is not between 1 and {MAX_HOST_GROUPS}"),
+                ));
+            }
+            (None, Some(n)) => (0..n).collect(),
+            (Some(list), None) => {
+                let mut ids = list.clone();
+                ids.sort_unstable();
+                if let Some(w) = ids.windows(2).find(|w| w[0] == w[1]) {
+                    return Err(("groups", format!("group {} is listed twice", w[0])));
+                }
+                if ids.is_empty() || ids.len() as u64 > MAX_HOST_GROUPS {
+                    return Err((
+                        "groups",
+                        format!("{} groups: list 1 to {MAX_HOST_GROUPS}", ids.len()),
+                    ));
+                }
+                ids
+            }
+        };
+        Ok(ids)
+    }
+
+    /// Addresses of the peers written as IP addresses, by id.
+    pub fn peer_addrs(&self) -> BTreeMap<NodeId, SocketAddr> {
+        self.peers
+            .iter()
+            .filter_map(|p| Some((p.id, p.addr.ip()?)))
+            .collect()
+    }
+
+    /// Every group's configuration: this host and every peer (voters
+    /// unless `voter = false`), the file's timing and fencing.
+    ///
+    /// # Errors
+    /// `(key, message)` for the first invalid value.
+    pub fn to_config(&self) -> Result<Config, (&'static str, String)> {
+        let node = NodeFile {
+            id: self.id,
+            cluster_id: self.cluster_id,
+            listen: self.listen.clone(),
+            data_dir: self.data_dir.clone(),
+            voter: true,
+            mode: Mode::default(),
+            fencing: self.fencing,
+            heartbeat_ms: self.heartbeat_ms,
+            death_timeout_ms: self.death_timeout_ms,
+            election_timeout_ms: self.election_timeout_ms,
+            election_jitter_ms: None,
+            quorum: None,
+            clock_drift_ppm: None,
+            lease_margin_ms: None,
+            // Each group gets its own seed from the host driver.
+            rng_seed: Some(0),
+            peers: self.peers.clone(),
+        };
+        node.to_config()
+    }
 }

@@ -13,6 +13,10 @@
 //!   state of every group of a [`Host`](crate::host::Host): one log, one
 //!   fsync per write, compacted;
 //! - [`udp`]: UDP transport over `std::net`;
+//! - [`host_driver`]: a one-thread std driver for a
+//!   [`Host`](crate::host::Host) and its [`HostHandle`](host_driver::HostHandle);
+//! - [`host_wire`]: a host's batches on the wire (split into datagrams,
+//!   authenticated like a node's messages) and their UDP transport;
 //! - [`executor`]: the action-execution loop ([`Executor`](executor::Executor))
 //!   both drivers use, public for custom event loops, with synchronous or
 //!   asynchronous writes;
@@ -32,7 +36,9 @@ pub mod driver;
 #[cfg(feature = "tokio")]
 pub mod driver_tokio;
 pub mod executor;
+pub mod host_driver;
 pub mod host_store;
+pub mod host_wire;
 pub(crate) mod retry;
 pub mod storage;
 pub mod udp;

@@ -273,6 +273,21 @@ impl Framing {
         }
     }
 
+    /// This node's (or host's) id.
+    pub(crate) fn me(&self) -> NodeId {
+        self.me
+    }
+
+    /// The cluster id.
+    pub(crate) fn cluster(&self) -> u64 {
+        self.cluster
+    }
+
+    /// Where peer `id` is reached, if it is one.
+    pub(crate) fn peer_addr(&self, id: NodeId) -> Option<SocketAddr> {
+        self.peers.get(&id).copied()
+    }
+
     /// Whether frames are authenticated.
     pub fn is_authenticated(&self) -> bool {
         self.auth.is_some()
@@ -288,7 +303,7 @@ impl Framing {
 
     /// Counts an authentication failure against `from` if the frame came
     /// from its configured address.
-    fn auth_failed(
+    pub(crate) fn auth_failed(
         &mut self,
         from: NodeId,
         from_addr: SocketAddr,
@@ -397,7 +412,7 @@ impl Framing {
     /// An authenticated frame of `kind` to `to` whose payload `payload`
     /// appends, or `None` if it cannot be built (not authenticated, unknown
     /// peer, oversized, or the counter is exhausted).
-    fn seal(
+    pub(crate) fn seal(
         &mut self,
         to: NodeId,
         kind: u8,
@@ -547,57 +562,75 @@ impl Framing {
         decoded: Result<(NodeId, Option<MembershipId>, Message<P>), DecodeError>,
         from_addr: SocketAddr,
     ) -> Received<P> {
-        match decoded {
-            Ok((from, stamp, message))
-                if from != self.me && self.peers.get(&from) == Some(&from_addr) =>
-            {
+        match self.count(decoded, from_addr) {
+            Some((from, stamp, message)) => {
                 self.last_stamp = stamp;
                 Received::Message(from, message)
             }
-            Ok(_) => {
-                self.drops.unknown_sender += 1;
-                Received::Dropped
+            None => Received::Dropped,
+        }
+    }
+
+    /// Counts a decode outcome (of a message or a host's batch), or passes
+    /// it on if it comes from a configured peer at its configured address.
+    pub(crate) fn count<T>(
+        &mut self,
+        decoded: Result<(NodeId, Option<MembershipId>, T), DecodeError>,
+        from_addr: SocketAddr,
+    ) -> Option<(NodeId, Option<MembershipId>, T)> {
+        let counter = match decoded {
+            Ok((from, stamp, value))
+                if from != self.me && self.peers.get(&from) == Some(&from_addr) =>
+            {
+                return Some((from, stamp, value));
             }
-            Err(DecodeError::ForeignCluster { .. }) => {
-                self.drops.foreign_cluster += 1;
-                Received::Dropped
+            Ok(_) => &mut self.drops.unknown_sender,
+            Err(DecodeError::ForeignCluster { .. }) => &mut self.drops.foreign_cluster,
+            Err(DecodeError::NotAddressedToMe { .. }) => &mut self.drops.misaddressed,
+            Err(DecodeError::Unauthenticated) => &mut self.drops.unauthenticated,
+            Err(DecodeError::UnknownKey { .. }) => &mut self.drops.unknown_key,
+            Err(DecodeError::BadTag) => &mut self.drops.bad_tag,
+            Err(_) => &mut self.drops.malformed,
+        };
+        *counter += 1;
+        None
+    }
+
+    /// A version-3 (tagged) frame carrying a node's message.
+    fn accept_tagged<P: DeserializeOwned>(
+        &mut self,
+        bytes: &[u8],
+        from_addr: SocketAddr,
+    ) -> Received<P> {
+        let (h, end) = match self.authenticate(bytes, from_addr) {
+            Authentic::Frame(h, end) => (h, end),
+            Authentic::Wake => return Received::Wake,
+            Authentic::Dropped => return Received::Dropped,
+        };
+        match h.kind {
+            auth::KIND_HELLO if end == auth::HEADER_LEN => Received::Wake,
+            auth::KIND_MESSAGE => {
+                let decoded = codec::decode_payload(&bytes[auth::HEADER_LEN..end])
+                    .map(|(stamp, m)| (h.from, codec::stamped(stamp), m));
+                self.classify(decoded, from_addr)
             }
-            Err(DecodeError::NotAddressedToMe { .. }) => {
-                self.drops.misaddressed += 1;
-                Received::Dropped
-            }
-            Err(DecodeError::Unauthenticated) => {
-                self.drops.unauthenticated += 1;
-                Received::Dropped
-            }
-            Err(DecodeError::UnknownKey { .. }) => {
-                self.drops.unknown_key += 1;
-                Received::Dropped
-            }
-            Err(DecodeError::BadTag) => {
-                self.drops.bad_tag += 1;
-                Received::Dropped
-            }
-            Err(_) => {
+            _ => {
                 self.drops.malformed += 1;
                 Received::Dropped
             }
         }
     }
 
-    /// A version-3 (tagged) frame. Checks run cheapest first, and nothing
-    /// is decoded before the tag verifies: length, cluster, receiver,
-    /// sender and its address, key id, tag, then the incarnations and the
-    /// replay window (see [`auth`](super::auth) for why this stops
-    /// replays).
-    fn accept_tagged<P: DeserializeOwned>(
-        &mut self,
-        bytes: &[u8],
-        from_addr: SocketAddr,
-    ) -> Received<P> {
+    /// Checks a version-3 (tagged) frame. Checks run cheapest first, and
+    /// nothing is decoded before the tag verifies: length, cluster,
+    /// receiver, sender and its address, key id, tag, then the
+    /// incarnations and the replay window (see [`auth`](super::auth) for
+    /// why this stops replays). An authentic frame comes back with the end
+    /// of its payload (the tag's offset) for its kind's decoder.
+    pub(crate) fn authenticate(&mut self, bytes: &[u8], from_addr: SocketAddr) -> Authentic {
         if bytes.len() > MAX_FRAME || bytes.len() < auth::HEADER_LEN + auth::TAG_LEN {
             self.drops.malformed += 1;
-            return Received::Dropped;
+            return Authentic::Dropped;
         }
         let h = Header::read(bytes);
         let checked = if h.cluster != self.cluster {
@@ -614,7 +647,8 @@ impl Framing {
             Ok(())
         };
         if let Err(e) = checked {
-            return self.classify(Err(e), from_addr);
+            self.count::<()>(Err(e), from_addr);
+            return Authentic::Dropped;
         }
         let listed = self.peers.get(&h.from).copied();
         let learned = self.learned.contains(&h.from);
@@ -626,21 +660,21 @@ impl Framing {
             && self.learned.len() < MAX_LEARNED_PEERS;
         if h.from == self.me || !(learned || learn || listed == Some(from_addr)) {
             self.drops.unknown_sender += 1;
-            return Received::Dropped;
+            return Authentic::Dropped;
         }
         let (signed, tag) = bytes.split_at(bytes.len() - auth::TAG_LEN);
         let Some(key) = self.auth.as_ref().and_then(|a| a.keys.find(h.key)) else {
             self.drops.unknown_key += 1;
             self.auth_failed(h.from, from_addr, Some(h.key), |f| &mut f.unknown_key);
-            return Received::Dropped;
+            return Authentic::Dropped;
         };
         if !key.verify(signed, tag) {
             self.drops.bad_tag += 1;
             self.auth_failed(h.from, from_addr, Some(h.key), |f| &mut f.bad_tag);
-            return Received::Dropped;
+            return Authentic::Dropped;
         }
         let Some(sessions) = self.auth.as_mut() else {
-            return Received::Dropped;
+            return Authentic::Dropped;
         };
         // Authentic from here on: h.from really sent this, at some time.
         if learn || learned {
@@ -652,11 +686,11 @@ impl Framing {
         let mine = sessions.incarnation;
         let Some(peer) = sessions.peers.get_mut(&h.from) else {
             self.drops.unknown_sender += 1;
-            return Received::Dropped;
+            return Authentic::Dropped;
         };
         if h.from_incarnation < peer.incarnation {
             self.drops.replayed += 1;
-            return Received::Dropped;
+            return Authentic::Dropped;
         }
         if h.from_incarnation > peer.incarnation {
             peer.incarnation = h.from_incarnation;
@@ -676,7 +710,7 @@ impl Framing {
                 self.hello_all();
             }
             self.drops.stale_session += 1;
-            return Received::Dropped;
+            return Authentic::Dropped;
         }
         if h.to_incarnation != mine {
             // Captured before this node restarted, or the sender has not
@@ -687,32 +721,32 @@ impl Framing {
                 // nothing.
                 if !peer.window.accept(h.counter) {
                     self.drops.replayed += 1;
-                    return Received::Dropped;
+                    return Authentic::Dropped;
                 }
                 self.queue_hello(h.from);
-                return Received::Wake;
+                return Authentic::Wake;
             }
             self.queue_hello(h.from);
             self.drops.stale_session += 1;
-            return Received::Dropped;
+            return Authentic::Dropped;
         }
         if !peer.window.accept(h.counter) {
             self.drops.replayed += 1;
-            return Received::Dropped;
+            return Authentic::Dropped;
         }
-        match h.kind {
-            auth::KIND_HELLO if signed.len() == auth::HEADER_LEN => Received::Wake,
-            auth::KIND_MESSAGE => {
-                let decoded = codec::decode_payload(&signed[auth::HEADER_LEN..])
-                    .map(|(stamp, m)| (h.from, codec::stamped(stamp), m));
-                self.classify(decoded, from_addr)
-            }
-            _ => {
-                self.drops.malformed += 1;
-                Received::Dropped
-            }
-        }
+        Authentic::Frame(h, signed.len())
     }
+}
+
+/// What [`Framing::authenticate`] made of a tagged frame.
+pub(crate) enum Authentic {
+    /// Authentic, bound to this run, not seen before: its header and the
+    /// end of its payload.
+    Frame(Header, usize),
+    /// A hello that taught this node the sender's incarnation.
+    Wake,
+    /// Dropped (and counted).
+    Dropped,
 }
 
 /// A UDP socket bound for one node.
@@ -788,26 +822,42 @@ impl UdpTransport {
         self.flush_control();
         self.socket
             .set_read_timeout(Some(timeout.max(Duration::from_millis(1))))?;
-        match self.socket.recv_from(&mut self.buf) {
-            Ok((len, from)) => {
+        Ok(match recv_datagram(&self.socket, &mut self.buf)? {
+            Datagram::Got(len, from) => {
                 let received = self.framing.accept(&self.buf[..len], from);
                 self.flush_control();
-                Ok(received)
+                received
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::Interrupted
-                ) =>
-            {
-                Ok(Received::Timeout)
-            }
-            // ICMP port-unreachable from an earlier send surfaces here on
-            // some systems: not this receive's problem.
-            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => Ok(Received::Dropped),
-            Err(e) => Err(e),
+            Datagram::Timeout => Received::Timeout,
+            Datagram::Refused => Received::Dropped,
+        })
+    }
+}
+
+/// What one wait on a socket brought.
+pub(crate) enum Datagram {
+    /// A datagram of this length from this address.
+    Got(usize, SocketAddr),
+    /// The timeout passed, or a signal interrupted the wait.
+    Timeout,
+    /// ICMP port-unreachable from an earlier send surfaced here (some
+    /// systems report it on a later receive): not this receive's problem.
+    Refused,
+}
+
+/// Receives one datagram into `buf` within the socket's read timeout.
+pub(crate) fn recv_datagram(socket: &UdpSocket, buf: &mut [u8]) -> io::Result<Datagram> {
+    match socket.recv_from(buf) {
+        Ok((len, from)) => Ok(Datagram::Got(len, from)),
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+            ) =>
+        {
+            Ok(Datagram::Timeout)
         }
+        Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => Ok(Datagram::Refused),
+        Err(e) => Err(e),
     }
 }

@@ -21,6 +21,8 @@ mod executor;
 #[cfg(feature = "tokio")]
 mod handles;
 mod host_store;
+#[cfg(feature = "sim")]
+mod host_wire;
 mod replicated_kv;
 mod serde_roundtrip;
 #[cfg(feature = "tokio")]
