@@ -557,29 +557,9 @@ impl HostDriver {
         Ok(())
     }
 
-    /// Feeds a command to `group`. One that may end its leadership
-    /// (a transfer, a hand-over, a demotion) wakes a quiet group, and the
-    /// host names it to every member in its next batch to each; a round
-    /// of the group at once makes that batch leave now: else the new
-    /// leader's vote request could reach a member before the wake, which
-    /// would leave quiet on its own and make the old leader wake every
-    /// group it keeps quiet with that member.
+    /// Feeds a command to `group`.
     fn command(&mut self, now: Instant, group: GroupId, input: Input) -> Result<(), DriverError> {
-        let ends = matches!(
-            input,
-            Input::TransferLeadership { .. } | Input::HandOver | Input::Demote
-        );
-        self.step(now, HostInput::Group { group, input })?;
-        if ends
-            && self
-                .host
-                .group(group)
-                .is_some_and(|n| n.role() == Role::Leader)
-        {
-            let input = Input::HeartbeatNow;
-            self.step(now, HostInput::Group { group, input })?;
-        }
-        Ok(())
+        self.step(now, HostInput::Group { group, input })
     }
 
     /// Feeds `input` and executes what it causes: events and batches at

@@ -342,6 +342,8 @@ struct Live {
     offering: BTreeSet<GroupId>,
     /// The newest offer's number.
     offers: u64,
+    /// Peers owed a batch this step (a wake to carry).
+    owed: BTreeSet<NodeId>,
     quiet_leading: usize,
     quiet_following: usize,
 }
@@ -526,6 +528,7 @@ impl<P: LogPosition> Host<P> {
             peers: BTreeMap::new(),
             offering: BTreeSet::new(),
             offers: 0,
+            owed: BTreeSet::new(),
             quiet_leading: 0,
             quiet_following: 0,
         }));
@@ -1098,9 +1101,10 @@ impl<P: LogPosition> Host<P> {
         // latest, never one newer than they were decided on.
         let stamp = g.node.membership_id();
         if let Some(live) = self.live.as_deref_mut() {
+            let transfer = is_transfer_vote(&input);
             catch_up(g, live, now, &mut self.out.scratch);
             g.node.step_into(now, input, &mut self.out.scratch);
-            settle(group, g, live, now, &mut self.out.scratch);
+            settle(group, g, live, (now, transfer), &mut self.out.scratch);
         } else {
             g.node.step_into(now, input, &mut self.out.scratch);
         }
@@ -1115,6 +1119,11 @@ impl<P: LogPosition> Host<P> {
         }
         out.append(&mut self.out.memberships);
         out.append(&mut self.out.events);
+        if let Some(live) = self.live.as_deref_mut() {
+            for to in core::mem::take(&mut live.owed) {
+                self.out.outbox.entry(to).or_default();
+            }
+        }
         let mut outbox = core::mem::take(&mut self.out.outbox);
         if let Some(live) = self.live.as_deref_mut() {
             for (to, batch) in &mut outbox {
@@ -1170,6 +1179,10 @@ impl Live {
             // A newer wake of the group ends the older offers too.
             p.wakes.retain(|(w, _)| w.group != id);
             p.wakes.push((QuietWake { group: id, offer }, 0));
+            // It leaves with this step, not the next round: a command that
+            // ends the leadership (a transfer) lets a new leader's vote
+            // request race it to the member.
+            self.owed.insert(*m);
         }
     }
 
@@ -1286,7 +1299,7 @@ fn settle<P: LogPosition>(
     id: GroupId,
     g: &mut Group<P>,
     live: &mut Live,
-    now: Instant,
+    (now, transfer): (Instant, bool),
     out: &mut Vec<Action<P>>,
 ) {
     match g.quiet {
@@ -1296,8 +1309,15 @@ fn settle<P: LogPosition>(
             }
         }
         Quiet::Following { leader, term, .. } => {
+            // A vote request of a transfer in a later term comes from the
+            // candidate this group's leader sent `TimeoutNow` (the only
+            // leader of the term it follows): that leader gave its quiet
+            // lease up when the transfer began, and counts this member's
+            // host acknowledgements for the group no more. Leaving quiet
+            // for it needs no new epoch, which would wake every group the
+            // leader keeps quiet with this host.
             if g.node.following() != Some((leader, term)) {
-                leave_quiet(id, g, live, true, (now, CaughtUp::Yes), out);
+                leave_quiet(id, g, live, !transfer, (now, CaughtUp::Yes), out);
             }
         }
         Quiet::Active => {
@@ -1317,6 +1337,26 @@ fn settle<P: LogPosition>(
             }
         }
     }
+}
+
+/// Whether `input` is a vote request of a leadership transfer.
+fn is_transfer_vote<P>(input: &Input<P>) -> bool {
+    matches!(
+        input,
+        Input::ReceiveStamped {
+            message: Message {
+                kind: crate::MessageKind::VoteRequest { transfer: true, .. },
+                ..
+            },
+            ..
+        } | Input::Receive {
+            message: Message {
+                kind: crate::MessageKind::VoteRequest { transfer: true, .. },
+                ..
+            },
+            ..
+        }
+    )
 }
 
 /// Whether a group was told what the host rounds did for it this step
@@ -1413,6 +1453,7 @@ impl<P: LogPosition + core::hash::Hash> Host<P> {
                 peers,
                 offering,
                 offers,
+                owed,
                 quiet_leading,
                 quiet_following,
             } = l;
@@ -1464,6 +1505,7 @@ impl<P: LogPosition + core::hash::Hash> Host<P> {
                 peers,
                 offering: offering.clone(),
                 offers: *offers,
+                owed: owed.clone(),
                 quiet_leading: *quiet_leading,
                 quiet_following: *quiet_following,
             })
@@ -1565,7 +1607,7 @@ impl<P: LogPosition + core::hash::Hash> Host<P> {
                 }
                 (p.lead_refs, p.quiet_with).hash(&mut h);
             }
-            (&l.offering, l.offers, l.quiet_leading, l.quiet_following).hash(&mut h);
+            (&l.offering, l.offers, &l.owed, l.quiet_leading, l.quiet_following).hash(&mut h);
         }
         h.finish()
     }

@@ -150,9 +150,11 @@ impl<P: LogPosition> Node<P> {
             || self.inherited_membership()
             || !self.tracker.is_voter()
             || self.tracker.alone_is_quorum()
-            // A transfer that went out gives up the strict lease for the
-            // term; under soft fencing there is no lease to give up.
-            || (self.cfg.fencing == Fencing::Strict && l.fence().forfeited())
+            // `TimeoutNow` went out this term: its candidate may still
+            // campaign, and a member that grants it leaves quiet without
+            // a new epoch (the host trusts the transfer ended this quiet
+            // leadership), so the leadership stays active to its end.
+            || l.fence().forfeited()
         {
             return false;
         }
