@@ -70,17 +70,22 @@ fn heartbeat_now_every_round(seed: u64, fencing: Fencing) -> (usize, usize) {
 #[test]
 fn urgent_renewal_keeps_leaders_fed_heartbeat_now_every_round_through_loss() {
     common::sweep("TENURE_URGENT_RENEWAL_ATTACKS", 0..30, |seed| {
-        let mut failures = Vec::new();
-        for fencing in [Fencing::Soft, Fencing::Strict] {
+        soft_and_strict(|fencing| {
             let (changes, rounds) = heartbeat_now_every_round(seed, fencing);
-            if changes > 0 {
-                failures.push(format!(
-                    "{fencing:?}: {changes} leader changes at 20 % loss, {rounds} rounds in 10 s"
-                ));
-            }
-        }
-        (!failures.is_empty()).then(|| failures.join("; "))
+            (changes > 0)
+                .then(|| format!("{changes} leader changes at 20 % loss, {rounds} rounds in 10 s"))
+        })
     });
+}
+
+/// What `check` finds wrong under soft and under strict fencing, if
+/// anything.
+fn soft_and_strict(check: impl Fn(Fencing) -> Option<String>) -> Option<String> {
+    let failures: Vec<String> = [Fencing::Soft, Fencing::Strict]
+        .into_iter()
+        .filter_map(|fencing| Some(format!("{fencing:?}: {}", check(fencing)?)))
+        .collect();
+    (!failures.is_empty()).then(|| failures.join("; "))
 }
 
 /// Leader changes seen in 10 s of real `Host`s, sampled every 100 ms
@@ -122,15 +127,10 @@ fn host_leader_changes(seed: u64, fencing: Fencing) -> (usize, u64) {
 #[test]
 fn urgent_renewal_keeps_host_groups_led_through_loss() {
     common::sweep("TENURE_URGENT_RENEWAL_ATTACKS", 0..5, |seed| {
-        let mut failures = Vec::new();
-        for fencing in [Fencing::Soft, Fencing::Strict] {
+        soft_and_strict(|fencing| {
             let (changes, violations) = host_leader_changes(seed, fencing);
-            if changes > 1 || violations > 0 {
-                failures.push(format!(
-                    "{fencing:?}: {changes} leader changes, {violations} violations at 20 % loss"
-                ));
-            }
-        }
-        (!failures.is_empty()).then(|| failures.join("; "))
+            (changes > 1 || violations > 0)
+                .then(|| format!("{changes} leader changes, {violations} violations at 20 % loss"))
+        })
     });
 }
