@@ -33,3 +33,4 @@ mod safety_sweep;
 mod scenarios;
 mod seed_algorithms;
 mod urgent_renewal;
+mod urgent_renewal_attacks;
