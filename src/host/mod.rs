@@ -1607,7 +1607,14 @@ impl<P: LogPosition + core::hash::Hash> Host<P> {
                 }
                 (p.lead_refs, p.quiet_with).hash(&mut h);
             }
-            (&l.offering, l.offers, &l.owed, l.quiet_leading, l.quiet_following).hash(&mut h);
+            (
+                &l.offering,
+                l.offers,
+                &l.owed,
+                l.quiet_leading,
+                l.quiet_following,
+            )
+                .hash(&mut h);
         }
         h.finish()
     }

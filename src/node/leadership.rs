@@ -406,9 +406,9 @@ impl<P: LogPosition> Node<P> {
     /// before it could send), then a round unless one left at `now`.
     pub(super) fn heartbeat_now(&mut self, now: Instant, out: &mut Vec<Action<P>>) {
         // A full round goes out now: no voter needs a renewal before it.
-        if let Some(l) = self.phase.leadership_mut() {
-            l.renew_at = None;
-        }
+        // If none does after all (one left at this very instant), the
+        // renewal set aside stays armed (rule `urgent_renewal`).
+        let renewal = self.phase.leadership_mut().and_then(|l| l.renew_at.take());
         self.on_tick(now, out);
         let sent_now = self
             .phase
@@ -416,6 +416,8 @@ impl<P: LogPosition> Node<P> {
             .is_some_and(|l| l.round_sent(l.full_seq) == Some(now));
         if self.phase.is_leader() && !sent_now {
             self.broadcast_heartbeat(now, out);
+        } else if let Some(l) = self.phase.leadership_mut() {
+            l.renew_at = l.renew_at.or(renewal);
         }
     }
 
