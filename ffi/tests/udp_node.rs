@@ -40,6 +40,12 @@ fn tenure_bin() -> PathBuf {
 fn build_example(dir: &Path) -> PathBuf {
     let ffi = Path::new(env!("CARGO_MANIFEST_DIR"));
     let out = dir.join("udp_node");
+    let lib = release_dir().join("libtenure_ffi.a");
+    assert!(
+        lib.exists(),
+        "{} is missing: run `cargo build --release -p tenure-ffi` first (a test build makes no static library)",
+        lib.display()
+    );
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let status = Command::new(&cc)
         .args(["-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-I"])
