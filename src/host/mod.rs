@@ -367,8 +367,6 @@ impl Live {
 #[derive(Default)]
 struct PeerHost {
     // Follower side: this host's groups that follow the peer's.
-    /// The peer's incarnation, as its batches show.
-    incarnation: Option<u64>,
     /// Its newest round received (of that incarnation), and when.
     heard_round: u64,
     heard_at: Option<Instant>,
@@ -847,6 +845,7 @@ impl<P: LogPosition> Host<P> {
                 }
             };
             if hit {
+                let stamp = g.node.membership_id();
                 leave_quiet(
                     id,
                     g,
@@ -855,15 +854,12 @@ impl<P: LogPosition> Host<P> {
                     (now, CaughtUp::No),
                     &mut self.out.scratch,
                 );
+                // What catching it up said is its own, not the next one's.
+                self.out.sort(id, stamp);
                 woken.push(id);
             }
         }
-        let stamps: Vec<_> = woken
-            .iter()
-            .map(|id| (*id, self.groups[id].node.membership_id()))
-            .collect();
-        for (id, stamp) in stamps {
-            self.out.sort(id, stamp);
+        for id in woken {
             self.run(id, now, Input::Tick);
         }
     }
@@ -903,7 +899,6 @@ impl<P: LogPosition> Host<P> {
             peer.view = Some((l.incarnation, l.epoch));
         }
         if new_incarnation {
-            peer.incarnation = Some(l.incarnation);
             peer.heard_round = 0;
             peer.heard_at = None;
             peer.acked_round = 0;
@@ -1101,10 +1096,10 @@ impl<P: LogPosition> Host<P> {
         // latest, never one newer than they were decided on.
         let stamp = g.node.membership_id();
         if let Some(live) = self.live.as_deref_mut() {
-            let transfer = is_transfer_vote(&input);
+            let kind = StepKind::of(&input);
             catch_up(g, live, now, &mut self.out.scratch);
             g.node.step_into(now, input, &mut self.out.scratch);
-            settle(group, g, live, (now, transfer), &mut self.out.scratch);
+            settle(group, g, live, (now, kind), &mut self.out.scratch);
         } else {
             g.node.step_into(now, input, &mut self.out.scratch);
         }
@@ -1228,7 +1223,8 @@ impl Live {
         let incarnation = self.incarnation;
         let peer = self.peers.entry(to).or_default();
         let ack = peer
-            .incarnation
+            .view
+            .map(|(incarnation, _)| incarnation)
             .filter(|_| peer.ack_due && peer.heard_round > 0)
             .map(|incarnation| RoundAck {
                 incarnation,
@@ -1299,7 +1295,7 @@ fn settle<P: LogPosition>(
     id: GroupId,
     g: &mut Group<P>,
     live: &mut Live,
-    (now, transfer): (Instant, bool),
+    (now, kind): (Instant, StepKind),
     out: &mut Vec<Action<P>>,
 ) {
     match g.quiet {
@@ -1309,19 +1305,29 @@ fn settle<P: LogPosition>(
             }
         }
         Quiet::Following { leader, term, .. } => {
-            // A vote request of a transfer in a later term comes from the
-            // candidate this group's leader sent `TimeoutNow` (the only
-            // leader of the term it follows): that leader gave its quiet
-            // lease up when the transfer began, and counts this member's
-            // host acknowledgements for the group no more. Leaving quiet
-            // for it needs no new epoch, which would wake every group the
-            // leader keeps quiet with this host.
+            // A leader's `TimeoutNow` or `Resign`, or the vote request of
+            // the candidate it sent `TimeoutNow` (it is the only leader
+            // of the term this group follows), come once that leader gave
+            // its quiet lease up (a transfer or a step-down wakes the
+            // group there): it counts this member's host acknowledgements
+            // for the group no more. Leaving quiet for them needs no new
+            // epoch, which would wake every group the leader keeps quiet
+            // with this host.
             if g.node.following() != Some((leader, term)) {
-                leave_quiet(id, g, live, !transfer, (now, CaughtUp::Yes), out);
+                leave_quiet(
+                    id,
+                    g,
+                    live,
+                    kind != StepKind::LeadershipEnded,
+                    (now, CaughtUp::Yes),
+                    out,
+                );
             }
         }
+        // Offers leave with the host's rounds: asked then, not at every
+        // acknowledgement an active leader takes.
         Quiet::Active => {
-            if g.node.may_go_quiet(now, live.stale_after) {
+            if kind == StepKind::Round && g.node.may_go_quiet(now, live.stale_after) {
                 let members: Box<[NodeId]> = g.node.peer_ids().collect();
                 for m in members.iter() {
                     live.peers.entry(*m).or_default().lead_refs += 1;
@@ -1339,24 +1345,32 @@ fn settle<P: LogPosition>(
     }
 }
 
-/// Whether `input` is a vote request of a leadership transfer.
-fn is_transfer_vote<P>(input: &Input<P>) -> bool {
-    matches!(
-        input,
-        Input::ReceiveStamped {
-            message: Message {
-                kind: crate::MessageKind::VoteRequest { transfer: true, .. },
-                ..
-            },
-            ..
-        } | Input::Receive {
-            message: Message {
-                kind: crate::MessageKind::VoteRequest { transfer: true, .. },
-                ..
-            },
-            ..
+/// What a group's step was, as far as quiet rounds care.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum StepKind {
+    /// The host's round ([`Input::HeartbeatNow`]): an active leader may
+    /// offer its group then.
+    Round,
+    /// What only the end of the followed leadership sends: its
+    /// `TimeoutNow` or `Resign`, or a transfer's vote request.
+    LeadershipEnded,
+    Other,
+}
+
+impl StepKind {
+    fn of<P>(input: &Input<P>) -> StepKind {
+        let message = match input {
+            Input::HeartbeatNow => return StepKind::Round,
+            Input::ReceiveStamped { message, .. } | Input::Receive { message, .. } => message,
+            _ => return StepKind::Other,
+        };
+        match message.kind {
+            crate::MessageKind::VoteRequest { transfer: true, .. }
+            | crate::MessageKind::TimeoutNow
+            | crate::MessageKind::Resign => StepKind::LeadershipEnded,
+            _ => StepKind::Other,
         }
-    )
+    }
 }
 
 /// Whether a group was told what the host rounds did for it this step
@@ -1461,7 +1475,6 @@ impl<P: LogPosition + core::hash::Hash> Host<P> {
                 .iter()
                 .map(|(id, p)| {
                     let PeerHost {
-                        incarnation,
                         heard_round,
                         heard_at,
                         ack_due,
@@ -1477,7 +1490,6 @@ impl<P: LogPosition + core::hash::Hash> Host<P> {
                         quiet_with,
                     } = p;
                     let copy = PeerHost {
-                        incarnation: *incarnation,
                         heard_round: *heard_round,
                         heard_at: *heard_at,
                         ack_due: *ack_due,
@@ -1589,14 +1601,7 @@ impl<P: LogPosition + core::hash::Hash> Host<P> {
                 (round, rel(sent)).hash(&mut h);
             }
             for (id, p) in &l.peers {
-                (
-                    id,
-                    p.incarnation,
-                    p.heard_round,
-                    relo(p.heard_at),
-                    p.ack_due,
-                )
-                    .hash(&mut h);
+                (id, p.heard_round, relo(p.heard_at), p.ack_due).hash(&mut h);
                 (p.epoch, p.following, p.view, p.acked_round).hash(&mut h);
                 (relo(p.acked_sent), relo(p.acked_heard)).hash(&mut h);
                 for a in &p.agrees {
