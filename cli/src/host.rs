@@ -419,6 +419,11 @@ impl Running {
                 "quiet": s.quiet_leading + s.quiet_following,
                 "quiet_leading": s.quiet_leading,
                 "quiet_following": s.quiet_following,
+                "quiet_wakes": {
+                    "silent": s.quiet_wakes.silent,
+                    "peer_changed": s.quiet_wakes.peer_changed,
+                    "group": s.quiet_wakes.group,
+                },
                 "elections_total": s.elections,
                 "elections_per_sec": self.rate.per_sec,
                 "leader_changes_total": s.leader_changes,

@@ -250,6 +250,22 @@ pub fn host_prometheus(st: &Value) -> String {
         "Writes of the host's store (one fsync each).",
         &h["syncs_total"],
     );
+    let wakes: Vec<(String, Option<f64>)> = ["silent", "peer_changed", "group"]
+        .iter()
+        .map(|reason| {
+            (
+                format!("{{host=\"{}\",reason=\"{reason}\"}}", h["id"]),
+                num(&h["quiet_wakes"][reason]),
+            )
+        })
+        .collect();
+    family(
+        &mut out,
+        "tenure_host_quiet_wakes_total",
+        "counter",
+        "Groups that left quiet, by what ended it (silent: a peer host fell silent; peer_changed: a peer host restarted or raised its epoch; group: the group's own step).",
+        &wakes,
+    );
     let peers = h["sent"].as_object().cloned().unwrap_or_default();
     for (name, key, help) in [
         (

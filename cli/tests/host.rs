@@ -227,7 +227,6 @@ fn host_ctl_group_status_and_transfer() {
 /// new leader's vote request, so that host never leaves quiet on its own,
 /// which would make the old leader wake every group quiet with it).
 #[test]
-#[ignore = "fails about one run in three: moving groups sometimes still wakes every quiet group (the cause is not found yet; docs/src/many-groups.md, Not there yet)"]
 fn host_balancing_wakes_only_the_groups_it_moves() {
     const GROUPS: u64 = 300;
     let d = dir("host-balance-quiet");
@@ -265,13 +264,16 @@ fn host_balancing_wakes_only_the_groups_it_moves() {
     }
     let moved = moves(&files[0]) + moves(&files[1]) - before;
     assert!(moved >= 20, "the balancers moved {moved} groups");
+    let wakes: Vec<Value> = files
+        .iter()
+        .map(|f| summary(f).map_or(Value::Null, |h| h["quiet_wakes"].clone()))
+        .collect();
+    eprintln!("moved {moved}, lowest quiet {lowest}, wakes by host {wakes:?}");
     // A moved group is awake from its transfer until it goes quiet again
-    // (a few rounds); an acknowledgement late on a loaded machine wakes
-    // what one host keeps quiet with one peer (a third of the groups) for
-    // a few rounds. A wake that loses the race to the vote request wakes
-    // that much at every move, and they pile up.
+    // (a few rounds); nothing else wakes: a late acknowledgement is asked
+    // for again and waited for as long as the promises allow.
     assert!(
-        lowest >= GROUPS / 2,
+        lowest >= GROUPS * 3 / 4,
         "moving {moved} groups woke others: {lowest} of {GROUPS} quiet at the lowest"
     );
 }

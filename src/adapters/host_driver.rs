@@ -56,7 +56,7 @@ use super::host_wire::{HostReceived, HostTransport, Traffic};
 use super::retry::retry_interrupted;
 use super::udp::{DropCounts, Framing};
 use crate::host::balance::{BalanceConfig, Balancer};
-use crate::host::{GroupId, Host, HostAction, HostError, HostInput};
+use crate::host::{GroupId, Host, HostAction, HostError, HostInput, QuietWakes};
 use crate::{Config, Event, Input, Instant, Lease, Membership, Mode, NodeId, Role, Status};
 
 /// Everything needed to run one host: built with [`HostSetup::new`],
@@ -244,6 +244,8 @@ pub struct HostSummary {
     pub quiet_leading: usize,
     /// Groups kept quiet, following another host.
     pub quiet_following: usize,
+    /// Groups that left quiet, by what ended it.
+    pub quiet_wakes: QuietWakes,
     /// Campaigns this host's groups started ([`Event::CampaignStarted`]).
     pub elections: u64,
     /// Changes of a known leader this host's groups saw
@@ -532,6 +534,7 @@ impl HostDriver {
             led: self.host.leading().count(),
             quiet_leading,
             quiet_following,
+            quiet_wakes: self.host.quiet_wakes(),
             elections: self.counts.elections,
             leader_changes: self.counts.leader_changes,
             balance_moves: self.counts.balance_moves,

@@ -75,7 +75,7 @@ use core::time::Duration;
 
 pub mod quiet;
 
-pub use quiet::{Liveness, QuietAgree, QuietOffer, QuietWake, RoundAck};
+pub use quiet::{Liveness, QuietAgree, QuietOffer, QuietWake, QuietWakes, RoundAck};
 
 use crate::fence::Lease;
 use crate::node::{Action, HostNote, Input, Node};
@@ -325,8 +325,9 @@ struct Outputs<P> {
 /// The host-level liveness exchange (see [`quiet`]).
 struct Live {
     incarnation: u64,
-    /// How late a member's newest acknowledged round may be before every
-    /// group kept quiet with it wakes: two rounds.
+    /// The least a quiet group waits for a member's acknowledgement before
+    /// it wakes (two rounds), and what each member's promise must back
+    /// beyond it for the group to go quiet.
     stale_after: Duration,
     /// The shortest death timeout of any group: how long a follower host
     /// waits for a leader host's round before waking the groups that
@@ -346,10 +347,11 @@ struct Live {
     owed: BTreeSet<NodeId>,
     quiet_leading: usize,
     quiet_following: usize,
+    wakes: QuietWakes,
 }
 
 /// Host rounds remembered: acknowledgements of older ones count for
-/// nothing (a quiet group needs one of the last two).
+/// nothing.
 const ROUNDS_KEPT: usize = 8;
 
 impl Live {
@@ -360,6 +362,27 @@ impl Live {
 
     fn last_sent(&self) -> Option<Instant> {
         self.sent_at(self.round)
+    }
+
+    /// A new host round, carried by this step's batches.
+    fn start_round(&mut self, now: Instant) {
+        self.round += 1;
+        self.sent[(self.round % ROUNDS_KEPT as u64) as usize] = (self.round, now);
+        self.round_now = true;
+    }
+
+    /// When `peer`, which keeps groups quiet with this host, gets the
+    /// newest round again if it has not acknowledged it: a quarter round
+    /// after it left, or twice the last round trip if longer.
+    fn again_at(&self, peer: &PeerHost) -> Option<Instant> {
+        if peer.quiet_with.is_empty() || peer.acked_round >= self.round {
+            return None;
+        }
+        let rtt = match (peer.acked_sent, peer.acked_heard) {
+            (Some(sent), Some(heard)) => heard.saturating_duration_since(sent),
+            _ => Duration::ZERO,
+        };
+        Some(self.last_sent()? + (self.stale_after / 8).max(rtt * 2))
     }
 }
 
@@ -387,9 +410,13 @@ struct PeerHost {
     /// Groups to wake on the peer, each with the first round that carried
     /// it (0: none yet).
     wakes: Vec<(QuietWake, u64)>,
-    /// Groups offered or quiet with the peer a member, and quiet only.
+    /// Groups offered or quiet with the peer a member.
     lead_refs: usize,
-    quiet_with: usize,
+    /// Groups quiet with the peer a member, counted by how long each may
+    /// go without its acknowledgement before it wakes (`Quiet::Leading`'s
+    /// `wake_after`): the shortest of them decides when the peer is
+    /// silent.
+    quiet_with: BTreeMap<Duration, usize>,
 }
 
 /// Where a group stands with quiet rounds.
@@ -405,11 +432,13 @@ enum Quiet {
         agreed: Vec<(NodeId, u64)>,
         members: Box<[NodeId]>,
     },
-    /// Leads, kept quiet by the host's rounds.
+    /// Leads, kept quiet by the host's rounds; wakes once a member's
+    /// newest acknowledged round left `wake_after` ago.
     Leading {
         term: u64,
         offer: u64,
         members: Box<[NodeId]>,
+        wake_after: Duration,
     },
     /// Follows `leader` in `term`, kept quiet by its host's rounds after
     /// `after_round` (the newest received when it agreed).
@@ -529,6 +558,7 @@ impl<P: LogPosition> Host<P> {
             owed: BTreeSet::new(),
             quiet_leading: 0,
             quiet_following: 0,
+            wakes: QuietWakes::default(),
         }));
         self
     }
@@ -671,6 +701,15 @@ impl<P: LogPosition> Host<P> {
             .map_or((0, 0), |l| (l.quiet_leading, l.quiet_following))
     }
 
+    /// Groups that left quiet on this host since it started, by what ended
+    /// it (all zero with quiet groups off).
+    #[must_use]
+    pub fn quiet_wakes(&self) -> QuietWakes {
+        self.live
+            .as_deref()
+            .map_or(QuietWakes::default(), |l| l.wakes)
+    }
+
     /// Entries received for groups this host does not run.
     #[must_use]
     pub fn unknown_group_entries(&self) -> u64 {
@@ -692,10 +731,13 @@ impl<P: LogPosition> Host<P> {
                 .as_deref()
                 .is_some_and(|l| l.peers.values().any(|p| p.lead_refs > 0));
         let round = self.next_round.filter(|_| rounds);
-        let silent = self
-            .live
-            .as_deref()
-            .and_then(|live| live.peers.values().filter_map(|p| live.silent_at(p)).min());
+        let silent = self.live.as_deref().and_then(|live| {
+            live.peers
+                .values()
+                .flat_map(|p| [live.silent_at(p), live.again_at(p)])
+                .flatten()
+                .min()
+        });
         [first, round, silent].into_iter().flatten().min()
     }
 
@@ -731,6 +773,7 @@ impl<P: LogPosition> Host<P> {
                 }
                 self.wake_silent(now);
                 self.heartbeat_round(now);
+                self.round_again(now);
             }
             HostInput::Receive { from, batch } => {
                 let Batch { entries, liveness } = batch;
@@ -792,14 +835,36 @@ impl<P: LogPosition> Host<P> {
         }
         self.due = due;
         if let Some(live) = self.live.as_deref_mut() {
-            live.round += 1;
-            live.sent[(live.round % ROUNDS_KEPT as u64) as usize] = (live.round, now);
-            live.round_now = true;
+            live.start_round(now);
             for (&id, peer) in &live.peers {
                 if peer.lead_refs > 0 {
                     self.out.outbox.entry(id).or_default();
                 }
             }
+        }
+    }
+
+    /// A member that has not acknowledged the newest round in time gets a
+    /// new round at once (to it, and to any peer this step sends to), as
+    /// a single group renews a round a voter did not answer (rule
+    /// `urgent_renewal`): one lost or late datagram then costs a fraction
+    /// of a round, not a wake of every group kept quiet with it.
+    fn round_again(&mut self, now: Instant) {
+        let Some(live) = self.live.as_deref_mut() else {
+            return;
+        };
+        let late: Vec<NodeId> = live
+            .peers
+            .iter()
+            .filter(|(_, p)| live.again_at(p).is_some_and(|at| at <= now))
+            .map(|(id, _)| *id)
+            .collect();
+        if late.is_empty() {
+            return;
+        }
+        live.start_round(now);
+        for id in late {
+            self.out.outbox.entry(id).or_default();
         }
     }
 
@@ -819,13 +884,13 @@ impl<P: LogPosition> Host<P> {
             .map(|(id, _)| *id)
             .collect();
         for peer in silent {
-            self.wake_with(now, peer, true);
+            self.wake_with(now, peer, true, Wake::Silent);
         }
     }
 
     /// Wakes every group kept quiet with `peer`: led with it a member,
     /// offered to it, and (`follow`) following it.
-    fn wake_with(&mut self, now: Instant, peer: NodeId, follow: bool) {
+    fn wake_with(&mut self, now: Instant, peer: NodeId, follow: bool, why: Wake) {
         let Some(live) = self.live.as_deref_mut() else {
             return;
         };
@@ -836,6 +901,7 @@ impl<P: LogPosition> Host<P> {
             return;
         }
         let mut woken = Vec::new();
+        let mut quiet = 0;
         for (&id, g) in &mut self.groups {
             let hit = match &g.quiet {
                 Quiet::Active => false,
@@ -846,19 +912,24 @@ impl<P: LogPosition> Host<P> {
             };
             if hit {
                 let stamp = g.node.membership_id();
-                leave_quiet(
+                quiet += u64::from(leave_quiet(
                     id,
                     g,
                     live,
                     true,
                     (now, CaughtUp::No),
                     &mut self.out.scratch,
-                );
+                ));
                 // What catching it up said is its own, not the next one's.
                 self.out.sort(id, stamp);
                 woken.push(id);
             }
         }
+        let counter = match why {
+            Wake::Silent => &mut live.wakes.silent,
+            Wake::PeerChanged => &mut live.wakes.peer_changed,
+        };
+        *counter += quiet;
         for id in woken {
             self.run(id, now, Input::Tick);
         }
@@ -884,7 +955,7 @@ impl<P: LogPosition> Host<P> {
         }
         if new_view {
             // Agreements made in the peer's former state stand no more.
-            self.wake_with(now, from, new_incarnation);
+            self.wake_with(now, from, new_incarnation, Wake::PeerChanged);
         }
         let Some(live) = self.live.as_deref_mut() else {
             return Vec::new();
@@ -928,14 +999,14 @@ impl<P: LogPosition> Host<P> {
                     if leader == from && offer <= wake.offer)
             {
                 let stamp = g.node.membership_id();
-                leave_quiet(
+                live.wakes.group += u64::from(leave_quiet(
                     wake.group,
                     g,
                     live,
                     false,
                     (now, CaughtUp::No),
                     &mut self.out.scratch,
-                );
+                ));
                 g.rearm(wake.group, &mut self.timers, &mut self.led);
                 self.out.sort(wake.group, stamp);
             }
@@ -1071,15 +1142,19 @@ impl<P: LogPosition> Host<P> {
             };
             live.offering.remove(&id);
             live.quiet_leading += 1;
+            let wake_after = g
+                .node
+                .quiet_wake_after(live.stale_after / 2, live.stale_after);
             for m in members.iter() {
                 if let Some(p) = live.peers.get_mut(m) {
-                    p.quiet_with += 1;
+                    *p.quiet_with.entry(wake_after).or_default() += 1;
                 }
             }
             g.quiet = Quiet::Leading {
                 term,
                 offer,
                 members,
+                wake_after,
             };
             g.rearm(id, &mut self.timers, &mut self.led);
         }
@@ -1162,14 +1237,19 @@ impl<P> Outputs<P> {
 impl Live {
     /// A group offered (or kept quiet, `quiet`) with `members` is no longer:
     /// each member is told to wake it.
-    fn release(&mut self, id: GroupId, offer: u64, members: &[NodeId], quiet: bool) {
+    fn release(&mut self, id: GroupId, offer: u64, members: &[NodeId], quiet: Option<Duration>) {
         for m in members {
             let Some(p) = self.peers.get_mut(m) else {
                 continue;
             };
             p.lead_refs -= 1;
-            if quiet {
-                p.quiet_with -= 1;
+            if let Some(wake_after) = quiet
+                && let Some(n) = p.quiet_with.get_mut(&wake_after)
+            {
+                *n -= 1;
+                if *n == 0 {
+                    p.quiet_with.remove(&wake_after);
+                }
             }
             // A newer wake of the group ends the older offers too.
             p.wakes.retain(|(w, _)| w.group != id);
@@ -1183,9 +1263,10 @@ impl Live {
 
     /// When `peer` counts as silent, if anything is kept quiet with it.
     fn silent_at(&self, peer: &PeerHost) -> Option<Instant> {
-        let lead = (peer.quiet_with > 0)
-            .then(|| peer.acked_sent.map(|s| s + self.stale_after))
-            .flatten();
+        let lead = peer
+            .quiet_with
+            .first_key_value()
+            .and_then(|(wake_after, _)| Some(peer.acked_sent? + *wake_after));
         let follow = (peer.following > 0)
             .then(|| peer.heard_at.map(|h| h + self.min_death))
             .flatten();
@@ -1301,7 +1382,8 @@ fn settle<P: LogPosition>(
     match g.quiet {
         Quiet::Leading { term, .. } | Quiet::Offering { term, .. } => {
             if g.node.term() != term || !g.node.may_go_quiet(now, live.stale_after) {
-                leave_quiet(id, g, live, true, (now, CaughtUp::Yes), out);
+                live.wakes.group +=
+                    u64::from(leave_quiet(id, g, live, true, (now, CaughtUp::Yes), out));
             }
         }
         Quiet::Following { leader, term, .. } => {
@@ -1314,14 +1396,14 @@ fn settle<P: LogPosition>(
             // epoch, which would wake every group the leader keeps quiet
             // with this host.
             if g.node.following() != Some((leader, term)) {
-                leave_quiet(
+                live.wakes.group += u64::from(leave_quiet(
                     id,
                     g,
                     live,
                     kind != StepKind::LeadershipEnded,
                     (now, CaughtUp::Yes),
                     out,
-                );
+                ));
             }
         }
         // Offers leave with the host's rounds: asked then, not at every
@@ -1343,6 +1425,13 @@ fn settle<P: LogPosition>(
             }
         }
     }
+}
+
+/// Why a host wakes every group it keeps quiet with one peer.
+#[derive(Clone, Copy)]
+enum Wake {
+    Silent,
+    PeerChanged,
 }
 
 /// What a group's step was, as far as quiet rounds care.
@@ -1385,6 +1474,7 @@ enum CaughtUp {
 /// Takes a group out of quiet, after telling it (unless it was already) what the host rounds did
 /// for it. A leader names it to every member in the wake lists; a follower
 /// that leaves on its own (`own`) raises its epoch toward the leader.
+/// Returns whether it was quiet (not only offered).
 fn leave_quiet<P: LogPosition>(
     id: GroupId,
     g: &mut Group<P>,
@@ -1392,19 +1482,25 @@ fn leave_quiet<P: LogPosition>(
     own: bool,
     (now, caught_up): (Instant, CaughtUp),
     out: &mut Vec<Action<P>>,
-) {
+) -> bool {
     if caught_up == CaughtUp::No {
         catch_up(g, live, now, out);
     }
+    let was_quiet = g.quiet.parked();
     match core::mem::replace(&mut g.quiet, Quiet::Active) {
         Quiet::Active => {}
         Quiet::Offering { offer, members, .. } => {
             live.offering.remove(&id);
-            live.release(id, offer, &members, false);
+            live.release(id, offer, &members, None);
         }
-        Quiet::Leading { offer, members, .. } => {
+        Quiet::Leading {
+            offer,
+            members,
+            wake_after,
+            ..
+        } => {
             live.quiet_leading -= 1;
-            live.release(id, offer, &members, true);
+            live.release(id, offer, &members, Some(wake_after));
         }
         Quiet::Following { leader, .. } => {
             live.quiet_following -= 1;
@@ -1416,6 +1512,7 @@ fn leave_quiet<P: LogPosition>(
             }
         }
     }
+    was_quiet
 }
 
 impl<P: LogPosition> fmt::Debug for Host<P> {
@@ -1470,6 +1567,7 @@ impl<P: LogPosition + core::hash::Hash> Host<P> {
                 owed,
                 quiet_leading,
                 quiet_following,
+                wakes: wake_counts,
             } = l;
             let peers = peers
                 .iter()
@@ -1502,7 +1600,7 @@ impl<P: LogPosition + core::hash::Hash> Host<P> {
                         acked_heard: *acked_heard,
                         wakes: wakes.clone(),
                         lead_refs: *lead_refs,
-                        quiet_with: *quiet_with,
+                        quiet_with: quiet_with.clone(),
                     };
                     (*id, copy)
                 })
@@ -1520,6 +1618,7 @@ impl<P: LogPosition + core::hash::Hash> Host<P> {
                 owed: owed.clone(),
                 quiet_leading: *quiet_leading,
                 quiet_following: *quiet_following,
+                wakes: *wake_counts,
             })
         });
         let mut copy = Host::new(self.id, self.round);
@@ -1578,7 +1677,8 @@ impl<P: LogPosition + core::hash::Hash> Host<P> {
                     term,
                     offer,
                     members,
-                } => (2u8, term, offer, members).hash(&mut h),
+                    wake_after,
+                } => (2u8, term, offer, members, wake_after).hash(&mut h),
                 Quiet::Following {
                     leader,
                     term,
@@ -1610,7 +1710,7 @@ impl<P: LogPosition + core::hash::Hash> Host<P> {
                 for (w, carried) in &p.wakes {
                     (w.group, w.offer, carried).hash(&mut h);
                 }
-                (p.lead_refs, p.quiet_with).hash(&mut h);
+                (p.lead_refs, &p.quiet_with).hash(&mut h);
             }
             (
                 &l.offering,

@@ -47,12 +47,17 @@
 //!    agreement outlives the state it was made in; a batch with an older
 //!    epoch is stale and its liveness part is ignored. A restarted member
 //!    keeps its old promises by rule `restart_waits_death_timeout`.
-//! 3. **A quiet leader never outlives its lease unnoticed.** A group is
-//!    kept quiet only if every member's promise backs a lease longer than
-//!    two rounds (`stale_after`), and the host wakes every quiet group of
-//!    a member whose newest acknowledged round is older than that. While
-//!    every member acknowledges in time, the quorum's promises reach past
-//!    `now`; once one does not, the group is woken, told each member's
+//! 3. **A quiet leader never outlives its lease unnoticed.** A group is kept
+//!    quiet only if every member's promise backs a lease longer than
+//!    two rounds (`stale_after`). It wakes once a member's newest
+//!    acknowledged round is older than its `wake_after`: the shortest
+//!    lease a member's promise backs less one round, never less than
+//!    `stale_after` (`Node::quiet_wake_after`); the host wakes every quiet
+//!    group of that member then. A member that has not acknowledged the
+//!    newest round a quarter round after it left (or twice the last round
+//!    trip) gets a new round at once (`Live::again_at`), so one lost or
+//!    late datagram wakes nothing. While every member acknowledges in
+//!    time, the quorum's promises reach past `now`; once one does not, the group is woken, told each member's
 //!    newest acknowledgement (`HostNote::Acked`, the same arithmetic as an
 //!    acknowledgement of its own) and runs its own timers and rounds again,
 //!    so it steps down when a single group would. The lease a quiet group
@@ -151,4 +156,25 @@ pub struct QuietWake {
     pub group: GroupId,
     /// The offer it ends.
     pub offer: u64,
+}
+
+/// Groups that left quiet on this host, counted by what ended it
+/// ([`Host::quiet_wakes`](super::Host::quiet_wakes)). A healthy host wakes
+/// groups for `group` reasons only (a transfer, an election, a change);
+/// `silent` and `peer_changed` wake every group shared with one peer at
+/// once.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct QuietWakes {
+    /// A peer fell silent: a member's newest acknowledged round grew older
+    /// than its quiet groups' leases allow, or a leader host went unheard
+    /// for the shortest death timeout.
+    pub silent: u64,
+    /// A peer restarted (a new incarnation) or raised its epoch (one of
+    /// its groups left quiet on its own): its agreements stand no more.
+    pub peer_changed: u64,
+    /// The group's own step ended it (the leader stepped down, transferred
+    /// or changed the membership; the follower saw a new term or lost its
+    /// leader), or the leader host named it in a wake list.
+    pub group: u64,
 }

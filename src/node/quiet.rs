@@ -169,6 +169,25 @@ impl<P: LogPosition> Node<P> {
         })
     }
 
+    /// How long this quiet leadership may go without a member's host
+    /// acknowledgement before its host wakes it (rule
+    /// `quiet_rounds_back_promises`): the shortest lease a member's
+    /// promise backs, less `keep` (a round: the woken group still holds
+    /// that member's part of its lease while it runs a round of its own),
+    /// and never less than `floor` (which [`Node::may_go_quiet`] made
+    /// shorter than every such lease). A late or lost host round then
+    /// wakes nothing while the promises already acknowledged reach past
+    /// it.
+    pub(crate) fn quiet_wake_after(&self, keep: Duration, floor: Duration) -> Duration {
+        self.tracker
+            .peers()
+            .iter()
+            .filter_map(|p| p.promise())
+            .map(|promise| self.lease_for_promise(promise).saturating_sub(keep))
+            .min()
+            .map_or(floor, |d| d.max(floor))
+    }
+
     /// The lease this leader holds at `now` if each peer's latest host
     /// acknowledgement (`sent_of`: the send time of the host round it
     /// acknowledged) counted as a round of this leadership: what

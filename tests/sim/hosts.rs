@@ -161,3 +161,40 @@ fn measure_host_crash_of_3_hosts_and_100000_groups() {
     );
     assert_safe_and_failed_over(&r);
 }
+
+/// Rule `quiet_rounds_back_promises`: a lost or late host round wakes no
+/// group while the promises already acknowledged reach past it (a member
+/// late to acknowledge gets a round again at once, and a quiet group
+/// waits as long as its members' promises allow less a round). Guards
+/// against: one lost datagram, or a round trip longer than a round,
+/// waking every group a host keeps quiet with a peer.
+#[test]
+fn quiet_rounds_back_promises_lost_and_late_host_rounds_wake_no_group() {
+    // (death timeout, one-way delay up to): 5 % of batches lost in both.
+    for (death, delay) in [(400, 10), (1000, 120)] {
+        for seed in 0..4 {
+            let mut c = HostSimConfig::new(3, 60);
+            c.seed = seed;
+            c.death_timeout = Duration::from_millis(death);
+            c.election_timeout = Duration::from_millis(death);
+            c.election_jitter = Duration::from_millis(death / 10);
+            c.faults.loss_percent = 5;
+            c.faults.latency = (Duration::from_millis(1), Duration::from_millis(delay));
+            let case = format!("death {death} ms, delay up to {delay} ms, seed {seed}");
+            let mut sim = HostSim::new(c).unwrap();
+            sim.run_for(Duration::from_secs(15));
+            assert_eq!(sim.quiet_groups(), (60, 120), "{case}: not all quiet");
+            let wakes = |s: &HostSim| -> u64 {
+                (1..=3)
+                    .map(|h| s.host(h).unwrap().quiet_wakes())
+                    .map(|w| w.silent + w.peer_changed + w.group)
+                    .sum()
+            };
+            let before = wakes(&sim);
+            sim.run_for(Duration::from_secs(30));
+            assert_eq!(wakes(&sim) - before, 0, "{case}: groups woke");
+            assert_eq!(sim.quiet_groups(), (60, 120), "{case}");
+            assert_eq!(sim.violation_count(), 0, "{case}: {:?}", sim.violations());
+        }
+    }
+}
