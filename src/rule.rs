@@ -147,6 +147,10 @@ rules! {
     /// acknowledgement of a round of the leadership sent when the host's
     /// round was.
     QuietRoundsBackPromises => "quiet_rounds_back_promises" in "src/node/quiet.rs",
+    /// The voters of a group a host keeps quiet wait their place, in an
+    /// order rotated per group, before campaigning after its leader's
+    /// death, so the surviving hosts share a dead host's groups evenly.
+    QuietFailoverSpread => "quiet_failover_spread" in "src/node/quiet.rs",
     /// Voters that did not acknowledge a leader's round within twice the
     /// slowest round trip get a new round at once, so loss does not let a
     /// lease lapse a whole interval per try.

@@ -412,6 +412,9 @@ struct PeerHost {
     wakes: Vec<(QuietWake, u64)>,
     /// Groups offered or quiet with the peer a member.
     lead_refs: usize,
+    /// Of those, the groups whose offer names the peer to campaign first
+    /// should this host die.
+    firsts: usize,
     /// Groups quiet with the peer a member, counted by how long each may
     /// go without its acknowledgement before it wakes (`Quiet::Leading`'s
     /// `wake_after`): the shortest of them decides when the peer is
@@ -431,6 +434,7 @@ enum Quiet {
         offer: u64,
         agreed: Vec<(NodeId, u64)>,
         members: Box<[NodeId]>,
+        first: NodeId,
     },
     /// Leads, kept quiet by the host's rounds; wakes once a member's
     /// newest acknowledged round left `wake_after` ago.
@@ -439,14 +443,17 @@ enum Quiet {
         offer: u64,
         members: Box<[NodeId]>,
         wake_after: Duration,
+        first: NodeId,
     },
     /// Follows `leader` in `term`, kept quiet by its host's rounds after
-    /// `after_round` (the newest received when it agreed).
+    /// `after_round` (the newest received when it agreed); `first`
+    /// campaigns first should the leader die.
     Following {
         leader: NodeId,
         term: u64,
         offer: u64,
         after_round: u64,
+        first: NodeId,
     },
 }
 
@@ -1018,6 +1025,7 @@ impl<P: LogPosition> Host<P> {
                     offer,
                     agreed,
                     members,
+                    ..
                 } = &mut g.quiet
                 && *term == agree.term
                 && *offer == agree.offer
@@ -1067,11 +1075,13 @@ impl<P: LogPosition> Host<P> {
                     term,
                     offer,
                     after_round,
+                    first,
                 } if follows && *leader == from && *term == o.term => {
                     if *offer > o.offer {
                         continue;
                     }
                     *offer = o.offer;
+                    *first = o.first;
                     *after_round
                 }
                 Quiet::Active if follows => {
@@ -1080,6 +1090,7 @@ impl<P: LogPosition> Host<P> {
                         term: o.term,
                         offer: o.offer,
                         after_round: peer.heard_round,
+                        first: o.first,
                     };
                     peer.following += 1;
                     live.quiet_following += 1;
@@ -1135,6 +1146,7 @@ impl<P: LogPosition> Host<P> {
                 term,
                 offer,
                 members,
+                first,
                 ..
             } = core::mem::replace(&mut g.quiet, Quiet::Active)
             else {
@@ -1155,6 +1167,7 @@ impl<P: LogPosition> Host<P> {
                 offer,
                 members,
                 wake_after,
+                first,
             };
             g.rearm(id, &mut self.timers, &mut self.led);
         }
@@ -1237,7 +1250,16 @@ impl<P> Outputs<P> {
 impl Live {
     /// A group offered (or kept quiet, `quiet`) with `members` is no longer:
     /// each member is told to wake it.
-    fn release(&mut self, id: GroupId, offer: u64, members: &[NodeId], quiet: Option<Duration>) {
+    fn release(
+        &mut self,
+        id: GroupId,
+        offer: u64,
+        members: &[NodeId],
+        (first, quiet): (NodeId, Option<Duration>),
+    ) {
+        if let Some(p) = self.peers.get_mut(&first) {
+            p.firsts = p.firsts.saturating_sub(1);
+        }
         for m in members {
             let Some(p) = self.peers.get_mut(m) else {
                 continue;
@@ -1259,6 +1281,25 @@ impl Live {
             // request race it to the member.
             self.owed.insert(*m);
         }
+    }
+
+    /// Rule `quiet_failover_spread`: the voter (of `voters`, the group's
+    /// other voters) that campaigns first should this host die: the one
+    /// named first in the fewest groups offered or kept quiet now, so that
+    /// each member host takes an equal share of this host's groups (ties
+    /// go round by the group's id, not always to the lowest id).
+    fn pick_first(&mut self, id: GroupId, voters: impl Iterator<Item = NodeId>) -> NodeId {
+        let voters: Vec<NodeId> = voters.collect();
+        let n = voters.len().max(1) as u64;
+        let Some(first) = voters.iter().enumerate().min_by_key(|(i, v)| {
+            let firsts = self.peers.get(v).map_or(0, |p| p.firsts);
+            (firsts, (*i as u64 + n - id % n) % n)
+        }) else {
+            return 0;
+        };
+        let first = *first.1;
+        self.peers.entry(first).or_default().firsts += 1;
+        first
     }
 
     /// When `peer` counts as silent, if anything is kept quiet with it.
@@ -1288,6 +1329,7 @@ impl Live {
                         term,
                         offer,
                         members,
+                        first,
                         ..
                     } = &g.quiet
                     && members.contains(&to)
@@ -1297,6 +1339,7 @@ impl Live {
                         offer: *offer,
                         term: *term,
                         membership: g.node.membership_id(),
+                        first: *first,
                     });
                 }
             }
@@ -1359,10 +1402,10 @@ fn catch_up<P: LogPosition>(g: &mut Group<P>, live: &Live, now: Instant, out: &m
                 }
             }
         }
-        Quiet::Following { leader, .. } => {
+        Quiet::Following { leader, first, .. } => {
             if let Some(at) = live.peers.get(&leader).and_then(|p| p.heard_at) {
                 g.node
-                    .host_note(now.max(at), HostNote::LeaderHeard { at }, out);
+                    .host_note(now.max(at), HostNote::LeaderHeard { at, first }, out);
             }
         }
         Quiet::Active | Quiet::Offering { .. } => {}
@@ -1414,6 +1457,7 @@ fn settle<P: LogPosition>(
                 for m in members.iter() {
                     live.peers.entry(*m).or_default().lead_refs += 1;
                 }
+                let first = live.pick_first(id, g.node.voter_peers());
                 live.offering.insert(id);
                 live.offers += 1;
                 g.quiet = Quiet::Offering {
@@ -1421,6 +1465,7 @@ fn settle<P: LogPosition>(
                     offer: live.offers,
                     agreed: Vec::new(),
                     members,
+                    first,
                 };
             }
         }
@@ -1489,18 +1534,24 @@ fn leave_quiet<P: LogPosition>(
     let was_quiet = g.quiet.parked();
     match core::mem::replace(&mut g.quiet, Quiet::Active) {
         Quiet::Active => {}
-        Quiet::Offering { offer, members, .. } => {
+        Quiet::Offering {
+            offer,
+            members,
+            first,
+            ..
+        } => {
             live.offering.remove(&id);
-            live.release(id, offer, &members, None);
+            live.release(id, offer, &members, (first, None));
         }
         Quiet::Leading {
             offer,
             members,
             wake_after,
+            first,
             ..
         } => {
             live.quiet_leading -= 1;
-            live.release(id, offer, &members, Some(wake_after));
+            live.release(id, offer, &members, (first, Some(wake_after)));
         }
         Quiet::Following { leader, .. } => {
             live.quiet_following -= 1;
@@ -1585,6 +1636,7 @@ impl<P: LogPosition + core::hash::Hash> Host<P> {
                         acked_heard,
                         wakes,
                         lead_refs,
+                        firsts,
                         quiet_with,
                     } = p;
                     let copy = PeerHost {
@@ -1600,6 +1652,7 @@ impl<P: LogPosition + core::hash::Hash> Host<P> {
                         acked_heard: *acked_heard,
                         wakes: wakes.clone(),
                         lead_refs: *lead_refs,
+                        firsts: *firsts,
                         quiet_with: quiet_with.clone(),
                     };
                     (*id, copy)
@@ -1672,19 +1725,22 @@ impl<P: LogPosition + core::hash::Hash> Host<P> {
                     offer,
                     agreed,
                     members,
-                } => (1u8, term, offer, agreed, members).hash(&mut h),
+                    first,
+                } => (1u8, term, offer, agreed, members, first).hash(&mut h),
                 Quiet::Leading {
                     term,
                     offer,
                     members,
                     wake_after,
-                } => (2u8, term, offer, members, wake_after).hash(&mut h),
+                    first,
+                } => (2u8, term, offer, members, wake_after, first).hash(&mut h),
                 Quiet::Following {
                     leader,
                     term,
                     offer,
                     after_round,
-                } => (3u8, leader, term, offer, after_round).hash(&mut h),
+                    first,
+                } => (3u8, leader, term, offer, after_round, first).hash(&mut h),
             }
         }
         self.removed_writing.hash(&mut h);
@@ -1710,7 +1766,7 @@ impl<P: LogPosition + core::hash::Hash> Host<P> {
                 for (w, carried) in &p.wakes {
                     (w.group, w.offer, carried).hash(&mut h);
                 }
-                (p.lead_refs, &p.quiet_with).hash(&mut h);
+                (p.lead_refs, p.firsts, &p.quiet_with).hash(&mut h);
             }
             (
                 &l.offering,

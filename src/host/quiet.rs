@@ -83,7 +83,7 @@
 use alloc::vec::Vec;
 
 use super::GroupId;
-use crate::MembershipId;
+use crate::{MembershipId, NodeId};
 
 /// The host-level part of a [`Batch`](super::Batch): liveness rounds, their
 /// acknowledgements, and which groups go quiet or wake.
@@ -131,6 +131,10 @@ pub struct QuietOffer {
     pub term: u64,
     /// The leader's durable membership.
     pub membership: MembershipId,
+    /// The member that campaigns first should the sender die (rule
+    /// `quiet_failover_spread`): the sender names each member host first
+    /// for an equal share of the groups it keeps quiet.
+    pub first: NodeId,
 }
 
 /// "From the round after `after_round` on, I take your rounds as the

@@ -30,8 +30,10 @@ pub(crate) enum HostNote {
         round: Instant,
     },
     /// Follower side: a round of the host of this node's leader, which
-    /// this node agreed to take as its leader's, arrived at `at`.
-    LeaderHeard { at: Instant },
+    /// this node agreed to take as its leader's, arrived at `at`. `first`
+    /// (named by the leader host) campaigns first should that leader die
+    /// (rule `quiet_failover_spread`).
+    LeaderHeard { at: Instant, first: NodeId },
 }
 
 impl<P: LogPosition> Node<P> {
@@ -46,7 +48,7 @@ impl<P: LogPosition> Node<P> {
                 heard,
                 round,
             } => self.host_acked(now, from, sent, heard, round),
-            HostNote::LeaderHeard { at } => self.host_heard_leader(at),
+            HostNote::LeaderHeard { at, first } => self.host_heard_leader(at, first),
         }
         self.finish_step(now, out);
     }
@@ -98,15 +100,58 @@ impl<P: LogPosition> Node<P> {
     /// Rule `quiet_rounds_back_promises`, follower side: the round arrived
     /// at `at` refreshes contact with the leader this node follows (a
     /// promise starts again from `at`, as at a heartbeat of its own).
-    fn host_heard_leader(&mut self, at: Instant) {
-        if !self.phase.is_follower() || self.leader.is_none() {
+    fn host_heard_leader(&mut self, at: Instant, first: NodeId) {
+        let Some(leader) = self.leader.filter(|_| self.phase.is_follower()) else {
             return;
-        }
+        };
         if self.gates.leader_contact().is_some_and(|c| c >= at) || at > self.now {
             return;
         }
         let newest = self.gates.newest_round();
-        self.gates.heard_leader(at, newest, self.rank.delay());
+        let delay = self.rank.delay() + self.failover_wait(leader, first);
+        self.gates.heard_leader(at, newest, delay);
+    }
+
+    /// Rule `quiet_failover_spread`: how much longer than its death
+    /// timeout (and jitter) this voter waits to campaign should `leader`
+    /// die. Every group a host keeps quiet hears that host's rounds at one
+    /// instant, so without an order the member host that heard the last
+    /// round first would win most of the races after the host dies (and
+    /// the one that heard it last would refuse the first pre-votes while
+    /// its promise runs). So the voters that would campaign take places in
+    /// their membership order, starting at `first` (which the leader host
+    /// names so that each member host comes first for an equal share of
+    /// its groups): each place waits one rank step (more than the
+    /// campaign jitter) longer, and every place a quarter interval more,
+    /// by which the other voters' promises have ended when the first
+    /// asks. It only delays campaigns: no promise or vote changes.
+    fn failover_wait(&self, leader: NodeId, first: NodeId) -> Duration {
+        let voters = &self.members.current().voters;
+        let others = voters.iter().filter(|&&v| v != leader);
+        let count = others.clone().count() as u64;
+        let Some(index) = others.clone().position(|&v| v == self.id) else {
+            return Duration::ZERO;
+        };
+        if count < 2 {
+            return Duration::ZERO;
+        }
+        let first = others.clone().position(|&v| v == first).unwrap_or(0) as u64;
+        let place = (index as u64 + count - first) % count;
+        slog::trace!(self.log, "waits its place to campaign should the leader die";
+            "rule" => Rule::QuietFailoverSpread, "term" => self.term, "leader" => leader,
+            "place" => place);
+        self.cfg.timing.heartbeat / 4 + self.cfg.timing.rank_step * place as u32
+    }
+
+    /// The other voters of its durable membership.
+    pub(crate) fn voter_peers(&self) -> impl Iterator<Item = NodeId> + '_ {
+        let id = self.id;
+        self.members
+            .current()
+            .voters
+            .iter()
+            .copied()
+            .filter(move |&v| v != id)
     }
 
     /// The other members of its durable membership (voters, then

@@ -980,10 +980,10 @@ pub struct HostReport {
     pub led_before: BTreeMap<NodeId, usize>,
     /// Groups led per running host at the end.
     pub led_after: BTreeMap<NodeId, usize>,
-    /// How far the host furthest from the mean leads from it, in percent
-    /// of the mean: over the survivors once their groups failed over
-    /// (`host_crash`, `host_partition`), over every host once balanced
-    /// (`balance_after_restart`).
+    /// How far the host furthest from the mean is from it, in percent of
+    /// the mean: of the failed host's groups each survivor took
+    /// (`host_crash`, `host_partition`), of every host's groups once
+    /// balanced (`balance_after_restart`).
     pub spread: Option<f64>,
     /// Groups kept quiet when idle: (leading, following), over all hosts.
     pub quiet: (usize, usize),
@@ -1029,7 +1029,7 @@ impl HostReport {
     /// What the columns of [`HostReport::table`] mean.
     pub const LEGEND: &'static str = "viol: safety violations (one leader and one vote per group and term, persist before send, exclusive strict leases), checked after every step.\n\
 failover: per group whose leader host crashed or was cut off, from then to its next leader's election (simulated time); bound: death timeout + 2 x (election timeout + jitter).\n\
-spread: the host furthest from the mean leads this far from it (survivors after the failover; every host once balanced). quiet: groups kept quiet when idle.\n\
+spread: the host furthest from the mean is this far from it (after a failover: the failed host's groups each survivor took; once balanced: every host's). quiet: groups kept quiet when idle.\n\
 idle b/l/r, e/l/r: batches and group entries per directed link and round while idle. rebal: from a host's restart until every host leads its share +/-1 (balancer on).\n\
 Timing: round and heartbeat 100 ms, death timeout 400 ms, election timeout 400 ms + 0-40 ms jitter, strict fencing, network 1-10 ms, disk 1-5 ms, clocks 200 ppm apart.";
 
@@ -1091,6 +1091,18 @@ Timing: round and heartbeat 100 ms, death timeout 400 ms, election timeout 400 m
 
 /// How far the host furthest from the mean of `led` (over `hosts`) leads
 /// from it, in percent of the mean.
+/// What each survivor leads beyond what it led before a host failed: how
+/// the failed host's groups were shared.
+fn taken_over(
+    before: &BTreeMap<NodeId, usize>,
+    after: &BTreeMap<NodeId, usize>,
+) -> BTreeMap<NodeId, usize> {
+    after
+        .iter()
+        .map(|(h, n)| (*h, n.saturating_sub(before.get(h).copied().unwrap_or(0))))
+        .collect()
+}
+
 fn spread(led: &BTreeMap<NodeId, usize>) -> Option<f64> {
     let mean = led.values().sum::<usize>() as f64 / led.len() as f64;
     (mean > 0.0).then(|| {
@@ -1198,7 +1210,7 @@ impl HostScenario {
                 sim.crash(victim);
                 run_while(&mut sim, bound + 2 * second, |s| s.awaiting_failover() > 0);
                 sim.run_for(second);
-                report.spread = spread(&sim.led_per_host());
+                report.spread = spread(&taken_over(&report.led_before, &sim.led_per_host()));
             }
             HostScenario::HostPartition => {
                 let cut_at = sim.now();
@@ -1206,7 +1218,7 @@ impl HostScenario {
                 run_while(&mut sim, bound + 2 * second, |s| s.awaiting_failover() > 0);
                 let mut others = sim.led_per_host();
                 others.remove(&victim);
-                report.spread = spread(&others);
+                report.spread = spread(&taken_over(&report.led_before, &others));
                 sim.run_until(sim.now().max(cut_at + 3 * second));
                 sim.heal();
                 sim.run_for(3 * second);

@@ -72,6 +72,7 @@ impl Arbitrary for AnyBatch {
                         offer: u64::arbitrary(g),
                         term: u64::arbitrary(g) % 100,
                         membership: membership(g),
+                        first: u64::arbitrary(g) % 8,
                     })
                     .collect(),
                 agrees: (0..list(g))

@@ -450,6 +450,7 @@ fn quiet_offer_delivered_after_its_wake_leaves_the_follower_free_to_vote() {
         offer: 1,
         term: 1,
         membership: host.group(0).unwrap().membership_id(),
+        first: 2,
     };
     let wake = tenure::host::QuietWake { group: 0, offer: 1 };
     // Round 3 (carrying the wake of offer 1) overtakes round 2 (the offer).
