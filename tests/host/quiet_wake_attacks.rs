@@ -159,20 +159,31 @@ fn quiet_rounds_back_promises_a_member_cut_one_way_costs_other_members_no_extra_
     );
 }
 
+/// [`three_of_four`], strict, with each host's own death and election
+/// timeout (1000, 400, 250 or 700 ms): one peer keeps groups whose wake
+/// times differ, down to the two-round floor.
+fn mixed_deaths(host: NodeId, group: GroupId, hosts: u64) -> Config {
+    let death = ms([1_000, 400, 250, 700][(host as usize - 1) % 4]);
+    three_of_four(host, group, hosts)
+        .death_timeout(death)
+        .election_timeout(death)
+}
+
 /// Rule `quiet_rounds_back_promises` and `strict_lease`: members cut off,
 /// one way or both, for just under or just over the time a quiet group
 /// waits for their acknowledgement (700-1100 ms, around the 880 ms at a
 /// 1 s death timeout), while another member's link is slow (1-300 ms one
-/// way) and lossy, on clocks at the drift bound (1000 ppm apart), with
-/// late replays. After every step: one leader per group and term, one
-/// lease holder per group, none older than an elected leader, and no
-/// host deadline left behind by a tick. Once healed every group is led,
+/// way) and lossy, and hosts down for as long, on clocks at the drift
+/// bound (1000 ppm apart), with late replays; odd seeds give each host
+/// its own death timeout ([`mixed_deaths`]). After every step: one leader
+/// per group and term, one lease holder per group, none older than an
+/// elected leader, and no host deadline left behind by a tick. Once healed every group is led,
 /// holds its lease and is quiet again.
 ///
 /// Longer sweep: `TENURE_HOST_QUIET_WAKE_RUNS=500`.
 #[test]
 fn quiet_rounds_back_promises_leases_stay_exclusive_through_cuts_around_the_wake_time() {
-    common::sweep("TENURE_HOST_QUIET_WAKE", 0..6, |seed| {
+    common::sweep("TENURE_HOST_QUIET_WAKE", 0..20, |seed| {
         let rates = [-500, 500, 0, 250];
         let ppm = (1..=4)
             .map(|h| (h, rates[((seed + h) % 4) as usize]))
@@ -183,7 +194,12 @@ fn quiet_rounds_back_promises_leases_stay_exclusive_through_cuts_around_the_wake
             latency: (1, 20),
             write_ms: 2,
         };
-        let mut w = quiet_world(4, 12, seed, faults, one_second_of_four, ppm);
+        let configure = if seed % 2 == 0 {
+            one_second_of_four
+        } else {
+            mixed_deaths
+        };
+        let mut w = quiet_world(4, 12, seed, faults, configure, ppm);
         w.replay = (2, (300, 1_500));
         w.run_for(ms(5_000));
         let mut rng = Rng(seed ^ 0xa11);
@@ -200,7 +216,15 @@ fn quiet_rounds_back_promises_leases_stay_exclusive_through_cuts_around_the_wake
                 w.link_latency.insert((a, c), (1, 300));
                 w.link_latency.insert((c, a), (1, 300));
             }
+            // A host down for about as long as a quiet group waits.
+            let down = rng.chance(30).then(|| pick(&mut rng));
+            if let Some(h) = down {
+                w.crash(h);
+            }
             w.run_for(ms(700 + rng.below(400)));
+            if let Some(h) = down {
+                w.start(h);
+            }
             w.cut.clear();
             w.run_for(ms(rng.below(500)));
             w.link_latency.clear();
