@@ -17,6 +17,7 @@ mod common;
 mod balance;
 mod quiet;
 mod quiet_attacks;
+mod quiet_wake_attacks;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -499,6 +500,9 @@ impl World {
     /// Runs until `until`: queued deliveries and writes, and every host's
     /// ticks, in time order.
     fn run_until(&mut self, until: Instant) {
+        // Ticks of one host at one instant: a tick that leaves the host's
+        // next deadline at or before it would tick it again for ever.
+        let mut same_tick = (Instant::ZERO, 0, 0u32);
         loop {
             let next_queued = self.queue.keys().next().map(|k| k.0);
             let next_tick = self
@@ -542,6 +546,17 @@ impl World {
                 }
             } else {
                 let h = next_tick.unwrap().1;
+                if same_tick.0 == self.now && same_tick.1 == h {
+                    same_tick.2 += 1;
+                    assert!(
+                        same_tick.2 < 100,
+                        "host {h} at {:?}: ticked 100 times, its next deadline {:?} left behind",
+                        self.now,
+                        self.hosts[&h].next_deadline()
+                    );
+                } else {
+                    same_tick = (self.now, h, 0);
+                }
                 self.step(h, HostInput::Tick);
             }
         }

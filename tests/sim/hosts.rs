@@ -219,3 +219,46 @@ fn quiet_failover_spread_a_dead_hosts_groups_are_shared_evenly_by_the_survivors(
         );
     }
 }
+
+/// Rule `quiet_rounds_back_promises` as documented ("quiet groups stay
+/// quiet as long as a round plus the slowest round trip fit in that wake
+/// time"): at a 1 s death timeout a quiet group waits about 880 ms for a
+/// member's acknowledgement, so one-way delays of 1-200 ms (round trips
+/// up to 400 ms, a round plus that is 500 ms) wake no group. The member
+/// late by its last measured round trip gets rounds again every quarter
+/// round; its acknowledgements of rounds that left longer ago must still
+/// count.
+///
+/// Guards against: acknowledgements with a round trip longer than eight
+/// quarter rounds arriving after their round left the ring of remembered
+/// rounds, so only short round trips are ever measured and counted.
+#[test]
+fn quiet_rounds_back_promises_round_trips_well_inside_the_wake_time_wake_no_group() {
+    for seed in 0..2 {
+        let mut c = HostSimConfig::new(3, 60);
+        c.seed = seed;
+        c.death_timeout = Duration::from_millis(1000);
+        c.election_timeout = Duration::from_millis(1000);
+        c.election_jitter = Duration::from_millis(100);
+        c.faults.latency = (Duration::from_millis(1), Duration::from_millis(200));
+        let mut sim = HostSim::new(c).unwrap();
+        sim.run_for(Duration::from_secs(15));
+        assert_eq!(sim.quiet_groups(), (60, 120), "seed {seed}: not all quiet");
+        let wakes = |s: &HostSim| -> (u64, u64) {
+            (1..=3)
+                .map(|h| s.host(h).unwrap().quiet_wakes())
+                .fold((0, 0), |(a, b), w| {
+                    (a + w.silent, b + w.peer_changed + w.group)
+                })
+        };
+        let before = wakes(&sim);
+        sim.run_for(Duration::from_secs(20));
+        let after = wakes(&sim);
+        assert_eq!(
+            (after.0 - before.0, after.1 - before.1),
+            (0, 0),
+            "seed {seed}: groups woke (silent, other) with one-way delays of 1-200 ms"
+        );
+        assert_eq!(sim.violation_count(), 0, "{:?}", sim.violations());
+    }
+}
