@@ -68,7 +68,7 @@
 pub mod balance;
 
 use alloc::boxed::Box;
-use alloc::collections::{BTreeMap, BTreeSet};
+use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::vec::Vec;
 use core::fmt;
 use core::time::Duration;
@@ -333,9 +333,15 @@ struct Live {
     /// waits for a leader host's round before waking the groups that
     /// follow it quietly.
     min_death: Duration,
-    /// The newest host round, and when recent ones left.
+    /// The newest host round, and when recent ones left (oldest first,
+    /// consecutive): every round that left within the longest wake time
+    /// of a quiet group, so that any acknowledgement that can still keep
+    /// a group quiet counts, at most `MAX_ROUNDS_KEPT`.
     round: u64,
-    sent: [(u64, Instant); ROUNDS_KEPT],
+    sent: VecDeque<(u64, Instant)>,
+    /// The longest wake time of any group offered so far: how long rounds
+    /// are remembered.
+    keep_rounds: Duration,
     /// Whether this step started a round (its batches carry it).
     round_now: bool,
     peers: BTreeMap<NodeId, PeerHost>,
@@ -350,39 +356,53 @@ struct Live {
     wakes: QuietWakes,
 }
 
-/// Host rounds remembered: acknowledgements of older ones count for
-/// nothing.
-const ROUNDS_KEPT: usize = 8;
+/// The most host rounds remembered, whatever the wake times: an
+/// acknowledgement of an older round counts for nothing (memory stays
+/// bounded under a death timeout of minutes).
+const MAX_ROUNDS_KEPT: usize = 4096;
+
+/// The fewest host rounds remembered.
+const MIN_ROUNDS_KEPT: usize = 8;
 
 impl Live {
     fn sent_at(&self, round: u64) -> Option<Instant> {
-        let (r, at) = self.sent[(round % ROUNDS_KEPT as u64) as usize];
-        (r == round && round > 0).then_some(at)
+        let &(first, _) = self.sent.front()?;
+        let index = usize::try_from(round.checked_sub(first)?).ok()?;
+        self.sent.get(index).map(|&(_, at)| at)
     }
 
     fn last_sent(&self) -> Option<Instant> {
         self.sent_at(self.round)
     }
 
-    /// A new host round, carried by this step's batches.
+    /// A new host round, carried by this step's batches; rounds that left
+    /// longer ago than any quiet group waits for an acknowledgement are
+    /// forgotten.
     fn start_round(&mut self, now: Instant) {
         self.round += 1;
-        self.sent[(self.round % ROUNDS_KEPT as u64) as usize] = (self.round, now);
+        self.sent.push_back((self.round, now));
+        let keep = self.keep_rounds.max(self.stale_after);
+        while self.sent.len() > MAX_ROUNDS_KEPT
+            || (self.sent.len() > MIN_ROUNDS_KEPT
+                && self.sent.front().is_some_and(|&(_, at)| at + keep < now))
+        {
+            self.sent.pop_front();
+        }
         self.round_now = true;
     }
 
-    /// When `peer`, which keeps groups quiet with this host, gets the
-    /// newest round again if it has not acknowledged it: a quarter round
-    /// after it left, or twice the last round trip if longer.
+    /// When `peer`, which keeps groups quiet with this host, gets a new
+    /// round if it has not acknowledged the newest sent to it: a quarter
+    /// round after that left, or twice the last round trip if longer.
     fn again_at(&self, peer: &PeerHost) -> Option<Instant> {
-        if peer.quiet_with.is_empty() || peer.acked_round >= self.round {
+        if peer.quiet_with.is_empty() || peer.acked_round >= peer.sent_round {
             return None;
         }
         let rtt = match (peer.acked_sent, peer.acked_heard) {
             (Some(sent), Some(heard)) => heard.saturating_duration_since(sent),
             _ => Duration::ZERO,
         };
-        Some(self.last_sent()? + (self.stale_after / 8).max(rtt * 2))
+        Some(self.sent_at(peer.sent_round)? + (self.stale_after / 8).max(rtt * 2))
     }
 }
 
@@ -406,6 +426,8 @@ struct PeerHost {
     /// when its acknowledgement arrived.
     acked_round: u64,
     acked_sent: Option<Instant>,
+    /// This host's newest round sent to the peer.
+    sent_round: u64,
     acked_heard: Option<Instant>,
     /// Groups to wake on the peer, each with the first round that carried
     /// it (0: none yet).
@@ -557,7 +579,8 @@ impl<P: LogPosition> Host<P> {
             stale_after: self.round.saturating_mul(2),
             min_death: Duration::MAX,
             round: 0,
-            sent: [(0, Instant::ZERO); ROUNDS_KEPT],
+            sent: VecDeque::new(),
+            keep_rounds: Duration::ZERO,
             round_now: false,
             peers: BTreeMap::new(),
             offering: BTreeSet::new(),
@@ -1355,6 +1378,9 @@ impl Live {
                 round: peer.heard_round,
             });
         peer.ack_due = false;
+        if round > 0 {
+            peer.sent_round = round;
+        }
         let mut wakes = Vec::with_capacity(peer.wakes.len());
         for (wake, carried) in &mut peer.wakes {
             if *carried == 0 && round > 0 {
@@ -1458,6 +1484,12 @@ fn settle<P: LogPosition>(
                     live.peers.entry(*m).or_default().lead_refs += 1;
                 }
                 let first = live.pick_first(id, g.node.voter_peers());
+                // Its members' acknowledgements count for as long as it may
+                // wait for them, from the offer on.
+                let wake_after = g
+                    .node
+                    .quiet_wake_after(live.stale_after / 2, live.stale_after);
+                live.keep_rounds = live.keep_rounds.max(wake_after);
                 live.offering.insert(id);
                 live.offers += 1;
                 g.quiet = Quiet::Offering {
@@ -1611,6 +1643,7 @@ impl<P: LogPosition + core::hash::Hash> Host<P> {
                 min_death,
                 round,
                 sent,
+                keep_rounds,
                 round_now,
                 peers,
                 offering,
@@ -1633,6 +1666,7 @@ impl<P: LogPosition + core::hash::Hash> Host<P> {
                         view,
                         acked_round,
                         acked_sent,
+                        sent_round,
                         acked_heard,
                         wakes,
                         lead_refs,
@@ -1649,6 +1683,7 @@ impl<P: LogPosition + core::hash::Hash> Host<P> {
                         view: *view,
                         acked_round: *acked_round,
                         acked_sent: *acked_sent,
+                        sent_round: *sent_round,
                         acked_heard: *acked_heard,
                         wakes: wakes.clone(),
                         lead_refs: *lead_refs,
@@ -1663,7 +1698,8 @@ impl<P: LogPosition + core::hash::Hash> Host<P> {
                 stale_after: *stale_after,
                 min_death: *min_death,
                 round: *round,
-                sent: *sent,
+                sent: sent.clone(),
+                keep_rounds: *keep_rounds,
                 round_now: *round_now,
                 peers,
                 offering: offering.clone(),
@@ -1751,15 +1787,16 @@ impl<P: LogPosition + core::hash::Hash> Host<P> {
                 l.min_death,
                 l.round,
                 l.round_now,
+                l.keep_rounds,
             )
                 .hash(&mut h);
-            for (round, sent) in l.sent {
+            for &(round, sent) in &l.sent {
                 (round, rel(sent)).hash(&mut h);
             }
             for (id, p) in &l.peers {
                 (id, p.heard_round, relo(p.heard_at), p.ack_due).hash(&mut h);
                 (p.epoch, p.following, p.view, p.acked_round).hash(&mut h);
-                (relo(p.acked_sent), relo(p.acked_heard)).hash(&mut h);
+                (relo(p.acked_sent), relo(p.acked_heard), p.sent_round).hash(&mut h);
                 for a in &p.agrees {
                     (a.group, a.offer, a.term, a.after_round).hash(&mut h);
                 }

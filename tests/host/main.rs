@@ -110,6 +110,9 @@ struct World {
     cut: BTreeSet<(NodeId, NodeId)>,
     /// (group, term, voter host) -> the candidate it granted (sent).
     granted: BTreeMap<(GroupId, u64, NodeId), NodeId>,
+    /// (group, term, leader host) of every `TimeoutNow` sent: that
+    /// leadership stays active to its end.
+    timeout_now: BTreeSet<(GroupId, u64, NodeId)>,
     incarnation: BTreeMap<NodeId, u64>,
     /// What each host's disk holds, per group.
     disk: BTreeMap<(NodeId, GroupId), HardState>,
@@ -181,6 +184,7 @@ impl World {
             ppm,
             cut: BTreeSet::new(),
             granted: BTreeMap::new(),
+            timeout_now: BTreeSet::new(),
             incarnation: BTreeMap::new(),
             disk: BTreeMap::new(),
             confirmed: BTreeMap::new(),
@@ -448,6 +452,9 @@ impl World {
     /// candidate per group and term, across its restarts.
     fn note_grants(&mut self, h: NodeId, to: NodeId, batch: &[Entry]) {
         for e in batch {
+            if let MessageKind::TimeoutNow = e.message.kind {
+                self.timeout_now.insert((e.group, e.message.term, h));
+            }
             if let MessageKind::VoteResponse { granted: true } = e.message.kind {
                 let before = *self
                     .granted

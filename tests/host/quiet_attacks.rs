@@ -182,8 +182,18 @@ fn chaos(
             .filter(|&h| configure(h, g, hosts).voters().contains(&h))
             .collect::<Vec<NodeId>>()
     };
+    // A leadership that sent `TimeoutNow` stays active to its end (a
+    // member may still grant the candidate): strict ones step down when
+    // the transfer fails, soft ones lead on, active.
+    let handed_over = |g: GroupId| {
+        w.hosts.iter().any(|(&h, host)| {
+            host.group(g).is_some_and(|n| {
+                n.role() == tenure::Role::Leader && w.timeout_now.contains(&(g, n.term(), h))
+            })
+        })
+    };
     let quiet_groups: Vec<GroupId> = (0..groups)
-        .filter(|&g| !members(g).iter().any(|h| loud.contains(h)))
+        .filter(|&g| !members(g).iter().any(|h| loud.contains(h)) && !handed_over(g))
         .collect();
     let want_quiet = (
         quiet_groups.len(),
