@@ -184,7 +184,7 @@ fn tokio_driver_authenticated_elects_transfers_demotes_and_rotates_keys() {
     through_tokio(true);
 }
 
-fn authenticated_for(id: u64) -> PeerAuth {
+pub(crate) fn authenticated_for(id: u64) -> PeerAuth {
     PeerAuth::new(ring(7), 100 + id)
 }
 
