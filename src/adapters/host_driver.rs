@@ -1,19 +1,19 @@
-//! A driver that owns one [`Host`]'s loop on one thread: many groups, one
+//! A driver that owns one [`Host`](crate::host::Host)'s loop on one thread: many groups, one
 //! UDP socket ([`HostTransport`]), one [`HostStore`], one timer.
 //!
 //! Each turn of the loop feeds the host its commands, its due
-//! [`HostInput::Tick`] and the batches received (all that are waiting,
+//! [`HostInput::Tick`](crate::host::HostInput::Tick) and the batches received (all that are waiting,
 //! up to a bound), sends each step's batches and events at once, and
 //! gathers its writes: every state and membership of the turn goes to
 //! storage in one [`HostStore::write`] (one fsync), and only then is it
-//! confirmed to the host ([`HostInput::Persisted`]). The host never emits
+//! confirmed to the host ([`HostInput::Persisted`](crate::host::HostInput::Persisted)). The host never emits
 //! a message that depends on an unconfirmed write (a vote, a campaign's
 //! requests), so persist-before-send holds per group, and a burst of
 //! elections costs one fsync per turn, not one per datagram.
 //!
 //! With [`HostSetup::quiet`], idle groups go quiet
-//! ([`Host::quiet_idle_groups`], with a random incarnation drawn at every
-//! start); with [`HostSetup::balance`], a [`Balancer`] hands this host's
+//! ([`Host::quiet_idle_groups`](crate::host::Host::quiet_idle_groups), with a random incarnation drawn at every
+//! start); with [`HostSetup::balance`], a [`Balancer`](crate::host::balance::Balancer) hands this host's
 //! excess leadership to its peers, planned once per host round.
 //!
 //! ```no_run
@@ -62,8 +62,8 @@ use crate::{Config, Event, Input, Instant, Lease, NodeId, Status};
 
 /// Everything needed to run one host: built with [`HostSetup::new`],
 /// adjusted through its public fields, started with [`HostSetup::spawn`]
-/// (a thread) or, with feature `tokio`, `HostSetup::spawn_tokio` (a task;
-/// see [`host_driver_tokio`](super#modules)).
+/// (a thread) or, with feature `tokio`, `HostSetup::spawn_tokio` (a task:
+/// module `host_driver_tokio`).
 ///
 /// The store is a [`HostStore`], or any [`HostStorage`] around one.
 #[derive(Debug)]
@@ -125,7 +125,7 @@ impl<S: HostStorage> HostSetup<S> {
     ///
     /// # Errors
     /// An invalid configuration or balance configuration, a group the host
-    /// refuses ([`HostError`], as [`DriverError::Setup`]),
+    /// refuses ([`HostError`](crate::host::HostError), as [`DriverError::Setup`]),
     /// [`DriverError::Bind`] if `listen` cannot be bound, or another socket
     /// error.
     pub fn spawn(self) -> Result<(HostHandle, mpsc::Receiver<(GroupId, Event)>), DriverError> {
@@ -170,11 +170,11 @@ pub struct GroupStatus {
     /// The group's node's status (a quiet group's node is brought up to
     /// date only at its next step: its lease is in `lease`).
     pub status: Status,
-    /// The lease the host holds for the group now ([`Host::lease`]).
+    /// The lease the host holds for the group now ([`Host::lease`](crate::host::Host::lease)).
     pub lease: Option<Lease>,
     /// How much of that lease is left, on the driver's clock.
     pub lease_left: Option<Duration>,
-    /// Whether the group is kept quiet ([`Host::is_quiet`]).
+    /// Whether the group is kept quiet ([`Host::is_quiet`](crate::host::Host::is_quiet)).
     pub quiet: bool,
 }
 
