@@ -1,20 +1,25 @@
-//! A driver that owns one [`Host`](crate::host::Host)'s loop on one thread: many groups, one
-//! UDP socket ([`HostTransport`]), one [`HostStore`], one timer.
+//! A driver that owns one [`Host`](crate::host::Host)'s loop on one
+//! thread: many groups, one UDP socket ([`HostTransport`]), one
+//! [`HostStore`], one timer. (With feature `tokio`, `HostSetup::spawn_tokio`
+//! runs the same loop as a task: module `host_driver_tokio`.)
 //!
 //! Each turn of the loop feeds the host its commands, its due
-//! [`HostInput::Tick`](crate::host::HostInput::Tick) and the batches received (all that are waiting,
-//! up to a bound), sends each step's batches and events at once, and
-//! gathers its writes: every state and membership of the turn goes to
-//! storage in one [`HostStore::write`] (one fsync), and only then is it
-//! confirmed to the host ([`HostInput::Persisted`](crate::host::HostInput::Persisted)). The host never emits
-//! a message that depends on an unconfirmed write (a vote, a campaign's
-//! requests), so persist-before-send holds per group, and a burst of
-//! elections costs one fsync per turn, not one per datagram.
+//! [`HostInput::Tick`](crate::host::HostInput::Tick) and the batches
+//! received (all that are waiting, up to a bound), sends each step's
+//! batches and events at once, and gathers its writes: every state and
+//! membership of the turn goes to storage in one [`HostStore::write`] (one
+//! fsync), and only then is it confirmed to the host
+//! ([`HostInput::Persisted`](crate::host::HostInput::Persisted)). The host
+//! never emits a message that depends on an unconfirmed write (a vote, a
+//! campaign's requests), so persist-before-send holds per group, and a
+//! burst of elections costs one fsync per turn, not one per datagram.
 //!
 //! With [`HostSetup::quiet`], idle groups go quiet
-//! ([`Host::quiet_idle_groups`](crate::host::Host::quiet_idle_groups), with a random incarnation drawn at every
-//! start); with [`HostSetup::balance`], a [`Balancer`](crate::host::balance::Balancer) hands this host's
-//! excess leadership to its peers, planned once per host round.
+//! ([`Host::quiet_idle_groups`](crate::host::Host::quiet_idle_groups), with
+//! a random incarnation drawn at every start); with
+//! [`HostSetup::balance`], a [`Balancer`](crate::host::balance::Balancer)
+//! hands this host's excess leadership to its peers, planned once per host
+//! round.
 //!
 //! ```no_run
 //! use std::collections::BTreeMap;
@@ -125,9 +130,9 @@ impl<S: HostStorage> HostSetup<S> {
     ///
     /// # Errors
     /// An invalid configuration or balance configuration, a group the host
-    /// refuses ([`HostError`](crate::host::HostError), as [`DriverError::Setup`]),
-    /// [`DriverError::Bind`] if `listen` cannot be bound, or another socket
-    /// error.
+    /// refuses ([`HostError`](crate::host::HostError), as
+    /// [`DriverError::Setup`]), [`DriverError::Bind`] if `listen` cannot be
+    /// bound, or another socket error.
     pub fn spawn(self) -> Result<(HostHandle, mpsc::Receiver<(GroupId, Event)>), DriverError> {
         let clock = SuspendAwareClock::start();
         let id = self.config.id();
@@ -170,11 +175,13 @@ pub struct GroupStatus {
     /// The group's node's status (a quiet group's node is brought up to
     /// date only at its next step: its lease is in `lease`).
     pub status: Status,
-    /// The lease the host holds for the group now ([`Host::lease`](crate::host::Host::lease)).
+    /// The lease the host holds for the group now
+    /// ([`Host::lease`](crate::host::Host::lease)).
     pub lease: Option<Lease>,
     /// How much of that lease is left, on the driver's clock.
     pub lease_left: Option<Duration>,
-    /// Whether the group is kept quiet ([`Host::is_quiet`](crate::host::Host::is_quiet)).
+    /// Whether the group is kept quiet
+    /// ([`Host::is_quiet`](crate::host::Host::is_quiet)).
     pub quiet: bool,
 }
 

@@ -256,8 +256,8 @@ impl<S: HostStorage> Task<S> {
                         let _ = self.finish_write().await;
                         return Err(e.into());
                     }
-                    // Whatever else arrived meanwhile goes into the same
-                    // write.
+                    // Whatever else arrived meanwhile is stepped before
+                    // the next write starts, and shares it.
                     for _ in 0..DRAIN {
                         match self.socket.try_recv_from(&mut buf) {
                             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
@@ -343,7 +343,7 @@ impl<S: HostStorage> Task<S> {
                 let sent = retry_interrupted_async(|| self.socket.send_to(frame, addr))
                     .await
                     .is_ok();
-                self.wire.sent(to, frame.len(), sent);
+                self.wire.count_sent(to, frame.len(), sent);
             }
         }
         for (frame, addr) in self.wire.framing.take_control() {

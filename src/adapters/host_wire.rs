@@ -387,7 +387,7 @@ impl HostWire {
 
     /// The datagrams of `batch` to host `to` and where they go, the batch
     /// counted (see [`Framing::frame_batch`]); report each send with
-    /// [`HostWire::sent`].
+    /// [`HostWire::count_sent`].
     pub fn frames<P: Serialize>(
         &mut self,
         to: NodeId,
@@ -399,7 +399,7 @@ impl HostWire {
 
     /// Counts a datagram of `len` bytes to host `to`: sent, or (`sent`
     /// false) failed.
-    pub fn sent(&mut self, to: NodeId, len: usize, sent: bool) {
+    pub fn count_sent(&mut self, to: NodeId, len: usize, sent: bool) {
         if sent {
             let traffic = self.sent.entry(to).or_default();
             traffic.datagrams += 1;
@@ -475,7 +475,7 @@ impl HostTransport {
     pub fn send_batch<P: Serialize>(&mut self, to: NodeId, batch: &Batch<P>) {
         for (frame, addr) in self.wire.frames(to, batch) {
             let sent = retry_interrupted(|| self.socket.send_to(&frame, addr)).is_ok();
-            self.wire.sent(to, frame.len(), sent);
+            self.wire.count_sent(to, frame.len(), sent);
         }
     }
 

@@ -662,6 +662,8 @@ fn handles_are_send_and_sync() {
     shareable::<Handle>();
     shareable::<Handle<u64>>();
     shareable::<driver_tokio::AsyncHandle<(u64, u64)>>();
+    shareable::<tenure::adapters::host_driver::HostHandle>();
+    shareable::<tenure::adapters::host_driver_tokio::AsyncHostHandle>();
 }
 
 /// A peer whose address changed (its host name now resolves
