@@ -172,12 +172,7 @@ async fn start<S: Storage + Send + 'static, P: WirePosition>(
     let (driver, events) = Driver::<P>::start(config, state?, position, &clock)?;
     let shared = driver.shared();
     let listen = setup.listen;
-    let socket = UdpSocket::bind(listen)
-        .await
-        .map_err(|source| DriverError::Bind {
-            addr: listen,
-            source,
-        })?;
+    let socket = bind(listen).await?;
     let local_addr = socket.local_addr()?;
     let framing = Framing::with_auth(me, setup.cluster_id, setup.peers, auth);
     // The handle sees the incarnation (and zero drops) from the start.
@@ -200,6 +195,16 @@ async fn start<S: Storage + Send + 'static, P: WirePosition>(
         life: std::sync::Arc::default(),
     };
     Ok((handle, Started { task, events }))
+}
+
+/// Binds `listen` for a driver's task.
+pub(crate) async fn bind(listen: std::net::SocketAddr) -> Result<UdpSocket, DriverError> {
+    UdpSocket::bind(listen)
+        .await
+        .map_err(|source| DriverError::Bind {
+            addr: listen,
+            source,
+        })
 }
 
 /// A running node's async-native handle (from [`Launch::spawn_async`]): the

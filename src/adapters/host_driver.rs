@@ -1,20 +1,25 @@
-//! A driver that owns one [`Host`]'s loop on one thread: many groups, one
-//! UDP socket ([`HostTransport`]), one [`HostStore`], one timer.
+//! A driver that owns one [`Host`](crate::host::Host)'s loop on one
+//! thread: many groups, one UDP socket ([`HostTransport`]), one
+//! [`HostStore`], one timer. (With feature `tokio`, `HostSetup::spawn_tokio`
+//! runs the same loop as a task: module `host_driver_tokio`.)
 //!
 //! Each turn of the loop feeds the host its commands, its due
-//! [`HostInput::Tick`] and the batches received (all that are waiting,
-//! up to a bound), sends each step's batches and events at once, and
-//! gathers its writes: every state and membership of the turn goes to
-//! storage in one [`HostStore::write`] (one fsync), and only then is it
-//! confirmed to the host ([`HostInput::Persisted`]). The host never emits
-//! a message that depends on an unconfirmed write (a vote, a campaign's
-//! requests), so persist-before-send holds per group, and a burst of
-//! elections costs one fsync per turn, not one per datagram.
+//! [`HostInput::Tick`](crate::host::HostInput::Tick) and the batches
+//! received (all that are waiting, up to a bound), sends each step's
+//! batches and events at once, and gathers its writes: every state and
+//! membership of the turn goes to storage in one [`HostStore::write`] (one
+//! fsync), and only then is it confirmed to the host
+//! ([`HostInput::Persisted`](crate::host::HostInput::Persisted)). The host
+//! never emits a message that depends on an unconfirmed write (a vote, a
+//! campaign's requests), so persist-before-send holds per group, and a
+//! burst of elections costs one fsync per turn, not one per datagram.
 //!
 //! With [`HostSetup::quiet`], idle groups go quiet
-//! ([`Host::quiet_idle_groups`], with a random incarnation drawn at every
-//! start); with [`HostSetup::balance`], a [`Balancer`] hands this host's
-//! excess leadership to its peers, planned once per host round.
+//! ([`Host::quiet_idle_groups`](crate::host::Host::quiet_idle_groups), with
+//! a random incarnation drawn at every start); with
+//! [`HostSetup::balance`], a [`Balancer`](crate::host::balance::Balancer)
+//! hands this host's excess leadership to its peers, planned once per host
+//! round.
 //!
 //! ```no_run
 //! use std::collections::BTreeMap;
@@ -42,7 +47,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
@@ -51,19 +56,24 @@ use std::time::Duration;
 use super::auth::PeerAuth;
 use super::clock::SuspendAwareClock;
 use super::driver::{DriverError, reachable};
-use super::host_store::HostStore;
-use super::host_wire::{HostReceived, HostTransport, Traffic};
+use super::host_loop::{self, ANSWER_WAIT, Command, DRAIN, HostLoop};
+use super::host_store::{HostStorage, HostStore};
+use super::host_wire::{HostReceived, HostTransport, HostWire, Traffic};
 use super::retry::retry_interrupted;
-use super::udp::{DropCounts, Framing};
-use crate::host::balance::{BalanceConfig, Balancer};
-use crate::host::{GroupId, Host, HostAction, HostError, HostInput, QuietWakes};
-use crate::{Config, Event, Input, Instant, Lease, Membership, Mode, NodeId, Role, Status};
+use super::udp::DropCounts;
+use crate::host::balance::BalanceConfig;
+use crate::host::{GroupId, QuietWakes};
+use crate::{Config, Event, Input, Instant, Lease, NodeId, Status};
 
 /// Everything needed to run one host: built with [`HostSetup::new`],
-/// adjusted through its public fields, started with [`HostSetup::spawn`].
+/// adjusted through its public fields, started with [`HostSetup::spawn`]
+/// (a thread) or, with feature `tokio`, `HostSetup::spawn_tokio` (a task:
+/// module `host_driver_tokio`).
+///
+/// The store is a [`HostStore`], or any [`HostStorage`] around one.
 #[derive(Debug)]
 #[non_exhaustive]
-pub struct HostSetup {
+pub struct HostSetup<S = HostStore> {
     /// Every group's configuration (its id is the host's id, its voters
     /// the hosts); each group draws its own election jitter from it.
     pub config: Config,
@@ -77,7 +87,7 @@ pub struct HostSetup {
     /// run; its state stays in the store).
     pub groups: Vec<GroupId>,
     /// Durable state of every group.
-    pub store: HostStore,
+    pub store: S,
     /// How often the host's rounds go (default: the configuration's
     /// heartbeat interval, which a round must not be shorter than).
     pub round: Duration,
@@ -90,7 +100,7 @@ pub struct HostSetup {
     pub auth: Option<PeerAuth>,
 }
 
-impl HostSetup {
+impl<S: HostStorage> HostSetup<S> {
     /// A host with id `config.id()` running `groups`, with quiet idle
     /// groups and balanced leadership on, unauthenticated.
     pub fn new(
@@ -99,8 +109,8 @@ impl HostSetup {
         listen: SocketAddr,
         peers: BTreeMap<NodeId, SocketAddr>,
         groups: Vec<GroupId>,
-        store: HostStore,
-    ) -> HostSetup {
+        store: S,
+    ) -> HostSetup<S> {
         HostSetup {
             round: config.effective_heartbeat_interval(),
             config,
@@ -120,59 +130,29 @@ impl HostSetup {
     ///
     /// # Errors
     /// An invalid configuration or balance configuration, a group the host
-    /// refuses ([`HostError`], as [`DriverError::Setup`]),
-    /// [`DriverError::Bind`] if `listen` cannot be bound, or another socket
-    /// error.
+    /// refuses ([`HostError`](crate::host::HostError), as
+    /// [`DriverError::Setup`]), [`DriverError::Bind`] if `listen` cannot be
+    /// bound, or another socket error.
     pub fn spawn(self) -> Result<(HostHandle, mpsc::Receiver<(GroupId, Event)>), DriverError> {
         let clock = SuspendAwareClock::start();
         let id = self.config.id();
-        self.config.validate()?;
-        let balancer = match self.balance {
-            Some(config) => Some(
-                Balancer::new(config).map_err(|e| DriverError::Setup(format!("balance: {e}")))?,
-            ),
-            None => None,
-        };
-        let mut host: Host = Host::new(id, self.round);
-        if self.quiet {
-            host = host.quiet_idle_groups(random_u64()?);
-        }
-        let seed = random_u64()?;
-        let now = clock.now();
-        let stored = self.store.groups().clone();
-        for &group in &self.groups {
-            let s = stored.get(&group).cloned().unwrap_or_default();
-            let config = group_config(&self.config, seed, group, s.membership);
-            host.add_group(group, config, s.state, now)
-                .map_err(|e: HostError| DriverError::Setup(e.to_string()))?;
-        }
-        let framing = match self.auth {
-            Some(auth) => Framing::authenticated(id, self.cluster_id, self.peers, auth),
-            None => Framing::new(id, self.cluster_id, self.peers),
-        };
-        let listen = self.listen;
+        let (events_tx, events) = mpsc::channel();
+        let prepared = host_loop::prepare(self, &clock, move |group, event| {
+            let _ = events_tx.send((group, event));
+        })?;
+        let listen = prepared.listen;
         let transport =
-            HostTransport::bind(listen, framing).map_err(|source| DriverError::Bind {
+            HostTransport::bind(listen, prepared.framing).map_err(|source| DriverError::Bind {
                 addr: listen,
                 source,
             })?;
         let local_addr = transport.local_addr()?;
         let wake = UdpSocket::bind((std::net::Ipv4Addr::LOCALHOST, 0))?;
         let (tx, rx) = mpsc::channel();
-        let (events_tx, events) = mpsc::channel();
         let mut driver = HostDriver {
-            host,
-            store: self.store,
+            host: prepared.host,
+            store: prepared.store,
             transport,
-            balancer,
-            events: events_tx,
-            counts: Counts::default(),
-            next_plan: now,
-            round: self.round,
-            config: self.config,
-            seed,
-            to_voter: BTreeSet::new(),
-            unwritten: Unwritten::default(),
         };
         let thread = std::thread::Builder::new()
             .name(format!("tenure-host-{id}"))
@@ -188,35 +168,6 @@ impl HostSetup {
     }
 }
 
-/// `group`'s configuration: the host's, with the group's own seed (groups
-/// that timed out together must not campaign in lockstep on every host)
-/// and its stored membership.
-fn group_config(
-    config: &Config,
-    seed: u64,
-    group: GroupId,
-    membership: Option<Membership>,
-) -> Config {
-    // A real process may restart from an older copy of its state: ask the
-    // peers (rule `rollback_seen_by_peers`), as the node driver does.
-    let config = config
-        .clone()
-        .restart_probe(true)
-        .rng_seed(seed ^ group.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-    match membership {
-        Some(m) => config.membership(m),
-        None => config,
-    }
-}
-
-fn random_u64() -> Result<u64, DriverError> {
-    let mut bytes = [0; 8];
-    getrandom::fill(&mut bytes)
-        .map_err(|e| DriverError::Setup(format!("no randomness for the incarnation: {e}")))?;
-    // Never 0, the incarnation no host has.
-    Ok(u64::from_le_bytes(bytes).max(1))
-}
-
 /// One group's status, as its host knows it now.
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
@@ -224,11 +175,13 @@ pub struct GroupStatus {
     /// The group's node's status (a quiet group's node is brought up to
     /// date only at its next step: its lease is in `lease`).
     pub status: Status,
-    /// The lease the host holds for the group now ([`Host::lease`]).
+    /// The lease the host holds for the group now
+    /// ([`Host::lease`](crate::host::Host::lease)).
     pub lease: Option<Lease>,
     /// How much of that lease is left, on the driver's clock.
     pub lease_left: Option<Duration>,
-    /// Whether the group is kept quiet ([`Host::is_quiet`]).
+    /// Whether the group is kept quiet
+    /// ([`Host::is_quiet`](crate::host::Host::is_quiet)).
     pub quiet: bool,
 }
 
@@ -265,22 +218,6 @@ pub struct HostSummary {
     pub syncs: u64,
 }
 
-#[derive(Default)]
-struct Counts {
-    elections: u64,
-    leader_changes: u64,
-    balance_moves: u64,
-}
-
-/// What the handle asks the driver's thread.
-enum Command {
-    Input(GroupId, Input),
-    HandOverAll(mpsc::Sender<usize>),
-    Status(GroupId, mpsc::Sender<Option<GroupStatus>>),
-    Summary(mpsc::Sender<HostSummary>),
-    Stop,
-}
-
 /// The driver's thread and its result.
 type HostThread = JoinHandle<Result<(), DriverError>>;
 
@@ -302,9 +239,6 @@ impl std::fmt::Debug for HostHandle {
     }
 }
 
-/// How long a question to the driver waits for its answer.
-const ANSWER_WAIT: Duration = Duration::from_secs(5);
-
 impl HostHandle {
     fn send(&self, command: Command) -> bool {
         let sent = self.commands.send(command).is_ok();
@@ -313,9 +247,15 @@ impl HostHandle {
         sent
     }
 
-    fn ask<T>(&self, command: impl FnOnce(mpsc::Sender<T>) -> Command) -> Option<T> {
+    fn ask<T: Send + 'static>(
+        &self,
+        question: impl FnOnce(&mut HostLoop, Instant, &HostWire) -> T + Send + 'static,
+    ) -> Option<T> {
         let (tx, rx) = mpsc::channel();
-        if !self.send(command(tx)) {
+        let ask = Box::new(move |host: &mut HostLoop, now, wire: &HostWire| {
+            let _ = tx.send(question(host, now, wire));
+        });
+        if !self.send(Command::Ask(ask)) {
             return None;
         }
         rx.recv_timeout(ANSWER_WAIT).ok()
@@ -328,12 +268,13 @@ impl HostHandle {
 
     /// `group`'s status now (`None`: the host does not run it, or stopped).
     pub fn status(&self, group: GroupId) -> Option<GroupStatus> {
-        self.ask(|tx| Command::Status(group, tx)).flatten()
+        self.ask(move |host, now, _| host.status(now, group))
+            .flatten()
     }
 
     /// The host's summary now (`None`: it stopped).
     pub fn summary(&self) -> Option<HostSummary> {
-        self.ask(Command::Summary)
+        self.ask(|host, _, wire| host.summary(wire))
     }
 
     /// Feeds `input` to `group` (asynchronous; outcomes arrive as events).
@@ -341,33 +282,14 @@ impl HostHandle {
         self.send(Command::Input(group, input));
     }
 
-    /// Campaign now in `group`.
-    pub fn promote(&self, group: GroupId) {
-        self.input(group, Input::Promote);
-    }
-
-    /// Resign `group`'s leadership.
-    pub fn demote(&self, group: GroupId) {
-        self.input(group, Input::Demote);
-    }
-
-    /// Hand `group`'s leadership to host `to`.
-    pub fn transfer_to(&self, group: GroupId, to: NodeId) {
-        self.input(group, Input::TransferLeadership { to });
-    }
-
-    /// Before a planned stop: hand `group`'s leadership over
-    /// ([`Input::HandOver`]).
-    pub fn hand_over(&self, group: GroupId) {
-        self.input(group, Input::HandOver);
-    }
+    host_loop::group_commands!();
 
     /// Before a planned stop: hands over every group this host leads,
     /// stops balancing, and runs every group on as a voter that never
     /// campaigns (so no leadership moves back to this host); returns how
     /// many groups it led (`None`: it stopped).
     pub fn hand_over_all(&self) -> Option<usize> {
-        self.ask(Command::HandOverAll)
+        self.ask(|host, now, _| host.hand_over_all(now))
     }
 
     /// Stops the host and waits for its thread.
@@ -386,35 +308,13 @@ impl HostHandle {
     }
 }
 
-struct HostDriver {
-    host: Host,
-    store: HostStore,
+struct HostDriver<S> {
+    host: HostLoop,
+    store: S,
     transport: HostTransport,
-    balancer: Option<Balancer>,
-    events: mpsc::Sender<(GroupId, Event)>,
-    counts: Counts,
-    /// When the balancer plans next (once per round).
-    next_plan: Instant,
-    round: Duration,
-    /// The groups' configuration and seed (for a group added again).
-    config: Config,
-    seed: u64,
-    /// Leaving: groups to run again as mode `Voter` once they neither
-    /// lead nor write.
-    to_voter: BTreeSet<GroupId>,
-    /// Writes gathered this turn, not yet made durable.
-    unwritten: Unwritten,
 }
 
-type Unwritten = (
-    Vec<(GroupId, crate::HardState)>,
-    Vec<(GroupId, Box<Membership>)>,
-);
-
-/// The most datagrams taken in one turn of the loop after the first.
-const DRAIN: usize = 64;
-
-impl HostDriver {
+impl<S: HostStorage> HostDriver<S> {
     fn run(
         &mut self,
         commands: &mpsc::Receiver<Command>,
@@ -424,55 +324,20 @@ impl HostDriver {
             let now = clock.now();
             loop {
                 match commands.try_recv() {
-                    Ok(Command::Input(group, input)) => self.command(now, group, input)?,
-                    Ok(Command::HandOverAll(reply)) => {
-                        // No more moves towards this host's share: it
-                        // leaves. Its groups run on as voters that never
-                        // campaign, so the peers' balancers see that it
-                        // cannot lead (`TargetCannotLead`) and move
-                        // nothing back to it.
-                        self.balancer = None;
-                        let led: Vec<GroupId> = self.host.leading().collect();
-                        for &group in &led {
-                            self.command(now, group, Input::HandOver)?;
-                        }
-                        self.to_voter = self.host.groups().map(|(g, _)| g).collect();
-                        let _ = reply.send(led.len());
-                    }
-                    Ok(Command::Status(group, reply)) => {
-                        let status = self.host.group(group).map(|node| {
-                            let lease = self.host.lease(group, now);
-                            GroupStatus {
-                                status: node.status(),
-                                lease,
-                                lease_left: lease
-                                    .map(|l| l.valid_until.saturating_duration_since(now)),
-                                quiet: self.host.is_quiet(group),
-                            }
-                        });
-                        let _ = reply.send(status);
-                    }
-                    Ok(Command::Summary(reply)) => {
-                        let _ = reply.send(self.summary());
-                    }
+                    Ok(Command::Input(group, input)) => self.host.command(now, group, input),
+                    Ok(Command::Ask(ask)) => ask(&mut self.host, now, &self.transport.wire),
                     // A dropped handle stops the host too.
                     Ok(Command::Stop) | Err(mpsc::TryRecvError::Disconnected) => return Ok(()),
                     Err(mpsc::TryRecvError::Empty) => break,
                 }
+                self.send();
             }
-            if self.host.next_deadline().is_some_and(|d| d <= now) {
-                self.step(now, HostInput::Tick)?;
-            }
-            self.demote_to_voters(now);
-            if now >= self.next_plan {
-                self.next_plan = now + self.round;
-                self.balance(now)?;
-            }
-            let next = self
+            self.host.timers(now);
+            self.host.demote_to_voters(now, self.store.groups());
+            self.send();
+            let wait = self
                 .host
-                .next_deadline()
-                .map_or(self.next_plan, |d| d.min(self.next_plan));
-            let wait = next
+                .next_wake()
                 .saturating_duration_since(clock.now())
                 .min(Duration::from_secs(1));
             self.commit(now)?;
@@ -486,146 +351,32 @@ impl HostDriver {
             }
             let now = clock.now();
             for (from, batch) in received {
-                if let Some(b) = &mut self.balancer {
-                    b.heard(now, from);
-                }
-                self.step(now, HostInput::Receive { from, batch })?;
+                self.host.receive(now, from, batch);
+                self.send();
             }
             self.commit(now)?;
         }
     }
 
-    /// Runs each group of `to_voter` that neither leads nor waits for a
-    /// write again, from its durable state, as a voter that never
-    /// campaigns.
-    fn demote_to_voters(&mut self, now: Instant) {
-        if self.to_voter.is_empty() {
-            return;
-        }
-        let ready: Vec<GroupId> = self
-            .to_voter
-            .iter()
-            .copied()
-            .filter(|&g| {
-                self.host.group(g).is_none_or(|node| {
-                    let st = node.status();
-                    st.role != Role::Leader && !st.write_in_flight
-                })
-            })
-            .collect();
-        for group in ready {
-            self.to_voter.remove(&group);
-            if self.host.remove_group(group).is_none() {
-                continue;
-            }
-            let s = self.store.groups().get(&group).cloned().unwrap_or_default();
-            let config =
-                group_config(&self.config, self.seed, group, s.membership).mode(Mode::Voter);
-            // Checked when it was first added; a refusal now leaves the
-            // group out, which its peers see as this host gone.
-            let _ = self.host.add_group(group, config, s.state, now);
-        }
-    }
-
-    fn summary(&self) -> HostSummary {
-        let (quiet_leading, quiet_following) = self.host.quiet_groups();
-        HostSummary {
-            groups: self.host.groups().count(),
-            led: self.host.leading().count(),
-            quiet_leading,
-            quiet_following,
-            quiet_wakes: self.host.quiet_wakes(),
-            elections: self.counts.elections,
-            leader_changes: self.counts.leader_changes,
-            balance_moves: self.counts.balance_moves,
-            sent: self.transport.sent.clone(),
-            received: self.transport.received,
-            drops: self.transport.framing.drops,
-            unknown_group_entries: self.host.unknown_group_entries(),
-            syncs: self.store.syncs(),
-        }
-    }
-
-    /// Starts the transfers the balancer plans.
-    fn balance(&mut self, now: Instant) -> Result<(), DriverError> {
-        let Some(balancer) = &mut self.balancer else {
-            return Ok(());
-        };
-        let moves = balancer.plan(now, &self.host);
-        self.counts.balance_moves += moves.len() as u64;
-        for planned in moves {
-            let input = Input::TransferLeadership { to: planned.to };
-            self.command(now, planned.group, input)?;
-        }
-        Ok(())
-    }
-
-    /// Feeds a command to `group`.
-    fn command(&mut self, now: Instant, group: GroupId, input: Input) -> Result<(), DriverError> {
-        self.step(now, HostInput::Group { group, input })
-    }
-
-    /// Feeds `input` and executes what it causes: events and batches at
-    /// once, writes gathered for [`commit`](Self::commit). A batch never
-    /// waits for an earlier write (the host emits nothing that depends on
-    /// an unconfirmed one), so every step of a turn of the loop shares one
-    /// write and one fsync.
-    fn step(&mut self, now: Instant, input: HostInput) -> Result<(), DriverError> {
-        let actions = self.host.step(now, input);
-        self.execute(now, actions);
-        Ok(())
-    }
-
-    fn execute(&mut self, now: Instant, actions: Vec<HostAction>) {
-        if let Some(b) = &mut self.balancer {
-            b.observe_actions(now, &actions);
-        }
-        for action in actions {
-            match action {
-                // A group keeps at most one write outstanding, so gathered
-                // writes hold each group once.
-                HostAction::Persist(s) => self.unwritten.0.extend(s),
-                HostAction::PersistMembership { group, membership } => {
-                    self.unwritten.1.push((group, membership));
-                }
-                HostAction::Send { to, batch } => self.transport.send_batch(to, &batch),
-                HostAction::Event { group, event } => self.event(group, event),
-            }
+    /// Sends the batches the host's steps made.
+    fn send(&mut self) {
+        for (to, batch) in self.host.take_sends() {
+            self.transport.send_batch(to, &batch);
         }
     }
 
     /// Makes the gathered writes durable in one write (one fsync), then
-    /// confirms them to the host, until no write is left.
+    /// confirms them to the host, until no write is left. A batch never
+    /// waited for an earlier write (the host emits nothing that depends on
+    /// an unconfirmed one), so every step of a turn of the loop shares one
+    /// write and one fsync.
     fn commit(&mut self, now: Instant) -> Result<(), DriverError> {
-        while !self.unwritten.0.is_empty() || !self.unwritten.1.is_empty() {
-            let (states, memberships) = std::mem::take(&mut self.unwritten);
-            let refs: Vec<(GroupId, &Membership)> =
-                memberships.iter().map(|(g, m)| (*g, &**m)).collect();
-            self.store.write(&states, &refs)?;
-            let mut next = Vec::new();
-            if !states.is_empty() {
-                self.host
-                    .step_into(now, HostInput::Persisted(states), &mut next);
-            }
-            for (group, membership) in memberships {
-                let id = membership.id();
-                self.host
-                    .step_into(now, HostInput::PersistedMembership { group, id }, &mut next);
-            }
-            self.execute(now, next);
+        while let Some(writes) = self.host.take_writes() {
+            self.store
+                .write(&writes.0, &host_loop::membership_refs(&writes))?;
+            self.host.persisted(now, writes, self.store.syncs());
+            self.send();
         }
         Ok(())
-    }
-
-    fn event(&mut self, group: GroupId, event: Event) {
-        match event {
-            Event::CampaignStarted { .. } => self.counts.elections += 1,
-            Event::LeaderChanged {
-                leader: Some(_), ..
-            } => self.counts.leader_changes += 1,
-            _ => {}
-        }
-        // The application may have dropped its receiver.
-        let _ = self.events.send((group, event));
     }
 }

@@ -582,6 +582,47 @@ impl HostStore {
     }
 }
 
+/// Where a host driver keeps its groups' durable state: [`HostStore`], or
+/// a store that wraps one (to measure or slow its writes). The drivers of
+/// [`host_driver`](super::host_driver) call [`write`](Self::write) with
+/// each batch of writes and tell the host only once it returned.
+pub trait HostStorage: Send + 'static {
+    /// Every group's last durable state.
+    fn groups(&self) -> &BTreeMap<GroupId, GroupState>;
+
+    /// Durably stores these groups' states and memberships, returning only
+    /// once they survive a crash (see [`HostStore::write`]).
+    ///
+    /// # Errors
+    /// The states are not durable: the host must not be told they are.
+    fn write(
+        &mut self,
+        states: &[(GroupId, HardState)],
+        memberships: &[(GroupId, &Membership)],
+    ) -> Result<(), StorageError>;
+
+    /// How many fsyncs the store made (for a host's summary).
+    fn syncs(&self) -> u64;
+}
+
+impl HostStorage for HostStore {
+    fn groups(&self) -> &BTreeMap<GroupId, GroupState> {
+        HostStore::groups(self)
+    }
+
+    fn write(
+        &mut self,
+        states: &[(GroupId, HardState)],
+        memberships: &[(GroupId, &Membership)],
+    ) -> Result<(), StorageError> {
+        HostStore::write(self, states, memberships)
+    }
+
+    fn syncs(&self) -> u64 {
+        HostStore::syncs(self)
+    }
+}
+
 /// The record starting at `at` (without its length), if its length fits
 /// and its CRC matches: what a completed write left.
 fn intact_record(bytes: &[u8], at: usize) -> Option<&[u8]> {

@@ -360,11 +360,11 @@ pub struct Traffic {
 /// The receive buffer a host's socket asks for.
 pub const RECV_BUFFER: usize = 4 << 20;
 
-/// A UDP socket bound for one host, sending and receiving batches.
+/// A host's framing and what it sent and received: all of a
+/// [`HostTransport`] but its socket, for a driver that owns a socket of
+/// its own (the tokio driver's).
 #[derive(Debug)]
-pub struct HostTransport {
-    socket: UdpSocket,
-    buf: Vec<u8>,
+pub struct HostWire {
     /// Framing and drop counters.
     pub framing: Framing,
     /// What was sent to each peer host.
@@ -374,6 +374,80 @@ pub struct HostTransport {
     pub received: Traffic,
 }
 
+impl HostWire {
+    /// Nothing sent or received yet.
+    #[must_use]
+    pub fn new(framing: Framing) -> HostWire {
+        HostWire {
+            framing,
+            sent: BTreeMap::new(),
+            received: Traffic::default(),
+        }
+    }
+
+    /// The datagrams of `batch` to host `to` and where they go, the batch
+    /// counted (see [`Framing::frame_batch`]); report each send with
+    /// [`HostWire::count_sent`].
+    pub fn frames<P: Serialize>(
+        &mut self,
+        to: NodeId,
+        batch: &Batch<P>,
+    ) -> Vec<(Vec<u8>, SocketAddr)> {
+        self.sent.entry(to).or_default().batches += 1;
+        self.framing.frame_batch(to, batch)
+    }
+
+    /// Counts a datagram of `len` bytes to host `to`: sent, or (`sent`
+    /// false) failed.
+    pub fn count_sent(&mut self, to: NodeId, len: usize, sent: bool) {
+        if sent {
+            let traffic = self.sent.entry(to).or_default();
+            traffic.datagrams += 1;
+            traffic.bytes += len as u64;
+        } else {
+            self.framing.drops.send_failed += 1;
+        }
+    }
+
+    /// Classifies a received datagram ([`Framing::accept_batch`]), counting
+    /// the batches accepted.
+    pub fn accept<P: DeserializeOwned>(
+        &mut self,
+        bytes: &[u8],
+        from: SocketAddr,
+    ) -> HostReceived<P> {
+        let received = self.framing.accept_batch(bytes, from);
+        if let HostReceived::Batch(..) = received {
+            self.received.batches += 1;
+            self.received.datagrams += 1;
+            self.received.bytes += bytes.len() as u64;
+        }
+        received
+    }
+}
+
+/// A UDP socket bound for one host, sending and receiving batches.
+#[derive(Debug)]
+pub struct HostTransport {
+    socket: UdpSocket,
+    buf: Vec<u8>,
+    /// Framing and traffic counters.
+    pub wire: HostWire,
+}
+
+/// Asks for a receive buffer of [`RECV_BUFFER`] bytes: a round of
+/// thousands of groups arrives as a burst of datagrams from every peer (the
+/// kernel caps it at `net.core.rmem_max`; a smaller buffer only loses
+/// more).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub(crate) fn enlarge_recv_buffer(socket: &impl std::os::fd::AsFd) {
+    let _ = rustix::net::sockopt::set_socket_recv_buffer_size(socket, RECV_BUFFER);
+}
+
+/// Elsewhere the system's default buffer stays.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub(crate) fn enlarge_recv_buffer<S>(_: &S) {}
+
 impl HostTransport {
     /// Binds `listen` for the host `framing` names.
     ///
@@ -381,17 +455,11 @@ impl HostTransport {
     /// The address cannot be bound (the operating system's error as it is).
     pub fn bind(listen: SocketAddr, framing: Framing) -> io::Result<HostTransport> {
         let socket = UdpSocket::bind(listen)?;
-        // A round of thousands of groups arrives as a burst of datagrams
-        // from every peer: room for several (the kernel caps it at
-        // `net.core.rmem_max`; a smaller buffer only loses more).
-        #[cfg(any(target_os = "linux", target_os = "android"))]
-        let _ = rustix::net::sockopt::set_socket_recv_buffer_size(&socket, RECV_BUFFER);
+        enlarge_recv_buffer(&socket);
         Ok(HostTransport {
             socket,
             buf: vec![0; MAX_FRAME + 1],
-            framing,
-            sent: BTreeMap::new(),
-            received: Traffic::default(),
+            wire: HostWire::new(framing),
         })
     }
 
@@ -405,24 +473,17 @@ impl HostTransport {
 
     /// Sends `batch` to peer host `to` (best effort; failures are counted).
     pub fn send_batch<P: Serialize>(&mut self, to: NodeId, batch: &Batch<P>) {
-        let frames = self.framing.frame_batch(to, batch);
-        let traffic = self.sent.entry(to).or_default();
-        traffic.batches += 1;
-        for (frame, addr) in frames {
-            if retry_interrupted(|| self.socket.send_to(&frame, addr)).is_err() {
-                self.framing.drops.send_failed += 1;
-            } else {
-                traffic.datagrams += 1;
-                traffic.bytes += frame.len() as u64;
-            }
+        for (frame, addr) in self.wire.frames(to, batch) {
+            let sent = retry_interrupted(|| self.socket.send_to(&frame, addr)).is_ok();
+            self.wire.count_sent(to, frame.len(), sent);
         }
     }
 
     /// Sends the framing's queued control frames (hellos).
     fn flush_control(&mut self) {
-        for (frame, addr) in self.framing.take_control() {
+        for (frame, addr) in self.wire.framing.take_control() {
             if retry_interrupted(|| self.socket.send_to(&frame, addr)).is_err() {
-                self.framing.drops.send_failed += 1;
+                self.wire.framing.drops.send_failed += 1;
             }
         }
     }
@@ -461,13 +522,7 @@ impl HostTransport {
 
     /// Classifies the `len` bytes received from `from` in the buffer.
     fn accept<P: DeserializeOwned>(&mut self, len: usize, from: SocketAddr) -> HostReceived<P> {
-        let received = self.framing.accept_batch(&self.buf[..len], from);
-        if let HostReceived::Batch(..) = received {
-            self.received.batches += 1;
-            self.received.datagrams += 1;
-            self.received.bytes += len as u64;
-        }
-        received
+        self.wire.accept(&self.buf[..len], from)
     }
 
     /// Waits up to `timeout` (at least 1 ms) for one datagram (see

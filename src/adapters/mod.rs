@@ -15,6 +15,8 @@
 //! - [`udp`]: UDP transport over `std::net`;
 //! - [`host_driver`]: a one-thread std driver for a
 //!   [`Host`](crate::host::Host) and its [`HostHandle`](host_driver::HostHandle);
+//! - `host_driver_tokio` (feature `tokio`): the same as one tokio task,
+//!   with an async handle;
 //! - [`host_wire`]: a host's batches on the wire (split into datagrams,
 //!   authenticated like a node's messages) and their UDP transport;
 //! - [`executor`]: the action-execution loop ([`Executor`](executor::Executor))
@@ -37,6 +39,9 @@ pub mod driver;
 pub mod driver_tokio;
 pub mod executor;
 pub mod host_driver;
+#[cfg(feature = "tokio")]
+pub mod host_driver_tokio;
+mod host_loop;
 pub mod host_store;
 pub mod host_wire;
 pub(crate) mod retry;

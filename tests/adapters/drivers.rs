@@ -184,7 +184,7 @@ fn tokio_driver_authenticated_elects_transfers_demotes_and_rotates_keys() {
     through_tokio(true);
 }
 
-fn authenticated_for(id: u64) -> PeerAuth {
+pub(crate) fn authenticated_for(id: u64) -> PeerAuth {
     PeerAuth::new(ring(7), 100 + id)
 }
 
@@ -662,6 +662,8 @@ fn handles_are_send_and_sync() {
     shareable::<Handle>();
     shareable::<Handle<u64>>();
     shareable::<driver_tokio::AsyncHandle<(u64, u64)>>();
+    shareable::<tenure::adapters::host_driver::HostHandle>();
+    shareable::<tenure::adapters::host_driver_tokio::AsyncHostHandle>();
 }
 
 /// A peer whose address changed (its host name now resolves

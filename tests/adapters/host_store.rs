@@ -19,7 +19,7 @@ const HOST: StateOwner = StateOwner {
     cluster: 7,
 };
 
-fn temp_dir(name: &str) -> PathBuf {
+pub(crate) fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("tenure-host-store-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     dir

@@ -1,7 +1,8 @@
 //! The adapters (`tenure::adapters`): crash-safe storage, the host store,
 //! the wire codec, authenticated framing, the node file, the std and tokio
-//! drivers, their handles and their shutdown, the public executor, serde,
-//! and the replicated key-value example built on them.
+//! drivers, their handles and their shutdown, the tokio host driver, the
+//! public executor, serde, and the replicated key-value example built on
+//! them.
 
 #![cfg(feature = "adapters")]
 
@@ -20,6 +21,8 @@ mod drivers;
 mod executor;
 #[cfg(feature = "tokio")]
 mod handles;
+#[cfg(feature = "tokio")]
+mod host_driver_tokio;
 mod host_store;
 #[cfg(feature = "sim")]
 mod host_wire;
