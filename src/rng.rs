@@ -27,6 +27,11 @@ impl Jitter {
         }
     }
 
+    /// 64 random bits.
+    pub(crate) fn bits(&mut self) -> u64 {
+        self.rng.next_u64()
+    }
+
     /// A duration uniformly drawn from `[0, max]` (nanosecond resolution).
     pub(crate) fn up_to(&mut self, max: Duration) -> Duration {
         let span = duration_nanos(max);

@@ -153,7 +153,7 @@ pub fn run(args: HostArgs) -> ExitCode {
             let render = Box::new(crate::metrics::host_prometheus);
             match crate::metrics::serve_with(addr, ctl_tx.clone(), render, false) {
                 Ok(m) => Some(m),
-                Err(e) => return refuse(Some(id), &e, PERMANENT),
+                Err(e) => return refuse(Some(id), &e.message, e.code),
             }
         }
     };

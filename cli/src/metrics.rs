@@ -43,7 +43,7 @@ pub fn serve(
     addr: SocketAddr,
     requests: mpsc::Sender<Request>,
     tally: Arc<Mutex<Tally>>,
-) -> Result<Metrics, String> {
+) -> Result<Metrics, ServeError> {
     let render = move |st: &Value| {
         let tally = tally.lock().unwrap_or_else(|p| p.into_inner());
         prometheus(st, &tally)
@@ -54,6 +54,14 @@ pub fn serve(
 /// Turns the status object into Prometheus text.
 pub type Render = Box<dyn Fn(&Value) -> String + Send>;
 
+/// Why `/metrics` could not be served, and the exit code it calls for (1:
+/// the address in use, which may pass; 2: anything else).
+#[derive(Debug)]
+pub struct ServeError {
+    pub message: String,
+    pub code: u8,
+}
+
 /// Binds `addr` and serves `/metrics` (the status as `render` makes it)
 /// and `/status`, and with `health` the health checks, until dropped.
 pub fn serve_with(
@@ -61,9 +69,20 @@ pub fn serve_with(
     requests: mpsc::Sender<Request>,
     render: Render,
     health: bool,
-) -> Result<Metrics, String> {
-    let server = tiny_http::Server::http(addr)
-        .map_err(|e| format!("cannot serve metrics_listen on {addr}: {e}"))?;
+) -> Result<Metrics, ServeError> {
+    let server = tiny_http::Server::http(addr).map_err(|e| {
+        // The address in use may pass by itself, as `listen`'s does.
+        let in_use = e.downcast_ref::<std::io::Error>().is_some_and(|e| {
+            matches!(
+                e.kind(),
+                std::io::ErrorKind::AddrInUse | std::io::ErrorKind::AddrNotAvailable
+            )
+        });
+        ServeError {
+            message: format!("cannot serve metrics_listen on {addr}: {e}"),
+            code: if in_use { 1 } else { 2 },
+        }
+    })?;
     let server = Arc::new(server);
     let serving = server.clone();
     let thread = std::thread::spawn(move || {

@@ -267,8 +267,8 @@ pub fn serve(args: NodeArgs, gate: Option<GateSpec>) -> ExitCode {
         Some(addr) => match crate::metrics::serve(addr, ctl_tx.clone(), tally.clone()) {
             Ok(m) => Some(m),
             Err(e) => {
-                eprintln!("error: node {id} refuses to start: {e}");
-                return ExitCode::from(2);
+                eprintln!("error: node {id} refuses to start: {}", e.message);
+                return ExitCode::from(e.code);
             }
         },
     };

@@ -345,6 +345,38 @@ fn host_check_prints_the_effective_configuration_and_refuses_bad_files() {
         err.contains("`groups`") && err.contains("not both"),
         "{err}"
     );
+    // A node file's peer key a host would only ignore.
+    let ranked = d.join("ranked.toml");
+    std::fs::write(&ranked, format!("{text}priority = 2\n")).unwrap();
+    let out = std::process::Command::new(BIN)
+        .args(["host", "--check", "--config"])
+        .arg(&ranked)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("priority"), "{err}");
+}
+
+/// A `metrics_listen` address in use may pass by itself, as `listen`'s
+/// does: the host refuses to start with exit code 1, naming the key.
+#[test]
+fn host_metrics_listen_in_use_exits_1_naming_the_key() {
+    let d = dir("host-metrics-in-use");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap();
+    let files = host_files(&d, 10, &format!("metrics_listen = \"{addr}\"\n"));
+    let mut child = std::process::Command::new(BIN)
+        .args(["host", "--config"])
+        .arg(&files[0])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = exit_within(&mut child, Duration::from_secs(10), "the refusing host");
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("metrics_listen"), "{err}");
 }
 
 /// CPU seconds (user + system) a process used so far, from

@@ -70,6 +70,11 @@ impl CampaignGates {
         }
     }
 
+    /// 64 random bits from the seeded PRNG (a tie-break).
+    pub(super) fn random_bits(&mut self) -> u64 {
+        self.jitter.bits()
+    }
+
     /// A fresh randomized round length: the election timeout plus jitter
     /// (saturating: a huge configured timeout means "never").
     pub(super) fn round_length(&mut self) -> Duration {

@@ -335,10 +335,11 @@ impl<P: LogPosition> Node<P> {
                 "term" => self.term, "to" => t.to);
             return;
         }
+        let salt = self.gates.random_bits();
         let target = self
             .phase
             .is_leader()
-            .then(|| self.hand_over_target())
+            .then(|| self.hand_over_target(salt))
             .flatten();
         let Some(to) = target else {
             slog::info!(self.log, "hand-over: no voter to transfer to, resign";
@@ -364,8 +365,11 @@ impl<P: LogPosition> Node<P> {
     /// the leader resigns), then one caught up with this leader's log
     /// position (no wait before `TimeoutNow`), then the highest rank under
     /// a rank policy (the successor a hand-back would move leadership to
-    /// anyway), then the most recently heard (the likeliest to answer).
-    fn hand_over_target(&self) -> Option<NodeId> {
+    /// anyway), then the most recently heard (the likeliest to answer),
+    /// then a draw of `salt` (so that groups a host keeps quiet, whose
+    /// voters were all heard at one instant, are not all handed to one
+    /// host).
+    fn hand_over_target(&self, salt: u64) -> Option<NodeId> {
         let membership = self.membership();
         let own = self.tracker.position();
         self.tracker
@@ -380,14 +384,13 @@ impl<P: LogPosition> Node<P> {
                     .rank
                     .is_ranked()
                     .then(|| membership.rank_of(p.id()).class);
-                // Ties go to the lower id, for a deterministic choice.
                 let said_it_campaigns = p.can_lead() == Some(true);
                 (
                     said_it_campaigns,
                     caught_up,
                     rank,
                     p.heard_at(),
-                    core::cmp::Reverse(p.id()),
+                    (p.id() ^ salt).wrapping_mul(0x9E37_79B9_7F4A_7C15),
                 )
             })
             .map(|p| p.id())
