@@ -363,7 +363,28 @@ pub struct Balancer {
     groups: BTreeMap<GroupId, GroupView>,
     /// Scratch: one group's candidates.
     scratch: Vec<NodeId>,
+    /// The last plan found nothing worth moving, with nothing under way:
+    /// the host's generation, the peers that could take a group, and
+    /// when. While those hold, `plan` skips its scan of every group, at
+    /// most for `RESURVEY_AFTER`.
+    settled: Option<(u64, Vec<NodeId>, Instant)>,
+    /// Filled by `survey`: the groups this host leads that may move now,
+    /// whether this host is one of their candidates, and where their
+    /// other candidates start in `movable_to`.
+    movable: Vec<(GroupId, bool, usize)>,
+    movable_to: Vec<NodeId>,
 }
+
+/// How long a settled plan is trusted without a new scan while no group
+/// changed: what only time changes (holds, back-offs, a target's bar) is
+/// seen within this.
+const RESURVEY_AFTER: Duration = Duration::from_secs(1);
+
+/// How long it is trusted while groups change (leadership moving between
+/// other hosts, or to this one): a host with nothing to give scans twice
+/// a second, not every round, and one that won groups starts giving within
+/// this (far less than a group's `hold`).
+const RESURVEY_WHILE_CHANGING: Duration = Duration::from_millis(500);
 
 impl Balancer {
     /// A balancer for one host.
@@ -377,6 +398,9 @@ impl Balancer {
             peers: BTreeMap::new(),
             groups: BTreeMap::new(),
             scratch: Vec::new(),
+            settled: None,
+            movable: Vec::new(),
+            movable_to: Vec::new(),
         })
     }
 
@@ -426,6 +450,14 @@ impl Balancer {
             .groups
             .entry(group)
             .or_insert_with(|| GroupView::new(now));
+        if matches!(
+            event,
+            Event::TransferCompleted { .. }
+                | Event::TransferFailed { .. }
+                | Event::HandingBack { .. }
+        ) {
+            self.settled = None;
+        }
         match *event {
             Event::TransferCompleted { .. } => {
                 view.transfer = None;
@@ -450,42 +482,66 @@ impl Balancer {
         let now = self.observe_time(now);
         let me = host.id();
         self.refill(now);
+        // Nothing changed since a plan that found nothing worth moving:
+        // no scan of every group (an idle host plans every round).
+        let able: Vec<NodeId> = self
+            .peers
+            .iter()
+            .filter(|(_, p)| self.able(p, now))
+            .map(|(id, _)| *id)
+            .collect();
+        if let Some((generation, peers, at)) = &self.settled
+            && *peers == able
+        {
+            let trusted = if *generation == host.generation() {
+                RESURVEY_AFTER
+            } else {
+                RESURVEY_WHILE_CHANGING
+            };
+            if now < *at + trusted {
+                return Vec::new();
+            }
+        }
+        self.settled = None;
         let mut excess = self.survey(now, host);
         let Some(mut mine) = excess.get(&me).copied() else {
             return Vec::new();
         };
         let cost = self.cost();
         let hysteresis = i128::from(self.config.hysteresis) * UNIT;
+        let worth = |mine: i128, theirs: i128| {
+            mine - theirs > UNIT && (mine > hysteresis || theirs < -hysteresis)
+        };
+        let under_way = self.groups.values().any(|v| v.transfer.is_some());
+        if !under_way
+            && !excess
+                .iter()
+                .any(|(&c, &theirs)| c != me && worth(mine, theirs))
+        {
+            self.settled = Some((host.generation(), able, now));
+            return Vec::new();
+        }
         let mut moves = Vec::new();
         while self.credit >= cost {
             // (receiver's excess, this host is a candidate, group, receiver)
             let mut best: Option<(i128, bool, GroupId, NodeId)> = None;
-            for group in host.leading() {
-                let view = &self.groups[&group];
-                if view.transfer.is_some()
-                    || now < view.backoff_until
-                    || now < view.since + self.config.hold
-                {
-                    continue;
+            for (i, &(group, me_candidate, start)) in self.movable.iter().enumerate() {
+                let end = self
+                    .movable
+                    .get(i + 1)
+                    .map_or(self.movable_to.len(), |next| next.2);
+                if self.groups[&group].transfer.is_some() {
+                    continue; // moved earlier in this plan
                 }
-                let Some(node) = host.group(group) else {
-                    continue;
-                };
-                let mut candidates = core::mem::take(&mut self.scratch);
-                self.candidates(me, group, node, now, &mut candidates);
-                let me_candidate = candidates.contains(&me);
-                let to = candidates
+                let to = self.movable_to[start..end]
                     .iter()
-                    .filter(|&&c| c != me)
                     .map(|&c| (excess.get(&c).copied().unwrap_or(0), c))
                     .min();
-                self.scratch = candidates;
                 let Some((theirs, to)) = to else {
                     continue;
                 };
-                let worth = mine - theirs > UNIT && (mine > hysteresis || theirs < -hysteresis);
                 let key = (theirs, me_candidate, group, to);
-                if worth && best.is_none_or(|b| key < b) {
+                if worth(mine, theirs) && best.is_none_or(|b| key < b) {
                     best = Some(key);
                 }
             }
@@ -532,9 +588,12 @@ impl Balancer {
     fn survey<P: LogPosition>(&mut self, now: Instant, host: &Host<P>) -> BTreeMap<NodeId, i128> {
         let me = host.id();
         let mut excess: BTreeMap<NodeId, i128> = BTreeMap::new();
-        self.groups.retain(|group, _| host.group(*group).is_some());
+        self.movable.clear();
+        self.movable_to.clear();
         let mut candidates = core::mem::take(&mut self.scratch);
+        let mut seen = 0;
         for (group, node) in host.groups() {
+            seen += 1;
             let config = &self.config;
             let view = self
                 .groups
@@ -565,7 +624,17 @@ impl Balancer {
                 }
             }
             let transfer = view.transfer;
+            let may_move = leader == Some(me)
+                && transfer.is_none()
+                && now >= view.backoff_until
+                && now >= view.since + config.hold;
             self.candidates(me, group, node, now, &mut candidates);
+            if may_move {
+                let start = self.movable_to.len();
+                self.movable_to
+                    .extend(candidates.iter().copied().filter(|&c| c != me));
+                self.movable.push((group, candidates.contains(&me), start));
+            }
             if let Some(count) = i128::try_from(candidates.len()).ok().filter(|n| *n > 0) {
                 for &c in &candidates {
                     *excess.entry(c).or_default() -= UNIT / count;
@@ -580,7 +649,19 @@ impl Balancer {
             }
         }
         self.scratch = candidates;
+        // Views of groups the host no longer runs (the scan above added
+        // every one it runs).
+        if self.groups.len() > seen {
+            self.groups.retain(|group, _| host.group(*group).is_some());
+        }
         excess
+    }
+
+    /// Whether a peer may take groups now: heard lately, and settled since
+    /// it (re)joined.
+    fn able(&self, p: &Peer, now: Instant) -> bool {
+        now.saturating_duration_since(p.heard) <= self.config.alive_within
+            && now.saturating_duration_since(p.joined) >= self.config.settle
     }
 
     /// Fills `out` with the group's candidates (see the module docs).
@@ -599,10 +680,7 @@ impl Balancer {
             let live = if v == me {
                 view.may_lead == Some(true)
             } else {
-                self.peers.get(&v).is_some_and(|p| {
-                    now.saturating_duration_since(p.heard) <= self.config.alive_within
-                        && now.saturating_duration_since(p.joined) >= self.config.settle
-                })
+                self.peers.get(&v).is_some_and(|p| self.able(p, now))
             };
             live && membership.rank_allows_leading(v)
                 && !view.cannot_lead.iter().any(|(id, _)| *id == v)

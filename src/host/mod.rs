@@ -303,6 +303,9 @@ pub struct Host<P: LogPosition = ()> {
     /// The groups a round asks (reused: no allocation per round).
     due: Vec<GroupId>,
     unknown_group_entries: u64,
+    /// Grows whenever a group's role, leader or membership changes, or a
+    /// group is added, removed or commanded ([`Host::generation`]).
+    generation: u64,
     /// Groups removed while a write of theirs was in flight, until its
     /// confirmation comes.
     removed_writing: BTreeSet<GroupId>,
@@ -551,6 +554,7 @@ impl<P: LogPosition> Host<P> {
             led: BTreeSet::new(),
             due: Vec::new(),
             unknown_group_entries: 0,
+            generation: 0,
             removed_writing: BTreeSet::new(),
             out: Outputs {
                 scratch: Vec::new(),
@@ -646,6 +650,7 @@ impl<P: LogPosition> Host<P> {
         }));
         g.rearm(group, &mut self.timers, &mut self.led);
         self.next_round.get_or_insert(now + self.round);
+        self.generation += 1;
         Ok(())
     }
 
@@ -656,6 +661,7 @@ impl<P: LogPosition> Host<P> {
     /// ([`HostError::WriteInFlight`]).
     pub fn remove_group(&mut self, group: GroupId) -> Option<Node<P>> {
         let mut g = self.groups.remove(&group)?;
+        self.generation += 1;
         if let Some(live) = self.live.as_deref_mut() {
             // Its promises end with it (a group added again starts as after
             // a restart); the leader must learn that it no longer follows.
@@ -738,6 +744,15 @@ impl<P: LogPosition> Host<P> {
         self.live
             .as_deref()
             .map_or(QuietWakes::default(), |l| l.wakes)
+    }
+
+    /// A counter that grows whenever a group's role, leader or membership
+    /// changes, or a group is added, removed or given a command: while it
+    /// stays the same, a view of who leads what (a balancer's) is still
+    /// current.
+    #[must_use]
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// Entries received for groups this host does not run.
@@ -839,6 +854,8 @@ impl<P: LogPosition> Host<P> {
                 self.run(group, now, Input::PersistedMembership(id));
             }
             HostInput::Group { group, input } => {
+                // A command may change what a group may do (its mode).
+                self.generation += 1;
                 self.run(group, now, input);
             }
         }
@@ -1206,6 +1223,7 @@ impl<P: LogPosition> Host<P> {
         // Messages carry the membership of their step's start at the
         // latest, never one newer than they were decided on.
         let stamp = g.node.membership_id();
+        let before = (g.node.role(), g.node.leader());
         if let Some(live) = self.live.as_deref_mut() {
             let kind = StepKind::of(&input);
             catch_up(g, live, now, &mut self.out.scratch);
@@ -1213,6 +1231,9 @@ impl<P: LogPosition> Host<P> {
             settle(group, g, live, (now, kind), &mut self.out.scratch);
         } else {
             g.node.step_into(now, input, &mut self.out.scratch);
+        }
+        if (g.node.role(), g.node.leader()) != before || g.node.membership_id() != stamp {
+            self.generation += 1;
         }
         g.rearm(group, &mut self.timers, &mut self.led);
         self.out.sort(group, stamp);
@@ -1716,6 +1737,7 @@ impl<P: LogPosition + core::hash::Hash> Host<P> {
         copy.timers = self.timers.clone();
         copy.led = self.led.clone();
         copy.unknown_group_entries = self.unknown_group_entries;
+        copy.generation = self.generation;
         copy.removed_writing = self.removed_writing.clone();
         copy.live = live;
         copy

@@ -345,3 +345,44 @@ fn balance_leaves_out_a_voter_that_said_it_never_campaigns() {
         "{loads:?}"
     );
 }
+
+/// `Host::generation` (what lets a settled balancer skip its scan of every
+/// group): it stays the same while every group is idle, and grows on the
+/// hosts whose copy of a group changes leader.
+///
+/// Guards against: a balancer that trusts a stale view (a generation that
+/// misses a leader change) or never skips (one that grows while idle).
+#[test]
+fn host_generation_stays_while_idle_and_grows_when_a_group_changes_leader() {
+    let mut b = Balanced::new(30, 3, MILD, strict_group_config);
+    b.run_for(ms(3_000));
+    assert!(b.w.all_led());
+    b.run_until_true(ms(30_000), |b| b.balanced(9, 11))
+        .expect("balanced");
+    b.run_for(ms(3_000));
+    let generations =
+        |b: &Balanced| -> Vec<u64> { (1..=3).map(|h| b.w.hosts[&h].generation()).collect() };
+    let idle = generations(&b);
+    b.run_for(ms(5_000));
+    assert_eq!(generations(&b), idle, "grew while every group was idle");
+    let (h, g) = (1..=3)
+        .find_map(|h| b.w.hosts[&h].leading().next().map(|g| (h, g)))
+        .unwrap();
+    let to = h % 3 + 1;
+    b.w.step(
+        h,
+        HostInput::Group {
+            group: g,
+            input: Input::TransferLeadership { to },
+        },
+    );
+    b.run_for(ms(1_000));
+    assert_eq!(
+        b.w.hosts[&to].group(g).unwrap().role(),
+        tenure::Role::Leader
+    );
+    let after = generations(&b);
+    for i in 0..3 {
+        assert!(after[i] > idle[i], "host {}: {idle:?} -> {after:?}", i + 1);
+    }
+}
