@@ -95,6 +95,14 @@ enum Pending {
         incarnation: u64,
         states: Vec<(GroupId, HardState)>,
     },
+    /// A group's membership written (a restart forgets it: the tests that
+    /// change memberships restart no host).
+    WrittenMembership {
+        host: NodeId,
+        incarnation: u64,
+        group: GroupId,
+        id: tenure::MembershipId,
+    },
 }
 
 /// Makes host `h`'s configuration of group `g` among `hosts` hosts.
@@ -418,8 +426,18 @@ impl World {
                     }
                     self.events.push((self.now, h, group, event));
                 }
-                HostAction::PersistMembership { .. } => {
-                    panic!("no membership change in these tests")
+                HostAction::PersistMembership { group, membership } => {
+                    let incarnation = self.incarnation[&h];
+                    let after = ms(self.faults.write_ms);
+                    self.at(
+                        after,
+                        Pending::WrittenMembership {
+                            host: h,
+                            incarnation,
+                            group,
+                            id: membership.id(),
+                        },
+                    );
                 }
                 _ => {}
             }
@@ -549,6 +567,16 @@ impl World {
                         }
                         self.write(host, &states);
                         self.step(host, HostInput::Persisted(states));
+                    }
+                    Pending::WrittenMembership {
+                        host,
+                        incarnation,
+                        group,
+                        id,
+                    } => {
+                        if self.incarnation.get(&host) == Some(&incarnation) {
+                            self.step(host, HostInput::PersistedMembership { group, id });
+                        }
                     }
                 }
             } else {

@@ -298,3 +298,48 @@ fn transfer_leadership_hand_over_of_quiet_groups_goes_to_every_peer() {
         led.len()
     );
 }
+
+/// Rule `quiet_rounds_back_promises` through a membership change: a quiet
+/// group whose leader removes a voter wakes, makes the change under the
+/// World's checks (exclusive leases, one leader per term), and goes quiet
+/// again with the voters left, while the other groups stay quiet.
+///
+/// Guards against: a change made while the group's members still take the
+/// host rounds as its own (a lease backed by a removed voter), or a group
+/// that never goes quiet again after a change.
+#[test]
+fn quiet_rounds_back_promises_hold_through_a_membership_change() {
+    let mut w = quiet_world(3, 6, 11, CLEAN, strict_group_config, BTreeMap::new());
+    w.run_for(ms(3_000));
+    assert_eq!(w.quiet_counts(), (6, 12), "every group quiet");
+    let (h, g) = (1..=3)
+        .find_map(|h| w.hosts[&h].leading().next().map(|g| (h, g)))
+        .unwrap();
+    let removed = h % 3 + 1;
+    let wakes_before: Vec<_> = (1..=3).map(|h| w.hosts[&h].quiet_wakes()).collect();
+    w.step(
+        h,
+        HostInput::Group {
+            group: g,
+            input: Input::ChangeMembership(tenure::MembershipChange::Remove { id: removed }),
+        },
+    );
+    w.run_for(ms(3_000));
+    let node = w.hosts[&h].group(g).unwrap();
+    assert_eq!(node.role(), tenure::Role::Leader);
+    let voters = node.status().membership.voters;
+    assert!(!voters.contains(&removed), "{voters:?}");
+    assert!(w.hosts[&h].is_quiet(g), "quiet again with voters {voters:?}");
+    assert!(w.hosts[&h].lease(g, w.local(h)).is_some());
+    let others = (1..=3).filter(|&o| o != h && o != removed).collect::<Vec<_>>();
+    assert!(others.iter().all(|&o| w.hosts[&o].is_quiet(g)));
+    for (i, before) in wakes_before.iter().enumerate() {
+        let after = w.hosts[&(i as u64 + 1)].quiet_wakes();
+        assert_eq!(
+            (after.silent, after.peer_changed),
+            (before.silent, before.peer_changed),
+            "host {}: the change woke other groups",
+            i + 1
+        );
+    }
+}
