@@ -1366,7 +1366,17 @@ impl Live {
     ) -> Liveness {
         let round = if self.round_now { self.round } else { 0 };
         let mut offers = Vec::new();
-        if round > 0 {
+        // Offers go to a member that acknowledged a round within the
+        // longest wake time (one that does not could not answer) and has
+        // not agreed yet: a group waiting for a member that is down costs
+        // nothing per round.
+        let recent = self.keep_rounds.max(self.stale_after);
+        let answers = self.peers.get(&to).is_some_and(|p| {
+            p.acked_sent
+                .zip(self.last_sent())
+                .is_some_and(|(acked, last)| last.saturating_duration_since(acked) <= recent)
+        });
+        if round > 0 && answers {
             for id in &self.offering {
                 if let Some(g) = groups.get(id)
                     && let Quiet::Offering {
@@ -1374,9 +1384,10 @@ impl Live {
                         offer,
                         members,
                         first,
-                        ..
+                        agreed,
                     } = &g.quiet
                     && members.contains(&to)
+                    && !agreed.iter().any(|(m, _)| *m == to)
                 {
                     offers.push(QuietOffer {
                         group: *id,

@@ -269,6 +269,8 @@ pub struct Traffic {
     pub batches: u64,
     /// Group entries in them.
     pub entries: u64,
+    /// Quiet offers in them (each names one group).
+    pub offers: u64,
 }
 
 enum Pending {
@@ -771,6 +773,7 @@ impl HostSim {
                     let t = self.traffic.entry((h, to)).or_default();
                     t.batches += 1;
                     t.entries += batch.entries.len() as u64;
+                    t.offers += batch.liveness.as_ref().map_or(0, |l| l.offers.len() as u64);
                     self.transmit(h, to, batch);
                 }
             }
@@ -1298,6 +1301,7 @@ fn idle(sim: &mut HostSim, report: &mut HostReport) {
             let d = Traffic {
                 batches: t.batches - b.batches,
                 entries: t.entries - b.entries,
+                offers: t.offers - b.offers,
             };
             (*link, d)
         })

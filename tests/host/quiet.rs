@@ -329,9 +329,14 @@ fn quiet_rounds_back_promises_hold_through_a_membership_change() {
     assert_eq!(node.role(), tenure::Role::Leader);
     let voters = node.status().membership.voters;
     assert!(!voters.contains(&removed), "{voters:?}");
-    assert!(w.hosts[&h].is_quiet(g), "quiet again with voters {voters:?}");
+    assert!(
+        w.hosts[&h].is_quiet(g),
+        "quiet again with voters {voters:?}"
+    );
     assert!(w.hosts[&h].lease(g, w.local(h)).is_some());
-    let others = (1..=3).filter(|&o| o != h && o != removed).collect::<Vec<_>>();
+    let others = (1..=3)
+        .filter(|&o| o != h && o != removed)
+        .collect::<Vec<_>>();
     assert!(others.iter().all(|&o| w.hosts[&o].is_quiet(g)));
     for (i, before) in wakes_before.iter().enumerate() {
         let after = w.hosts[&(i as u64 + 1)].quiet_wakes();

@@ -262,3 +262,30 @@ fn quiet_rounds_back_promises_round_trips_well_inside_the_wake_time_wake_no_grou
         assert_eq!(sim.violation_count(), 0, "{:?}", sim.violations());
     }
 }
+
+/// Rule `quiet_rounds_back_promises`: a group offered to a member that is
+/// down waits for it without offering anything per round: offers go only
+/// to members that acknowledged a recent round and have not agreed.
+///
+/// Guards against: every group that lost a member host re-offered to
+/// every member every round (thousands of offers a round after a host of
+/// a large cluster dies).
+#[test]
+fn quiet_rounds_back_promises_offers_stop_while_a_member_is_down() {
+    let mut c = HostSimConfig::new(3, 300);
+    c.seed = 1;
+    let mut sim = HostSim::new(c).unwrap();
+    sim.run_for(Duration::from_secs(10));
+    assert_eq!(sim.quiet_groups(), (300, 600), "not all quiet");
+    sim.crash(3);
+    sim.run_for(Duration::from_secs(5));
+    assert_eq!(sim.leaderless(), 0);
+    let offers = |s: &HostSim| s.traffic()[&(1, 2)].offers + s.traffic()[&(2, 1)].offers;
+    let before = offers(&sim);
+    sim.run_for(Duration::from_secs(5));
+    assert_eq!(
+        offers(&sim) - before,
+        0,
+        "offers in 5 s with host 3 down (50 rounds, 300 groups waiting for it)"
+    );
+}
