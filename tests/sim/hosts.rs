@@ -262,3 +262,27 @@ fn quiet_rounds_back_promises_round_trips_well_inside_the_wake_time_wake_no_grou
         assert_eq!(sim.violation_count(), 0, "{:?}", sim.violations());
     }
 }
+
+/// Rule `quiet_failover_spread` with five voters per group (places 0 to
+/// 3): when the host leading the most groups dies, its four peers share
+/// its groups evenly (within 5 % of the mean) and fail them over within
+/// the bound. Guards against: the wait per place favouring the member
+/// after the dead host in membership order, or places past the second
+/// going unused.
+#[test]
+fn quiet_failover_spread_five_voters_share_a_dead_hosts_groups_evenly() {
+    for seed in 0..2 {
+        let mut c = HostScenario::HostCrash.config(5, 2000, seed);
+        c.voters = 5;
+        let r = HostScenario::HostCrash.run(c).expect("valid configuration");
+        eprint!("{}", HostReport::table(std::slice::from_ref(&r)));
+        assert_safe_and_failed_over(&r);
+        let spread = r.spread.expect("a spread");
+        assert!(
+            spread <= 5.0,
+            "seed {seed}: {spread:.1} % apart ({:?} -> {:?})",
+            r.led_before,
+            r.led_after
+        );
+    }
+}
