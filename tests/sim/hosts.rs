@@ -197,6 +197,19 @@ fn quiet_rounds_back_promises_lost_and_late_host_rounds_wake_no_group() {
     }
 }
 
+/// A crash's failover: safe, within the bound, and the dead host's groups
+/// shared within 5 % of the mean.
+fn assert_failed_over_evenly(r: &HostReport, seed: u64) {
+    assert_safe_and_failed_over(r);
+    let spread = r.spread.expect("a spread");
+    assert!(
+        spread <= 5.0,
+        "seed {seed}: {spread:.1} % apart ({:?} -> {:?})",
+        r.led_before,
+        r.led_after
+    );
+}
+
 /// Rule `quiet_failover_spread`: when a host dies, the survivors share the
 /// groups it led evenly (within 5 % of the mean), though every one of
 /// those groups heard the dead host's last round at one instant per
@@ -209,14 +222,7 @@ fn quiet_failover_spread_a_dead_hosts_groups_are_shared_evenly_by_the_survivors(
         let r = HostScenario::HostCrash
             .run(HostScenario::HostCrash.config(3, 3000, seed))
             .expect("valid configuration");
-        assert_safe_and_failed_over(&r);
-        let spread = r.spread.expect("a spread");
-        assert!(
-            spread <= 5.0,
-            "seed {seed}: {spread:.1} % apart ({:?} -> {:?})",
-            r.led_before,
-            r.led_after
-        );
+        assert_failed_over_evenly(&r, seed);
     }
 }
 
@@ -276,13 +282,6 @@ fn quiet_failover_spread_five_voters_share_a_dead_hosts_groups_evenly() {
         c.voters = 5;
         let r = HostScenario::HostCrash.run(c).expect("valid configuration");
         eprint!("{}", HostReport::table(std::slice::from_ref(&r)));
-        assert_safe_and_failed_over(&r);
-        let spread = r.spread.expect("a spread");
-        assert!(
-            spread <= 5.0,
-            "seed {seed}: {spread:.1} % apart ({:?} -> {:?})",
-            r.led_before,
-            r.led_after
-        );
+        assert_failed_over_evenly(&r, seed);
     }
 }
