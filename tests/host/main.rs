@@ -15,6 +15,7 @@
 mod common;
 
 mod balance;
+mod failover_attacks;
 mod quiet;
 mod quiet_attacks;
 mod quiet_wake_attacks;
