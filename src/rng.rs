@@ -16,6 +16,14 @@ pub(crate) struct Jitter {
     rng: Pcg64Mcg,
 }
 
+/// splitmix64's finalizer: a bijection of `u64` that spreads nearby
+/// values (ids that differ in one bit) over the whole range.
+pub(crate) fn mix(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
 impl Jitter {
     /// The node id is mixed into the seed so that nodes configured with the
     /// same seed still draw different timeouts (identical draws would make
