@@ -364,6 +364,9 @@ struct Live {
 /// bounded under a death timeout of minutes).
 const MAX_ROUNDS_KEPT: usize = 4096;
 
+/// A peer's former incarnations remembered (their late batches ignored).
+const RETIRED_KEPT: usize = 4;
+
 /// The fewest host rounds remembered.
 const MIN_ROUNDS_KEPT: usize = 8;
 
@@ -425,6 +428,9 @@ struct PeerHost {
     // Leader side: the groups this host leads with the peer a member.
     /// The peer's incarnation and epoch, as its batches show.
     view: Option<(u64, u64)>,
+    /// Its incarnations before `view`'s (the last few): a batch of one of
+    /// those is from before a restart and only late.
+    retired: Vec<u64>,
     /// This host's newest round it acknowledged, when that round left and
     /// when its acknowledgement arrived.
     acked_round: u64,
@@ -990,6 +996,11 @@ impl<P: LogPosition> Host<P> {
             return Vec::new();
         };
         let peer = live.peers.entry(from).or_default();
+        if peer.retired.contains(&l.incarnation) {
+            // Sent before the peer restarted, delivered late: what it
+            // says stood for a state that no longer exists.
+            return Vec::new();
+        }
         let (new_incarnation, stale, new_view) = match peer.view {
             Some((inc, epoch)) if inc == l.incarnation => (false, l.epoch < epoch, l.epoch > epoch),
             Some(_) => (true, false, true),
@@ -1014,6 +1025,12 @@ impl<P: LogPosition> Host<P> {
             .and_then(|a| Some((a.round, live.sent_at(a.round)?)));
         let peer = live.peers.entry(from).or_default();
         if new_view {
+            if let Some((old, _)) = peer.view.filter(|(old, _)| *old != l.incarnation) {
+                if peer.retired.len() == RETIRED_KEPT {
+                    peer.retired.remove(0);
+                }
+                peer.retired.push(old);
+            }
             peer.view = Some((l.incarnation, l.epoch));
         }
         if new_incarnation {
@@ -1696,6 +1713,7 @@ impl<P: LogPosition + core::hash::Hash> Host<P> {
                         agrees,
                         following,
                         view,
+                        retired,
                         acked_round,
                         acked_sent,
                         sent_round,
@@ -1713,6 +1731,7 @@ impl<P: LogPosition + core::hash::Hash> Host<P> {
                         agrees: agrees.clone(),
                         following: *following,
                         view: *view,
+                        retired: retired.clone(),
                         acked_round: *acked_round,
                         acked_sent: *acked_sent,
                         sent_round: *sent_round,
@@ -1828,7 +1847,7 @@ impl<P: LogPosition + core::hash::Hash> Host<P> {
             }
             for (id, p) in &l.peers {
                 (id, p.heard_round, relo(p.heard_at), p.ack_due).hash(&mut h);
-                (p.epoch, p.following, p.view, p.acked_round).hash(&mut h);
+                (p.epoch, p.following, p.view, &p.retired, p.acked_round).hash(&mut h);
                 (relo(p.acked_sent), relo(p.acked_heard), p.sent_round).hash(&mut h);
                 for a in &p.agrees {
                     (a.group, a.offer, a.term, a.after_round).hash(&mut h);

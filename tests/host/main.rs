@@ -150,6 +150,8 @@ struct World {
     events: Vec<(Instant, NodeId, GroupId, Event)>,
     /// Every batch delivered: (time, to, from).
     delivered: Vec<(Instant, NodeId, NodeId)>,
+    /// The last batch each directed link was given (sent or not).
+    last_batch: BTreeMap<(NodeId, NodeId), Batch>,
     /// Directed links with their own one-way delay range (ms), overriding
     /// `faults.latency`: uneven, one-way and very long delays.
     link_latency: BTreeMap<(NodeId, NodeId), (u64, u64)>,
@@ -212,6 +214,7 @@ impl World {
             starts: 0,
             events: Vec::new(),
             delivered: Vec::new(),
+            last_batch: BTreeMap::new(),
             link_latency: BTreeMap::new(),
             replay: (0, (0, 0)),
             bound_quiet_follow: None,
@@ -489,6 +492,7 @@ impl World {
     }
 
     fn transmit(&mut self, from: NodeId, to: NodeId, batch: Batch) {
+        self.last_batch.insert((from, to), batch.clone());
         if self.cut.contains(&(from, to)) {
             return;
         }

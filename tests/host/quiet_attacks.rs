@@ -640,3 +640,39 @@ fn quiet_follower_removed_from_its_host_keeps_the_promise_its_host_acknowledged(
         term + 1
     );
 }
+
+/// Rule `quiet_rounds_back_promises`, premise 2 (incarnations): a batch a
+/// peer host sent before it restarted, delivered after its new
+/// incarnation was heard, is late, not a restart: it wakes no group and
+/// leaves the groups quiet with the peer's new incarnation as they are.
+///
+/// Guards against: a late batch of a former incarnation taken for another
+/// restart, waking every group shared with that peer (and resetting what
+/// it acknowledged) until its next batch.
+#[test]
+fn quiet_rounds_back_promises_a_late_batch_of_a_former_incarnation_wakes_nothing() {
+    let mut w = quiet_world(3, 6, 2, CLEAN, strict_group_config, BTreeMap::new());
+    w.run_for(ms(3_000));
+    assert_eq!(w.quiet_counts(), (6, 12), "every group quiet");
+    let late = w.last_batch[&(2, 1)].clone();
+    w.crash(2);
+    w.start(2);
+    w.run_for(ms(5_000));
+    assert_eq!(w.quiet_counts(), (6, 12), "quiet again after the restart");
+    let before = w.hosts[&1].quiet_wakes();
+    w.step(
+        1,
+        HostInput::Receive {
+            from: 2,
+            batch: late,
+        },
+    );
+    let after = w.hosts[&1].quiet_wakes();
+    assert_eq!(
+        (after.silent, after.peer_changed, after.group),
+        (before.silent, before.peer_changed, before.group),
+        "the late batch woke groups"
+    );
+    w.run_for(ms(1_000));
+    assert_eq!(w.quiet_counts(), (6, 12));
+}
