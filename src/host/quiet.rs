@@ -45,7 +45,9 @@
 //!    round arrived. A batch with another incarnation or a newer epoch
 //!    wakes every group the leader keeps quiet with that member, so no
 //!    agreement outlives the state it was made in; a batch with an older
-//!    epoch is stale and its liveness part is ignored. A restarted member
+//!    epoch, or from one of the member's last few incarnations (sent
+//!    before it restarted, delivered late), is stale and its liveness part
+//!    is ignored. A restarted member
 //!    keeps its old promises by rule `restart_waits_death_timeout`.
 //! 3. **A quiet leader never outlives its lease unnoticed.** A group is kept
 //!    quiet only if every member's promise backs a lease longer than
