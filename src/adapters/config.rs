@@ -934,11 +934,8 @@ impl HostFile {
         // A node file's peer key that a host would only ignore: its groups'
         // voters are not ranked (a rank policy keeps groups from going
         // quiet).
-        let ranked = toml::from_str::<toml::Table>(&text)
-            .ok()
-            .and_then(|t| t.get("peers").and_then(|p| p.as_array()).cloned())
-            .is_some_and(|peers| peers.iter().any(|p| p.get("priority").is_some()));
-        if ranked {
+        let ranks = RankSettings::parse(&text).map_err(invalid)?;
+        if !ranks.peer_priorities.is_empty() {
             return Err(invalid((
                 "priority",
                 "is a node file's key: a host does not rank its groups' voters".into(),
