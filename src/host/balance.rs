@@ -503,7 +503,7 @@ impl Balancer {
             }
         }
         self.settled = None;
-        let mut excess = self.survey(now, host);
+        let (mut excess, under_way) = self.survey(now, host);
         let Some(mut mine) = excess.get(&me).copied() else {
             return Vec::new();
         };
@@ -512,7 +512,6 @@ impl Balancer {
         let worth = |mine: i128, theirs: i128| {
             mine - theirs > UNIT && (mine > hysteresis || theirs < -hysteresis)
         };
-        let under_way = self.groups.values().any(|v| v.transfer.is_some());
         if !under_way
             && !excess
                 .iter()
@@ -584,14 +583,19 @@ impl Balancer {
 
     /// Brings every group's view up to date and returns each candidate
     /// host's excess (what it leads, counting running transfers as done,
-    /// minus its target), in [`UNIT`]s.
-    fn survey<P: LogPosition>(&mut self, now: Instant, host: &Host<P>) -> BTreeMap<NodeId, i128> {
+    /// minus its target), in [`UNIT`]s, and whether a transfer is running.
+    fn survey<P: LogPosition>(
+        &mut self,
+        now: Instant,
+        host: &Host<P>,
+    ) -> (BTreeMap<NodeId, i128>, bool) {
         let me = host.id();
         let mut excess: BTreeMap<NodeId, i128> = BTreeMap::new();
         self.movable.clear();
         self.movable_to.clear();
         let mut candidates = core::mem::take(&mut self.scratch);
         let mut seen = 0;
+        let mut under_way = false;
         for (group, node) in host.groups() {
             seen += 1;
             let config = &self.config;
@@ -624,6 +628,7 @@ impl Balancer {
                 }
             }
             let transfer = view.transfer;
+            under_way |= transfer.is_some();
             let may_move = leader == Some(me)
                 && transfer.is_none()
                 && now >= view.backoff_until
@@ -654,7 +659,7 @@ impl Balancer {
         if self.groups.len() > seen {
             self.groups.retain(|group, _| host.group(*group).is_some());
         }
-        excess
+        (excess, under_way)
     }
 
     /// Whether a peer may take groups now: heard lately, and settled since

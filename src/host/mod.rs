@@ -906,12 +906,7 @@ impl<P: LogPosition> Host<P> {
         let Some(live) = self.live.as_deref_mut() else {
             return;
         };
-        let late: Vec<NodeId> = live
-            .peers
-            .iter()
-            .filter(|(_, p)| live.again_at(p).is_some_and(|at| at <= now))
-            .map(|(id, _)| *id)
-            .collect();
+        let late = live.peers_due(now, Live::again_at);
         if late.is_empty() {
             return;
         }
@@ -922,21 +917,15 @@ impl<P: LogPosition> Host<P> {
     }
 
     /// Wakes the quiet groups of every peer host that fell silent: a
-    /// member whose newest acknowledged round is older than `stale_after`
-    /// (leader side), a leader host not heard for the shortest death
-    /// timeout (follower side). Scans the groups, but only when a peer
-    /// fell silent.
+    /// member whose newest acknowledged round is older than the shortest
+    /// `wake_after` of the groups quiet with it (leader side), a leader
+    /// host not heard for the shortest death timeout (follower side).
+    /// Scans the groups, but only when a peer fell silent.
     fn wake_silent(&mut self, now: Instant) {
         let Some(live) = self.live.as_deref() else {
             return;
         };
-        let silent: Vec<NodeId> = live
-            .peers
-            .iter()
-            .filter(|(_, p)| live.silent_at(p).is_some_and(|at| at <= now))
-            .map(|(id, _)| *id)
-            .collect();
-        for peer in silent {
+        for peer in live.peers_due(now, Live::silent_at) {
             self.wake_with(now, peer, true, Wake::Silent);
         }
     }
@@ -1361,6 +1350,19 @@ impl Live {
         let first = *first.1;
         self.peers.entry(first).or_default().firsts += 1;
         first
+    }
+
+    /// The peers whose instant `due_at` is `now` or earlier.
+    fn peers_due(
+        &self,
+        now: Instant,
+        due_at: impl Fn(&Live, &PeerHost) -> Option<Instant>,
+    ) -> Vec<NodeId> {
+        self.peers
+            .iter()
+            .filter(|(_, p)| due_at(self, p).is_some_and(|at| at <= now))
+            .map(|(id, _)| *id)
+            .collect()
     }
 
     /// When `peer` counts as silent, if anything is kept quiet with it.
