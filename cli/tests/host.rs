@@ -312,20 +312,27 @@ fn host_sigterm_hands_over_every_group_it_leads() {
     );
 }
 
+/// `tenure host --check --config file`: its exit code, stdout and stderr.
+fn check(file: &Path) -> (Option<i32>, Vec<u8>, String) {
+    let out = std::process::Command::new(BIN)
+        .args(["host", "--check", "--config"])
+        .arg(file)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status.code(), out.stdout, err)
+}
+
 /// `tenure host --check` prints the effective configuration; a file
-/// with both `groups` and `group_count` is refused, naming the key, with
-/// exit code 2.
+/// with both `groups` and `group_count`, or with a peer's `priority`, is
+/// refused, naming the key, with exit code 2.
 #[test]
 fn host_check_prints_the_effective_configuration_and_refuses_bad_files() {
     let d = dir("host-check");
     let files = host_files(&d, 10_000, "");
-    let out = std::process::Command::new(BIN)
-        .args(["host", "--check", "--config"])
-        .arg(&files[0])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let effective: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (code, stdout, err) = check(&files[0]);
+    assert_eq!(code, Some(0), "{err}");
+    let effective: Value = serde_json::from_slice(&stdout).unwrap();
     assert_eq!(effective["groups"], 10_000);
     assert_eq!(effective["fencing"], "strict");
     assert_eq!(effective["quiet"], true);
@@ -334,13 +341,8 @@ fn host_check_prints_the_effective_configuration_and_refuses_bad_files() {
     let bad = d.join("bad.toml");
     let text = std::fs::read_to_string(&files[0]).unwrap();
     std::fs::write(&bad, format!("groups = [1, 2]\n{text}")).unwrap();
-    let out = std::process::Command::new(BIN)
-        .args(["host", "--check", "--config"])
-        .arg(&bad)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (code, _, err) = check(&bad);
+    assert_eq!(code, Some(2));
     assert!(
         err.contains("`groups`") && err.contains("not both"),
         "{err}"
@@ -348,13 +350,8 @@ fn host_check_prints_the_effective_configuration_and_refuses_bad_files() {
     // A node file's peer key a host would only ignore.
     let ranked = d.join("ranked.toml");
     std::fs::write(&ranked, format!("{text}priority = 2\n")).unwrap();
-    let out = std::process::Command::new(BIN)
-        .args(["host", "--check", "--config"])
-        .arg(&ranked)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (code, _, err) = check(&ranked);
+    assert_eq!(code, Some(2));
     assert!(err.contains("priority"), "{err}");
 }
 
