@@ -365,13 +365,11 @@ impl<P: LogPosition> Node<P> {
     /// the leader resigns), then one caught up with this leader's log
     /// position (no wait before `TimeoutNow`), then the highest rank under
     /// a rank policy (the successor a hand-back would move leadership to
-    /// anyway), then one heard within the last heartbeat interval (the
-    /// likeliest to answer), then a draw of `salt`: among voters heard
-    /// about as recently, not the one heard last (every group a host keeps
-    /// quiet hears its members at the instants their host acknowledgements
-    /// arrived, so that would hand them all to one host).
+    /// anyway), then the most recently heard (the likeliest to answer),
+    /// then a draw of `salt` (voters heard at one instant, as the members
+    /// of groups a host keeps quiet on equal delays, are not all handed to
+    /// the lowest id).
     fn hand_over_target(&self, salt: u64) -> Option<NodeId> {
-        let heartbeat = self.cfg.timing.heartbeat;
         let membership = self.membership();
         let own = self.tracker.position();
         self.tracker
@@ -391,8 +389,7 @@ impl<P: LogPosition> Node<P> {
                     said_it_campaigns,
                     caught_up,
                     rank,
-                    p.heard_at()
-                        .is_some_and(|at| self.now.saturating_duration_since(at) <= heartbeat),
+                    p.heard_at(),
                     crate::rng::mix(p.id() ^ salt),
                 )
             })

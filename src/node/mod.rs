@@ -132,8 +132,8 @@ pub enum Input<P = ()> {
     /// Hand leadership over before a planned stop: a transfer (as
     /// [`Input::TransferLeadership`]) to the best voter that may lead
     /// (caught up, in a mode that campaigns, the highest rank under a rank
-    /// policy, heard within the last heartbeat interval, then a seeded
-    /// draw); if there is none, or it does not
+    /// policy, the most recently heard, then a seeded draw); if there is
+    /// none, or it does not
     /// lead within one election timeout, resign as [`Input::Demote`] does.
     /// On a node that does not lead, the same as [`Input::Demote`].
     HandOver,
