@@ -278,6 +278,112 @@ fn every_book_page_with_rust_examples_is_a_doctest() {
     }
 }
 
+/// The targets of the Markdown links `[text](target)` in `markdown`,
+/// outside code blocks and inline code.
+fn link_targets(markdown: &str) -> Vec<String> {
+    let mut targets = Vec::new();
+    let mut fenced = false;
+    for line in markdown.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            continue;
+        }
+        // Inline code may hold `](` that is no link.
+        let prose: String = line.split('`').step_by(2).collect::<Vec<_>>().join(" ");
+        let mut rest = prose.as_str();
+        while let Some(at) = rest.find("](") {
+            let after = &rest[at + 2..];
+            let Some(end) = after.find(')') else { break };
+            targets.push(after[..end].to_string());
+            rest = &after[end..];
+        }
+    }
+    targets
+}
+
+/// The anchors mdBook gives the headings of `markdown`: lower case,
+/// spaces to `-`, other punctuation but `-` and `_` dropped.
+fn heading_anchors(markdown: &str) -> Vec<String> {
+    let mut fenced = false;
+    let mut anchors = Vec::new();
+    for line in markdown.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        }
+        let Some(heading) = line.strip_prefix('#').filter(|_| !fenced) else {
+            continue;
+        };
+        let text = heading.trim_start_matches('#').trim();
+        anchors.push(
+            text.chars()
+                .filter_map(|c| match c {
+                    ' ' => Some('-'),
+                    c if c.is_alphanumeric() || c == '-' || c == '_' => {
+                        Some(c.to_lowercase().next().unwrap_or(c))
+                    }
+                    _ => None,
+                })
+                .collect(),
+        );
+    }
+    anchors
+}
+
+/// The book builds from `docs/src/SUMMARY.md` (`mdbook build docs`): every
+/// page it lists exists and every page is listed, and every relative link
+/// of the book and the README reaches a file, and a heading where it names
+/// one. (`mdbook build` itself is not run by the tests: see
+/// docs/src/testing.md.)
+#[test]
+fn the_book_lists_every_page_and_every_link_resolves() {
+    let src = root().join("docs/src");
+    let summary = std::fs::read_to_string(src.join("SUMMARY.md")).unwrap();
+    let listed: Vec<String> = link_targets(&summary);
+    let mut pages: Vec<String> = files_under(&src, ".md")
+        .iter()
+        .map(|p| p.strip_prefix(&src).unwrap().to_string_lossy().into_owned())
+        .filter(|p| p != "SUMMARY.md")
+        .collect();
+    pages.sort();
+    let mut in_summary = listed.clone();
+    in_summary.sort();
+    assert_eq!(
+        in_summary, pages,
+        "docs/src/SUMMARY.md lists exactly the pages"
+    );
+    let mut documents = vec![root().join("README.md")];
+    documents.extend(files_under(&src, ".md"));
+    let mut broken = Vec::new();
+    for document in documents {
+        let text = std::fs::read_to_string(&document).unwrap();
+        let base = document.parent().unwrap();
+        for target in link_targets(&text) {
+            if target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            let (file, anchor) = target.split_once('#').unwrap_or((&target, ""));
+            let path = if file.is_empty() {
+                document.clone()
+            } else {
+                base.join(file)
+            };
+            let name = document.strip_prefix(root()).unwrap().display();
+            if !path.exists() {
+                broken.push(format!("{name}: {target} (no such file)"));
+            } else if !anchor.is_empty() && path.extension().is_some_and(|e| e == "md") {
+                let heading = std::fs::read_to_string(&path).unwrap();
+                if !heading_anchors(&heading).iter().any(|a| a == anchor) {
+                    broken.push(format!("{name}: {target} (no such heading)"));
+                }
+            }
+        }
+    }
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
 #[test]
 fn the_systemd_units_name_existing_subcommands_and_flags() {
     let units = files_under(&root().join("examples/systemd"), ".service");

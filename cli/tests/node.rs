@@ -1225,7 +1225,9 @@ fn sd_notify_reports_ready_watchdog_and_stopping() {
 /// clock, to the millisecond) than the old leader gave its up.
 ///
 /// `cargo test --release -p tenure-cli --test node -- --ignored handover_latency --nocapture`
-/// (docs/src/measured.md has the figures).
+/// (docs/src/measured.md has the figures). With `TENURE_HANDOVER_TRACE=1`
+/// the nodes log every decision, and a hand-over slower than 20 ms prints
+/// the lines of all three with their arrival times.
 #[cfg(target_os = "linux")]
 #[test]
 #[ignore = "benchmark: 40 hand-overs, about 20 s"]
@@ -1255,6 +1257,10 @@ struct HandoverBench {
     procs: Vec<Option<Proc>>,
     tx: std::sync::mpsc::Sender<Stamped>,
     rx: std::sync::mpsc::Receiver<Stamped>,
+    /// With `TENURE_HANDOVER_TRACE=1`: nodes log at debug level, and a
+    /// hand-over slower than 20 ms prints every line seen meanwhile.
+    trace: bool,
+    seen: std::cell::RefCell<Vec<Stamped>>,
 }
 
 impl HandoverBench {
@@ -1280,6 +1286,8 @@ impl HandoverBench {
             procs: vec![None, None, None],
             tx,
             rx,
+            trace: std::env::var_os("TENURE_HANDOVER_TRACE").is_some(),
+            seen: Default::default(),
         };
         for i in 0..3 {
             bench.start(i);
@@ -1290,9 +1298,10 @@ impl HandoverBench {
     /// Starts node `i` (index), its lines forwarded to the channel.
     fn start(&mut self, i: usize) {
         let config = &self.configs[i];
+        let extra: &[&str] = if self.trace { &["--log", "debug"] } else { &[] };
         let mut proc = match self.command {
-            None => Proc::start(config),
-            Some(command) => common::gated::start_run(config, command, &[]),
+            None => Proc::start_with(config, extra),
+            Some(command) => common::gated::start_run(config, command, extra),
         };
         let lines = std::mem::replace(&mut proc.lines, std::sync::mpsc::channel().1);
         let tx = self.tx.clone();
@@ -1304,6 +1313,18 @@ impl HandoverBench {
                 }
             }
         });
+        if self.trace {
+            let errors = std::mem::replace(&mut proc.errors, std::sync::mpsc::channel().1);
+            let tx = self.tx.clone();
+            std::thread::spawn(move || {
+                for line in errors {
+                    let v = serde_json::json!({ "stderr": line });
+                    if tx.send((i, std::time::Instant::now(), v)).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
         self.procs[i] = Some(proc);
     }
 
@@ -1336,10 +1357,7 @@ impl HandoverBench {
     fn successor(&self, old: usize) -> (usize, u64, std::time::Instant, Option<u64>) {
         let mut lost = None;
         loop {
-            let (i, at, v) = self
-                .rx
-                .recv_timeout(Duration::from_secs(10))
-                .expect("a successor within 10 s");
+            let (i, at, v) = self.next("a successor within 10 s");
             let event = &v["event"];
             if i == old && event.get("lease_lost").is_some() {
                 lost = v["ts_ms"].as_u64();
@@ -1352,13 +1370,19 @@ impl HandoverBench {
         }
     }
 
+    /// The next line of any node (within 10 s), remembered when tracing.
+    fn next(&self, what: &str) -> Stamped {
+        let line = self.rx.recv_timeout(Duration::from_secs(10)).expect(what);
+        if self.trace {
+            self.seen.borrow_mut().push(line.clone());
+        }
+        line
+    }
+
     /// When node `i` (the new leader) gained its lease (wall clock ms).
     fn lease_acquired(&self, i: usize) -> u64 {
         loop {
-            let (j, _, v) = self
-                .rx
-                .recv_timeout(Duration::from_secs(10))
-                .expect("a lease");
+            let (j, _, v) = self.next("a lease");
             if j == i && v["event"].get("lease_acquired").is_some() {
                 return v["ts_ms"].as_u64().unwrap();
             }
@@ -1400,6 +1424,13 @@ impl HandoverBench {
                 checked += 1;
             }
             let ms = at.duration_since(started).as_secs_f64() * 1000.0;
+            let seen = std::mem::take(&mut *self.seen.borrow_mut());
+            if ms > 20.0 {
+                for (i, at, v) in seen {
+                    let after = at.saturating_duration_since(started).as_secs_f64() * 1000.0;
+                    eprintln!("  {what} {n}: +{after:.1} ms node {}: {v}", i + 1);
+                }
+            }
             measured.entry(what).or_default().push(ms);
             if let Some((code, answers, err)) = answer {
                 assert_eq!(code, 0, "{answers:?} {err}");
