@@ -409,6 +409,18 @@ pub fn prometheus(st: &Value, tally: &Tally) -> String {
         "1 while a state write is in flight.",
         flag(st["write_in_flight"] == true),
     );
+    let writes = &st["state_writes"];
+    let ms_as_secs = |v: &Value| v.as_f64().map(|ms| ms / 1000.0);
+    gauge(
+        "tenure_state_write_slowest_seconds",
+        "The slowest durable write of the term and vote since the node started.",
+        ms_as_secs(&writes["slowest_ms"]),
+    );
+    gauge(
+        "tenure_state_write_last_seconds",
+        "The latest durable write of the term and vote.",
+        ms_as_secs(&writes["last_ms"]),
+    );
     if let Some(run) = st.get("run").filter(|r| !r.is_null()) {
         gauge(
             "tenure_run_command_running",
@@ -464,6 +476,20 @@ pub fn prometheus(st: &Value, tally: &Tally) -> String {
         .flatten()
         .map(|(reason, n)| (format!("{{node=\"{node}\",reason=\"{reason}\"}}"), num(n)))
         .collect();
+    family(
+        &mut out,
+        "tenure_state_writes_total",
+        "counter",
+        "Durable writes of the term and vote since the node started.",
+        &[(l.clone(), num(&writes["count"]))],
+    );
+    family(
+        &mut out,
+        "tenure_state_write_seconds_total",
+        "counter",
+        "Time spent in durable writes of the term and vote since the node started.",
+        &[(l.clone(), ms_as_secs(&writes["total_ms"]))],
+    );
     family(
         &mut out,
         "tenure_dropped_datagrams_total",

@@ -986,6 +986,7 @@ impl Running {
             "token": st.fencing_token,
             "persisted": {"term": st.persisted.term, "vote": st.persisted.vote},
             "write_in_flight": st.write_in_flight,
+            "state_writes": state_writes_json(self.handle.state_writes()),
             // As the node file spells them.
             "mode": st.mode,
             "fencing": st.fencing,
@@ -1267,6 +1268,19 @@ pub(crate) fn drops_json(d: DropCounts) -> Value {
             .map(|(reason, n)| (reason.to_string(), json!(n)))
             .collect(),
     )
+}
+
+/// The durable writes of the term and vote: how many, and how long they
+/// took (milliseconds, to the microsecond).
+fn state_writes_json(w: tenure::adapters::driver::StateWrites) -> Value {
+    let ms = |d: Duration| (d.as_micros() as f64) / 1000.0;
+    json!({
+        "count": w.count,
+        "last_ms": ms(w.last),
+        "mean_ms": w.mean().map(ms),
+        "slowest_ms": ms(w.slowest),
+        "total_ms": ms(w.total),
+    })
 }
 
 /// Dropped and unsendable datagrams as `{"dropped": ...}` lines: the first

@@ -768,6 +768,10 @@ fn metrics_are_served_as_prometheus_text_and_json() {
     assert_eq!(get("tenure_lease_held"), 1.0, "{body}");
     assert!(get("tenure_term") >= 1.0, "{body}");
     assert_eq!(get("tenure_fencing_token"), get("tenure_term"), "{body}");
+    // A leader wrote its vote at least once, and each write took time.
+    assert!(get("tenure_state_writes_total") >= 1.0, "{body}");
+    assert!(get("tenure_state_write_seconds_total") > 0.0, "{body}");
+    assert!(get("tenure_state_write_slowest_seconds") >= get("tenure_state_write_last_seconds"));
     let left = get("tenure_lease_remaining_seconds");
     assert!(left > 0.0 && left < 1.0, "{body}");
     assert_eq!(samples["tenure_role{node=\"1\",role=\"leader\"}"], 1.0);

@@ -265,6 +265,42 @@ pub(crate) struct Shared {
     pub(crate) heard: BTreeMap<NodeId, Instant>,
     /// This run's incarnation, if frames are authenticated.
     pub(crate) incarnation: Option<u64>,
+    /// How long the writes of the term and vote took.
+    pub(crate) writes: StateWrites,
+}
+
+/// How long a driver's durable writes of the node's term and vote took
+/// ([`Handle::state_writes`]). An election or a hand-over waits for two of
+/// them in a row (the candidate's own vote, then a voter's), so a slow
+/// disk shows here before anywhere else.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StateWrites {
+    /// Writes completed since the driver started.
+    pub count: u64,
+    /// Their durations added up.
+    pub total: Duration,
+    /// The slowest of them.
+    pub slowest: Duration,
+    /// The latest.
+    pub last: Duration,
+}
+
+impl StateWrites {
+    /// Counts a write that took `took`.
+    pub(crate) fn record(&mut self, took: Duration) {
+        self.count += 1;
+        self.total += took;
+        self.slowest = self.slowest.max(took);
+        self.last = took;
+    }
+
+    /// The mean duration (`None` before the first write).
+    #[must_use]
+    pub fn mean(&self) -> Option<Duration> {
+        let count = u32::try_from(self.count).ok().filter(|&n| n > 0)?;
+        Some(self.total / count)
+    }
 }
 
 /// Publishes a node's status, lease and events to its handles.
@@ -344,6 +380,11 @@ impl Publisher {
     }
 
     /// Records that `from`'s message was accepted at `now`.
+    /// Counts a state write that took `took`.
+    pub(crate) fn wrote(&self, took: Duration) {
+        record_write(&self.shared, took);
+    }
+
     pub(crate) fn heard(&self, from: NodeId, now: Instant) {
         self.shared
             .lock()
@@ -393,6 +434,7 @@ impl<P: LogPosition> Driver<P> {
             heard: BTreeMap::new(),
             stopped: None,
             incarnation: None,
+            writes: StateWrites::default(),
         }));
         let (events, rx) = mpsc::channel();
         let publisher = Publisher {
@@ -466,7 +508,9 @@ impl<S: Storage, P: LogPosition> Effects<P> for SyncIo<'_, S, P> {
     type Error = StorageError;
 
     fn persist(&mut self, state: &HardState) -> Result<Write, StorageError> {
+        let started = std::time::Instant::now();
         self.storage.save(state)?;
+        self.publisher.wrote(started.elapsed());
         Ok(Write::Durable)
     }
 
@@ -481,6 +525,15 @@ impl<S: Storage, P: LogPosition> Effects<P> for SyncIo<'_, S, P> {
     fn persist_membership(&mut self, membership: &Membership) -> Result<Write, StorageError> {
         save_membership(self.storage, membership)
     }
+}
+
+/// Counts a state write that took `took` in `shared`.
+pub(crate) fn record_write(shared: &Mutex<Shared>, took: Duration) {
+    shared
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .writes
+        .record(took);
 }
 
 /// Writes `membership` to `storage`: durable, or (a storage without
@@ -764,6 +817,12 @@ impl<P> Handle<P> {
     pub fn lease_left(&self) -> Option<Duration> {
         self.lease()
             .map(|l| l.valid_until.saturating_duration_since(self.clock.now()))
+    }
+
+    /// How long the durable writes of the node's term and vote took so
+    /// far.
+    pub fn state_writes(&self) -> StateWrites {
+        self.shared().writes
     }
 
     /// Datagrams dropped so far, by reason.

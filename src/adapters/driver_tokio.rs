@@ -451,13 +451,14 @@ async fn run<S: Storage + Send + 'static, P: WirePosition>(
     let mut writing: Option<Writing<S>> = None;
     let mut known = None;
     let mut syncs: Vec<std::sync::mpsc::Sender<()>> = Vec::new();
+    let shared = driver.shared();
     loop {
         follow_membership(driver.exec.node(), &mut framing, &mut known);
         let now = clock.now();
         if driver.exec.next_deadline().is_some_and(|d| d <= now) {
             driver.step_deferred(now, Input::Tick, &mut outbox, &mut requested);
         }
-        start_write(&life, &mut requested, &mut storage, &mut writing);
+        start_write(&life, &shared, &mut requested, &mut storage, &mut writing);
         flush(&socket, &mut framing, &mut outbox).await;
         driver.publish(now, &framing);
         for reply in syncs.drain(..) {
@@ -521,7 +522,7 @@ async fn run<S: Storage + Send + 'static, P: WirePosition>(
             }
             () = tokio::time::sleep(wait) => {}
         }
-        start_write(&life, &mut requested, &mut storage, &mut writing);
+        start_write(&life, &shared, &mut requested, &mut storage, &mut writing);
         flush(&socket, &mut framing, &mut outbox).await;
     }
 }
@@ -531,6 +532,7 @@ async fn run<S: Storage + Send + 'static, P: WirePosition>(
 /// while no write runs).
 fn start_write<S: Storage + Send + 'static>(
     life: &std::sync::Arc<Lifecycle>,
+    shared: &std::sync::Arc<std::sync::Mutex<super::driver::Shared>>,
     requested: &mut Writes,
     storage: &mut Option<S>,
     writing: &mut Option<Writing<S>>,
@@ -553,12 +555,17 @@ fn start_write<S: Storage + Send + 'static>(
         None => Err(requested.membership.take()),
     };
     let guard = WriteGuard(life.clone());
+    let shared = shared.clone();
     *writing = Some(tokio::task::spawn_blocking(move || {
         let (written, result) = match job {
-            Ok(state) => (
-                Written::State(state),
-                store.save(&state).map(|()| Write::Durable),
-            ),
+            Ok(state) => {
+                let started = std::time::Instant::now();
+                let saved = store.save(&state).map(|()| Write::Durable);
+                if saved.is_ok() {
+                    super::driver::record_write(&shared, started.elapsed());
+                }
+                (Written::State(state), saved)
+            }
             Err(Some(m)) => (
                 Written::Membership(m.id()),
                 super::driver::save_membership(&mut store, &m),

@@ -704,3 +704,44 @@ fn a_peer_that_moved_is_reached_after_set_peer_addr() {
     h1.shutdown().unwrap();
     h3.shutdown().unwrap();
 }
+
+/// Both drivers time every durable write of the term and vote
+/// (`Handle::state_writes`): as many as the store saw, none shorter than
+/// the store took.
+///
+/// Guards against: a slow disk that stalls elections with nothing to show
+/// for it in the handle (or in `ctl status` and the metrics built on it).
+#[test]
+fn state_writes_are_counted_and_timed_by_both_drivers() {
+    for tokio in [false, true] {
+        let storage = slow(30);
+        let saves = storage.saves.clone();
+        let rt = one_worker();
+        let (handle, events) = if tokio {
+            rt.block_on(single_voter(storage).spawn_tokio()).unwrap()
+        } else {
+            single_voter(storage).spawn().unwrap()
+        };
+        wait_for(&[(1, events)], |_, e| {
+            matches!(e, Event::BecameLeader { .. })
+        });
+        let seen = saves.lock().unwrap().len() as u64;
+        assert!(seen >= 1, "tokio {tokio}: the vote was never written");
+        // The write is counted once the store returns.
+        eventually("every write counted", || {
+            handle.state_writes().count == seen
+        });
+        let writes = handle.state_writes();
+        assert!(
+            writes.slowest >= Duration::from_millis(30)
+                && writes.last >= Duration::from_millis(30)
+                && writes
+                    .mean()
+                    .is_some_and(|m| m >= Duration::from_millis(30))
+                && writes.total >= Duration::from_millis(30) * seen as u32,
+            "tokio {tokio}: {writes:?}"
+        );
+        drop(handle);
+        rt.shutdown_timeout(Duration::from_secs(1));
+    }
+}
