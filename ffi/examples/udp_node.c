@@ -1,6 +1,7 @@
 /* udp_node.c: a tenure node in C that joins a cluster of `tenure node`
- * processes. One UDP socket, a plain poll loop, and a crash-safe state
- * file in the format `tenure state` reads.
+ * processes. One UDP socket, a plain poll loop, and crash-safe state and
+ * membership files in the formats `tenure node` keeps (`tenure state`
+ * reads the first): membership changes made with `tenure ctl` reach it.
  *
  *   udp_node ID CLUSTER LISTEN DATA_DIR HEARTBEAT_MS DEATH_TIMEOUT_MS \
  *            PEER_ID=IP:PORT...
@@ -89,17 +90,13 @@ static void path_in_dir(char *out, size_t cap, const char *name) {
 }
 
 /* Durable before acknowledged: write a temporary file, fsync it, rename
- * it over the state file, fsync the directory. A crash at any point
- * leaves the old state or the new one. */
-static void save_state(TenureHardState state) {
-    uint8_t record[TENURE_STATE_RECORD_MAX];
-    size_t len = 0;
-    TenureError *err = NULL;
-    check(tenure_state_encode(my_id, cluster, state, record, sizeof record, &len, &err),
-          "encode state", err);
-    char tmp[512], path[512];
-    path_in_dir(tmp, sizeof tmp, "tenure.state.tmp");
-    path_in_dir(path, sizeof path, "tenure.state");
+ * it over `name`, fsync the directory. A crash at any point leaves the
+ * old record or the new one. */
+static void save_file(const char *name, const uint8_t *record, size_t len) {
+    char tmp[512], path[512], tmp_name[128];
+    snprintf(tmp_name, sizeof tmp_name, "%s.tmp", name);
+    path_in_dir(tmp, sizeof tmp, tmp_name);
+    path_in_dir(path, sizeof path, name);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (fd < 0 || write(fd, record, len) != (ssize_t)len || fsync(fd) != 0 || close(fd) != 0 ||
         rename(tmp, path) != 0) {
@@ -114,21 +111,38 @@ static void save_state(TenureHardState state) {
     close(dir);
 }
 
+static void save_state(TenureHardState state) {
+    uint8_t record[TENURE_STATE_RECORD_MAX];
+    size_t len = 0;
+    TenureError *err = NULL;
+    check(tenure_state_encode(my_id, cluster, state, record, sizeof record, &len, &err),
+          "encode state", err);
+    save_file("tenure.state", record, len);
+}
+
+/* Reads a whole file of at most `cap` bytes: its length, or -1 if it does
+ * not exist. */
+static ssize_t read_file(const char *path, uint8_t *bytes, size_t cap) {
+    int fd = open(path, O_RDONLY);
+    if (fd < 0 && errno == ENOENT) return -1;
+    ssize_t n = fd < 0 ? -1 : read(fd, bytes, cap);
+    if (n < 0 || (size_t)n == cap) {
+        fprintf(stderr, "error: cannot read %s (or it is too large)\n", path);
+        exit(2);
+    }
+    close(fd);
+    return n;
+}
+
 /* The state storage confirmed last; zero for a node that never ran. A
  * damaged file stops the node: starting from zero could vote twice. */
 static TenureHardState load_state(void) {
     TenureHardState state = {0, 0};
     char path[512];
     path_in_dir(path, sizeof path, "tenure.state");
-    int fd = open(path, O_RDONLY);
-    if (fd < 0 && errno == ENOENT) return state;
     uint8_t bytes[256];
-    ssize_t n = fd < 0 ? -1 : read(fd, bytes, sizeof bytes);
-    if (n < 0) {
-        perror(path);
-        exit(2);
-    }
-    close(fd);
+    ssize_t n = read_file(path, bytes, sizeof bytes);
+    if (n < 0) return state;
     uint64_t owner = 0, owner_cluster = 0;
     TenureError *err = NULL;
     check(tenure_state_decode(bytes, (size_t)n, &state, &owner, &owner_cluster, &err), path, err);
@@ -177,21 +191,26 @@ static void drain(TenureNode *node) {
             feed(node, &done);
             break;
         }
-        case TENURE_ACTION_KIND_SEND:
-            for (size_t i = 0; i < npeers; i++) {
-                if (peers[i].id == a.to) {
-                    /* Best effort: the protocol tolerates loss. */
-                    (void)sendto(sock, a.bytes, a.len, 0, (const struct sockaddr *)&peers[i].addr,
-                                 sizeof peers[i].addr);
-                }
+        case TENURE_ACTION_KIND_PERSIST_MEMBERSHIP: {
+            save_file("tenure.membership", a.bytes, a.len);
+            TenureInput done = {.kind = TENURE_INPUT_KIND_PERSISTED_MEMBERSHIP,
+                                .membership = a.membership};
+            feed(node, &done);
+            break;
+        }
+        case TENURE_ACTION_KIND_SEND: {
+            /* The address the node names: members a change added too. */
+            struct sockaddr_in to;
+            if (a.addr != NULL && parse_addr(a.addr, &to) == 0) {
+                /* Best effort: the protocol tolerates loss. */
+                (void)sendto(sock, a.bytes, a.len, 0, (const struct sockaddr *)&to, sizeof to);
             }
             break;
+        }
         case TENURE_ACTION_KIND_EVENT:
             print_event(&a.event);
             break;
         default:
-            /* PERSIST_MEMBERSHIP: not supported through the ABI; ignoring
-             * it keeps the node on its membership, which is safe. */
             break;
         }
     }
@@ -248,6 +267,14 @@ int main(int argc, char **argv) {
     for (int i = 7; i < argc; i++) {
         check(tenure_config_add_peer(config, peers[i - 7].id, strchr(argv[i], '=') + 1, &err), argv[i], err);
     }
+    /* Restarted after a membership change: the membership stored last. */
+    char membership_path[512];
+    uint8_t membership[4096];
+    path_in_dir(membership_path, sizeof membership_path, "tenure.membership");
+    ssize_t membership_len = read_file(membership_path, membership, sizeof membership);
+    if (membership_len >= 0)
+        check(tenure_config_set_membership(config, membership, (size_t)membership_len, &err),
+              membership_path, err);
     const char *key = getenv("TENURE_KEY_FILE");
     if (key != NULL) check(tenure_config_set_key_file(config, key, NULL, data_dir, &err), key, err);
     TenureNode *node = tenure_node_new(config, load_state(), now_ns(), &err);

@@ -75,9 +75,13 @@ enum TenureActionKind
   TENURE_ACTION_KIND_SEND = 1,
   // Tell the application: `event`.
   TENURE_ACTION_KIND_EVENT = 2,
-  // The node would store a new membership. Membership changes are not
-  // supported through this ABI yet: ignoring this action is safe (the
-  // node stays on its membership, and the change cannot complete).
+  // Store the membership record `bytes`/`len` durably (the format of
+  // `tenure node`'s `tenure.membership`: write a temporary file, fsync,
+  // rename, fsync the directory), then feed
+  // `TENURE_INPUT_KIND_PERSISTED_MEMBERSHIP` with `membership`. Give
+  // the record to [`crate::tenure_config_set_membership`] at the next
+  // start. A program that never acknowledges it leaves the node on its
+  // old membership (safe, but changes then cannot complete).
   TENURE_ACTION_KIND_PERSIST_MEMBERSHIP = 3,
 };
 #ifndef __cplusplus
@@ -188,6 +192,14 @@ enum TenureInputKind
   // The application's durable log position: `position` (nodes made
   // with log positions only).
   TENURE_INPUT_KIND_LOG_POSITION = 7,
+  // The membership of the last `TENURE_ACTION_KIND_PERSIST_MEMBERSHIP`
+  // is durable: `membership` (the id that action carried).
+  TENURE_INPUT_KIND_PERSISTED_MEMBERSHIP = 8,
+  // Change the membership (at the leader): `change` (a
+  // [`TenureChangeKind`] value), `member`, `old` and `address` as that
+  // kind reads them. The outcome is one `MEMBERSHIP_CHANGE_COMPLETED`
+  // or `MEMBERSHIP_CHANGE_FAILED` event.
+  TENURE_INPUT_KIND_CHANGE_MEMBERSHIP = 9,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -266,6 +278,17 @@ typedef struct TenureHardState {
   uint64_t vote;
 } TenureHardState;
 
+// Names one membership exactly: its epoch, the term of the leader that
+// made it, and a fingerprint of its voter sets.
+typedef struct TenureMembershipId {
+  // The membership's epoch.
+  uint64_t epoch;
+  // The term of the leader that made it.
+  uint64_t term;
+  // A fingerprint of its voters, outgoing voters and observers.
+  uint64_t fingerprint;
+} TenureMembershipId;
+
 // One input. Set `kind` (a [`TenureInputKind`] value) and the fields
 // that kind reads; the others are ignored (zero them).
 typedef struct TenureInput {
@@ -284,6 +307,18 @@ typedef struct TenureInput {
   uint64_t to;
   // `LOG_POSITION`: the position.
   uint64_t position;
+  // `PERSISTED_MEMBERSHIP`: the membership now durable.
+  struct TenureMembershipId membership;
+  // `CHANGE_MEMBERSHIP`: a [`TenureChangeKind`] value.
+  uint32_t change;
+  // `CHANGE_MEMBERSHIP`: the member added, promoted or removed, or the
+  // new voter of a replace.
+  uint64_t member;
+  // `CHANGE_MEMBERSHIP`: the voter a replace removes.
+  uint64_t old;
+  // `CHANGE_MEMBERSHIP`: the new member's address as `ip:port` text
+  // (NUL-terminated; add and replace).
+  const char *address;
 } TenureInput;
 
 // One leadership: its term and its leader. Tokens order by term, then
@@ -334,6 +369,8 @@ typedef struct TenureAction {
   const char *addr;
   // `EVENT`: the event.
   struct TenureEvent event;
+  // `PERSIST_MEMBERSHIP`: the id of the membership `bytes` holds.
+  struct TenureMembershipId membership;
 } TenureAction;
 
 // A snapshot of a node ([`tenure_node_status`]).
@@ -362,6 +399,8 @@ typedef struct TenureStatus {
   bool has_token;
   // Its leadership's token.
   struct TenureToken token;
+  // The membership it acts on.
+  struct TenureMembershipId membership;
 } TenureStatus;
 
 // A strict lease ([`tenure_node_lease`]).
@@ -563,6 +602,68 @@ TenureCode tenure_config_set_key_file(struct TenureConfig *config,
                                       const char *next_key_file,
                                       const char *data_dir,
                                       struct TenureError **err);
+
+// The rank policy of the bootstrap membership, a [`TenureRankPolicy`]
+// value. Every node of a cluster must be given the same one (as every
+// `tenure node` file of a cluster names the same `rank_policy`).
+//
+// # Safety
+// `config` is `NULL` or a live configuration no other thread uses; `err`
+// is `NULL` or writable.
+TenureCode tenure_config_set_rank_policy(struct TenureConfig *config,
+                                         uint32_t policy,
+                                         struct TenureError **err);
+
+// Member `id`'s priority under `TENURE_RANK_POLICY_PRIORITY` (higher
+// leads; 0 never leads; a member not given one has the engine's default).
+// Call once per member; a later call for the same member wins.
+//
+// # Safety
+// `config` is `NULL` or a live configuration no other thread uses; `err`
+// is `NULL` or writable.
+TenureCode tenure_config_set_priority(struct TenureConfig *config,
+                                      uint64_t id,
+                                      uint32_t priority,
+                                      struct TenureError **err);
+
+// How much later each rank place campaigns after a leader's death
+// (default: the election jitter plus a quarter heartbeat).
+//
+// # Safety
+// `config` is `NULL` or a live configuration no other thread uses; `err`
+// is `NULL` or writable.
+TenureCode tenure_config_set_rank_step_ms(struct TenureConfig *config,
+                                          uint64_t ms,
+                                          struct TenureError **err);
+
+// Whether a leader hands leadership back to a better-ranked voter that
+// has been caught up for `after_ms` (default on; `after_ms` 0 keeps the
+// engine's default period).
+//
+// # Safety
+// `config` is `NULL` or a live configuration no other thread uses; `err`
+// is `NULL` or writable.
+TenureCode tenure_config_set_hand_back(struct TenureConfig *config,
+                                       bool enabled,
+                                       uint64_t after_ms,
+                                       struct TenureError **err);
+
+// Restarts the node on the membership it stored last: `len` bytes at
+// `bytes`, a whole membership record (what a
+// `TENURE_ACTION_KIND_PERSIST_MEMBERSHIP` action carried and the program
+// made durable, in the format of `tenure node`'s `tenure.membership`).
+// Without it a node starts from its bootstrap voters. A damaged record
+// returns `TENURE_CODE_BAD_STATE` naming the damage; a record of another
+// node or cluster is refused when the node is made.
+//
+// # Safety
+// `config` is `NULL` or a live configuration no other thread uses;
+// `bytes` is `NULL` (with `len == 0`) or holds `len` bytes; `err` is
+// `NULL` or writable.
+TenureCode tenure_config_set_membership(struct TenureConfig *config,
+                                        const uint8_t *bytes,
+                                        size_t len,
+                                        struct TenureError **err);
 
 // The error's code; `TENURE_CODE_NULL_POINTER` for a `NULL` error.
 //

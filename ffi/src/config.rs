@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use tenure::adapters::auth::KeyRing;
-use tenure::{Config, Fencing, Mode, NodeId};
+use tenure::adapters::storage::{StateOwner, decode_membership_record};
+use tenure::{Config, Fencing, Mode, NodeId, RankPolicy};
 
 use crate::error::{Failure, TenureCode, TenureError, catch, guard};
 use crate::{object, slice, text};
@@ -51,6 +52,9 @@ pub struct TenureConfig {
     pub(crate) peers: BTreeMap<NodeId, SocketAddr>,
     pub(crate) keys: Option<(KeyRing, PathBuf)>,
     pub(crate) positions: bool,
+    /// Whose membership record [`tenure_config_set_membership`] read:
+    /// checked against the node and cluster when a node is made.
+    pub(crate) membership_owner: Option<StateOwner>,
 }
 
 impl TenureConfig {
@@ -83,6 +87,7 @@ pub unsafe extern "C" fn tenure_config_new(
             peers: BTreeMap::new(),
             keys: None,
             positions: false,
+            membership_owner: None,
         })))
     })
     .unwrap_or(std::ptr::null_mut())
@@ -433,6 +438,148 @@ pub unsafe extern "C" fn tenure_config_set_key_file(
             .map_err(|e| Failure::new(TenureCode::Key, e.to_string()))?;
         c.keys = Some((ring, dir));
         Ok(())
+    };
+    // SAFETY: as this function's contract.
+    unsafe { set(config, err, change) }
+}
+
+/// How voters rank for leadership ([`tenure_config_set_rank_policy`]).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TenureRankPolicy {
+    /// No ranking: every voter campaigns after its randomized wait (the
+    /// default).
+    Unranked = 0,
+    /// Higher priority leads ([`tenure_config_set_priority`]); priority 0
+    /// never leads.
+    Priority = 1,
+    /// The highest node id leads.
+    HighestId = 2,
+    /// The longest-serving member leads.
+    Oldest = 3,
+}
+
+/// The rank policy of the bootstrap membership, a [`TenureRankPolicy`]
+/// value. Every node of a cluster must be given the same one (as every
+/// `tenure node` file of a cluster names the same `rank_policy`).
+///
+/// # Safety
+/// `config` is `NULL` or a live configuration no other thread uses; `err`
+/// is `NULL` or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tenure_config_set_rank_policy(
+    config: *mut TenureConfig,
+    policy: u32,
+    err: *mut *mut TenureError,
+) -> TenureCode {
+    let policy = match policy {
+        0 => RankPolicy::Unranked,
+        1 => RankPolicy::Priority,
+        2 => RankPolicy::HighestId,
+        3 => RankPolicy::Oldest,
+        other => return bad_enum(err, "rank policy", other),
+    };
+    // SAFETY: as this function's contract.
+    unsafe { set(config, err, |c| c.update(|cfg| cfg.rank_policy(policy))) }
+}
+
+/// Member `id`'s priority under `TENURE_RANK_POLICY_PRIORITY` (higher
+/// leads; 0 never leads; a member not given one has the engine's default).
+/// Call once per member; a later call for the same member wins.
+///
+/// # Safety
+/// `config` is `NULL` or a live configuration no other thread uses; `err`
+/// is `NULL` or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tenure_config_set_priority(
+    config: *mut TenureConfig,
+    id: u64,
+    priority: u32,
+    err: *mut *mut TenureError,
+) -> TenureCode {
+    // SAFETY: as this function's contract.
+    unsafe {
+        set(config, err, |c| {
+            c.update(|cfg| cfg.priorities([(id, priority)]))
+        })
+    }
+}
+
+/// How much later each rank place campaigns after a leader's death
+/// (default: the election jitter plus a quarter heartbeat).
+///
+/// # Safety
+/// `config` is `NULL` or a live configuration no other thread uses; `err`
+/// is `NULL` or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tenure_config_set_rank_step_ms(
+    config: *mut TenureConfig,
+    ms: u64,
+    err: *mut *mut TenureError,
+) -> TenureCode {
+    // SAFETY: as this function's contract.
+    unsafe {
+        set(config, err, |c| {
+            c.update(|cfg| cfg.rank_step(Duration::from_millis(ms)))
+        })
+    }
+}
+
+/// Whether a leader hands leadership back to a better-ranked voter that
+/// has been caught up for `after_ms` (default on; `after_ms` 0 keeps the
+/// engine's default period).
+///
+/// # Safety
+/// `config` is `NULL` or a live configuration no other thread uses; `err`
+/// is `NULL` or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tenure_config_set_hand_back(
+    config: *mut TenureConfig,
+    enabled: bool,
+    after_ms: u64,
+    err: *mut *mut TenureError,
+) -> TenureCode {
+    // SAFETY: as this function's contract.
+    unsafe {
+        set(config, err, |c| {
+            c.update(|cfg| {
+                let cfg = cfg.hand_back(enabled);
+                if after_ms == 0 {
+                    cfg
+                } else {
+                    cfg.hand_back_after(Duration::from_millis(after_ms))
+                }
+            })
+        })
+    }
+}
+
+/// Restarts the node on the membership it stored last: `len` bytes at
+/// `bytes`, a whole membership record (what a
+/// `TENURE_ACTION_KIND_PERSIST_MEMBERSHIP` action carried and the program
+/// made durable, in the format of `tenure node`'s `tenure.membership`).
+/// Without it a node starts from its bootstrap voters. A damaged record
+/// returns `TENURE_CODE_BAD_STATE` naming the damage; a record of another
+/// node or cluster is refused when the node is made.
+///
+/// # Safety
+/// `config` is `NULL` or a live configuration no other thread uses;
+/// `bytes` is `NULL` (with `len == 0`) or holds `len` bytes; `err` is
+/// `NULL` or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn tenure_config_set_membership(
+    config: *mut TenureConfig,
+    bytes: *const u8,
+    len: usize,
+    err: *mut *mut TenureError,
+) -> TenureCode {
+    let change = |c: &mut TenureConfig| {
+        // SAFETY: the caller promises `len` bytes at `bytes`.
+        let bytes = unsafe { slice(bytes, len, "bytes") }?;
+        let (owner, membership) = decode_membership_record(bytes)
+            .map_err(|e| Failure::new(TenureCode::BadState, format!("membership record: {e}")))?;
+        c.membership_owner = Some(owner);
+        c.update(|cfg| cfg.membership(membership))
     };
     // SAFETY: as this function's contract.
     unsafe { set(config, err, change) }

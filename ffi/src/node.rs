@@ -7,8 +7,9 @@ use std::net::SocketAddr;
 
 use tenure::adapters::auth::PeerAuth;
 use tenure::adapters::driver::{WirePosition, follow_membership};
+use tenure::adapters::storage::{StateOwner, encode_membership_record};
 use tenure::adapters::udp::{DropCounts, Framing, Received};
-use tenure::{Action, Event, Input, Instant, MembershipId, Node, NodeId, Role};
+use tenure::{Action, Event, Input, Instant, MembershipChange, MembershipId, Node, NodeId, Role};
 
 use crate::config::TenureConfig;
 use crate::error::{Failure, TenureCode, TenureError, catch, guard, report};
@@ -36,6 +37,65 @@ pub enum TenureInputKind {
     /// The application's durable log position: `position` (nodes made
     /// with log positions only).
     LogPosition = 7,
+    /// The membership of the last `TENURE_ACTION_KIND_PERSIST_MEMBERSHIP`
+    /// is durable: `membership` (the id that action carried).
+    PersistedMembership = 8,
+    /// Change the membership (at the leader): `change` (a
+    /// [`TenureChangeKind`] value), `member`, `old` and `address` as that
+    /// kind reads them. The outcome is one `MEMBERSHIP_CHANGE_COMPLETED`
+    /// or `MEMBERSHIP_CHANGE_FAILED` event.
+    ChangeMembership = 9,
+}
+
+/// A membership change ([`TenureInput::change`]).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TenureChangeKind {
+    /// Add `member`, reached at `address`, as a voter: it joins as an
+    /// observer and votes once it caught up.
+    AddVoter = 0,
+    /// Add `member`, reached at `address`, as an observer.
+    AddObserver = 1,
+    /// Make observer `member` a voter, once it caught up.
+    Promote = 2,
+    /// Remove voter or observer `member`.
+    Remove = 3,
+    /// Replace voter `old` by the new node `member`, reached at `address`,
+    /// in one joint change.
+    Replace = 4,
+}
+
+/// Names one membership exactly: its epoch, the term of the leader that
+/// made it, and a fingerprint of its voter sets.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TenureMembershipId {
+    /// The membership's epoch.
+    pub epoch: u64,
+    /// The term of the leader that made it.
+    pub term: u64,
+    /// A fingerprint of its voters, outgoing voters and observers.
+    pub fingerprint: u64,
+}
+
+impl From<MembershipId> for TenureMembershipId {
+    fn from(id: MembershipId) -> TenureMembershipId {
+        TenureMembershipId {
+            epoch: id.epoch,
+            term: id.term,
+            fingerprint: id.fingerprint,
+        }
+    }
+}
+
+impl From<TenureMembershipId> for MembershipId {
+    fn from(id: TenureMembershipId) -> MembershipId {
+        MembershipId {
+            epoch: id.epoch,
+            term: id.term,
+            fingerprint: id.fingerprint,
+        }
+    }
 }
 
 /// One input. Set `kind` (a [`TenureInputKind`] value) and the fields
@@ -58,6 +118,18 @@ pub struct TenureInput {
     pub to: u64,
     /// `LOG_POSITION`: the position.
     pub position: u64,
+    /// `PERSISTED_MEMBERSHIP`: the membership now durable.
+    pub membership: TenureMembershipId,
+    /// `CHANGE_MEMBERSHIP`: a [`TenureChangeKind`] value.
+    pub change: u32,
+    /// `CHANGE_MEMBERSHIP`: the member added, promoted or removed, or the
+    /// new voter of a replace.
+    pub member: u64,
+    /// `CHANGE_MEMBERSHIP`: the voter a replace removes.
+    pub old: u64,
+    /// `CHANGE_MEMBERSHIP`: the new member's address as `ip:port` text
+    /// (NUL-terminated; add and replace).
+    pub address: *const c_char,
 }
 
 /// What a node asks for ([`TenureAction::kind`]).
@@ -72,9 +144,13 @@ pub enum TenureActionKind {
     Send = 1,
     /// Tell the application: `event`.
     Event = 2,
-    /// The node would store a new membership. Membership changes are not
-    /// supported through this ABI yet: ignoring this action is safe (the
-    /// node stays on its membership, and the change cannot complete).
+    /// Store the membership record `bytes`/`len` durably (the format of
+    /// `tenure node`'s `tenure.membership`: write a temporary file, fsync,
+    /// rename, fsync the directory), then feed
+    /// `TENURE_INPUT_KIND_PERSISTED_MEMBERSHIP` with `membership`. Give
+    /// the record to [`crate::tenure_config_set_membership`] at the next
+    /// start. A program that never acknowledges it leaves the node on its
+    /// old membership (safe, but changes then cannot complete).
     PersistMembership = 3,
 }
 
@@ -164,6 +240,8 @@ pub struct TenureAction {
     pub addr: *const c_char,
     /// `EVENT`: the event.
     pub event: TenureEvent,
+    /// `PERSIST_MEMBERSHIP`: the id of the membership `bytes` holds.
+    pub membership: TenureMembershipId,
 }
 
 /// A node's role ([`TenureStatus::role`]).
@@ -208,6 +286,8 @@ pub struct TenureStatus {
     pub has_token: bool,
     /// Its leadership's token.
     pub token: TenureToken,
+    /// The membership it acts on.
+    pub membership: TenureMembershipId,
 }
 
 /// A strict lease ([`tenure_node_lease`]).
@@ -264,6 +344,8 @@ enum Engine {
 /// Everything but the engine.
 struct Io {
     framing: Framing,
+    /// Whose membership records this node writes.
+    owner: StateOwner,
     known: Option<MembershipId>,
     peers: BTreeMap<NodeId, SocketAddr>,
     queue: VecDeque<Pending>,
@@ -297,6 +379,7 @@ impl Pending {
                     epoch: 0,
                     description: std::ptr::null(),
                 },
+                membership: TenureMembershipId::default(),
             },
             bytes: Vec::new(),
             text: None,
@@ -386,7 +469,12 @@ impl Io {
                     // Counted as `send_failed`; a lost message is tolerated.
                     None => continue,
                 },
-                Action::PersistMembership(_) => Pending::new(TenureActionKind::PersistMembership),
+                Action::PersistMembership(membership) => {
+                    let mut p = Pending::new(TenureActionKind::PersistMembership);
+                    p.action.membership = membership.id().into();
+                    p.bytes = encode_membership_record(self.owner, &membership);
+                    p
+                }
                 Action::Event(event) => Pending::event(&event),
             };
             self.queue.push_back(pending);
@@ -487,11 +575,55 @@ unsafe fn step<P: WirePosition>(
         5 => Input::TransferLeadership { to: input.to },
         6 => Input::HandOver,
         7 => Input::LogPosition(position(input.position)?),
+        8 => Input::PersistedMembership(input.membership.into()),
+        // SAFETY: as this function's contract (`address`).
+        9 => Input::ChangeMembership(unsafe { change(input) }?),
         other => return Err(Failure::argument(format!("{other} is not an input kind"))),
     };
     node.step_into(now, input, out);
     io.queue(node, out);
     Ok(())
+}
+
+/// The membership change `input` names.
+///
+/// # Safety
+/// `input.address` is `NULL` or NUL-terminated.
+unsafe fn change(input: &TenureInput) -> Result<MembershipChange, Failure> {
+    let address = || {
+        // SAFETY: as this function's contract.
+        let text = unsafe { text(input.address, "input.address") }?;
+        text.parse::<SocketAddr>().map_err(|e| {
+            Failure::argument(format!("input.address {text:?} is not ip:port ({e})"))
+        })?;
+        Ok::<_, Failure>(text.to_string())
+    };
+    let (id, old) = (input.member, input.old);
+    if id == 0 || (input.change == TenureChangeKind::Replace as u32 && old == 0) {
+        return Err(Failure::argument("node id 0 means \"no node\""));
+    }
+    Ok(match input.change {
+        0 => MembershipChange::AddVoter {
+            id,
+            address: address()?,
+        },
+        1 => MembershipChange::AddObserver {
+            id,
+            address: address()?,
+        },
+        2 => MembershipChange::Promote { id },
+        3 => MembershipChange::Remove { id },
+        4 => MembershipChange::Replace {
+            old,
+            new: id,
+            address: address()?,
+        },
+        other => {
+            return Err(Failure::argument(format!(
+                "{other} is not a membership change kind"
+            )));
+        }
+    })
 }
 
 /// Runs `body` on the node at `node`, refusing a node that panicked.
@@ -567,6 +699,16 @@ pub unsafe extern "C" fn tenure_node_new(
         };
         let now = Instant::from_nanos(now_ns);
         let id = c.config.id();
+        let owner = StateOwner {
+            node: id,
+            cluster: c.cluster,
+        };
+        if let Some(found) = c.membership_owner.filter(|&found| found != owner) {
+            return Err(Failure::new(
+                TenureCode::BadState,
+                format!("the membership record is {found}'s, not {owner}'s"),
+            ));
+        }
         let mut engine = if c.positions {
             let node = Node::new(c.config.clone(), state.into(), now).map_err(refused)?;
             Engine::Positioned(Box::new(node), Vec::new())
@@ -588,6 +730,7 @@ pub unsafe extern "C" fn tenure_node_new(
         };
         let mut io = Io {
             framing,
+            owner,
             known: None,
             peers: c.peers.clone(),
             queue: VecDeque::new(),
@@ -690,8 +833,11 @@ pub unsafe extern "C" fn tenure_actions_next(
                     (out.bytes, out.len, out.addr) =
                         (current.bytes.as_ptr(), current.bytes.len(), text);
                 }
+                TenureActionKind::PersistMembership => {
+                    (out.bytes, out.len) = (current.bytes.as_ptr(), current.bytes.len());
+                }
                 TenureActionKind::Event => out.event.description = text,
-                TenureActionKind::Persist | TenureActionKind::PersistMembership => {}
+                TenureActionKind::Persist => {}
             }
             // SAFETY: the caller promises `action` is writable.
             write(action, out, "action")?;
@@ -768,6 +914,7 @@ fn snapshot(engine: &Engine) -> TenureStatus {
         lease_valid_until_ns: s.lease_until.map_or(0, Instant::as_nanos),
         has_token: s.fencing_token.is_some(),
         token: s.fencing_token.map(Into::into).unwrap_or_default(),
+        membership: s.membership.id().into(),
     }
 }
 

@@ -7,19 +7,8 @@ use std::ptr::{null, null_mut};
 
 use tenure_ffi::*;
 
-/// Takes the error `err` points to: its code and message (freed).
-fn take(err: &mut *mut TenureError) -> (TenureCode, String) {
-    // SAFETY: `*err` is NULL or an error the library made; freed once here.
-    unsafe {
-        let code = tenure_error_code(*err);
-        let message = CStr::from_ptr(tenure_error_message(*err))
-            .to_string_lossy()
-            .into_owned();
-        tenure_error_free(*err);
-        *err = null_mut();
-        (code, message)
-    }
-}
+mod common;
+use common::take;
 
 fn config(id: u64, voters: &[u64]) -> *mut TenureConfig {
     // SAFETY: `voters` is a live slice.
@@ -37,6 +26,11 @@ fn input(kind: TenureInputKind) -> TenureInput {
         state: TenureHardState::default(),
         to: 0,
         position: 0,
+        membership: TenureMembershipId::default(),
+        change: 0,
+        member: 0,
+        old: 0,
+        address: null(),
     }
 }
 

@@ -2,7 +2,9 @@
 //! compiler against the static library, joins two `tenure node` processes
 //! on loopback: a leader is elected, the leader is killed, another is
 //! elected with a larger token, and the C node's state file reads back
-//! with `tenure state`. Once with plain frames, once with a cluster key.
+//! with `tenure state`. Once with plain frames, once with a cluster key;
+//! and once through a membership change made with `tenure ctl`, which the
+//! C node stores, follows and restarts on.
 //!
 //! Needs `cc` (or `$CC`) and the release `tenure` binary beside this test
 //! (`cargo build --release -p tenure-cli`; `$TENURE_BIN` overrides), which
@@ -198,19 +200,7 @@ fn c_node_takes_part_in_elections(name: &str, keyed: bool) {
         .collect();
     // Node 3's file is only for `tenure state` at the end.
     let file3 = node_file(&d, 3, &ports, &top);
-    let mut c = Command::new(&example);
-    c.args(["3", "9", &format!("127.0.0.1:{}", ports[2].1)])
-        .arg(d.join("data-3"))
-        .args(["50", "300"])
-        .args(
-            ports[..2]
-                .iter()
-                .map(|(id, p)| format!("{id}=127.0.0.1:{p}")),
-        );
-    if keyed {
-        c.env("TENURE_KEY_FILE", &key);
-    }
-    procs.push(Proc::spawn(&mut c));
+    procs.push(c_node(&example, &d, &ports, keyed.then_some(key.as_path())));
 
     let (first, token1) = next_leader(&mut procs, None);
     let _ = procs[first].child.kill();
@@ -261,4 +251,112 @@ fn c_node_elects_with_tenure_nodes_and_tokens_grow_after_the_leader_dies() {
 #[test]
 fn c_node_elects_with_tenure_nodes_over_authenticated_frames() {
     c_node_takes_part_in_elections("keyed", true);
+}
+
+/// The C node, started as `udp_node 3 ...` beside nodes 1 and 2 (the
+/// first three of `ports` are the bootstrap voters), with `key` if given.
+fn c_node(example: &Path, d: &Path, ports: &[(u64, u16)], key: Option<&Path>) -> Proc {
+    let mut c = Command::new(example);
+    c.args(["3", "9", &format!("127.0.0.1:{}", ports[2].1)])
+        .arg(d.join("data-3"))
+        .args(["50", "300"])
+        .args(
+            ports[..2]
+                .iter()
+                .map(|(id, p)| format!("{id}=127.0.0.1:{p}")),
+        );
+    if let Some(key) = key {
+        c.env("TENURE_KEY_FILE", key);
+    }
+    Proc::spawn(&mut c)
+}
+
+/// `tenure state` of `file`: its output, once it names `voters`, within 5 s.
+fn state_shows(bin: &Path, file: &Path, voters: &str) -> String {
+    let end = Instant::now() + Duration::from_secs(5);
+    loop {
+        let out = Command::new(bin)
+            .args(["state", "--config"])
+            .arg(file)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if text.contains(voters) || Instant::now() > end {
+            return text;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `tenure ctl add-voter 4` at a Rust leader reaches the C node: it stores
+/// the new membership where `tenure state` reads it, hears node 4 at the
+/// address the membership carries, takes part in the next election of the
+/// four voters (whose quorum needs it once a Rust node died), and
+/// restarts on the stored membership.
+#[test]
+fn c_node_follows_a_membership_change_made_with_tenure_ctl() {
+    let d = std::env::temp_dir().join(format!("tenure-ffi-membership-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    let bin = tenure_bin();
+    let example = build_example(&d);
+    let ports: Vec<(u64, u16)> = (1..=4).map(|id| (id, port())).collect();
+    let files: Vec<PathBuf> = (1..=4)
+        .map(|id| node_file(&d, id, &ports[..3.max(id as usize)], ""))
+        .collect();
+    let node = |id: usize| {
+        Proc::spawn(
+            Command::new(&bin)
+                .arg("node")
+                .arg("--config")
+                .arg(&files[id]),
+        )
+    };
+    let mut procs = vec![node(0), node(1), c_node(&example, &d, &ports, None)];
+    let (mut leader, mut token) = next_leader(&mut procs, None);
+    while leader == 2 {
+        // `tenure ctl` needs a Rust leader: the C node has no admin socket.
+        let _ = procs[2].child.kill();
+        (leader, token) = next_leader(&mut procs, Some(2));
+        procs[2] = c_node(&example, &d, &ports, None);
+    }
+    let mut joined = Command::new(&bin);
+    joined
+        .arg("node")
+        .arg("--config")
+        .arg(&files[3])
+        .arg("--join");
+    procs.push(Proc::spawn(&mut joined));
+    let added = Command::new(&bin)
+        .args(["ctl", "--json", "--wait-ms", "8000", "--config"])
+        .arg(&files[leader])
+        .args(["add-voter", "4", &format!("127.0.0.1:{}", ports[3].1)])
+        .output()
+        .unwrap();
+    assert!(
+        added.status.success(),
+        "{}",
+        String::from_utf8_lossy(&added.stdout)
+    );
+    let shown = state_shows(&bin, &files[2], "voters [1, 2, 3, 4]");
+    assert!(shown.contains("voters [1, 2, 3, 4]"), "{shown}");
+
+    // Three of four are a quorum: with a Rust node dead, the C node's vote
+    // (or campaign) is needed.
+    let _ = procs[leader].child.kill();
+    let (next, token2) = next_leader(&mut procs, Some(leader));
+    assert!(token2 > token, "tokens grow: {token:?} then {token2:?}");
+    assert_ne!(next, leader);
+
+    // Restarted, the C node reads its stored membership and follows.
+    let _ = procs[2].child.kill();
+    let _ = procs[2].child.wait();
+    procs[2] = c_node(&example, &d, &ports, None);
+    assert!(
+        next == 2 || learns_leader(&mut procs[2], token2.0, token2.1),
+        "the restarted C node learns leader {token2:?}: {:?}",
+        procs[2].seen
+    );
+    drop(procs);
+    std::fs::remove_dir_all(d).unwrap();
 }

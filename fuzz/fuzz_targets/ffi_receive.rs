@@ -3,7 +3,8 @@
 //! `tenure_node_new`, takes the input as a datagram from node 1's address
 //! and then ticks; every action is read. No call returns
 //! `TENURE_CODE_PANIC`; a datagram is taken or dropped, nothing else; and
-//! the same bytes as a state record decode or are refused as damaged.
+//! the same bytes as a state record and as a membership record decode or
+//! are refused as damaged.
 
 #![no_main]
 
@@ -47,6 +48,11 @@ fuzz_target!(|bytes: &[u8]| {
             state: TenureHardState::default(),
             to: 0,
             position: 0,
+            membership: TenureMembershipId::default(),
+            change: 0,
+            member: 0,
+            old: 0,
+            address: std::ptr::null(),
         };
         // SAFETY: `input` points to `bytes` and a literal, both live.
         let code = unsafe { tenure_node_step(node, 1_000_000, &input, null_mut()) };
@@ -66,4 +72,12 @@ fuzz_target!(|bytes: &[u8]| {
         tenure_state_decode(bytes.as_ptr(), bytes.len(), &mut state, null_mut(), null_mut(), null_mut())
     };
     assert!(matches!(code, TenureCode::Ok | TenureCode::BadState), "{code:?}");
+    let voters = [1u64, 2, 3];
+    // SAFETY: `voters` and `bytes` are live; the configuration is freed once.
+    unsafe {
+        let config = tenure_config_new(2, voters.as_ptr(), voters.len());
+        let code = tenure_config_set_membership(config, bytes.as_ptr(), bytes.len(), null_mut());
+        assert!(matches!(code, TenureCode::Ok | TenureCode::BadState), "{code:?}");
+        tenure_config_free(config);
+    }
 });
