@@ -6,8 +6,9 @@ data directory.
         PEER_ID=IP:PORT...
 
 With TENURE_KEY_FILE set, frames are authenticated with that cluster key.
-Events are printed as JSON lines on stdout in the shape `tenure node`
-prints them (became_leader and leader_changed), others as event_text.
+Prints `{"ready": ID}` once listening, then events as JSON lines in the
+shape `tenure node` prints them (became_leader and leader_changed), others
+as event_text.
 SIGTERM hands leadership over, then exits.
 """
 
@@ -60,6 +61,8 @@ async def main(argv: list) -> int:
             print(line(event), flush=True)
 
     printer = asyncio.ensure_future(show())
+    await asyncio.sleep(0)  # the printer subscribes before anything is said
+    print(json.dumps({"ready": node_id}), flush=True)
     await stop.wait()
     await node.close()
     await printer

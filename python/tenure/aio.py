@@ -31,6 +31,7 @@ from typing import (
     Set,
     Tuple,
     Union,
+    cast,
 )
 
 from . import (
@@ -314,8 +315,9 @@ class AioNode:
     # -- the loop ----------------------------------------------------------
 
     def _started(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.DatagramTransport)
-        self._transport = transport
+        # A datagram endpoint's transport (not always a DatagramTransport
+        # subclass at run time).
+        self._transport = cast(asyncio.DatagramTransport, transport)
         self._runner = self._loop.create_task(self._run())
         # The first step hands out the node's greetings to its peers;
         # ticking early is harmless.
