@@ -17,6 +17,7 @@ import json
 import os
 import signal
 import sys
+from typing import List
 
 import tenure
 import tenure.aio
@@ -31,7 +32,7 @@ def line(event: tenure.Event) -> str:
     return json.dumps({"event_text": event.description})
 
 
-async def main(argv: list) -> int:
+async def main(argv: List[str]) -> int:
     if len(argv) < 8:
         print(__doc__, file=sys.stderr)
         return 2

@@ -2,7 +2,7 @@
 delivered at once, every persist is confirmed at once, and time jumps to
 the next deadline. Used by the binding tests and the step benchmark."""
 
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 import tenure
 
@@ -43,7 +43,7 @@ class Net:
         self.flight: List[Tuple[Address, bytes, Address]] = []
         self.events: List[tenure.Event] = []
         self.stored: Dict[int, tenure.HardState] = {}
-        self.cut: set = set()
+        self.cut: Set[Address] = set()
 
     def node(self, id: int) -> tenure.Node:
         return self.nodes[address(7000 + id)]

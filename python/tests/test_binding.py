@@ -4,6 +4,7 @@ state file."""
 
 import os
 from pathlib import Path
+from typing import Any, Dict, List, Optional
 
 import pytest
 
@@ -27,7 +28,7 @@ from memnet import Net, address, configs
         ({"clock_drift_ppm": 2_000_000}, "clock_drift_ppm"),
     ],
 )
-def test_config_errors_name_the_argument(settings: dict, argument: str) -> None:
+def test_config_errors_name_the_argument(settings: Dict[str, Any], argument: str) -> None:
     with pytest.raises(tenure.ConfigError) as raised:
         tenure.Config(1, [1, 2, 3], **settings)
     assert raised.value.setting == argument
@@ -46,7 +47,9 @@ def test_config_errors_name_id_and_voters() -> None:
 
 def test_step_single_voter_elects_itself_through_persist_and_persisted() -> None:
     node = tenure.Node(tenure.Config(1, [1], seed=7), tenure.HardState(), 0)
-    now, persisted, events = 0, None, []
+    now = 0
+    persisted: Optional[tenure.HardState] = None
+    events: List[tenure.Event] = []
     for _ in range(20):
         if node.status().role == tenure.Role.LEADER:
             break
@@ -56,10 +59,10 @@ def test_step_single_voter_elects_itself_through_persist_and_persisted() -> None
         actions = node.step(now, tenure.Input.tick())
         while actions:
             action = actions.pop(0)
-            if action.kind == tenure.ActionKind.PERSIST:
+            if action.state is not None:
                 persisted = action.state
                 actions += node.step(now, tenure.Input.persisted(action.state))
-            elif action.kind == tenure.ActionKind.EVENT:
+            elif action.event is not None:
                 events.append(action.event)
     status = node.status()
     assert status.role == tenure.Role.LEADER and status.leader == 1
@@ -172,7 +175,7 @@ def test_values_are_frozen_compare_by_value_and_show_themselves() -> None:
     assert tenure.Token(2, 1) < tenure.Token(2, 3) < tenure.Token(3, 1)
     assert len({tenure.HardState(1, 2), tenure.HardState(1, 2)}) == 1
     with pytest.raises(AttributeError):
-        tenure.HardState(1, 2).term = 3  # type: ignore[misc]
+        setattr(tenure.HardState(1, 2), "term", 3)
 
 
 def test_state_file_round_trip_is_what_tenure_state_reads(tmp_path: Path) -> None:
