@@ -100,9 +100,11 @@ impl Input {
     /// A datagram `data` arrived from `addr` (`"ip:port"` or the `(host,
     /// port)` tuple asyncio gives).
     #[staticmethod]
-    fn receive(data: Vec<u8>, addr: &Bound<'_, PyAny>) -> PyResult<Input> {
+    fn receive(data: &[u8], addr: &Bound<'_, PyAny>) -> PyResult<Input> {
         Ok(Input {
-            data,
+            // Borrowed from the `bytes` object (a `Vec<u8>` argument would
+            // be extracted element by element) and copied once.
+            data: data.to_vec(),
             from: Some(address(addr)?),
             ..Input::of(InputKind::Receive)
         })
