@@ -7,7 +7,7 @@
 //! the step without frames (`follower_heartbeat` in `benches/step.rs`);
 //! the Python binding's figure comes from `python/bench/step_cost.py`.
 //!
-//! `cargo bench -p tenure-ffi --bench step`
+//! `cargo bench -p tenure-ffi --features bench --bench step`
 
 use std::collections::BTreeMap;
 use std::ffi::CString;
