@@ -29,26 +29,17 @@ use tenure::{
 #[path = "../tests/common/net.rs"]
 mod net;
 
+#[path = "common/follower.rs"]
+mod follower;
+
 fn follower_heartbeat(c: &mut Criterion) {
-    let mut node: Node = Node::new(
-        Config::new(1, [1, 2, 3]).rng_seed(1),
-        HardState::new(1, Some(2)),
-        Instant::ZERO,
-    )
-    .unwrap();
+    let mut node = follower::follower();
     let mut out: Vec<Action> = Vec::with_capacity(16);
     let mut seq = 0u64;
     c.bench_function("follower_heartbeat", |b| {
         b.iter(|| {
             seq += 1;
-            let input = Input::Receive {
-                from: 2,
-                message: Message {
-                    term: 1,
-                    kind: MessageKind::Heartbeat { seq },
-                },
-            };
-            node.step_into(Instant::from_nanos(seq * 1000), black_box(input), &mut out);
+            follower::heartbeat(&mut node, seq, &mut out);
             out.clear();
         })
     });
