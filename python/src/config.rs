@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use pyo3::prelude::*;
 use tenure::adapters::auth::KeyRing;
-use tenure::{Fencing, Mode, NodeId, Setting};
+use tenure::adapters::storage::{StateOwner, decode_membership_record};
+use tenure::{Fencing, Mode, NodeId, RankPolicy, Setting};
 
 use crate::config_error;
 
@@ -62,7 +63,8 @@ impl Config {
         heartbeat_ms = None, death_timeout_ms = None, election_timeout_ms = None,
         election_jitter_ms = None, lease_margin_ms = None, clock_drift_ppm = None,
         seed = None, mode = "candidate", fencing = "soft", key_file = None,
-        next_key_file = None, data_dir = None
+        next_key_file = None, data_dir = None, rank_policy = "unranked",
+        priorities = None, membership = None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -84,6 +86,9 @@ impl Config {
         key_file: Option<PathBuf>,
         next_key_file: Option<PathBuf>,
         data_dir: Option<PathBuf>,
+        rank_policy: &str,
+        priorities: Option<BTreeMap<u64, u32>>,
+        membership: Option<&[u8]>,
     ) -> PyResult<Config> {
         let shown = format!("Config(id={id}, voters={voters:?}, cluster_id={cluster_id})");
         let mut config = tenure::Config::new(id, voters).observers(observers);
@@ -135,6 +140,25 @@ impl Config {
                 ));
             }
         });
+        config = config.rank_policy(match rank_policy {
+            "unranked" => RankPolicy::Unranked,
+            "priority" => RankPolicy::Priority,
+            "highest_id" => RankPolicy::HighestId,
+            "oldest" => RankPolicy::Oldest,
+            other => {
+                return Err(config_error(
+                    py,
+                    "rank_policy",
+                    format!(
+                        "rank_policy {other:?} is not one of \"unranked\", \"priority\", \"highest_id\", \"oldest\""
+                    ),
+                ));
+            }
+        });
+        config = config.priorities(priorities.unwrap_or_default());
+        if let Some(record) = membership {
+            config = with_membership(py, config, cluster_id, record)?;
+        }
         config.validate().map_err(|e| refused(py, &e))?;
         let mut addrs = BTreeMap::new();
         for (peer, addr) in peers.unwrap_or_default() {
@@ -181,6 +205,19 @@ impl Config {
             keys,
             data_dir,
             shown,
+        })
+    }
+
+    /// This configuration restarted on the membership record `membership`
+    /// (what `StateFile.load_membership()` returns): a copy; this one is
+    /// unchanged. A damaged record or another node's raises `ConfigError`
+    /// (`setting` `"membership"`).
+    fn with_membership(&self, py: Python<'_>, membership: &[u8]) -> PyResult<Config> {
+        let config = with_membership(py, self.config.clone(), self.cluster, membership)?;
+        config.validate().map_err(|e| refused(py, &e))?;
+        Ok(Config {
+            config,
+            ..self.clone()
         })
     }
 
@@ -244,6 +281,30 @@ impl Config {
     fn __repr__(&self) -> String {
         self.shown.clone()
     }
+}
+
+/// `config` on the membership the record `bytes` holds, if it is this
+/// node's (of `cluster`).
+fn with_membership(
+    py: Python<'_>,
+    config: tenure::Config,
+    cluster: u64,
+    bytes: &[u8],
+) -> PyResult<tenure::Config> {
+    let (owner, membership) = decode_membership_record(bytes)
+        .map_err(|e| config_error(py, "membership", format!("membership record: {e}")))?;
+    let expected = StateOwner {
+        node: config.id(),
+        cluster,
+    };
+    if owner != expected {
+        return Err(config_error(
+            py,
+            "membership",
+            format!("membership record: it is {owner}'s, not {expected}'s"),
+        ));
+    }
+    Ok(config.membership(membership))
 }
 
 fn duration_ns(d: Duration) -> u64 {

@@ -73,6 +73,7 @@ fn _tenure(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<types::Lease>()?;
     m.add_class::<types::Role>()?;
     m.add_class::<types::Status>()?;
+    m.add_class::<types::MembershipId>()?;
     m.add_class::<config::Config>()?;
     m.add_class::<node::InputKind>()?;
     m.add_class::<node::Input>()?;

@@ -9,11 +9,12 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 use tenure::adapters::auth::PeerAuth;
 use tenure::adapters::driver::follow_membership;
+use tenure::adapters::storage::{StateOwner, encode_membership_record};
 use tenure::adapters::udp::{Framing, Received};
-use tenure::{Instant, MembershipId, NodeId};
+use tenure::{Instant, MembershipChange, MembershipId, NodeId};
 
 use crate::config::{Config, refused};
-use crate::types::{HardState, Lease, Status, Token};
+use crate::types::{HardState, Lease, MembershipId as PyMembershipId, Status, Token};
 
 value_enum! {
     /// What an `Input` is.
@@ -32,6 +33,10 @@ value_enum! {
         Transfer,
         /// Hand leadership to the best voter before a planned stop.
         HandOver,
+        /// The membership of the last persist-membership action is durable.
+        PersistedMembership,
+        /// Change the membership (at the leader).
+        ChangeMembership,
     }
 }
 
@@ -51,6 +56,10 @@ pub(crate) struct Input {
     /// `TRANSFER`: the node to hand leadership to.
     #[pyo3(get)]
     to: Option<u64>,
+    /// `PERSISTED_MEMBERSHIP`: the membership now durable.
+    #[pyo3(get)]
+    membership: Option<PyMembershipId>,
+    change: Option<MembershipChange>,
 }
 
 impl Input {
@@ -61,8 +70,33 @@ impl Input {
             from: None,
             state: None,
             to: None,
+            membership: None,
+            change: None,
         }
     }
+
+    fn change(change: MembershipChange) -> Input {
+        Input {
+            change: Some(change),
+            ..Input::of(InputKind::ChangeMembership)
+        }
+    }
+}
+
+/// A member's id for a membership change: never 0.
+fn member(id: u64) -> PyResult<u64> {
+    if id == 0 {
+        return Err(PyValueError::new_err("node id 0 means \"no node\""));
+    }
+    Ok(id)
+}
+
+/// A new member's `"ip:port"` address, checked.
+fn member_address(address: &str) -> PyResult<String> {
+    address
+        .parse::<SocketAddr>()
+        .map_err(|e| PyValueError::new_err(format!("address {address:?} is not ip:port ({e})")))?;
+    Ok(address.to_string())
 }
 
 /// An address from `"ip:port"` text or an `(host, port, ...)` tuple as
@@ -146,6 +180,58 @@ impl Input {
         Input::of(InputKind::HandOver)
     }
 
+    /// Storage confirmed the membership `membership` (the id the
+    /// persist-membership action carried).
+    #[staticmethod]
+    fn persisted_membership(membership: PyMembershipId) -> Input {
+        Input {
+            membership: Some(membership),
+            ..Input::of(InputKind::PersistedMembership)
+        }
+    }
+
+    /// Add node `id`, reached at `address` (`"ip:port"`), as a voter: it
+    /// joins as an observer and votes once it caught up.
+    #[staticmethod]
+    fn add_voter(id: u64, address: &str) -> PyResult<Input> {
+        Ok(Input::change(MembershipChange::AddVoter {
+            id: member(id)?,
+            address: member_address(address)?,
+        }))
+    }
+
+    /// Add node `id`, reached at `address`, as an observer.
+    #[staticmethod]
+    fn add_observer(id: u64, address: &str) -> PyResult<Input> {
+        Ok(Input::change(MembershipChange::AddObserver {
+            id: member(id)?,
+            address: member_address(address)?,
+        }))
+    }
+
+    /// Make observer `id` a voter, once it caught up.
+    #[staticmethod]
+    fn promote_observer(id: u64) -> PyResult<Input> {
+        Ok(Input::change(MembershipChange::Promote { id: member(id)? }))
+    }
+
+    /// Remove voter or observer `id`.
+    #[staticmethod]
+    fn remove_member(id: u64) -> PyResult<Input> {
+        Ok(Input::change(MembershipChange::Remove { id: member(id)? }))
+    }
+
+    /// Replace voter `old` by the new node `new`, reached at `address`, in
+    /// one joint change.
+    #[staticmethod]
+    fn replace_voter(old: u64, new: u64, address: &str) -> PyResult<Input> {
+        Ok(Input::change(MembershipChange::Replace {
+            old: member(old)?,
+            new: member(new)?,
+            address: member_address(address)?,
+        }))
+    }
+
     /// `RECEIVE`: the datagram.
     #[getter]
     fn data<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
@@ -170,6 +256,11 @@ impl Input {
                 self.state.unwrap_or_default().__repr__()
             ),
             InputKind::Transfer => format!("Input.transfer({})", self.to.unwrap_or(0)),
+            InputKind::PersistedMembership => format!(
+                "Input.persisted_membership({})",
+                self.membership.unwrap_or_default().__repr__()
+            ),
+            InputKind::ChangeMembership => format!("Input.change_membership({:?})", self.change),
             other => format!("Input.{}()", snake(&format!("{other:?}"))),
         }
     }
@@ -197,6 +288,10 @@ value_enum! {
         Send,
         /// Tell the application: `event`.
         Event,
+        /// Store the membership record `data` durably
+        /// (`StateFile.save_membership`), then feed
+        /// `Input.persisted_membership(membership)`.
+        PersistMembership,
     }
 }
 
@@ -218,6 +313,9 @@ pub(crate) struct Action {
     /// `EVENT`: the event.
     #[pyo3(get)]
     event: Option<Event>,
+    /// `PERSIST_MEMBERSHIP`: the id of the membership `data` holds.
+    #[pyo3(get)]
+    membership: Option<PyMembershipId>,
 }
 
 impl Action {
@@ -229,6 +327,7 @@ impl Action {
             data: Vec::new(),
             dest: None,
             event: None,
+            membership: None,
         }
     }
 
@@ -244,10 +343,11 @@ impl Action {
 
 #[pymethods]
 impl Action {
-    /// `SEND`: the datagram.
+    /// `SEND`: the datagram; `PERSIST_MEMBERSHIP`: the membership record.
     #[getter]
     fn data<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
-        (self.kind == ActionKind::Send).then(|| PyBytes::new(py, &self.data))
+        matches!(self.kind, ActionKind::Send | ActionKind::PersistMembership)
+            .then(|| PyBytes::new(py, &self.data))
     }
 
     /// `SEND`: the peer's address, `(ip, port)`, as `sendto` takes it.
@@ -266,6 +366,11 @@ impl Action {
                 "Action.SEND(to={}, addr={:?}, <{} bytes>)",
                 self.to,
                 self.dest.map(|a| a.to_string()).unwrap_or_default(),
+                self.data.len()
+            ),
+            ActionKind::PersistMembership => format!(
+                "Action.PERSIST_MEMBERSHIP({}, <{} bytes>)",
+                self.membership.unwrap_or_default().__repr__(),
                 self.data.len()
             ),
             ActionKind::Event => format!(
@@ -478,6 +583,8 @@ fn screaming(name: &str) -> String {
 pub(crate) struct Node {
     node: tenure::Node,
     framing: Framing,
+    /// Whose membership records this node writes.
+    owner: StateOwner,
     known: Option<MembershipId>,
     out: Vec<tenure::Action>,
     /// Actions made before the first step (greetings to peers).
@@ -501,10 +608,11 @@ impl Node {
                         into.push(Action::send(to, bytes, addr));
                     }
                 }
-                // Membership changes are not driven through these
-                // bindings: ignoring the write keeps the node on its
-                // membership, which is safe.
-                tenure::Action::PersistMembership(_) => {}
+                tenure::Action::PersistMembership(membership) => into.push(Action {
+                    membership: Some(membership.id().into()),
+                    data: encode_membership_record(self.owner, &membership),
+                    ..Action::of(ActionKind::PersistMembership)
+                }),
                 tenure::Action::Event(event) => into.push(Action {
                     event: Some((&event).into()),
                     ..Action::of(ActionKind::Event)
@@ -553,6 +661,10 @@ impl Node {
         let mut made = Node {
             node,
             framing,
+            owner: StateOwner {
+                node: id,
+                cluster: c.cluster,
+            },
             known: None,
             out: Vec::new(),
             pending: Vec::new(),
@@ -597,6 +709,13 @@ impl Node {
                 to: input.to.unwrap_or(0),
             },
             InputKind::HandOver => tenure::Input::HandOver,
+            InputKind::PersistedMembership => {
+                tenure::Input::PersistedMembership(input.membership.unwrap_or_default().into())
+            }
+            InputKind::ChangeMembership => match &input.change {
+                Some(change) => tenure::Input::ChangeMembership(change.clone()),
+                None => return actions,
+            },
         };
         self.node
             .step_into(Instant::from_nanos(now_ns), input, &mut self.out);

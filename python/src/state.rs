@@ -7,7 +7,8 @@ use std::sync::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use tenure::adapters::storage::{
-    FileStorage, StateOwner, Storage, StorageError, decode_owned_record, encode_owned_record,
+    FileStorage, StateOwner, Storage, StorageError, decode_membership_record, decode_owned_record,
+    encode_membership_record, encode_owned_record,
 };
 
 use crate::StateError;
@@ -26,6 +27,7 @@ fn failed(e: &StorageError) -> PyErr {
 pub(crate) struct StateFile {
     storage: Mutex<Option<FileStorage>>,
     path: PathBuf,
+    owner: StateOwner,
 }
 
 impl StateFile {
@@ -58,6 +60,7 @@ impl StateFile {
         Ok(StateFile {
             storage: Mutex::new(Some(storage)),
             path,
+            owner,
         })
     }
 
@@ -78,6 +81,37 @@ impl StateFile {
     /// only then. Releases the GIL, so it can run in an executor thread.
     fn save(&self, py: Python<'_>, state: HardState) -> PyResult<()> {
         py.detach(|| self.with(|s| s.save(&state.into()).map_err(|e| failed(&e))))
+    }
+
+    /// The membership record saved last (`tenure.membership` beside the
+    /// state file), or `None` if the node never changed membership. Give
+    /// it to `Config(membership=...)` at the next start. A damaged file or
+    /// another node's raises `StateError`.
+    fn load_membership<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let owner = self.owner;
+        let record = py.detach(|| {
+            self.with(|s| {
+                let membership = s.load_membership().map_err(|e| failed(&e))?;
+                Ok(membership.map(|m| encode_membership_record(owner, &m)))
+            })
+        })?;
+        Ok(record.map(|r| PyBytes::new(py, &r)))
+    }
+
+    /// Replaces the saved membership durably with `record` (the bytes of
+    /// an `ActionKind.PERSIST_MEMBERSHIP` action), the way `save` writes
+    /// the state. A damaged record or another node's raises `StateError`
+    /// and writes nothing. Releases the GIL.
+    fn save_membership(&self, py: Python<'_>, record: &[u8]) -> PyResult<()> {
+        let (owner, membership) = decode_membership_record(record)
+            .map_err(|e| StateError::new_err(format!("membership record: {e}")))?;
+        if owner != self.owner {
+            return Err(StateError::new_err(format!(
+                "membership record: it is {owner}'s, not {}'s",
+                self.owner
+            )));
+        }
+        py.detach(|| self.with(|s| s.save_membership(&membership).map_err(|e| failed(&e))))
     }
 
     /// The state file's path.

@@ -153,6 +153,61 @@ impl From<tenure::Role> for Role {
     }
 }
 
+/// Names one membership exactly: its epoch, the term of the leader that
+/// made it, and a fingerprint of its voter sets.
+#[pyclass(module = "tenure", frozen, eq, hash, from_py_object)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub(crate) struct MembershipId {
+    /// The membership's epoch.
+    #[pyo3(get)]
+    pub(crate) epoch: u64,
+    /// The term of the leader that made it.
+    #[pyo3(get)]
+    pub(crate) term: u64,
+    /// A fingerprint of its voters, outgoing voters and observers.
+    #[pyo3(get)]
+    pub(crate) fingerprint: u64,
+}
+
+#[pymethods]
+impl MembershipId {
+    #[new]
+    fn new(epoch: u64, term: u64, fingerprint: u64) -> MembershipId {
+        MembershipId {
+            epoch,
+            term,
+            fingerprint,
+        }
+    }
+
+    pub(crate) fn __repr__(&self) -> String {
+        format!(
+            "MembershipId(epoch={}, term={}, fingerprint={})",
+            self.epoch, self.term, self.fingerprint
+        )
+    }
+}
+
+impl From<tenure::MembershipId> for MembershipId {
+    fn from(id: tenure::MembershipId) -> MembershipId {
+        MembershipId {
+            epoch: id.epoch,
+            term: id.term,
+            fingerprint: id.fingerprint,
+        }
+    }
+}
+
+impl From<MembershipId> for tenure::MembershipId {
+    fn from(id: MembershipId) -> tenure::MembershipId {
+        tenure::MembershipId {
+            epoch: id.epoch,
+            term: id.term,
+            fingerprint: id.fingerprint,
+        }
+    }
+}
+
 /// A snapshot of a node (`Node.status()`).
 #[pyclass(module = "tenure", frozen, get_all)]
 #[derive(Clone, Debug)]
@@ -178,6 +233,12 @@ pub(crate) struct Status {
     pub(crate) lease_until_ns: Option<u64>,
     /// Its leadership's token, while it leads.
     pub(crate) token: Option<Token>,
+    /// The membership it acts on.
+    pub(crate) membership: MembershipId,
+    /// Its voters (both sets while a change is in its joint phase).
+    pub(crate) voters: Vec<u64>,
+    /// Its observers.
+    pub(crate) observers: Vec<u64>,
 }
 
 #[pymethods]
@@ -207,6 +268,15 @@ impl From<tenure::Status> for Status {
             is_voter: s.is_voter,
             lease_until_ns: s.lease_until.map(tenure::Instant::as_nanos),
             token: s.fencing_token.map(Into::into),
+            membership: s.membership.id().into(),
+            voters: {
+                let mut voters: Vec<u64> = s.membership.voters.clone();
+                voters.extend(&s.membership.outgoing);
+                voters.sort_unstable();
+                voters.dedup();
+                voters
+            },
+            observers: s.membership.observers.clone(),
         }
     }
 }

@@ -47,6 +47,14 @@ class Role:
     def __int__(self) -> int: ...
 
 @final
+class MembershipId:
+    epoch: int
+    term: int
+    fingerprint: int
+    def __init__(self, epoch: int, term: int, fingerprint: int) -> None: ...
+    def __hash__(self) -> int: ...
+
+@final
 class Status:
     id: int
     role: Role
@@ -58,6 +66,9 @@ class Status:
     is_voter: bool
     lease_until_ns: Optional[int]
     token: Optional[Token]
+    membership: MembershipId
+    voters: List[int]
+    observers: List[int]
 
 @final
 class Config:
@@ -81,7 +92,11 @@ class Config:
         key_file: Optional[_Path] = None,
         next_key_file: Optional[_Path] = None,
         data_dir: Optional[_Path] = None,
+        rank_policy: str = "unranked",
+        priorities: Optional[Mapping[int, int]] = None,
+        membership: Optional[bytes] = None,
     ) -> None: ...
+    def with_membership(self, membership: bytes) -> Config: ...
     @property
     def id(self) -> int: ...
     @property
@@ -110,6 +125,8 @@ class InputKind:
     DEMOTE: InputKind
     TRANSFER: InputKind
     HAND_OVER: InputKind
+    PERSISTED_MEMBERSHIP: InputKind
+    CHANGE_MEMBERSHIP: InputKind
     def __int__(self) -> int: ...
 
 @final
@@ -119,6 +136,7 @@ class Input:
     addr: Optional[Tuple[str, int]]
     state: Optional[HardState]
     to: Optional[int]
+    membership: Optional[MembershipId]
     @staticmethod
     def tick() -> Input: ...
     @staticmethod
@@ -133,12 +151,25 @@ class Input:
     def transfer(to: int) -> Input: ...
     @staticmethod
     def hand_over() -> Input: ...
+    @staticmethod
+    def persisted_membership(membership: MembershipId) -> Input: ...
+    @staticmethod
+    def add_voter(id: int, address: str) -> Input: ...
+    @staticmethod
+    def add_observer(id: int, address: str) -> Input: ...
+    @staticmethod
+    def promote_observer(id: int) -> Input: ...
+    @staticmethod
+    def remove_member(id: int) -> Input: ...
+    @staticmethod
+    def replace_voter(old: int, new: int, address: str) -> Input: ...
 
 @final
 class ActionKind:
     PERSIST: ActionKind
     SEND: ActionKind
     EVENT: ActionKind
+    PERSIST_MEMBERSHIP: ActionKind
     def __int__(self) -> int: ...
 
 @final
@@ -182,6 +213,7 @@ class Action:
     data: Optional[bytes]
     addr: Optional[Tuple[str, int]]
     event: Optional[Event]
+    membership: Optional[MembershipId]
 
 @final
 class Node:
@@ -203,6 +235,8 @@ class StateFile:
     def __init__(self, data_dir: _Path, node: int, cluster: int) -> None: ...
     def load(self) -> HardState: ...
     def save(self, state: HardState) -> None: ...
+    def load_membership(self) -> Optional[bytes]: ...
+    def save_membership(self, record: bytes) -> None: ...
     @property
     def path(self) -> pathlib.Path: ...
     def close(self) -> None: ...

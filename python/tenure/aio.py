@@ -42,6 +42,7 @@ from . import (
     EventKind,
     HardState,
     Input,
+    InputKind,
     Lease,
     Node,
     Role,
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AioNode",
     "LeadershipLost",
+    "MembershipChangeFailed",
     "NodeStopped",
     "TransferFailed",
     "clock_ns",
@@ -91,6 +93,14 @@ class TransferFailed(Exception):
         self.reason = reason
 
 
+class MembershipChangeFailed(Exception):
+    """`change_membership()` did not complete; `reason` says why."""
+
+    def __init__(self, reason: Optional[str]) -> None:
+        super().__init__(f"membership change failed: {reason}")
+        self.reason = reason
+
+
 class NodeStopped(Exception):
     """The node was closed, or stopped because a state write failed."""
 
@@ -110,7 +120,8 @@ async def start(
     """Starts node `config.id` listening on `listen` (`"ip:port"` or
     `(host, port)`), with its state file in `data_dir` (default
     `config.data_dir`): the same directory layout as `tenure node`, locked
-    while the node runs. A damaged state file raises `tenure.StateError`."""
+    while the node runs. A damaged state file raises `tenure.StateError`.
+    A node that stored a membership (after a change) restarts on it."""
     loop = asyncio.get_running_loop()
     directory = data_dir if data_dir is not None else config.data_dir
     if directory is None:
@@ -120,6 +131,9 @@ async def start(
     )
     try:
         state = await loop.run_in_executor(None, state_file.load)
+        membership = await loop.run_in_executor(None, state_file.load_membership)
+        if membership is not None:
+            config = config.with_membership(membership)
         node = AioNode(config, state_file, state)
         transport, _ = await loop.create_datagram_endpoint(
             lambda: _Protocol(node), local_addr=_address(listen)
@@ -170,6 +184,12 @@ class AioNode:
     def id(self) -> int:
         """This node's id."""
         return self._node.id
+
+    @property
+    def config(self) -> Config:
+        """The configuration the node runs with (on its stored membership,
+        if it had one at start)."""
+        return self._config
 
     @property
     def node(self) -> Node:
@@ -278,6 +298,23 @@ class AioNode:
         if event.kind == EventKind.TRANSFER_FAILED:
             raise TransferFailed(to, event.reason)
 
+    async def change_membership(self, change: Input) -> int:
+        """Asks this node, the leader, for a membership change
+        (`Input.add_voter(id, address)`, `add_observer`, `promote_observer`,
+        `remove_member`, `replace_voter`); returns the epoch it reached, or
+        raises `MembershipChangeFailed`."""
+        if change.kind != InputKind.CHANGE_MEMBERSHIP:
+            raise ValueError(f"{change!r} is not a membership change")
+        done = self._watch(
+            lambda e: e.kind
+            in (EventKind.MEMBERSHIP_CHANGE_COMPLETED, EventKind.MEMBERSHIP_CHANGE_FAILED)
+        )
+        self._command(change)
+        event = await done
+        if event.kind == EventKind.MEMBERSHIP_CHANGE_FAILED:
+            raise MembershipChangeFailed(event.reason)
+        return event.epoch or 0
+
     async def hand_over(self) -> None:
         """Hands leadership to the best voter (or resigns); returns once this
         node no longer leads. On a follower: the same as `demote()`."""
@@ -371,6 +408,13 @@ class AioNode:
                         assert state is not None
                         await self._loop.run_in_executor(None, self._state_file.save, state)
                         self._feed(Input.persisted(state))
+                    elif action.kind == ActionKind.PERSIST_MEMBERSHIP:
+                        record, membership = action.data, action.membership
+                        assert record is not None and membership is not None
+                        await self._loop.run_in_executor(
+                            None, self._state_file.save_membership, record
+                        )
+                        self._feed(Input.persisted_membership(membership))
                     elif action.kind == ActionKind.EVENT and action.event is not None:
                         self._event(action.event)
                 if self._stopping:

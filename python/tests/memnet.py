@@ -43,6 +43,8 @@ class Net:
         self.flight: List[Tuple[Address, bytes, Address]] = []
         self.events: List[tenure.Event] = []
         self.stored: Dict[int, tenure.HardState] = {}
+        # The membership record each node stored last, and its id.
+        self.memberships: Dict[int, Tuple[bytes, tenure.MembershipId]] = {}
         self.cut: Set[Address] = set()
 
     def node(self, id: int) -> tenure.Node:
@@ -60,6 +62,11 @@ class Net:
                     assert action.state is not None
                     self.stored[node.id] = action.state
                     pending.append(node.step(self.now, tenure.Input.persisted(action.state)))
+                elif action.kind == tenure.ActionKind.PERSIST_MEMBERSHIP:
+                    assert action.data is not None and action.membership is not None
+                    self.memberships[node.id] = (action.data, action.membership)
+                    done = tenure.Input.persisted_membership(action.membership)
+                    pending.append(node.step(self.now, done))
                 elif action.event is not None:
                     self.events.append(action.event)
 
@@ -77,6 +84,12 @@ class Net:
         self.now = max(self.now, at_ns)
         self.feed(at, tenure.Input.tick())
         self.deliver()
+
+    def run(self, ns: int) -> None:
+        """Advances until `ns` of time passed."""
+        end = self.now + ns
+        while self.now < end:
+            self.advance()
 
     def leader(self) -> Optional[tenure.Node]:
         leaders = [n for a, n in self.nodes.items() if a not in self.cut and n.status().role == tenure.Role.LEADER]

@@ -211,3 +211,32 @@ def test_aio_lease_needs_strict_fencing(tmp_path: Path) -> None:
             node.promote()
 
     run(test)
+
+
+def test_aio_membership_change_reaches_every_member_and_a_restarted_node_keeps_it(
+    tmp_path: Path,
+) -> None:
+    """A voter removed at the leader: the others store the new membership
+    (`tenure.membership`), act on it, and one restarted from its data
+    directory starts on it rather than on its configured voters."""
+
+    async def body(nodes: List[tenure.aio.AioNode], leader: tenure.aio.AioNode) -> None:
+        removed = next(n for n in nodes if n is not leader)
+        kept = next(n for n in nodes if n is not leader and n is not removed)
+        left = sorted([leader.id, kept.id])
+        epoch = await leader.change_membership(tenure.Input.remove_member(removed.id))
+        assert epoch > 0
+        await until(lambda: kept.status().voters == left, "the follower acts on the change")
+        assert leader.status().membership == kept.status().membership
+        assert (tmp_path / f"data-{kept.id}" / "tenure.membership").exists()
+        config = kept.config
+        await kept.close(hand_over=False)
+        nodes.remove(kept)
+        again = await tenure.aio.start(config, ("127.0.0.1", free_port()))
+        nodes.append(again)
+        assert again.status().voters == left
+        assert again.status().membership.epoch == epoch
+        with pytest.raises(ValueError, match="not a membership change"):
+            await leader.change_membership(tenure.Input.tick())
+
+    cluster_test(tmp_path, body)

@@ -219,3 +219,52 @@ def test_state_file_of_another_node_or_locked_is_refused(tmp_path: Path) -> None
         tenure.StateFile(str(data), 4, 9).load()
     with pytest.raises(tenure.StateError, match="closed"):
         mine.load()
+
+
+def test_membership_records_are_checked_before_use_and_round_trip(tmp_path: Path) -> None:
+    """A membership change through the binding: every member gets a
+    persist-membership action whose record restarts it on that membership;
+    damaged or foreign records are refused, never half used."""
+    net = Net(configs(3))
+    leader = net.elect().id
+    removed = next(i for i in (1, 2, 3) if i != leader)
+    net.feed(address(7000 + leader), tenure.Input.remove_member(removed))
+    net.run(2_000_000_000)
+    kept = next(i for i in (1, 2, 3) if i not in (leader, removed))
+    record, membership = net.memberships[kept]
+    assert net.node(kept).status().membership == membership
+    assert net.node(kept).status().voters == sorted([leader, kept])
+    config = configs(3)[kept - 1]
+    restarted = tenure.Node(config.with_membership(record), tenure.HardState(), 0)
+    assert restarted.status().voters == sorted([leader, kept])
+    # Another node's record, a damaged one: refused by name.
+    with pytest.raises(tenure.ConfigError, match="not node") as err:
+        configs(3)[leader - 1].with_membership(record)
+    assert err.value.setting == "membership"
+    damaged = bytearray(record)
+    damaged[-1] ^= 1
+    with pytest.raises(tenure.ConfigError, match="membership record"):
+        tenure.Config(kept, [1, 2, 3], cluster_id=9, membership=bytes(damaged))
+    # The state file keeps it beside the state, and refuses the others.
+    state = tenure.StateFile(str(tmp_path / "data"), kept, 9)
+    assert state.load_membership() is None
+    with pytest.raises(tenure.StateError, match="membership record"):
+        state.save_membership(bytes(damaged))
+    with pytest.raises(tenure.StateError, match="not node"):
+        state.save_membership(net.memberships[leader][0])
+    assert state.load_membership() is None
+    state.save_membership(record)
+    assert state.load_membership() == record
+    state.close()
+
+
+def test_membership_change_inputs_are_checked() -> None:
+    with pytest.raises(ValueError, match="ip:port"):
+        tenure.Input.add_voter(4, "not an address")
+    with pytest.raises(ValueError, match="no node"):
+        tenure.Input.remove_member(0)
+    with pytest.raises(ValueError, match="no node"):
+        tenure.Input.replace_voter(0, 4, "127.0.0.1:7004")
+    change = tenure.Input.add_observer(4, "127.0.0.1:7004")
+    assert change.kind == tenure.InputKind.CHANGE_MEMBERSHIP
+    assert change == tenure.Input.add_observer(4, "127.0.0.1:7004")
