@@ -1231,12 +1231,14 @@ fn sd_notify_reports_ready_watchdog_and_stopping() {
 /// `cargo test --release -p tenure-cli --test node -- --ignored handover_latency --nocapture`
 /// (docs/src/measured.md has the figures). With `TENURE_HANDOVER_TRACE=1`
 /// the nodes log every decision, and a hand-over slower than 20 ms prints
-/// the lines of all three with their arrival times.
+/// the lines of all three with their arrival times;
+/// `TENURE_HANDOVER_COUNT=100` makes it 100 of each.
 #[cfg(target_os = "linux")]
 #[test]
 #[ignore = "benchmark: 40 hand-overs, about 20 s"]
 fn handover_latency_of_node() {
-    HandoverBench::new("bench-node", None).run(20, 20);
+    let n = HandoverBench::count();
+    HandoverBench::new("bench-node", None).run(n, n);
 }
 
 /// The same under `tenure run`, with a command that exits at once on
@@ -1246,7 +1248,8 @@ fn handover_latency_of_node() {
 #[ignore = "benchmark: 40 hand-overs under tenure run, about 20 s"]
 fn handover_latency_of_run() {
     let command = "trap 'exit 0' TERM; sleep 1000 & wait";
-    HandoverBench::new("bench-run", Some(command)).run(20, 20);
+    let n = HandoverBench::count();
+    HandoverBench::new("bench-run", Some(command)).run(n, n);
 }
 
 /// A line of one of the benchmark's nodes: its index, when it arrived, the
@@ -1297,6 +1300,14 @@ impl HandoverBench {
             bench.start(i);
         }
         bench
+    }
+
+    /// Hand-overs of each kind: `TENURE_HANDOVER_COUNT`, else 20.
+    fn count() -> usize {
+        std::env::var("TENURE_HANDOVER_COUNT")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(20)
     }
 
     /// Starts node `i` (index), its lines forwarded to the channel.
