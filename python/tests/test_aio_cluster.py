@@ -211,3 +211,19 @@ def test_aio_lease_needs_strict_fencing(tmp_path: Path) -> None:
             node.promote()
 
     run(test)
+
+
+def test_aio_start_refuses_a_member_without_an_address(tmp_path: Path) -> None:
+    async def test() -> None:
+        # Voter 3 and observer 4 have no address: the node could never
+        # reach them, so start() says so instead of running deaf to them.
+        config = tenure.Config(
+            1, [1, 2, 3], observers=[4], peers={2: "127.0.0.1:7002"},
+            data_dir=str(tmp_path / "d"),
+        )
+        with pytest.raises(tenure.ConfigError, match="no address for member 3, 4") as raised:
+            await tenure.aio.start(config, ("127.0.0.1", free_port()))
+        assert raised.value.setting == "peers"
+        assert not (tmp_path / "d").exists(), "refused before the state file is made"
+
+    run(test)
