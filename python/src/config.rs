@@ -59,7 +59,7 @@ impl Config {
     /// also keeps the state file in.
     #[new]
     #[pyo3(signature = (
-        id, voters, *, peers = None, cluster_id = 0, observers = Vec::new(),
+        id, voters, *, peers = None, cluster_id = 0, observers = None,
         heartbeat_ms = None, death_timeout_ms = None, election_timeout_ms = None,
         election_jitter_ms = None, lease_margin_ms = None, clock_drift_ppm = None,
         seed = None, mode = "candidate", fencing = "soft", key_file = None,
@@ -73,7 +73,7 @@ impl Config {
         voters: Vec<u64>,
         peers: Option<BTreeMap<u64, String>>,
         cluster_id: u64,
-        observers: Vec<u64>,
+        observers: Option<Vec<u64>>,
         heartbeat_ms: Option<u64>,
         death_timeout_ms: Option<u64>,
         election_timeout_ms: Option<u64>,
@@ -91,7 +91,7 @@ impl Config {
         membership: Option<&[u8]>,
     ) -> PyResult<Config> {
         let shown = format!("Config(id={id}, voters={voters:?}, cluster_id={cluster_id})");
-        let mut config = tenure::Config::new(id, voters).observers(observers);
+        let mut config = tenure::Config::new(id, voters).observers(observers.unwrap_or_default());
         let ms = Duration::from_millis;
         for (value, set) in [
             (
@@ -231,6 +231,12 @@ impl Config {
     #[getter]
     fn voters(&self) -> Vec<u64> {
         self.config.voters().to_vec()
+    }
+
+    /// The observers (members that vote in no election).
+    #[getter]
+    fn observers(&self) -> Vec<u64> {
+        self.config.effective_observers().to_vec()
     }
 
     /// The cluster id: frames of another cluster are dropped.

@@ -79,7 +79,7 @@ class Config:
         *,
         peers: Optional[Mapping[int, str]] = None,
         cluster_id: int = 0,
-        observers: Sequence[int] = (),
+        observers: Optional[Sequence[int]] = None,
         heartbeat_ms: Optional[int] = None,
         death_timeout_ms: Optional[int] = None,
         election_timeout_ms: Optional[int] = None,
@@ -101,6 +101,8 @@ class Config:
     def id(self) -> int: ...
     @property
     def voters(self) -> List[int]: ...
+    @property
+    def observers(self) -> List[int]: ...
     @property
     def cluster_id(self) -> int: ...
     @property

@@ -38,6 +38,7 @@ from . import (
     Action,
     ActionKind,
     Config,
+    ConfigError,
     Event,
     EventKind,
     HardState,
@@ -120,9 +121,23 @@ async def start(
     """Starts node `config.id` listening on `listen` (`"ip:port"` or
     `(host, port)`), with its state file in `data_dir` (default
     `config.data_dir`): the same directory layout as `tenure node`, locked
-    while the node runs. A damaged state file raises `tenure.StateError`.
-    A node that stored a membership (after a change) restarts on it."""
+    while the node runs. A damaged state file raises `tenure.StateError`;
+    a voter or observer without an address in `config.peers` raises
+    `tenure.ConfigError` (`setting` `"peers"`). A node that stored a
+    membership (after a change) restarts on it."""
     loop = asyncio.get_running_loop()
+    # The node sends only to addresses in `peers`: a member without one
+    # would never hear from it, silently.
+    unreachable = [
+        m for m in config.voters + config.observers if m != config.id and m not in config.peers
+    ]
+    if unreachable:
+        err = ConfigError(
+            f"peers: no address for member {', '.join(map(str, unreachable))}"
+            " (every other voter and observer needs one)"
+        )
+        err.setting = "peers"
+        raise err
     directory = data_dir if data_dir is not None else config.data_dir
     if directory is None:
         raise ValueError("start() needs data_dir (or Config(data_dir=...)) for the state file")
@@ -190,6 +205,13 @@ class AioNode:
         """The configuration the node runs with (on its stored membership,
         if it had one at start)."""
         return self._config
+
+    @property
+    def listen(self) -> Tuple[str, int]:
+        """The address the node's socket is bound to."""
+        assert self._transport is not None, "bound by start()"
+        host, port = self._transport.get_extra_info("sockname")[:2]
+        return host, port
 
     @property
     def node(self) -> Node:

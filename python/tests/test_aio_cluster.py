@@ -229,10 +229,10 @@ def test_aio_membership_change_reaches_every_member_and_a_restarted_node_keeps_i
         await until(lambda: kept.status().voters == left, "the follower acts on the change")
         assert leader.status().membership == kept.status().membership
         assert (tmp_path / f"data-{kept.id}" / "tenure.membership").exists()
-        config = kept.config
+        config, listen = kept.config, kept.listen
         await kept.close(hand_over=False)
         nodes.remove(kept)
-        again = await tenure.aio.start(config, ("127.0.0.1", free_port()))
+        again = await tenure.aio.start(config, listen)
         nodes.append(again)
         assert again.status().voters == left
         assert again.status().membership.epoch == epoch
@@ -240,3 +240,19 @@ def test_aio_membership_change_reaches_every_member_and_a_restarted_node_keeps_i
             await leader.change_membership(tenure.Input.tick())
 
     cluster_test(tmp_path, body)
+
+
+def test_aio_start_refuses_a_member_without_an_address(tmp_path: Path) -> None:
+    async def test() -> None:
+        # Voter 3 and observer 4 have no address: the node could never
+        # reach them, so start() says so instead of running deaf to them.
+        config = tenure.Config(
+            1, [1, 2, 3], observers=[4], peers={2: "127.0.0.1:7002"},
+            data_dir=str(tmp_path / "d"),
+        )
+        with pytest.raises(tenure.ConfigError, match="no address for member 3, 4") as raised:
+            await tenure.aio.start(config, ("127.0.0.1", free_port()))
+        assert raised.value.setting == "peers"
+        assert not (tmp_path / "d").exists(), "refused before the state file is made"
+
+    run(test)

@@ -2,6 +2,7 @@
 frames between nodes (plain and authenticated), hostile datagrams, and the
 state file."""
 
+import inspect
 import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -43,6 +44,14 @@ def test_config_errors_name_id_and_voters() -> None:
     with pytest.raises(tenure.ConfigError) as raised:
         tenure.Config(1, [])
     assert raised.value.setting == "voters"
+
+
+def test_config_signature_shows_real_defaults_and_observers_read_back() -> None:
+    observers = inspect.signature(tenure.Config).parameters["observers"]
+    assert observers.default is None
+    config = tenure.Config(1, [1, 2], observers=[3])
+    assert config.observers == [3]
+    assert tenure.Config(1, [1]).observers == []
 
 
 def test_step_single_voter_elects_itself_through_persist_and_persisted() -> None:
