@@ -3,8 +3,10 @@ files: election, leases, `leadership()` cancellation, transfer, and the
 hand-over of `close()`. Every test is bounded by `wait_for`."""
 
 import asyncio
+import threading
+import time
 from pathlib import Path
-from typing import Awaitable, Callable, List, Optional, TypeVar
+from typing import Awaitable, Callable, List, Optional, Set, Tuple, TypeVar
 
 import pytest
 
@@ -211,3 +213,159 @@ def test_aio_lease_needs_strict_fencing(tmp_path: Path) -> None:
             node.promote()
 
     run(test)
+
+
+class Recorder:
+    """Wraps a node's state file and socket to log, in one order, when each
+    state write starts and ends and when each datagram leaves; writes take
+    `write_s` seconds after the real (durable) write."""
+
+    def __init__(self, node: tenure.aio.AioNode, log: List[Tuple[int, str]], write_s: float) -> None:
+        self.node, self.log, self.write_s = node, log, write_s
+        self.file, self.transport = node._state_file, node._transport
+        self.lock = threading.Lock()
+        self.writing = asyncio.Event()
+        self.loop = asyncio.get_running_loop()
+        node._state_file, node._transport = self, self  # type: ignore[assignment]
+
+    def note(self, what: str) -> None:
+        with self.lock:
+            self.log.append((self.node.id, what))
+
+    def save(self, state: tenure.HardState) -> None:
+        self.note("write")
+        self.loop.call_soon_threadsafe(self.writing.set)
+        self.file.save(state)
+        time.sleep(self.write_s)
+        self.note("durable")
+
+    def close(self) -> None:
+        self.note("closed")
+        if self.transport is not None:
+            self.transport.close()
+        self.file.close()
+
+    def is_closing(self) -> bool:
+        assert self.transport is not None
+        return self.transport.is_closing()
+
+    def sendto(self, data: bytes, addr: Tuple[str, int]) -> None:
+        self.note("send")
+        assert self.transport is not None
+        self.transport.sendto(data, addr)
+
+
+def sends_during_writes(log: List[Tuple[int, str]]) -> List[Tuple[int, int]]:
+    """(node, index) of every datagram a node sent while its own state
+    write was in flight."""
+    writing: Set[int] = set()
+    bad = []
+    for i, (node, what) in enumerate(log):
+        if what == "write":
+            writing.add(node)
+        elif what in ("durable", "closed"):
+            writing.discard(node)
+        elif what == "send" and node in writing:
+            bad.append((node, i))
+    return bad
+
+
+def test_aio_persist_before_send_no_datagram_leaves_while_a_state_write_is_in_flight(
+    tmp_path: Path,
+) -> None:
+    log: List[Tuple[int, str]] = []
+
+    async def body(nodes: List[tenure.aio.AioNode], leader: tenure.aio.AioNode) -> None:
+        recorders = [Recorder(n, log, 0.03) for n in nodes]
+        # Elections under slow writes: votes and campaigns arrive while
+        # writes are in flight, and a second write queues behind the first.
+        for _ in range(3):
+            leader.demote()
+            leader = await one_leader(nodes)
+        # close() while a write is in flight finishes it, sends nothing after.
+        follower = next(n for n in nodes if n is not leader)
+        recorder = recorders[nodes.index(follower)]
+        recorder.writing.clear()
+        leader.demote()
+        await asyncio.wait_for(recorder.writing.wait(), 5)
+        await follower.close(hand_over=False)
+        assert log[-1] == (follower.id, "closed"), log[-5:]
+
+    cluster_test(tmp_path, body)
+    assert sum(1 for _, what in log if what == "durable") >= 6, log
+    assert sends_during_writes(log) == [], log
+
+
+def test_aio_close_cancelled_during_a_write_raises_and_stops_the_node(tmp_path: Path) -> None:
+    async def body(nodes: List[tenure.aio.AioNode], leader: tenure.aio.AioNode) -> None:
+        log: List[Tuple[int, str]] = []
+        follower = next(n for n in nodes if n is not leader)
+        recorder = Recorder(follower, log, 0.5)
+        leader.demote()
+        await asyncio.wait_for(recorder.writing.wait(), 5)
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(follower.close(hand_over=False), 0.05)
+        # Stopped all the same: nothing is sent after, and the state file
+        # is released once the write in flight ends.
+        with pytest.raises(tenure.aio.NodeStopped):
+            follower.promote()
+        await asyncio.sleep(0.6)
+        assert (follower.id, "closed") in log and sends_during_writes(log) == [], log
+        assert log[-1][1] != "send", log[-5:]
+        tenure.StateFile(str(tmp_path / f"data-{follower.id}"), follower.id, 9).close()
+
+    cluster_test(tmp_path, body)
+
+
+def test_aio_leadership_lost_at_the_same_time_as_an_outer_cancel_lets_the_cancel_through(
+    tmp_path: Path,
+) -> None:
+    async def body(nodes: List[tenure.aio.AioNode], leader: tenure.aio.AioNode) -> None:
+        entered = asyncio.Event()
+        lost: List[str] = []
+
+        async def work() -> None:
+            # The loop the documentation shows: lead again after each loss.
+            while True:
+                try:
+                    async with leader.leadership():
+                        entered.set()
+                        await asyncio.sleep(60)
+                except tenure.aio.LeadershipLost as e:
+                    lost.append(str(e))
+
+        task = asyncio.ensure_future(work())
+        await entered.wait()
+        # The demotion's step-down cancels the block; the caller's cancel
+        # lands before the task runs again.
+        leader.demote()
+        asyncio.get_running_loop().call_soon(task.cancel)
+        done, _ = await asyncio.wait([task], timeout=2)
+        assert done, f"the task ignored its cancellation (lost: {lost})"
+        assert task.cancelled()
+
+    cluster_test(tmp_path, body)
+
+
+def test_aio_commands_from_another_thread_raise_instead_of_racing_the_loop(tmp_path: Path) -> None:
+    async def body(nodes: List[tenure.aio.AioNode], leader: tenure.aio.AioNode) -> None:
+        follower = next(n for n in nodes if n is not leader)
+        raised: List[BaseException] = []
+
+        def elsewhere() -> None:
+            for command in (follower.promote, follower.demote, lambda: follower.node.status()):
+                try:
+                    command()
+                except RuntimeError as e:
+                    raised.append(e)
+
+        thread = threading.Thread(target=elsewhere)
+        thread.start()
+        await asyncio.get_running_loop().run_in_executor(None, thread.join, 5)
+        assert [str(e) for e in raised] == [
+            f"node {follower.id}: call the driver from its event loop's thread "
+            "(loop.call_soon_threadsafe)"
+        ] * 2
+        assert follower.status().term == leader.status().term
+
+    cluster_test(tmp_path, body)
