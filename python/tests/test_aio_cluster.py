@@ -3,10 +3,12 @@ files: election, leases, `leadership()` cancellation, transfer, and the
 hand-over of `close()`. Every test is bounded by `wait_for`."""
 
 import asyncio
+import os
+import socket
 import threading
 import time
 from pathlib import Path
-from typing import Awaitable, Callable, List, Optional, Set, Tuple, TypeVar
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Set, Tuple, TypeVar
 
 import pytest
 
@@ -369,3 +371,112 @@ def test_aio_commands_from_another_thread_raise_instead_of_racing_the_loop(tmp_p
         assert follower.status().term == leader.status().term
 
     cluster_test(tmp_path, body)
+
+
+def test_aio_leadership_block_never_resumes_without_a_lease_after_the_loop_stalls(
+    tmp_path: Path,
+) -> None:
+    async def body(nodes: List[tenure.aio.AioNode], leader: tenure.aio.AioNode) -> None:
+        entered = asyncio.Event()
+        held: List[bool] = []
+        lost: List[str] = []
+
+        async def work() -> None:
+            try:
+                async with leader.leadership():
+                    entered.set()
+                    while True:
+                        held.append(leader.current_lease() is not None)
+                        await asyncio.sleep(0.002)
+            except tenure.aio.LeadershipLost as e:
+                lost.append(str(e))
+
+        task = asyncio.ensure_future(work())
+        await entered.wait()
+        await asyncio.sleep(0.1)
+        # A blocking callback holds the loop past the lease (300 ms death
+        # timeout): no heartbeat goes out, every timer is late at once.
+        asyncio.get_running_loop().call_soon(time.sleep, 0.5)
+        await asyncio.wait_for(task, 5)
+        assert lost and len(held) > 10, (lost, len(held))
+        assert all(held), f"the block ran {held.count(False)} times without a lease"
+
+    cluster_test(tmp_path, body)
+
+
+def test_aio_hostile_datagrams_never_raise_into_the_loop_and_the_node_runs_on(tmp_path: Path) -> None:
+    async def body(nodes: List[tenure.aio.AioNode], leader: tenure.aio.AioNode) -> None:
+        loop = asyncio.get_running_loop()
+        errors: List[Dict[str, Any]] = []
+        loop.set_exception_handler(lambda _, context: errors.append(context))
+        target = next(n for n in nodes if n is not leader)
+        assert target._transport is not None
+        addr = target._transport.get_extra_info("sockname")
+        frame: List[bytes] = []
+        leader_transport = leader._transport
+        assert leader_transport is not None
+
+        class Tap:
+            def __getattr__(self, name: str) -> Any:
+                return getattr(leader_transport, name)
+
+            def sendto(self, data: bytes, to: Tuple[str, int]) -> None:
+                if to == addr:
+                    frame.append(data)
+                leader_transport.sendto(data, to)
+
+        leader._transport = Tap()  # type: ignore[assignment]
+        await until(lambda: bool(frame), "a heartbeat to the target")
+        term = target.status().term
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.bind(("127.0.0.1", 0))
+            # Garbage, empty (a wake-up, not counted), the largest UDP
+            # payload, a truncated frame, and a real frame from an address
+            # no peer has (a spoofed id).
+            for data in (b"\x00", b"", os.urandom(65507), frame[0][:9], frame[0] * 2, frame[0]):
+                s.sendto(data, addr)
+        await until(lambda: sum(target.node.drops().values()) >= 5, "five datagrams dropped", 2)
+        await asyncio.sleep(0.2)
+        drops = target.node.drops()
+        assert (drops["malformed"], drops["unknown_sender"]) == (4, 1), drops
+        assert errors == [] and target._runner is not None and not target._runner.done()
+        assert target.status().term == term and target.leader == leader.id
+
+    cluster_test(tmp_path, body)
+
+
+def test_aio_start_refuses_a_damaged_foreign_or_held_state_and_leaves_the_directory_free(
+    tmp_path: Path,
+) -> None:
+    async def test() -> None:
+        data = tmp_path / "d"
+        config = tenure.Config(1, [1], cluster_id=9, fencing="strict", data_dir=str(data))
+        node = await tenure.aio.start(config, ("127.0.0.1", free_port()))
+        await node.lease()
+        # Held by a running node.
+        with pytest.raises(tenure.StateError, match="lock"):
+            await tenure.aio.start(config, ("127.0.0.1", free_port()))
+        await node.close()
+        record = (data / "tenure.state").read_bytes()
+        # A port in use releases the directory.
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as taken:
+            taken.bind(("127.0.0.1", 0))
+            with pytest.raises(OSError):
+                await tenure.aio.start(config, taken.getsockname())
+        # Another node's, then a damaged record: refused, left as it was.
+        other = tenure.Config(2, [2], cluster_id=9, data_dir=str(data))
+        with pytest.raises(tenure.StateError, match="node 1 of cluster 9"):
+            await tenure.aio.start(other, ("127.0.0.1", free_port()))
+        (data / "tenure.state").write_bytes(record[:-1] + bytes([record[-1] ^ 1]))
+        with pytest.raises(tenure.StateError):
+            await tenure.aio.start(config, ("127.0.0.1", free_port()))
+        (data / "tenure.state").write_bytes(record)
+        again = await tenure.aio.start(config, ("127.0.0.1", free_port()))
+        try:
+            lease = await again.lease()
+            state, _ = tenure.decode_state(record)
+            assert lease.token.term > state.term
+        finally:
+            await again.close()
+
+    run(test)
