@@ -2,7 +2,7 @@
 //! process, their datagrams routed between them at once, their durable
 //! writes kept in memory, virtual time.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ffi::{CStr, CString};
 use std::ptr::{null, null_mut};
 
@@ -32,6 +32,8 @@ struct Disk {
     state: TenureHardState,
     /// The last membership record stored, and its id.
     membership: Option<(Vec<u8>, TenureMembershipId)>,
+    /// The last membership stored but not acknowledged (`Cluster::hold`).
+    unacknowledged: Option<TenureMembershipId>,
 }
 
 struct Cluster {
@@ -43,6 +45,9 @@ struct Cluster {
     wire: VecDeque<(u64, String, Vec<u8>)>,
     /// Events seen: (node, kind, term, node the event names).
     events: Vec<(u64, TenureEventKind, u64, u64)>,
+    /// Nodes whose program stores a membership record but has not yet fed
+    /// `PERSISTED_MEMBERSHIP` (it may crash before it does).
+    hold: BTreeSet<u64>,
     now: u64,
 }
 
@@ -55,6 +60,7 @@ impl Cluster {
             disks: BTreeMap::new(),
             wire: VecDeque::new(),
             events: Vec::new(),
+            hold: BTreeSet::new(),
             now: 1_000 * MS,
         };
         for &id in voters {
@@ -148,7 +154,12 @@ impl Cluster {
                     }
                     TenureActionKind::PersistMembership => {
                         let record = std::slice::from_raw_parts(a.bytes, a.len).to_vec();
-                        self.disks.get_mut(&id).unwrap().membership = Some((record, a.membership));
+                        let disk = self.disks.get_mut(&id).unwrap();
+                        disk.membership = Some((record, a.membership));
+                        if self.hold.contains(&id) {
+                            disk.unacknowledged = Some(a.membership);
+                            continue;
+                        }
                         let mut done = input(TenureInputKind::PersistedMembership);
                         done.membership = a.membership;
                         assert_eq!(self.step(id, &done), TenureCode::Ok);
@@ -239,6 +250,53 @@ impl Cluster {
     }
 }
 
+impl Cluster {
+    /// Removes `removed` through `CHANGE_MEMBERSHIP` at `at`; the code the
+    /// step returned.
+    fn remove(&mut self, at: u64, removed: u64) -> TenureCode {
+        let mut change = input(TenureInputKind::ChangeMembership);
+        (change.change, change.member) = (TenureChangeKind::Remove as u32, removed);
+        let code = self.step(at, &change);
+        self.drain(at);
+        code
+    }
+
+    /// Feeds `PERSISTED_MEMBERSHIP` of `membership` to `id`.
+    fn persisted_membership(&mut self, id: u64, membership: TenureMembershipId) {
+        let mut done = input(TenureInputKind::PersistedMembership);
+        done.membership = membership;
+        assert_eq!(self.step(id, &done), TenureCode::Ok);
+        self.drain(id);
+    }
+
+    /// How many events of `kind` node `id` told.
+    fn count(&self, id: u64, kind: TenureEventKind) -> usize {
+        self.events
+            .iter()
+            .filter(|&&(node, k, ..)| node == id && k == kind)
+            .count()
+    }
+
+    /// No term in which two nodes announced winning.
+    fn assert_one_leader_per_term(&self) {
+        let mut won: BTreeMap<u64, BTreeSet<u64>> = BTreeMap::new();
+        for &(id, kind, term, _) in &self.events {
+            if kind == TenureEventKind::BecameLeader {
+                won.entry(term).or_default().insert(id);
+            }
+        }
+        for (term, leaders) in won {
+            assert_eq!(leaders.len(), 1, "term {term}: {leaders:?}");
+        }
+    }
+}
+
+/// Of nodes 1, 2 and 3 led by `leader`: the one to remove and the one kept.
+fn removed_and_kept(leader: u64) -> (u64, u64) {
+    let removed = if leader == 3 { 2 } else { 3 };
+    (removed, 6 - leader - removed)
+}
+
 impl Drop for Cluster {
     fn drop(&mut self) {
         for (_, node) in std::mem::take(&mut self.nodes) {
@@ -260,24 +318,15 @@ fn membership_change_through_the_abi_completes_and_survives_a_restart() {
     let mut c = Cluster::new(&[1, 2, 3], &[]);
     let leader = c.leader();
     let before = c.status(leader).membership;
-    let removed = if leader == 3 { 2 } else { 3 };
-    let mut change = input(TenureInputKind::ChangeMembership);
-    (change.change, change.member) = (TenureChangeKind::Remove as u32, removed);
-    assert_eq!(c.step(leader, &change), TenureCode::Ok);
-    c.drain(leader);
+    let (removed, kept) = removed_and_kept(leader);
+    assert_eq!(c.remove(leader, removed), TenureCode::Ok);
     c.run(1_000);
-    assert!(
-        c.events
-            .iter()
-            .any(|&(id, kind, ..)| id == leader
-                && kind == TenureEventKind::MembershipChangeCompleted),
+    assert_eq!(
+        c.count(leader, TenureEventKind::MembershipChangeCompleted),
+        1,
         "the change did not complete: {:?}",
         c.events
     );
-    let kept = [1, 2, 3]
-        .into_iter()
-        .find(|&id| id != leader && id != removed)
-        .unwrap();
     let (record, stored) = c.disks[&kept].membership.clone().expect("a stored record");
     assert!(stored.epoch > before.epoch, "{stored:?} after {before:?}");
     assert_eq!(c.status(kept).membership, stored);
@@ -345,4 +394,160 @@ fn rank_priority_through_the_abi_makes_the_highest_priority_voter_lead() {
     c.leader();
     c.run(3_000);
     assert_eq!(c.leader(), 2, "events: {:?}", c.events);
+}
+
+/// `PERSISTED_MEMBERSHIP` naming a membership that no
+/// `PERSIST_MEMBERSHIP` handed out (a later epoch, another leader's term,
+/// nothing) counts for nothing: the change waits for the real one.
+///
+/// Guards against: a C program's stale or mistyped acknowledgement making
+/// a membership count as durable on a node that never stored it.
+#[test]
+fn membership_persisted_with_an_id_never_handed_out_completes_no_change() {
+    let mut c = Cluster::new(&[1, 2, 3], &[]);
+    let leader = c.leader();
+    let (removed, kept) = removed_and_kept(leader);
+    c.hold.insert(kept);
+    assert_eq!(c.remove(leader, removed), TenureCode::Ok);
+    c.run(100);
+    let real = c.disks[&kept]
+        .unacknowledged
+        .expect("the new membership stored");
+    let wrong = [
+        TenureMembershipId {
+            epoch: real.epoch + 1,
+            ..real
+        },
+        TenureMembershipId {
+            term: real.term + 1,
+            ..real
+        },
+        TenureMembershipId {
+            fingerprint: real.fingerprint ^ 1,
+            ..real
+        },
+        TenureMembershipId::default(),
+    ];
+    for id in wrong {
+        c.persisted_membership(kept, id);
+        c.run(50);
+    }
+    let done = TenureEventKind::MembershipChangeCompleted;
+    assert_eq!(c.count(leader, done), 0, "{:?}", c.events);
+    assert_ne!(c.status(kept).membership, real);
+    // The real acknowledgement, before the change times out, completes it.
+    c.hold.clear();
+    c.persisted_membership(kept, real);
+    c.run(1_000);
+    assert_eq!(c.count(leader, done), 1, "{:?}", c.events);
+    let (_, stored) = c.disks[&kept].membership.clone().unwrap();
+    assert!(stored.epoch > real.epoch, "{stored:?} after {real:?}");
+    assert_eq!(c.status(kept).membership, stored);
+}
+
+/// A change asked of a follower fails with `MEMBERSHIP_CHANGE_FAILED` at
+/// that follower and changes nobody's membership.
+#[test]
+fn membership_change_at_a_follower_fails_and_changes_nothing() {
+    let mut c = Cluster::new(&[1, 2, 3], &[]);
+    let leader = c.leader();
+    let follower = if leader == 1 { 2 } else { 1 };
+    let before = c.status(leader).membership;
+    assert_eq!(c.remove(follower, leader), TenureCode::Ok);
+    c.run(1_000);
+    assert_eq!(
+        c.count(follower, TenureEventKind::MembershipChangeFailed),
+        1,
+        "{:?}",
+        c.events
+    );
+    for id in [1, 2, 3] {
+        assert_eq!(c.status(id).membership, before);
+    }
+    assert_eq!(c.status(follower).leader, leader);
+}
+
+/// A program that stored the new membership record but crashed before it
+/// fed `PERSISTED_MEMBERSHIP`, and restarts from its old record (or none),
+/// is brought to the new membership again: the change completes, and no
+/// term has two leaders.
+#[test]
+fn membership_stored_then_crash_before_the_acknowledgement_completes_after_a_restart() {
+    let mut c = Cluster::new(&[1, 2, 3], &[]);
+    let leader = c.leader();
+    let (removed, kept) = removed_and_kept(leader);
+    c.hold.insert(kept);
+    assert_eq!(c.remove(leader, removed), TenureCode::Ok);
+    c.run(500);
+    assert!(c.disks[&kept].unacknowledged.is_some());
+    // The crash: the record written last is lost with it (its rename
+    // never reached the disk); restarted on the bootstrap voters.
+    c.hold.clear();
+    c.disks.get_mut(&kept).unwrap().membership = None;
+    c.start(kept, None).unwrap();
+    c.run(3_000);
+    assert_eq!(
+        c.count(leader, TenureEventKind::MembershipChangeCompleted),
+        1,
+        "{:?}",
+        c.events
+    );
+    let (_, stored) = c.disks[&kept].membership.clone().expect("stored again");
+    assert_eq!(c.status(kept).membership, stored);
+    assert_eq!(c.status(leader).membership, stored);
+    c.assert_one_leader_per_term();
+}
+
+/// A leader that removes itself completes the change, stops leading, and
+/// one of the remaining voters leads; the removed node does not disturb
+/// them after (their term stays).
+#[test]
+fn membership_change_removing_the_leader_itself_leaves_the_others_one_leader() {
+    let mut c = Cluster::new(&[1, 2, 3], &[]);
+    let leader = c.leader();
+    assert_eq!(c.remove(leader, leader), TenureCode::Ok);
+    c.run(3_000);
+    let others: Vec<u64> = [1, 2, 3].into_iter().filter(|&id| id != leader).collect();
+    let new_leader = c.status(others[0]).leader;
+    assert!(
+        others.contains(&new_leader) && c.status(others[1]).leader == new_leader,
+        "the others follow {new_leader}: {:?}",
+        c.events
+    );
+    assert!(!c.status(leader).is_voter || c.status(leader).role != TenureRole::Leader);
+    let term = c.status(new_leader).term;
+    c.run(3_000);
+    assert_eq!(c.status(new_leader).term, term, "{:?}", c.events);
+    assert_eq!(c.status(new_leader).role, TenureRole::Leader);
+    c.assert_one_leader_per_term();
+}
+
+/// A membership record of this node id but another cluster is refused
+/// when the node is made (`TENURE_CODE_BAD_STATE`), even with the cluster
+/// id set after the record.
+#[test]
+fn membership_record_of_another_cluster_is_refused() {
+    let mut c = Cluster::new(&[1, 2, 3], &[]);
+    let leader = c.leader();
+    assert_eq!(c.remove(leader, removed_and_kept(leader).0), TenureCode::Ok);
+    c.run(1_000);
+    let (record, _) = c.disks[&leader]
+        .membership
+        .clone()
+        .expect("a stored record");
+    let config = c.config(leader, Some(&record)).unwrap();
+    let mut err = null_mut();
+    // SAFETY: a live configuration, freed once; `err` is writable.
+    let (code, message) = unsafe {
+        assert_eq!(
+            tenure_config_set_cluster_id(config, CLUSTER + 1, &mut err),
+            TenureCode::Ok
+        );
+        let node = tenure_node_new(config, TenureHardState::default(), c.now, &mut err);
+        tenure_config_free(config);
+        assert!(node.is_null());
+        take(&mut err)
+    };
+    assert_eq!(code, TenureCode::BadState, "{message}");
+    assert!(message.contains("membership record"), "{message}");
 }

@@ -20,6 +20,7 @@ import collections
 import contextlib
 import logging
 import os
+import threading
 import time
 from typing import (
     TYPE_CHECKING,
@@ -192,6 +193,7 @@ class AioNode:
         self._guards: Set[_Guard] = set()
         self._stopping = False
         self._stopped: Optional[BaseException] = None
+        self._thread = threading.get_ident()
 
     # -- reading -----------------------------------------------------------
 
@@ -284,16 +286,19 @@ class AioNode:
         held = await self.lease()
         task = asyncio.current_task()
         assert task is not None, "leadership() runs in a task"
+        cancelling = getattr(task, "cancelling", lambda: 0)()
         guard = _Guard(self, task, held, margin)
         try:
             yield held
         except asyncio.CancelledError:
             if not guard.why:
                 raise
-            # The cancellation was ours: end it here, as asyncio.timeout does.
+            # The cancellation was ours: end it here, as asyncio.timeout
+            # does, unless someone else cancelled the task too (theirs goes
+            # on, or a loop that leads again would never end).
             uncancel = getattr(task, "uncancel", None)
-            if uncancel is not None:
-                uncancel()
+            if uncancel is not None and uncancel() > cancelling:
+                raise
             raise LeadershipLost(guard.why) from None
         finally:
             guard.disarm()
@@ -355,15 +360,25 @@ class AioNode:
         the state file. Event iterators end; waiters raise `NodeStopped`."""
         if self._stopped is not None:
             return
-        if hand_over and self.is_leader:
-            with contextlib.suppress(asyncio.TimeoutError, NodeStopped):
-                await self.hand_over()
-        self._stopping = True
-        self._wake.set()
-        if self._runner is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._runner
-        self._stop(NodeStopped(f"node {self.id} was closed"))
+        try:
+            if hand_over and self.is_leader:
+                with contextlib.suppress(asyncio.TimeoutError, NodeStopped):
+                    await self.hand_over()
+            self._stopping = True
+            self._wake.set()
+            runner = self._runner
+            if runner is not None:
+                try:
+                    # Shielded: a cancelled close() stops the node below
+                    # and still raises; it does not end as if it were done.
+                    await asyncio.shield(runner)
+                except asyncio.CancelledError:
+                    if not runner.cancelled():
+                        raise
+        finally:
+            # A write still in flight ends before the state file closes
+            # (its lock); nothing after it is sent.
+            self._stop(NodeStopped(f"node {self.id} was closed"))
 
     async def __aenter__(self) -> AioNode:
         return self
@@ -386,7 +401,17 @@ class AioNode:
         if self._stopped is not None:
             raise NodeStopped(str(self._stopped)) from self._stopped
 
+    def _check_thread(self) -> None:
+        # From another thread, a step would race the loop's and its wake-up
+        # and timer would not reach the loop.
+        if threading.get_ident() != self._thread:
+            raise RuntimeError(
+                f"node {self.id}: call the driver from its event loop's thread "
+                "(loop.call_soon_threadsafe)"
+            )
+
     def _command(self, input: Input) -> None:
+        self._check_thread()
         self._check_running()
         self._feed(input)
 
@@ -465,6 +490,7 @@ class AioNode:
                 self._watches.append((matches, future))
 
     def _watch(self, matches: Callable[[Event], bool]) -> asyncio.Future[Event]:
+        self._check_thread()
         self._check_running()
         future: asyncio.Future[Event] = self._loop.create_future()
         self._watches.append((matches, future))

@@ -3,8 +3,12 @@ files: election, leases, `leadership()` cancellation, transfer, and the
 hand-over of `close()`. Every test is bounded by `wait_for`."""
 
 import asyncio
+import os
+import socket
+import threading
+import time
 from pathlib import Path
-from typing import Awaitable, Callable, List, Optional, TypeVar
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Set, Tuple, TypeVar
 
 import pytest
 
@@ -242,6 +246,108 @@ def test_aio_membership_change_reaches_every_member_and_a_restarted_node_keeps_i
     cluster_test(tmp_path, body)
 
 
+class Recorder:
+    """Wraps a node's state file and socket to log, in one order, when each
+    state write starts and ends and when each datagram leaves; writes take
+    `write_s` seconds after the real (durable) write."""
+
+    def __init__(self, node: tenure.aio.AioNode, log: List[Tuple[int, str]], write_s: float) -> None:
+        self.node, self.log, self.write_s = node, log, write_s
+        self.file, self.transport = node._state_file, node._transport
+        self.lock = threading.Lock()
+        self.writing = asyncio.Event()
+        self.loop = asyncio.get_running_loop()
+        node._state_file, node._transport = self, self  # type: ignore[assignment]
+
+    def note(self, what: str) -> None:
+        with self.lock:
+            self.log.append((self.node.id, what))
+
+    def save(self, state: tenure.HardState) -> None:
+        self.note("write")
+        self.loop.call_soon_threadsafe(self.writing.set)
+        self.file.save(state)
+        time.sleep(self.write_s)
+        self.note("durable")
+
+    def close(self) -> None:
+        self.note("closed")
+        if self.transport is not None:
+            self.transport.close()
+        self.file.close()
+
+    def is_closing(self) -> bool:
+        assert self.transport is not None
+        return self.transport.is_closing()
+
+    def sendto(self, data: bytes, addr: Tuple[str, int]) -> None:
+        self.note("send")
+        assert self.transport is not None
+        self.transport.sendto(data, addr)
+
+
+def sends_during_writes(log: List[Tuple[int, str]]) -> List[Tuple[int, int]]:
+    """(node, index) of every datagram a node sent while its own state
+    write was in flight."""
+    writing: Set[int] = set()
+    bad = []
+    for i, (node, what) in enumerate(log):
+        if what == "write":
+            writing.add(node)
+        elif what in ("durable", "closed"):
+            writing.discard(node)
+        elif what == "send" and node in writing:
+            bad.append((node, i))
+    return bad
+
+
+def test_aio_persist_before_send_no_datagram_leaves_while_a_state_write_is_in_flight(
+    tmp_path: Path,
+) -> None:
+    log: List[Tuple[int, str]] = []
+
+    async def body(nodes: List[tenure.aio.AioNode], leader: tenure.aio.AioNode) -> None:
+        recorders = [Recorder(n, log, 0.03) for n in nodes]
+        # Elections under slow writes: votes and campaigns arrive while
+        # writes are in flight, and a second write queues behind the first.
+        for _ in range(3):
+            leader.demote()
+            leader = await one_leader(nodes)
+        # close() while a write is in flight finishes it, sends nothing after.
+        follower = next(n for n in nodes if n is not leader)
+        recorder = recorders[nodes.index(follower)]
+        recorder.writing.clear()
+        leader.demote()
+        await asyncio.wait_for(recorder.writing.wait(), 5)
+        await follower.close(hand_over=False)
+        assert log[-1] == (follower.id, "closed"), log[-5:]
+
+    cluster_test(tmp_path, body)
+    assert sum(1 for _, what in log if what == "durable") >= 6, log
+    assert sends_during_writes(log) == [], log
+
+
+def test_aio_close_cancelled_during_a_write_raises_and_stops_the_node(tmp_path: Path) -> None:
+    async def body(nodes: List[tenure.aio.AioNode], leader: tenure.aio.AioNode) -> None:
+        log: List[Tuple[int, str]] = []
+        follower = next(n for n in nodes if n is not leader)
+        recorder = Recorder(follower, log, 0.5)
+        leader.demote()
+        await asyncio.wait_for(recorder.writing.wait(), 5)
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(follower.close(hand_over=False), 0.05)
+        # Stopped all the same: nothing is sent after, and the state file
+        # is released once the write in flight ends.
+        with pytest.raises(tenure.aio.NodeStopped):
+            follower.promote()
+        await asyncio.sleep(0.6)
+        assert (follower.id, "closed") in log and sends_during_writes(log) == [], log
+        assert log[-1][1] != "send", log[-5:]
+        tenure.StateFile(str(tmp_path / f"data-{follower.id}"), follower.id, 9).close()
+
+    cluster_test(tmp_path, body)
+
+
 def test_aio_start_refuses_a_member_without_an_address(tmp_path: Path) -> None:
     async def test() -> None:
         # Voter 3 and observer 4 have no address: the node could never
@@ -254,5 +360,168 @@ def test_aio_start_refuses_a_member_without_an_address(tmp_path: Path) -> None:
             await tenure.aio.start(config, ("127.0.0.1", free_port()))
         assert raised.value.setting == "peers"
         assert not (tmp_path / "d").exists(), "refused before the state file is made"
+
+    run(test)
+
+
+def test_aio_leadership_lost_at_the_same_time_as_an_outer_cancel_lets_the_cancel_through(
+    tmp_path: Path,
+) -> None:
+    async def body(nodes: List[tenure.aio.AioNode], leader: tenure.aio.AioNode) -> None:
+        entered = asyncio.Event()
+        lost: List[str] = []
+
+        async def work() -> None:
+            # The loop the documentation shows: lead again after each loss.
+            while True:
+                try:
+                    async with leader.leadership():
+                        entered.set()
+                        await asyncio.sleep(60)
+                except tenure.aio.LeadershipLost as e:
+                    lost.append(str(e))
+
+        task = asyncio.ensure_future(work())
+        await entered.wait()
+        # The demotion's step-down cancels the block; the caller's cancel
+        # lands before the task runs again.
+        leader.demote()
+        asyncio.get_running_loop().call_soon(task.cancel)
+        done, _ = await asyncio.wait([task], timeout=2)
+        assert done, f"the task ignored its cancellation (lost: {lost})"
+        assert task.cancelled()
+
+    cluster_test(tmp_path, body)
+
+
+def test_aio_commands_from_another_thread_raise_instead_of_racing_the_loop(tmp_path: Path) -> None:
+    async def body(nodes: List[tenure.aio.AioNode], leader: tenure.aio.AioNode) -> None:
+        follower = next(n for n in nodes if n is not leader)
+        raised: List[BaseException] = []
+
+        def elsewhere() -> None:
+            for command in (follower.promote, follower.demote, lambda: follower.node.status()):
+                try:
+                    command()
+                except RuntimeError as e:
+                    raised.append(e)
+
+        thread = threading.Thread(target=elsewhere)
+        thread.start()
+        await asyncio.get_running_loop().run_in_executor(None, thread.join, 5)
+        assert [str(e) for e in raised] == [
+            f"node {follower.id}: call the driver from its event loop's thread "
+            "(loop.call_soon_threadsafe)"
+        ] * 2
+        assert follower.status().term == leader.status().term
+
+    cluster_test(tmp_path, body)
+
+
+def test_aio_leadership_block_never_resumes_without_a_lease_after_the_loop_stalls(
+    tmp_path: Path,
+) -> None:
+    async def body(nodes: List[tenure.aio.AioNode], leader: tenure.aio.AioNode) -> None:
+        entered = asyncio.Event()
+        held: List[bool] = []
+        lost: List[str] = []
+
+        async def work() -> None:
+            try:
+                async with leader.leadership():
+                    entered.set()
+                    while True:
+                        held.append(leader.current_lease() is not None)
+                        await asyncio.sleep(0.002)
+            except tenure.aio.LeadershipLost as e:
+                lost.append(str(e))
+
+        task = asyncio.ensure_future(work())
+        await entered.wait()
+        await asyncio.sleep(0.1)
+        # A blocking callback holds the loop past the lease (300 ms death
+        # timeout): no heartbeat goes out, every timer is late at once.
+        asyncio.get_running_loop().call_soon(time.sleep, 0.5)
+        await asyncio.wait_for(task, 5)
+        assert lost and len(held) > 10, (lost, len(held))
+        assert all(held), f"the block ran {held.count(False)} times without a lease"
+
+    cluster_test(tmp_path, body)
+
+
+def test_aio_hostile_datagrams_never_raise_into_the_loop_and_the_node_runs_on(tmp_path: Path) -> None:
+    async def body(nodes: List[tenure.aio.AioNode], leader: tenure.aio.AioNode) -> None:
+        loop = asyncio.get_running_loop()
+        errors: List[Dict[str, Any]] = []
+        loop.set_exception_handler(lambda _, context: errors.append(context))
+        target = next(n for n in nodes if n is not leader)
+        assert target._transport is not None
+        addr = target._transport.get_extra_info("sockname")
+        frame: List[bytes] = []
+        leader_transport = leader._transport
+        assert leader_transport is not None
+
+        class Tap:
+            def __getattr__(self, name: str) -> Any:
+                return getattr(leader_transport, name)
+
+            def sendto(self, data: bytes, to: Tuple[str, int]) -> None:
+                if to == addr:
+                    frame.append(data)
+                leader_transport.sendto(data, to)
+
+        leader._transport = Tap()  # type: ignore[assignment]
+        await until(lambda: bool(frame), "a heartbeat to the target")
+        term = target.status().term
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.bind(("127.0.0.1", 0))
+            # Garbage, empty (a wake-up, not counted), the largest UDP
+            # payload, a truncated frame, and a real frame from an address
+            # no peer has (a spoofed id).
+            for data in (b"\x00", b"", os.urandom(65507), frame[0][:9], frame[0] * 2, frame[0]):
+                s.sendto(data, addr)
+        await until(lambda: sum(target.node.drops().values()) >= 5, "five datagrams dropped", 2)
+        await asyncio.sleep(0.2)
+        drops = target.node.drops()
+        assert (drops["malformed"], drops["unknown_sender"]) == (4, 1), drops
+        assert errors == [] and target._runner is not None and not target._runner.done()
+        assert target.status().term == term and target.leader == leader.id
+
+    cluster_test(tmp_path, body)
+
+
+def test_aio_start_refuses_a_damaged_foreign_or_held_state_and_leaves_the_directory_free(
+    tmp_path: Path,
+) -> None:
+    async def test() -> None:
+        data = tmp_path / "d"
+        config = tenure.Config(1, [1], cluster_id=9, fencing="strict", data_dir=str(data))
+        node = await tenure.aio.start(config, ("127.0.0.1", free_port()))
+        await node.lease()
+        # Held by a running node.
+        with pytest.raises(tenure.StateError, match="lock"):
+            await tenure.aio.start(config, ("127.0.0.1", free_port()))
+        await node.close()
+        record = (data / "tenure.state").read_bytes()
+        # A port in use releases the directory.
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as taken:
+            taken.bind(("127.0.0.1", 0))
+            with pytest.raises(OSError):
+                await tenure.aio.start(config, taken.getsockname())
+        # Another node's, then a damaged record: refused, left as it was.
+        other = tenure.Config(2, [2], cluster_id=9, data_dir=str(data))
+        with pytest.raises(tenure.StateError, match="node 1 of cluster 9"):
+            await tenure.aio.start(other, ("127.0.0.1", free_port()))
+        (data / "tenure.state").write_bytes(record[:-1] + bytes([record[-1] ^ 1]))
+        with pytest.raises(tenure.StateError):
+            await tenure.aio.start(config, ("127.0.0.1", free_port()))
+        (data / "tenure.state").write_bytes(record)
+        again = await tenure.aio.start(config, ("127.0.0.1", free_port()))
+        try:
+            lease = await again.lease()
+            state, _ = tenure.decode_state(record)
+            assert lease.token.term > state.term
+        finally:
+            await again.close()
 
     run(test)
