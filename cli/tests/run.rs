@@ -225,7 +225,10 @@ fn the_gated_command_sees_its_lease_is_restarted_and_stopped_in_order() {
                 .then(|| std::fs::read_to_string(d.join(name)).unwrap())
         })
         .collect();
-    assert_eq!(envs.len(), 2, "two runs");
+    // Two runs; a loaded machine may add one more (a renewal late past
+    // the watchdog's deadline stops the command, which starts again under
+    // the same token), never fewer.
+    assert!(envs.len() >= 2, "two runs, found {}", envs.len());
     for env in &envs {
         assert!(env.contains(&format!("TENURE_TOKEN={token}\n")), "{env}");
         assert!(env.contains("TENURE_NODE=1\n"), "{env}");

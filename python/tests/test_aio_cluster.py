@@ -36,7 +36,7 @@ async def start_cluster(tmp_path: Path) -> List[tenure.aio.AioNode]:
             peers={j: f"127.0.0.1:{p}" for j, p in ports.items() if j != i},
             cluster_id=9,
             heartbeat_ms=50,
-            death_timeout_ms=300,
+            death_timeout_ms=1000,
             fencing="strict",
             data_dir=str(tmp_path / f"data-{i}"),
         )
@@ -439,9 +439,9 @@ def test_aio_leadership_block_never_resumes_without_a_lease_after_the_loop_stall
         task = asyncio.ensure_future(work())
         await entered.wait()
         await asyncio.sleep(0.1)
-        # A blocking callback holds the loop past the lease (300 ms death
+        # A blocking callback holds the loop past the lease (1 s death
         # timeout): no heartbeat goes out, every timer is late at once.
-        asyncio.get_running_loop().call_soon(time.sleep, 0.5)
+        asyncio.get_running_loop().call_soon(time.sleep, 1.5)
         await asyncio.wait_for(task, 5)
         assert lost and len(held) > 10, (lost, len(held))
         assert all(held), f"the block ran {held.count(False)} times without a lease"
