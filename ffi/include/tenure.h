@@ -690,7 +690,9 @@ void tenure_error_free(struct TenureError *err);
 // (`CLOCK_BOOTTIME` on Linux). Checks the configuration as Rust's
 // `Node::new` does; with a key, takes a new incarnation from the data
 // directory. `NULL` on failure, with `*err` set
-// (`TENURE_CODE_INVALID_CONFIG` names the setting).
+// (`TENURE_CODE_INVALID_CONFIG` names the setting; every other voter and
+// observer needs an address, from [`crate::tenure_config_add_peer`] or
+// the membership record).
 //
 // The node may already have actions (hellos to its peers): drain them
 // with [`tenure_actions_next`] before waiting.

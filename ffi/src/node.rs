@@ -673,7 +673,9 @@ unsafe fn read<T>(node: *const TenureNode, body: impl FnOnce(&TenureNode) -> T) 
 /// (`CLOCK_BOOTTIME` on Linux). Checks the configuration as Rust's
 /// `Node::new` does; with a key, takes a new incarnation from the data
 /// directory. `NULL` on failure, with `*err` set
-/// (`TENURE_CODE_INVALID_CONFIG` names the setting).
+/// (`TENURE_CODE_INVALID_CONFIG` names the setting; every other voter and
+/// observer needs an address, from [`crate::tenure_config_add_peer`] or
+/// the membership record).
 ///
 /// The node may already have actions (hellos to its peers): drain them
 /// with [`tenure_actions_next`] before waiting.
@@ -716,6 +718,24 @@ pub unsafe extern "C" fn tenure_node_new(
             let node = Node::new(c.config.clone(), state.into(), now).map_err(refused)?;
             Engine::Plain(Box::new(node), Vec::new())
         };
+        // The node sends only to addresses it knows: a member without one
+        // would never hear from it, silently.
+        let membership = c.config.effective_membership();
+        let unreachable: Vec<String> = membership
+            .members()
+            .into_iter()
+            .filter(|&m| m != id && !c.peers.contains_key(&m) && membership.address(m).is_none())
+            .map(|m| m.to_string())
+            .collect();
+        if !unreachable.is_empty() {
+            return Err(Failure::new(
+                TenureCode::InvalidConfig,
+                format!(
+                    "no address for member {} (tenure_config_add_peer: every other voter and observer needs one) (setting `peers`)",
+                    unreachable.join(", ")
+                ),
+            ));
+        }
         let framing = match &c.keys {
             Some((ring, dir)) => {
                 let auth = PeerAuth::for_data_dir(ring.clone(), dir).map_err(|e| {

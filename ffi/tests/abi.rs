@@ -62,6 +62,36 @@ fn node_new_refuses_a_bad_configuration_naming_the_setting() {
     assert!(message.contains("setting `death_timeout`"), "{message}");
 }
 
+/// Every other voter and observer needs an address: a node that could
+/// never reach one is refused, naming it.
+///
+/// Guards against: a member left out of `tenure_config_add_peer` (or a
+/// mistyped id) that the node silently never contacts.
+#[test]
+fn node_new_refuses_a_member_without_an_address() {
+    let c = config(1, &[1, 2, 3]);
+    let mut err = null_mut();
+    // SAFETY: `c` is live until freed; `err` is writable.
+    let node = unsafe {
+        let observers = [4u64];
+        assert_eq!(
+            tenure_config_set_observers(c, observers.as_ptr(), 1, &mut err),
+            TenureCode::Ok
+        );
+        assert_eq!(
+            tenure_config_add_peer(c, 2, c"127.0.0.1:7002".as_ptr(), &mut err),
+            TenureCode::Ok
+        );
+        let node = tenure_node_new(c, TenureHardState::default(), 0, &mut err);
+        tenure_config_free(c);
+        node
+    };
+    assert!(node.is_null());
+    let (code, message) = take(&mut err);
+    assert_eq!(code, TenureCode::InvalidConfig);
+    assert!(message.contains("no address for member 3, 4"), "{message}");
+}
+
 #[test]
 fn null_pointers_are_errors_not_crashes() {
     let mut err = null_mut();
@@ -143,10 +173,12 @@ fn a_datagram_that_is_not_a_frame_is_dropped_with_its_reason() {
     let mut err = null_mut();
     // SAFETY: `c` and `node` are live until freed; the datagram is a local.
     unsafe {
-        assert_eq!(
-            tenure_config_add_peer(c, 1, c"127.0.0.1:7001".as_ptr(), &mut err),
-            TenureCode::Ok
-        );
+        for (id, addr) in [(1, c"127.0.0.1:7001"), (3, c"127.0.0.1:7003")] {
+            assert_eq!(
+                tenure_config_add_peer(c, id, addr.as_ptr(), &mut err),
+                TenureCode::Ok
+            );
+        }
         let node = tenure_node_new(c, TenureHardState::default(), 0, &mut err);
         tenure_config_free(c);
         let garbage = *b"not a tenure frame";
