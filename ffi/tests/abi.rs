@@ -34,26 +34,35 @@ fn input(kind: TenureInputKind) -> TenureInput {
     }
 }
 
-#[test]
-fn node_new_refuses_a_bad_configuration_naming_the_setting() {
-    let c = config(1, &[1, 2, 3]);
+/// The error `tenure_node_new` gives for `c` (freed) after `setup` ran
+/// on it; the node must not be made.
+fn refused(c: *mut TenureConfig, setup: impl FnOnce(*mut TenureConfig)) -> (TenureCode, String) {
+    setup(c);
     let mut err = null_mut();
-    // SAFETY: `c` is live; `err` is writable.
+    // SAFETY: `c` is live until freed here; `err` is writable.
     let node = unsafe {
-        assert_eq!(
-            tenure_config_set_heartbeat_ms(c, 500, &mut err),
-            TenureCode::Ok
-        );
-        assert_eq!(
-            tenure_config_set_death_timeout_ms(c, 400, &mut err),
-            TenureCode::Ok
-        );
         let node = tenure_node_new(c, TenureHardState::default(), 0, &mut err);
         tenure_config_free(c);
         node
     };
     assert!(node.is_null());
-    let (code, message) = take(&mut err);
+    take(&mut err)
+}
+
+/// Sets with `set` on `c`, which must succeed.
+fn ok(set: impl FnOnce(*mut *mut TenureError) -> TenureCode) {
+    let mut err = null_mut();
+    assert_eq!(set(&mut err), TenureCode::Ok);
+}
+
+#[test]
+fn node_new_refuses_a_bad_configuration_naming_the_setting() {
+    let (code, message) = refused(config(1, &[1, 2, 3]), |c| {
+        // SAFETY: `c` is live; `err` is writable.
+        ok(|err| unsafe { tenure_config_set_heartbeat_ms(c, 500, err) });
+        // SAFETY: as above.
+        ok(|err| unsafe { tenure_config_set_death_timeout_ms(c, 400, err) });
+    });
     assert_eq!(code, TenureCode::InvalidConfig);
     assert!(
         message.contains("death_timeout (400 ms) must be longer than heartbeat_interval (500 ms)"),
@@ -69,25 +78,13 @@ fn node_new_refuses_a_bad_configuration_naming_the_setting() {
 /// mistyped id) that the node silently never contacts.
 #[test]
 fn node_new_refuses_a_member_without_an_address() {
-    let c = config(1, &[1, 2, 3]);
-    let mut err = null_mut();
-    // SAFETY: `c` is live until freed; `err` is writable.
-    let node = unsafe {
+    let (code, message) = refused(config(1, &[1, 2, 3]), |c| {
         let observers = [4u64];
-        assert_eq!(
-            tenure_config_set_observers(c, observers.as_ptr(), 1, &mut err),
-            TenureCode::Ok
-        );
-        assert_eq!(
-            tenure_config_add_peer(c, 2, c"127.0.0.1:7002".as_ptr(), &mut err),
-            TenureCode::Ok
-        );
-        let node = tenure_node_new(c, TenureHardState::default(), 0, &mut err);
-        tenure_config_free(c);
-        node
-    };
-    assert!(node.is_null());
-    let (code, message) = take(&mut err);
+        // SAFETY: `c` is live; `observers` a live array; `err` writable.
+        ok(|err| unsafe { tenure_config_set_observers(c, observers.as_ptr(), 1, err) });
+        // SAFETY: as above, with a literal address.
+        ok(|err| unsafe { tenure_config_add_peer(c, 2, c"127.0.0.1:7002".as_ptr(), err) });
+    });
     assert_eq!(code, TenureCode::InvalidConfig);
     assert!(message.contains("no address for member 3, 4"), "{message}");
 }
