@@ -460,15 +460,16 @@ def test_aio_hostile_datagrams_never_raise_into_the_loop_and_the_node_runs_on(tm
         frame: List[bytes] = []
         leader_transport = leader._transport
         assert leader_transport is not None
+        transport = leader_transport
 
         class Tap:
             def __getattr__(self, name: str) -> Any:
-                return getattr(leader_transport, name)
+                return getattr(transport, name)
 
             def sendto(self, data: bytes, to: Tuple[str, int]) -> None:
                 if to == addr:
                     frame.append(data)
-                leader_transport.sendto(data, to)
+                transport.sendto(data, to)
 
         leader._transport = Tap()  # type: ignore[assignment]
         await until(lambda: bool(frame), "a heartbeat to the target")
