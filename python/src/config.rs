@@ -24,6 +24,8 @@ pub(crate) struct Config {
     pub(crate) peers: BTreeMap<NodeId, SocketAddr>,
     pub(crate) keys: Option<KeyRing>,
     pub(crate) data_dir: Option<PathBuf>,
+    /// Whether the node carries a `u64` log position.
+    pub(crate) positions: bool,
     /// The arguments as given, for `__repr__`.
     shown: String,
 }
@@ -56,7 +58,12 @@ impl Config {
     /// one of `"soft"` (default), `"strict"`, `"off"`. With `key_file` (the
     /// file `tenure keygen` writes) every frame is authenticated; the
     /// node's incarnation is kept in `data_dir`, which the asyncio driver
-    /// also keeps the state file in.
+    /// also keeps the state file in. `rank_policy` and `priorities` rank
+    /// voters for leadership as a node file's keys do; `membership`
+    /// restarts on a stored membership record; with `log_positions` the
+    /// node takes `Input.log_position(n)` and votes for the most
+    /// up-to-date candidate (every node of a cluster must agree: positions
+    /// are part of the wire format).
     #[new]
     #[pyo3(signature = (
         id, voters, *, peers = None, cluster_id = 0, observers = None,
@@ -64,7 +71,7 @@ impl Config {
         election_jitter_ms = None, lease_margin_ms = None, clock_drift_ppm = None,
         seed = None, mode = "candidate", fencing = "soft", key_file = None,
         next_key_file = None, data_dir = None, rank_policy = "unranked",
-        priorities = None, membership = None
+        priorities = None, membership = None, log_positions = false
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -89,6 +96,7 @@ impl Config {
         rank_policy: &str,
         priorities: Option<BTreeMap<u64, u32>>,
         membership: Option<&[u8]>,
+        log_positions: bool,
     ) -> PyResult<Config> {
         let shown = format!("Config(id={id}, voters={voters:?}, cluster_id={cluster_id})");
         let mut config = tenure::Config::new(id, voters).observers(observers.unwrap_or_default());
@@ -204,6 +212,7 @@ impl Config {
             peers: addrs,
             keys,
             data_dir,
+            positions: log_positions,
             shown,
         })
     }

@@ -8,7 +8,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 use tenure::adapters::auth::PeerAuth;
-use tenure::adapters::driver::follow_membership;
+use tenure::adapters::driver::{WirePosition, follow_membership};
 use tenure::adapters::storage::{StateOwner, encode_membership_record};
 use tenure::adapters::udp::{Framing, Received};
 use tenure::{Instant, MembershipChange, MembershipId, NodeId};
@@ -37,6 +37,8 @@ value_enum! {
         PersistedMembership,
         /// Change the membership (at the leader).
         ChangeMembership,
+        /// The application's durable log position (`log_positions` nodes).
+        LogPosition,
     }
 }
 
@@ -60,6 +62,9 @@ pub(crate) struct Input {
     #[pyo3(get)]
     membership: Option<PyMembershipId>,
     change: Option<MembershipChange>,
+    /// `LOG_POSITION`: the position.
+    #[pyo3(get)]
+    position: Option<u64>,
 }
 
 impl Input {
@@ -72,6 +77,7 @@ impl Input {
             to: None,
             membership: None,
             change: None,
+            position: None,
         }
     }
 
@@ -180,6 +186,17 @@ impl Input {
         Input::of(InputKind::HandOver)
     }
 
+    /// The application's log is durable up to `position` (nodes made with
+    /// `Config(log_positions=True)`): votes go to the most up-to-date
+    /// candidate. Report it at start and whenever it grows.
+    #[staticmethod]
+    fn log_position(position: u64) -> Input {
+        Input {
+            position: Some(position),
+            ..Input::of(InputKind::LogPosition)
+        }
+    }
+
     /// Storage confirmed the membership `membership` (the id the
     /// persist-membership action carried).
     #[staticmethod]
@@ -261,6 +278,9 @@ impl Input {
                 self.membership.unwrap_or_default().__repr__()
             ),
             InputKind::ChangeMembership => format!("Input.change_membership({:?})", self.change),
+            InputKind::LogPosition => {
+                format!("Input.log_position({})", self.position.unwrap_or_default())
+            }
             other => format!("Input.{}()", snake(&format!("{other:?}"))),
         }
     }
@@ -577,25 +597,50 @@ fn screaming(name: &str) -> String {
     snake(name).to_uppercase()
 }
 
-/// One election node with its wire framing. Not thread-safe: use a node
-/// from one thread at a time (the asyncio driver uses it from its loop).
-#[pyclass(module = "tenure")]
-pub(crate) struct Node {
-    node: tenure::Node,
+/// The engine and its action buffer, with log positions of type `P` (`()`
+/// without them).
+struct Engine<P> {
+    node: tenure::Node<P>,
+    out: Vec<tenure::Action<P>>,
+}
+
+/// A node with or without log positions (`Config(log_positions=True)`).
+enum Engines {
+    Plain(Box<Engine<()>>),
+    Positioned(Box<Engine<u64>>),
+}
+
+/// Runs `$body` with `$e` bound to the engine, whichever it is.
+macro_rules! engine {
+    ($engines:expr, $e:ident => $body:expr) => {
+        match $engines {
+            Engines::Plain($e) => $body,
+            Engines::Positioned($e) => $body,
+        }
+    };
+}
+
+/// Everything but the engine.
+struct Io {
     framing: Framing,
     /// Whose membership records this node writes.
     owner: StateOwner,
     known: Option<MembershipId>,
-    out: Vec<tenure::Action>,
-    /// Actions made before the first step (greetings to peers).
-    pending: Vec<Action>,
 }
 
-impl Node {
+impl<P: WirePosition> Engine<P> {
+    fn new(c: &Config, state: HardState, now_ns: u64) -> Result<Engine<P>, tenure::ConfigError> {
+        let node = tenure::Node::new(c.config.clone(), state.into(), Instant::from_nanos(now_ns))?;
+        Ok(Engine {
+            node,
+            out: Vec::new(),
+        })
+    }
+
     /// Turns the engine's actions into `Action`s in order, framing every
     /// message with the stamp of the step that decided it; then follows
     /// the node's membership and adds the framing's greetings.
-    fn take(&mut self, into: &mut Vec<Action>) {
+    fn take(&mut self, io: &mut Io, into: &mut Vec<Action>) {
         for action in self.out.drain(..) {
             match action {
                 tenure::Action::Persist(state) => into.push(Action {
@@ -604,13 +649,13 @@ impl Node {
                 }),
                 tenure::Action::Send { to, message } => {
                     // None is counted as `send_failed`; loss is tolerated.
-                    if let Some((bytes, addr)) = self.framing.frame(to, &message) {
+                    if let Some((bytes, addr)) = io.framing.frame(to, &message) {
                         into.push(Action::send(to, bytes, addr));
                     }
                 }
                 tenure::Action::PersistMembership(membership) => into.push(Action {
                     membership: Some(membership.id().into()),
-                    data: encode_membership_record(self.owner, &membership),
+                    data: encode_membership_record(io.owner, &membership),
                     ..Action::of(ActionKind::PersistMembership)
                 }),
                 tenure::Action::Event(event) => into.push(Action {
@@ -619,12 +664,75 @@ impl Node {
                 }),
             }
         }
-        follow_membership(&self.node, &mut self.framing, &mut self.known);
+        follow_membership(&self.node, &mut io.framing, &mut io.known);
         // Greetings go to an address; the peer's id is not looked up.
-        for (bytes, addr) in self.framing.take_control() {
+        for (bytes, addr) in io.framing.take_control() {
             into.push(Action::send(0, bytes, addr));
         }
     }
+
+    /// Feeds `input` and appends what follows to `actions`; `position`
+    /// makes a log position of this engine's type.
+    fn step(
+        &mut self,
+        io: &mut Io,
+        now_ns: u64,
+        input: &Input,
+        actions: &mut Vec<Action>,
+        position: impl FnOnce(u64) -> PyResult<P>,
+    ) -> PyResult<()> {
+        let input = match input.kind {
+            InputKind::Tick => tenure::Input::Tick,
+            InputKind::Receive => {
+                let Some(from) = input.from else {
+                    return Ok(());
+                };
+                match io.framing.accept::<P>(&input.data, from) {
+                    Received::Message(from, message) => io.framing.input(from, message),
+                    // A greeting: it may owe one back.
+                    Received::Wake | Received::Timeout => {
+                        self.take(io, actions);
+                        return Ok(());
+                    }
+                    // Counted by reason in `drops()`.
+                    Received::Dropped => return Ok(()),
+                }
+            }
+            InputKind::Persisted => {
+                tenure::Input::Persisted(input.state.unwrap_or_default().into())
+            }
+            InputKind::Promote => tenure::Input::Promote,
+            InputKind::Demote => tenure::Input::Demote,
+            InputKind::Transfer => tenure::Input::TransferLeadership {
+                to: input.to.unwrap_or(0),
+            },
+            InputKind::HandOver => tenure::Input::HandOver,
+            InputKind::PersistedMembership => {
+                tenure::Input::PersistedMembership(input.membership.unwrap_or_default().into())
+            }
+            InputKind::ChangeMembership => match &input.change {
+                Some(change) => tenure::Input::ChangeMembership(change.clone()),
+                None => return Ok(()),
+            },
+            InputKind::LogPosition => {
+                tenure::Input::LogPosition(position(input.position.unwrap_or_default())?)
+            }
+        };
+        self.node
+            .step_into(Instant::from_nanos(now_ns), input, &mut self.out);
+        self.take(io, actions);
+        Ok(())
+    }
+}
+
+/// One election node with its wire framing. Not thread-safe: use a node
+/// from one thread at a time (the asyncio driver uses it from its loop).
+#[pyclass(module = "tenure")]
+pub(crate) struct Node {
+    engine: Engines,
+    io: Io,
+    /// Actions made before the first step (greetings to peers).
+    pending: Vec<Action>,
 }
 
 #[pymethods]
@@ -642,12 +750,16 @@ impl Node {
         now_ns: u64,
     ) -> PyResult<Node> {
         let c = &*config;
-        let node = tenure::Node::new(
-            c.config.clone(),
-            state.unwrap_or_default().into(),
-            Instant::from_nanos(now_ns),
-        )
-        .map_err(|e| refused(py, &e))?;
+        let state = state.unwrap_or_default();
+        let engine = if c.positions {
+            Engines::Positioned(Box::new(
+                Engine::new(c, state, now_ns).map_err(|e| refused(py, &e))?,
+            ))
+        } else {
+            Engines::Plain(Box::new(
+                Engine::new(c, state, now_ns).map_err(|e| refused(py, &e))?,
+            ))
+        };
         let id = c.config.id();
         let framing = match (&c.keys, &c.data_dir) {
             (Some(ring), Some(dir)) => {
@@ -659,18 +771,19 @@ impl Node {
             _ => Framing::new(id, c.cluster, c.peers.clone()),
         };
         let mut made = Node {
-            node,
-            framing,
-            owner: StateOwner {
-                node: id,
-                cluster: c.cluster,
+            engine,
+            io: Io {
+                framing,
+                owner: StateOwner {
+                    node: id,
+                    cluster: c.cluster,
+                },
+                known: None,
             },
-            known: None,
-            out: Vec::new(),
             pending: Vec::new(),
         };
         let mut pending = Vec::new();
-        made.take(&mut pending);
+        engine!(&mut made.engine, e => e.take(&mut made.io, &mut pending));
         made.pending = pending;
         Ok(made)
     }
@@ -680,47 +793,27 @@ impl Node {
     /// to execute, in order. The first call's actions begin with those the
     /// node had from its start (greetings to its peers). A datagram that is
     /// not a message for this node is dropped and counted (`drops()`):
-    /// no actions, no exception.
-    fn step(&mut self, now_ns: u64, input: PyRef<'_, Input>) -> Vec<Action> {
+    /// no actions, no exception. A log position at a node made without
+    /// `log_positions` raises `ValueError`.
+    fn step(&mut self, now_ns: u64, input: PyRef<'_, Input>) -> PyResult<Vec<Action>> {
         let mut actions = std::mem::take(&mut self.pending);
-        let input = match input.kind {
-            InputKind::Tick => tenure::Input::Tick,
-            InputKind::Receive => {
-                let Some(from) = input.from else {
-                    return actions;
-                };
-                match self.framing.accept::<()>(&input.data, from) {
-                    Received::Message(from, message) => self.framing.input(from, message),
-                    // A greeting: it may owe one back.
-                    Received::Wake | Received::Timeout => {
-                        self.take(&mut actions);
-                        return actions;
-                    }
-                    // Counted by reason in `drops()`.
-                    Received::Dropped => return actions,
-                }
-            }
-            InputKind::Persisted => {
-                tenure::Input::Persisted(input.state.unwrap_or_default().into())
-            }
-            InputKind::Promote => tenure::Input::Promote,
-            InputKind::Demote => tenure::Input::Demote,
-            InputKind::Transfer => tenure::Input::TransferLeadership {
-                to: input.to.unwrap_or(0),
-            },
-            InputKind::HandOver => tenure::Input::HandOver,
-            InputKind::PersistedMembership => {
-                tenure::Input::PersistedMembership(input.membership.unwrap_or_default().into())
-            }
-            InputKind::ChangeMembership => match &input.change {
-                Some(change) => tenure::Input::ChangeMembership(change.clone()),
-                None => return actions,
-            },
+        let io = &mut self.io;
+        let stepped = match &mut self.engine {
+            Engines::Plain(e) => e.step(io, now_ns, &input, &mut actions, |_| {
+                Err(PyValueError::new_err(
+                    "a log position at a node made without log_positions (Config(log_positions=True))",
+                ))
+            }),
+            Engines::Positioned(e) => e.step(io, now_ns, &input, &mut actions, Ok),
         };
-        self.node
-            .step_into(Instant::from_nanos(now_ns), input, &mut self.out);
-        self.take(&mut actions);
-        actions
+        match stepped {
+            Ok(()) => Ok(actions),
+            Err(e) => {
+                // Nothing was fed: the earlier actions are still owed.
+                self.pending = actions;
+                Err(e)
+            }
+        }
     }
 
     /// The next instant (the `now_ns` clock) at which a tick has work to
@@ -728,52 +821,49 @@ impl Node {
     /// is harmless.
     #[getter]
     fn next_deadline_ns(&self) -> Option<u64> {
-        self.node.next_deadline().map(Instant::as_nanos)
+        engine!(&self.engine, e => e.node.next_deadline()).map(Instant::as_nanos)
     }
 
     /// The node's id.
     #[getter]
     fn id(&self) -> u64 {
-        self.node.id()
+        engine!(&self.engine, e => e.node.id())
     }
 
     /// A snapshot of the node.
     fn status(&self) -> Status {
-        self.node.status().into()
+        engine!(&self.engine, e => e.node.status()).into()
     }
 
     /// The strict lease the node holds at `now_ns`, or `None` (always
     /// under soft fencing). Ask before every act as the only leader.
     fn lease(&self, now_ns: u64) -> Option<Lease> {
-        self.node.lease(Instant::from_nanos(now_ns)).map(Into::into)
+        engine!(&self.engine, e => e.node.lease(Instant::from_nanos(now_ns))).map(Into::into)
     }
 
     /// The leadership's token while this node leads, else `None`: attach
     /// it to every write made as leader.
     #[getter]
     fn token(&self) -> Option<Token> {
-        self.node.status().fencing_token.map(Into::into)
+        engine!(&self.engine, e => e.node.status().fencing_token).map(Into::into)
     }
 
     /// Whether a replica beside this node may take a write made under
     /// `token`: its term is at least this node's term, and in this term it
     /// names the leader this node knows.
     fn admits(&self, token: Token) -> bool {
-        self.node.admits(token.into())
+        engine!(&self.engine, e => e.node.admits(token.into()))
     }
 
     /// Datagrams dropped so far, by reason (`"malformed"`,
     /// `"foreign_cluster"`, `"unknown_sender"`, `"bad_tag"`, ...).
     fn drops(&self) -> BTreeMap<&'static str, u64> {
-        self.framing.drops.by_reason().into_iter().collect()
+        self.io.framing.drops.by_reason().into_iter().collect()
     }
 
     pub(crate) fn __repr__(&self) -> String {
-        format!(
-            "Node(id={}, role={:?}, term={})",
-            self.node.id(),
-            self.node.role(),
-            self.node.term()
-        )
+        let (id, role, term) =
+            engine!(&self.engine, e => (e.node.id(), e.node.role(), e.node.term()));
+        format!("Node(id={id}, role={role:?}, term={term})")
     }
 }

@@ -95,6 +95,7 @@ class Config:
         rank_policy: str = "unranked",
         priorities: Optional[Mapping[int, int]] = None,
         membership: Optional[bytes] = None,
+        log_positions: bool = False,
     ) -> None: ...
     def with_membership(self, membership: bytes) -> Config: ...
     @property
@@ -129,6 +130,7 @@ class InputKind:
     HAND_OVER: InputKind
     PERSISTED_MEMBERSHIP: InputKind
     CHANGE_MEMBERSHIP: InputKind
+    LOG_POSITION: InputKind
     def __int__(self) -> int: ...
 
 @final
@@ -139,6 +141,7 @@ class Input:
     state: Optional[HardState]
     to: Optional[int]
     membership: Optional[MembershipId]
+    position: Optional[int]
     @staticmethod
     def tick() -> Input: ...
     @staticmethod
@@ -153,6 +156,8 @@ class Input:
     def transfer(to: int) -> Input: ...
     @staticmethod
     def hand_over() -> Input: ...
+    @staticmethod
+    def log_position(position: int) -> Input: ...
     @staticmethod
     def persisted_membership(membership: MembershipId) -> Input: ...
     @staticmethod

@@ -277,3 +277,22 @@ def test_membership_change_inputs_are_checked() -> None:
     change = tenure.Input.add_observer(4, "127.0.0.1:7004")
     assert change.kind == tenure.InputKind.CHANGE_MEMBERSHIP
     assert change == tenure.Input.add_observer(4, "127.0.0.1:7004")
+
+
+def test_log_up_to_date_a_node_behind_never_wins_and_positions_need_log_positions() -> None:
+    """With log positions, the voters ahead refuse the one behind: it
+    cannot lead, however often it campaigns."""
+    net = Net(configs(3, log_positions=True))
+    for id, position in ((1, 5), (2, 10), (3, 10)):
+        net.feed(address(7000 + id), tenure.Input.log_position(position))
+    for _ in range(5):
+        net.feed(address(7001), tenure.Input.promote())
+        leader = net.elect()
+        assert leader.id != 1, "the node behind won"
+        leader_at = address(7000 + leader.id)
+        net.feed(leader_at, tenure.Input.demote())
+        net.run(400_000_000)
+    plain = tenure.Node(configs(1)[0], tenure.HardState(), 0)
+    with pytest.raises(ValueError, match="log_positions"):
+        plain.step(0, tenure.Input.log_position(3))
+    assert repr(tenure.Input.log_position(3)) == "Input.log_position(3)"
