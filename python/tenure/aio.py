@@ -309,6 +309,12 @@ class AioNode:
         """Campaign now, for one term (modes candidate and manual)."""
         self._command(Input.promote())
 
+    def log_position(self, position: int) -> None:
+        """Reports that the application's log is durable up to `position`
+        (a node made with `Config(log_positions=True)`; `ValueError`
+        otherwise): votes go to the most up-to-date candidate."""
+        self._command(Input.log_position(position))
+
     def demote(self) -> None:
         """Resign leadership; do not campaign for a death timeout."""
         self._command(Input.demote())

@@ -202,6 +202,15 @@ def test_aio_transfer_hands_leadership_to_the_named_node_and_close_hands_it_over
     cluster_test(tmp_path, body)
 
 
+def test_aio_log_position_needs_log_positions(tmp_path: Path) -> None:
+    async def body(nodes: List[tenure.aio.AioNode], leader: tenure.aio.AioNode) -> None:
+        with pytest.raises(ValueError, match="log_positions"):
+            leader.log_position(3)
+        assert leader.is_leader  # nothing was fed
+
+    cluster_test(tmp_path, body)
+
+
 def test_aio_lease_needs_strict_fencing(tmp_path: Path) -> None:
     async def test() -> None:
         config = tenure.Config(1, [1], data_dir=str(tmp_path / "d"))
