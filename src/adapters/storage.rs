@@ -345,8 +345,9 @@ pub enum StorageErrorKind {
         "an earlier write failed, so the end of the log is unknown: open the store again (its recovery cuts an unfinished write)"
     )]
     EarlierWriteFailed,
-    /// Another process holds the data directory's lock.
-    #[error("the data directory is in use by another process{}", holder.as_ref().map(|h| format!(" ({h})")).unwrap_or_default())]
+    /// Another process holds the data directory's lock (or this one does,
+    /// through a storage opened earlier and still alive).
+    #[error("the data directory is in use by {}", locked_by(holder.as_deref()))]
     Locked {
         /// What the lock file says about its holder (its process id), if
         /// readable.
@@ -793,6 +794,20 @@ impl Storage for MemStorage {
 /// Locks data directory `dir` against every other process until the
 /// returned file is dropped ([`StorageErrorKind::Locked`], naming the
 /// holder's process id when `tenure.lock` says it).
+/// Who holds a data directory's lock, from what its lock file says: this
+/// process if the file names its pid (a second storage of the directory
+/// in one process), else another.
+fn locked_by(holder: Option<&str>) -> String {
+    let mine = format!("pid {},", std::process::id());
+    match holder {
+        Some(h) if h.starts_with(&mine) => {
+            format!("this process ({h}): a storage of it opened earlier is still open")
+        }
+        Some(h) => format!("another process ({h})"),
+        None => "another process".into(),
+    }
+}
+
 pub(crate) fn lock_dir(dir: &Path) -> Result<File, StorageError> {
     let path = dir.join(LOCK_FILE);
     let err = |kind: StorageErrorKind| StorageError::at(&path, kind);

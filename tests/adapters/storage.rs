@@ -213,6 +213,9 @@ fn a_locked_data_dir_is_refused_naming_the_holder() {
         }
         other => panic!("expected Locked with a holder, got {other:?}"),
     }
+    // Held by this very process: said so, not blamed on another.
+    let said = err.to_string();
+    assert!(said.contains("in use by this process"), "{said}");
     // Deleting the lock file (it looks like a stale pidfile) lets nobody in.
     std::fs::remove_file(dir.join(tenure::adapters::storage::LOCK_FILE)).unwrap();
     let err = FileStorage::open_owned(&dir, B).unwrap_err();
