@@ -335,7 +335,10 @@ class AioNode:
         """Asks this node, the leader, for a membership change
         (`Input.add_voter(id, address)`, `add_observer`, `promote_observer`,
         `remove_member`, `replace_voter`); returns the epoch it reached, or
-        raises `MembershipChangeFailed`."""
+        raises `MembershipChangeFailed`. A change of voters is refused at
+        once (`reason` `"no_quorum"`) while the leader has not heard a
+        majority of the new voters lately, as just after it won: ask again
+        a heartbeat later."""
         if change.kind != InputKind.CHANGE_MEMBERSHIP:
             raise ValueError(f"{change!r} is not a membership change")
         done = self._watch(
