@@ -535,3 +535,23 @@ def test_aio_start_refuses_a_damaged_foreign_or_held_state_and_leaves_the_direct
             await again.close()
 
     run(test)
+
+
+def test_aio_change_membership_concurrent_calls_each_get_their_own_outcome(tmp_path: Path) -> None:
+    """Two changes asked at once: the engine refuses the second (one change
+    at a time); that refusal is the second caller's, and the first still
+    returns the epoch its change reached."""
+
+    async def body(nodes: List[tenure.aio.AioNode], leader: tenure.aio.AioNode) -> None:
+        removed = next(n for n in nodes if n is not leader)
+        first = asyncio.ensure_future(leader.change_membership(tenure.Input.remove_member(removed.id)))
+        second = asyncio.ensure_future(
+            leader.change_membership(tenure.Input.add_observer(5, f"127.0.0.1:{free_port()}"))
+        )
+        outcomes = await asyncio.gather(first, second, return_exceptions=True)
+        assert isinstance(outcomes[0], int) and outcomes[0] > 0, outcomes
+        assert isinstance(outcomes[1], tenure.aio.MembershipChangeFailed), outcomes
+        assert outcomes[1].reason == "change_in_progress", outcomes
+        assert removed.id not in leader.status().voters
+
+    cluster_test(tmp_path, body)
