@@ -344,7 +344,8 @@ class AioNode:
         """Asks this node, the leader, for a membership change
         (`Input.add_voter(id, address)`, `add_observer`, `promote_observer`,
         `remove_member`, `replace_voter`); returns the epoch it reached, or
-        raises `MembershipChangeFailed`."""
+        raises `MembershipChangeFailed` (at once, reason
+        `"change_in_progress"`, while another change runs: one at a time)."""
         if change.kind != InputKind.CHANGE_MEMBERSHIP:
             raise ValueError(f"{change!r} is not a membership change")
         self._check_thread()
