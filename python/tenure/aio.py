@@ -183,6 +183,15 @@ class AioNode:
         self._state_file = state_file
         self._node = Node(config, state, clock_ns())
         self._actions: Deque[Action] = collections.deque()
+        # Actions ever queued and ever taken off the queue: an action's
+        # sequence number ties an event to the command whose step made it.
+        self._queued = 0
+        self._dispatched = 0
+        # Changes the engine accepted, oldest first, with the sequence
+        # number of their step's first action; and the refusals that
+        # `change_membership` already raised to their own caller.
+        self._changes: Deque[Tuple[int, asyncio.Future[Event]]] = collections.deque()
+        self._refusals: Set[int] = set()
         self._wake = asyncio.Event()
         self._transport: Optional[asyncio.DatagramTransport] = None
         self._timer: Optional[asyncio.TimerHandle] = None
@@ -335,17 +344,26 @@ class AioNode:
         """Asks this node, the leader, for a membership change
         (`Input.add_voter(id, address)`, `add_observer`, `promote_observer`,
         `remove_member`, `replace_voter`); returns the epoch it reached, or
-        raises `MembershipChangeFailed`. A change of voters is refused at
-        once (`reason` `"no_quorum"`) while the leader has not heard a
-        majority of the new voters lately, as just after it won: ask again
-        a heartbeat later."""
+        raises `MembershipChangeFailed`. Refused at once, to this caller
+        only: `"change_in_progress"` while another change runs (one at a
+        time), and `"no_quorum"` for a change of voters while the leader
+        has not heard a majority of the new voters lately, as just after it
+        won (ask again a heartbeat later)."""
         if change.kind != InputKind.CHANGE_MEMBERSHIP:
             raise ValueError(f"{change!r} is not a membership change")
-        done = self._watch(
-            lambda e: e.kind
-            in (EventKind.MEMBERSHIP_CHANGE_COMPLETED, EventKind.MEMBERSHIP_CHANGE_FAILED)
-        )
-        self._command(change)
+        self._check_thread()
+        self._check_running()
+        # A refusal (another change running, not the leader, ...) comes
+        # from this change's own step, and is this caller's alone.
+        start = self._queued
+        for offset, action in enumerate(self._feed(change)):
+            if action.event is not None and action.event.kind == EventKind.MEMBERSHIP_CHANGE_FAILED:
+                self._refusals.add(start + offset)
+                raise MembershipChangeFailed(action.event.reason)
+        # Accepted: the engine runs one change at a time, so the next
+        # outcome from this step on is this change's.
+        done: asyncio.Future[Event] = self._loop.create_future()
+        self._changes.append((start, done))
         event = await done
         if event.kind == EventKind.MEMBERSHIP_CHANGE_FAILED:
             raise MembershipChangeFailed(event.reason)
@@ -424,14 +442,16 @@ class AioNode:
         self._check_running()
         self._feed(input)
 
-    def _feed(self, input: Input) -> None:
+    def _feed(self, input: Input) -> List[Action]:
         if self._stopped is not None:
-            return
+            return []
         actions = self._node.step(clock_ns(), input)
         if actions:
             self._actions.extend(actions)
+            self._queued += len(actions)
             self._wake.set()
         self._arm()
+        return actions
 
     def _arm(self) -> None:
         deadline = self._node.next_deadline_ns
@@ -454,6 +474,8 @@ class AioNode:
             while True:
                 while self._actions:
                     action = self._actions.popleft()
+                    seq = self._dispatched
+                    self._dispatched += 1
                     if action.kind == ActionKind.SEND:
                         transport = self._transport
                         data, addr = action.data, action.addr
@@ -472,7 +494,7 @@ class AioNode:
                         )
                         self._feed(Input.persisted_membership(membership))
                     elif action.kind == ActionKind.EVENT and action.event is not None:
-                        self._event(action.event)
+                        self._event(action.event, seq)
                 if self._stopping:
                     return
                 self._wake.clear()
@@ -484,9 +506,16 @@ class AioNode:
             log.error("node %d stops: %s", self.id, e)
             self._stop(e)
 
-    def _event(self, event: Event) -> None:
+    def _event(self, event: Event, seq: int) -> None:
         for queue in self._queues:
             queue.put_nowait(event)
+        if event.kind in (EventKind.MEMBERSHIP_CHANGE_COMPLETED, EventKind.MEMBERSHIP_CHANGE_FAILED):
+            if seq in self._refusals:
+                self._refusals.discard(seq)
+            elif self._changes and self._changes[0][0] <= seq:
+                _, change = self._changes.popleft()
+                if not change.done():
+                    change.set_result(event)
         for guard in list(self._guards):
             guard.on_event(event)
         watches, self._watches = self._watches, []
@@ -522,10 +551,12 @@ class AioNode:
             queue.put_nowait(None)
         for guard in list(self._guards):
             guard.fire("the node stopped")
-        for _, future in self._watches:
+        futures = [f for _, f in self._watches] + [f for _, f in self._changes]
+        for future in futures:
             if not future.done():
                 future.set_exception(NodeStopped(str(why)))
         self._watches = []
+        self._changes.clear()
 
 
 class _Guard:

@@ -266,8 +266,9 @@ def test_aio_membership_change_reaches_every_member_and_a_restarted_node_keeps_i
 
 class Recorder:
     """Wraps a node's state file and socket to log, in one order, when each
-    state write starts and ends and when each datagram leaves; writes take
-    `write_s` seconds after the real (durable) write."""
+    state or membership write starts and ends and when each datagram
+    leaves; writes take `write_s` seconds after the real (durable) write (a
+    membership write before it, and it raises if `fail_membership`)."""
 
     def __init__(self, node: tenure.aio.AioNode, log: List[Tuple[int, str]], write_s: float) -> None:
         self.node, self.log, self.write_s = node, log, write_s
@@ -275,6 +276,7 @@ class Recorder:
         self.lock = threading.Lock()
         self.writing = asyncio.Event()
         self.loop = asyncio.get_running_loop()
+        self.fail_membership = False
         node._state_file, node._transport = self, self  # type: ignore[assignment]
 
     def note(self, what: str) -> None:
@@ -286,6 +288,15 @@ class Recorder:
         self.loop.call_soon_threadsafe(self.writing.set)
         self.file.save(state)
         time.sleep(self.write_s)
+        self.note("durable")
+
+    def save_membership(self, record: bytes) -> None:
+        self.note("write")
+        self.loop.call_soon_threadsafe(self.writing.set)
+        time.sleep(self.write_s)
+        if self.fail_membership:
+            raise tenure.StateError("membership write failed (simulated)")
+        self.file.save_membership(record)
         self.note("durable")
 
     def close(self) -> None:
@@ -544,3 +555,104 @@ def test_aio_start_refuses_a_damaged_foreign_or_held_state_and_leaves_the_direct
             await again.close()
 
     run(test)
+
+
+def test_aio_change_membership_concurrent_calls_each_get_their_own_outcome(tmp_path: Path) -> None:
+    """Two changes asked at once: the engine refuses the second (one change
+    at a time); that refusal is the second caller's, and the first still
+    returns the epoch its change reached."""
+
+    async def body(nodes: List[tenure.aio.AioNode], leader: tenure.aio.AioNode) -> None:
+        removed = next(n for n in nodes if n is not leader)
+        first = asyncio.ensure_future(leader.change_membership(tenure.Input.remove_member(removed.id)))
+        second = asyncio.ensure_future(
+            leader.change_membership(tenure.Input.add_observer(5, f"127.0.0.1:{free_port()}"))
+        )
+        outcomes = await asyncio.gather(first, second, return_exceptions=True)
+        assert isinstance(outcomes[0], int) and outcomes[0] > 0, outcomes
+        assert isinstance(outcomes[1], tenure.aio.MembershipChangeFailed), outcomes
+        assert outcomes[1].reason == "change_in_progress", outcomes
+        assert removed.id not in leader.status().voters
+
+    cluster_test(tmp_path, body)
+
+
+def test_aio_membership_durable_before_use_nothing_is_sent_or_acted_on_while_its_write_is_in_flight(
+    tmp_path: Path,
+) -> None:
+    log: List[Tuple[int, str]] = []
+
+    async def body(nodes: List[tenure.aio.AioNode], leader: tenure.aio.AioNode) -> None:
+        old = leader.status().membership
+        recorders = [Recorder(n, log, 0.2) for n in nodes]
+        removed = next(n for n in nodes if n is not leader)
+        kept = next(n for n in nodes if n is not leader and n is not removed)
+        recorder = recorders[nodes.index(kept)]
+        change = asyncio.ensure_future(leader.change_membership(tenure.Input.remove_member(removed.id)))
+        await asyncio.wait_for(recorder.writing.wait(), 5)
+        assert kept.status().membership == old, "acts on a membership not yet durable"
+        epoch = await change
+        await until(lambda: kept.status().membership.epoch == epoch, "the follower acts on it")
+
+    cluster_test(tmp_path, body)
+    assert sum(1 for _, what in log if what == "durable") >= 4, log
+    assert sends_during_writes(log) == [], log
+
+
+def test_aio_membership_write_that_fails_stops_the_node_and_a_restart_catches_up(tmp_path: Path) -> None:
+    """A membership write that raises (a crash mid-change): the node stops
+    on its old membership, sends nothing after, and restarted from its data
+    directory it learns the change again."""
+    log: List[Tuple[int, str]] = []
+
+    async def body(nodes: List[tenure.aio.AioNode], leader: tenure.aio.AioNode) -> None:
+        old = leader.status().membership
+        removed = next(n for n in nodes if n is not leader)
+        kept = next(n for n in nodes if n is not leader and n is not removed)
+        config, listen = kept.config, kept.listen
+        recorder = Recorder(kept, log, 0.05)
+        recorder.fail_membership = True
+        change = asyncio.ensure_future(leader.change_membership(tenure.Input.remove_member(removed.id)))
+        await until(lambda: kept._stopped is not None, "the node stops on the failed write")
+        with pytest.raises(tenure.aio.NodeStopped, match="simulated"):
+            kept.promote()
+        assert kept.status().membership == old
+        assert log[-1] == (kept.id, "closed") and sends_during_writes(log) == [], log
+        assert not (tmp_path / f"data-{kept.id}" / "tenure.membership").exists()
+        nodes.remove(kept)
+        again = await tenure.aio.start(config, listen)
+        nodes.append(again)
+        assert again.status().membership == old
+        epoch = await change
+        await until(lambda: again.status().membership.epoch == epoch, "the restarted node learns it")
+        assert again.status().voters == sorted([leader.id, again.id])
+
+    cluster_test(tmp_path, body)
+
+
+def test_aio_close_during_a_membership_write_finishes_it_and_the_restart_is_on_it(tmp_path: Path) -> None:
+    log: List[Tuple[int, str]] = []
+
+    async def body(nodes: List[tenure.aio.AioNode], leader: tenure.aio.AioNode) -> None:
+        removed = next(n for n in nodes if n is not leader)
+        kept = next(n for n in nodes if n is not leader and n is not removed)
+        config, listen = kept.config, kept.listen
+        recorder = Recorder(kept, log, 0.3)
+        change = asyncio.ensure_future(leader.change_membership(tenure.Input.remove_member(removed.id)))
+        await asyncio.wait_for(recorder.writing.wait(), 5)
+        await kept.close(hand_over=False)
+        mine = [what for id, what in log if id == kept.id]
+        assert mine[-1] == "closed" and "durable" in mine[: mine.index("closed")], mine
+        assert sends_during_writes(log) == [], log
+        nodes.remove(kept)
+        again = await tenure.aio.start(config, listen)
+        nodes.append(again)
+        # The write closed on was the change's first (joint) membership.
+        stored = again.status().membership
+        assert stored.epoch > 0
+        epoch = await change
+        left = sorted([leader.id, again.id])
+        await until(lambda: again.status().voters == left, "the restarted node ends on the change")
+        assert again.status().membership.epoch == epoch > stored.epoch
+
+    cluster_test(tmp_path, body)

@@ -296,3 +296,70 @@ def test_log_up_to_date_a_node_behind_never_wins_and_positions_need_log_position
     with pytest.raises(ValueError, match="log_positions"):
         plain.step(0, tenure.Input.log_position(3))
     assert repr(tenure.Input.log_position(3)) == "Input.log_position(3)"
+
+
+def test_log_up_to_date_positions_are_taken_as_reported_at_the_extremes_and_backwards() -> None:
+    """With node 3 cut off and node 1 never campaigning (mode voter), node
+    2 needs node 1's vote: it gets it only while its position is at least
+    node 1's, up to the largest u64, and a position reported lower
+    afterwards (a log cut back) counts."""
+    top = 2**64 - 1
+    nodes = configs(3, log_positions=True)
+    nodes[0] = configs(3, log_positions=True, mode="voter")[0]
+    net = Net(nodes)
+    net.cut.add(address(7003))
+
+    def campaign(id: int) -> Optional[int]:
+        net.feed(address(7000 + id), tenure.Input.promote())
+        net.run(100_000_000)
+        leader = net.leader()
+        return None if leader is None else leader.id
+
+    for id, position in ((1, top), (2, top - 1), (3, top)):
+        net.feed(address(7000 + id), tenure.Input.log_position(position))
+    assert campaign(2) is None, "node 2, behind, won"
+    net.feed(address(7002), tenure.Input.log_position(top))
+    assert campaign(2) == 2, "node 2, level with node 1, lost"
+    net.feed(address(7002), tenure.Input.demote())
+    net.feed(address(7002), tenure.Input.log_position(5))
+    net.run(400_000_000)
+    for _ in range(3):
+        assert campaign(2) is None, "node 2, cut back to 5, won"
+
+
+def test_membership_ack_of_another_membership_is_ignored() -> None:
+    """`Input.persisted_membership` with an id no write carries (stale or
+    forged) changes nothing: the node acts only on what it stored."""
+    net = Net(configs(3))
+    leader = net.elect()
+    before = leader.status().membership
+    for forged in (
+        tenure.MembershipId(before.epoch + 1, leader.status().term, before.fingerprint),
+        tenure.MembershipId(2**64 - 1, 2**64 - 1, 0),
+        before,
+    ):
+        assert leader.step(net.now, tenure.Input.persisted_membership(forged)) == []
+        assert leader.status().membership == before
+
+
+def test_membership_a_node_outside_the_voters_waits_joins_as_an_observer_and_is_promoted() -> None:
+    net = Net(configs(3) + [tenure.Config(4, [1, 2, 3], cluster_id=9, seed=4,
+                                          peers={j: f"127.0.0.1:{7000 + j}" for j in (1, 2, 3)})])
+    joining = net.node(4)
+    assert joining.next_deadline_ns is None and not joining.status().is_voter
+    leader = net.elect()
+    assert leader.id != 4
+    net.feed(address(7000 + leader.id), tenure.Input.add_observer(4, "127.0.0.1:7004"))
+    net.run(1_000_000_000)
+    assert joining.status().observers == [4] and joining.status().leader == leader.id
+    assert 4 in net.memberships, "the joining node stored the membership naming it"
+    net.feed(address(7000 + leader.id), tenure.Input.promote_observer(4))
+    net.run(2_000_000_000)
+    assert all(net.node(i).status().voters == [1, 2, 3, 4] for i in (1, 2, 3, 4))
+    assert joining.status().is_voter and net.memberships[4][1] == joining.status().membership
+    # A replacement that never answers does not catch up: the voters stay.
+    net.feed(address(7000 + leader.id), tenure.Input.replace_voter(4, 5, "127.0.0.1:7005"))
+    net.run(3_000_000_000)
+    failed = [e for e in net.events if e.kind == tenure.EventKind.MEMBERSHIP_CHANGE_FAILED]
+    assert failed and failed[-1].reason == "not_caught_up"
+    assert all(net.node(i).status().voters == [1, 2, 3, 4] for i in (1, 2, 3, 4))

@@ -155,3 +155,66 @@ def test_mixed_cluster_of_rust_c_and_python_nodes_elects_and_tokens_grow_after_t
     assert "owner node 3 of cluster 9" in shown.stdout, shown.stdout
     term = int(shown.stdout.split("term ")[1].split(",")[0])
     assert term >= python_term, f"the Python node stored term {term}, it saw {python_term}"
+
+
+def state_shows(bin: Path, file: Path, text: str) -> str:
+    """`tenure state` of a node file once it shows `text` (within 5 s)."""
+    end = deadline(5)
+    while True:
+        shown = subprocess.run(
+            [str(bin), "state", "--config", str(file)], capture_output=True, text=True, timeout=30
+        ).stdout
+        if text in shown or time.monotonic() > end:
+            return shown
+        time.sleep(0.05)
+
+
+def test_mixed_cluster_python_node_follows_a_membership_change_made_with_tenure_ctl(
+    tmp_path: Path, procs: List[Proc]
+) -> None:
+    """`tenure ctl add-voter 4` at a `tenure node` leader reaches the Python
+    node: it stores the membership where `tenure state` reads it, takes
+    part in the next election of the four voters (whose quorum needs it
+    once a Rust node died), and restarts on the stored membership."""
+    bin = tenure_bin()
+    ports = [(i, free_port()) for i in (1, 2, 3, 4)]
+    files = {i: node_file(tmp_path, i, ports[: max(3, i)], "") for i in (1, 2, 3, 4)}
+    example = Path(__file__).resolve().parents[1] / "examples" / "udp_node.py"
+
+    def python_node() -> Proc:
+        return Proc([sys.executable, str(example), "3", "9", f"127.0.0.1:{ports[2][1]}",
+                     str(tmp_path / "data-3"), "50", "300"]
+                    + [f"{peer}=127.0.0.1:{port}" for peer, port in ports[:2]])
+
+    nodes = {i: Proc([str(bin), "node", "--config", str(files[i])]) for i in (1, 2)}
+    nodes[3] = python_node()
+    procs += nodes.values()
+    term, leader = next_leader(nodes)
+    while leader == 3:
+        # `tenure ctl` needs a Rust leader: the Python node has no admin socket.
+        nodes[3].kill()
+        term, leader = next_leader(nodes, dead=3)
+        nodes[3] = python_node()
+        procs.append(nodes[3])
+    nodes[4] = Proc([str(bin), "node", "--config", str(files[4]), "--join"])
+    procs.append(nodes[4])
+    added = subprocess.run(
+        [str(bin), "ctl", "--json", "--wait-ms", "8000", "--config", str(files[leader]),
+         "add-voter", "4", f"127.0.0.1:{ports[3][1]}"],
+        capture_output=True, text=True, timeout=30,
+    )
+    assert added.returncode == 0, added.stdout + added.stderr
+    shown = state_shows(bin, files[3], "voters [1, 2, 3, 4]")
+    assert "voters [1, 2, 3, 4]" in shown, shown
+
+    # Three of four are a quorum: with the Rust leader dead, the Python
+    # node's vote (or campaign) is needed.
+    nodes[leader].kill()
+    token2 = next_leader(nodes, dead=leader)
+    assert token2 > (term, leader) and token2[1] != leader
+    # Restarted, the Python node reads its stored membership and follows.
+    if token2[1] != 3:
+        nodes[3].kill()
+        nodes[3] = python_node()
+        procs.append(nodes[3])
+        assert learns_leader(nodes[3], *token2), nodes[3].seen
