@@ -287,6 +287,12 @@ impl Config {
         duration_ns(self.config.effective_election_timeout())
     }
 
+    /// Whether the node carries a log position (`log_positions=True`).
+    #[getter]
+    fn log_positions(&self) -> bool {
+        self.positions
+    }
+
     /// Whether leaders hold strict leases (`fencing="strict"`).
     #[getter]
     fn strict(&self) -> bool {

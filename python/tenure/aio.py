@@ -117,7 +117,11 @@ def _address(addr: Address) -> Tuple[str, int]:
 
 
 async def start(
-    config: Config, listen: Address, data_dir: Optional[Union[str, os.PathLike[str]]] = None
+    config: Config,
+    listen: Address,
+    data_dir: Optional[Union[str, os.PathLike[str]]] = None,
+    *,
+    log_position: Optional[int] = None,
 ) -> AioNode:
     """Starts node `config.id` listening on `listen` (`"ip:port"` or
     `(host, port)`), with its state file in `data_dir` (default
@@ -125,8 +129,17 @@ async def start(
     while the node runs. A damaged state file raises `tenure.StateError`;
     a voter or observer without an address in `config.peers` raises
     `tenure.ConfigError` (`setting` `"peers"`). A node that stored a
-    membership (after a change) restarts on it."""
+    membership (after a change) restarts on it. A node made with
+    `Config(log_positions=True)` needs `log_position`, its log's durable
+    end, which it holds before it hears anyone (else it would grant votes
+    as if its log were empty); other nodes take none."""
     loop = asyncio.get_running_loop()
+    if config.log_positions and log_position is None:
+        raise ValueError(
+            "start() of a node with log_positions needs log_position=<its log's durable end>"
+        )
+    if not config.log_positions and log_position is not None:
+        raise ValueError("log_position given to a node made without Config(log_positions=True)")
     # The node sends only to addresses in `peers`: a member without one
     # would never hear from it, silently.
     unreachable = [
@@ -151,6 +164,9 @@ async def start(
         if membership is not None:
             config = config.with_membership(membership)
         node = AioNode(config, state_file, state)
+        if log_position is not None:
+            # Before the socket exists: every vote compares against it.
+            node._feed(Input.log_position(log_position))
         transport, _ = await loop.create_datagram_endpoint(
             lambda: _Protocol(node), local_addr=_address(listen)
         )

@@ -202,6 +202,46 @@ def test_aio_transfer_hands_leadership_to_the_named_node_and_close_hands_it_over
     cluster_test(tmp_path, body)
 
 
+def test_log_up_to_date_an_asyncio_node_started_behind_never_leads(tmp_path: Path) -> None:
+    """Positions given to `start()` hold before any datagram: the node
+    behind is refused by the two ahead, however often it campaigns; a
+    positioned node started without one is refused."""
+
+    async def test() -> None:
+        ports = {i: free_port() for i in (1, 2, 3)}
+        configs = {
+            i: tenure.Config(
+                i,
+                list(ports),
+                peers={j: f"127.0.0.1:{p}" for j, p in ports.items() if j != i},
+                cluster_id=9,
+                heartbeat_ms=50,
+                death_timeout_ms=1000,
+                log_positions=True,
+                data_dir=str(tmp_path / f"data-{i}"),
+            )
+            for i in ports
+        }
+        with pytest.raises(ValueError, match="log_position="):
+            await tenure.aio.start(configs[1], ("127.0.0.1", ports[1]))
+        nodes = [
+            await tenure.aio.start(configs[i], ("127.0.0.1", ports[i]), log_position=position)
+            for i, position in ((1, 5), (2, 10), (3, 10))
+        ]
+        try:
+            for _ in range(3):
+                nodes[0].promote()
+                leader = await one_leader(nodes)
+                assert leader.id != 1, "the node behind leads"
+                leader.demote()
+                await asyncio.sleep(0.05)
+        finally:
+            for n in nodes:
+                await n.close(hand_over=False)
+
+    run(test)
+
+
 def test_aio_log_position_needs_log_positions(tmp_path: Path) -> None:
     async def body(nodes: List[tenure.aio.AioNode], leader: tenure.aio.AioNode) -> None:
         with pytest.raises(ValueError, match="log_positions"):
