@@ -190,7 +190,9 @@ enum TenureInputKind
   // Hand leadership to the best voter before a planned stop (or resign).
   TENURE_INPUT_KIND_HAND_OVER = 6,
   // The application's durable log position: `position` (nodes made
-  // with log positions only).
+  // with log positions only). Feed it right after the node is made,
+  // before the first datagram (until then the node votes as if its log
+  // were empty), and whenever it grows.
   TENURE_INPUT_KIND_LOG_POSITION = 7,
   // The membership of the last `TENURE_ACTION_KIND_PERSIST_MEMBERSHIP`
   // is durable: `membership` (the id that action carried).
