@@ -741,16 +741,33 @@ impl Node {
     /// last; `HardState()` for a node that never ran) at `now_ns` on a
     /// monotonic clock that counts suspend (`CLOCK_BOOTTIME` on Linux).
     /// With a cluster key, takes a new incarnation from `config.data_dir`.
+    /// A node made with `Config(log_positions=True)` needs `log_position`,
+    /// its log's durable end, before it hears anyone (else it would grant
+    /// votes as if its log were empty); other nodes take none.
     #[new]
-    #[pyo3(signature = (config, state = None, now_ns = 0))]
+    #[pyo3(signature = (config, state = None, now_ns = 0, log_position = None))]
     fn new(
         py: Python<'_>,
         config: PyRef<'_, Config>,
         state: Option<HardState>,
         now_ns: u64,
+        log_position: Option<u64>,
     ) -> PyResult<Node> {
         let c = &*config;
         let state = state.unwrap_or_default();
+        match (c.positions, log_position) {
+            (true, None) => {
+                return Err(PyValueError::new_err(
+                    "a node with log_positions needs log_position=<its log's durable end>",
+                ));
+            }
+            (false, Some(_)) => {
+                return Err(PyValueError::new_err(
+                    "log_position given to a node made without Config(log_positions=True)",
+                ));
+            }
+            _ => {}
+        }
         let engine = if c.positions {
             Engines::Positioned(Box::new(
                 Engine::new(c, state, now_ns).map_err(|e| refused(py, &e))?,
@@ -784,6 +801,13 @@ impl Node {
         };
         let mut pending = Vec::new();
         engine!(&mut made.engine, e => e.take(&mut made.io, &mut pending));
+        if let (Engines::Positioned(e), Some(position)) = (&mut made.engine, log_position) {
+            // Recorded before any message: every vote compares against it.
+            let input = tenure::Input::LogPosition(position);
+            e.node
+                .step_into(Instant::from_nanos(now_ns), input, &mut e.out);
+            e.take(&mut made.io, &mut pending);
+        }
         made.pending = pending;
         Ok(made)
     }

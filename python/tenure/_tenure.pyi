@@ -226,7 +226,13 @@ class Action:
 
 @final
 class Node:
-    def __init__(self, config: Config, state: Optional[HardState] = None, now_ns: int = 0) -> None: ...
+    def __init__(
+        self,
+        config: Config,
+        state: Optional[HardState] = None,
+        now_ns: int = 0,
+        log_position: Optional[int] = None,
+    ) -> None: ...
     def step(self, now_ns: int, input: Input) -> List[Action]: ...
     @property
     def next_deadline_ns(self) -> Optional[int]: ...

@@ -134,12 +134,11 @@ async def start(
     end, which it holds before it hears anyone (else it would grant votes
     as if its log were empty); other nodes take none."""
     loop = asyncio.get_running_loop()
-    if config.log_positions and log_position is None:
+    # Checked here too, before the state file is opened.
+    if config.log_positions != (log_position is not None):
         raise ValueError(
-            "start() of a node with log_positions needs log_position=<its log's durable end>"
+            "log_position=<its log's durable end> goes with Config(log_positions=True), and only there"
         )
-    if not config.log_positions and log_position is not None:
-        raise ValueError("log_position given to a node made without Config(log_positions=True)")
     # The node sends only to addresses in `peers`: a member without one
     # would never hear from it, silently.
     unreachable = [
@@ -163,10 +162,7 @@ async def start(
         membership = await loop.run_in_executor(None, state_file.load_membership)
         if membership is not None:
             config = config.with_membership(membership)
-        node = AioNode(config, state_file, state)
-        if log_position is not None:
-            # Before the socket exists: every vote compares against it.
-            node._feed(Input.log_position(log_position))
+        node = AioNode(config, state_file, state, log_position)
         transport, _ = await loop.create_datagram_endpoint(
             lambda: _Protocol(node), local_addr=_address(listen)
         )
@@ -193,11 +189,17 @@ class AioNode:
     """A node running on the event loop (made by `start()`). Use it from the
     loop's thread only."""
 
-    def __init__(self, config: Config, state_file: StateFile, state: HardState) -> None:
+    def __init__(
+        self,
+        config: Config,
+        state_file: StateFile,
+        state: HardState,
+        log_position: Optional[int] = None,
+    ) -> None:
         self._loop = asyncio.get_running_loop()
         self._config = config
         self._state_file = state_file
-        self._node = Node(config, state, clock_ns())
+        self._node = Node(config, state, clock_ns(), log_position)
         self._actions: Deque[Action] = collections.deque()
         # Actions ever queued and ever taken off the queue: an action's
         # sequence number ties an event to the command whose step made it.

@@ -35,10 +35,16 @@ def configs(n: int, **settings: object) -> List[tenure.Config]:
 class Net:
     """Nodes by address, a clock, the datagrams in flight and every event."""
 
-    def __init__(self, configs: List[tenure.Config]) -> None:
+    def __init__(self, configs: List[tenure.Config], positions: Optional[Dict[int, int]] = None) -> None:
+        """`positions`: each positioned node's log position at start (0 if
+        not given)."""
         self.now = 0
+        at = positions or {}
         self.nodes: Dict[Address, tenure.Node] = {
-            address(7000 + c.id): tenure.Node(c, tenure.HardState(), 0) for c in configs
+            address(7000 + c.id): tenure.Node(
+                c, tenure.HardState(), 0, at.get(c.id, 0) if c.log_positions else None
+            )
+            for c in configs
         }
         self.flight: List[Tuple[Address, bytes, Address]] = []
         self.events: List[tenure.Event] = []

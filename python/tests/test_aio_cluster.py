@@ -63,6 +63,19 @@ async def one_leader(nodes: List[tenure.aio.AioNode]) -> tenure.aio.AioNode:
     return next(n for n in nodes if n.is_leader)
 
 
+async def change(leader: tenure.aio.AioNode, input: tenure.Input) -> int:
+    """`leader.change_membership(input)`, asked again while it is refused
+    with no_quorum (the leader has not heard the new voters lately)."""
+    for _ in range(20):
+        try:
+            return await leader.change_membership(input)
+        except tenure.aio.MembershipChangeFailed as e:
+            if e.reason != "no_quorum":
+                raise
+            await asyncio.sleep(0.05)
+    return await leader.change_membership(input)
+
+
 Body = Callable[[List[tenure.aio.AioNode], tenure.aio.AioNode], Awaitable[None]]
 
 
@@ -73,7 +86,12 @@ def cluster_test(tmp_path: Path, body: Body) -> None:
     async def test() -> None:
         nodes = await start_cluster(tmp_path)
         try:
-            await body(nodes, await one_leader(nodes))
+            leader = await one_leader(nodes)
+            # A few heartbeat rounds: the leader hears every follower since
+            # it won (a change of voters is refused, no_quorum, before it
+            # heard a majority of the new voters).
+            await asyncio.sleep(0.2)
+            await body(nodes, leader)
         finally:
             for n in nodes:
                 await n.close(hand_over=False)
@@ -277,16 +295,7 @@ def test_aio_membership_change_reaches_every_member_and_a_restarted_node_keeps_i
         removed = next(n for n in nodes if n is not leader)
         kept = next(n for n in nodes if n is not leader and n is not removed)
         left = sorted([leader.id, kept.id])
-        # Refused (no_quorum) until the leader has heard `kept` since it won:
-        # its vote may have come from `removed`.
-        epoch = 0
-        for _ in range(20):
-            try:
-                epoch = await leader.change_membership(tenure.Input.remove_member(removed.id))
-                break
-            except tenure.aio.MembershipChangeFailed as e:
-                assert e.reason == "no_quorum", e
-                await asyncio.sleep(0.05)
+        epoch = await change(leader, tenure.Input.remove_member(removed.id))
         assert epoch > 0
         await until(lambda: kept.status().voters == left, "the follower acts on the change")
         assert leader.status().membership == kept.status().membership
@@ -628,10 +637,10 @@ def test_aio_membership_durable_before_use_nothing_is_sent_or_acted_on_while_its
         removed = next(n for n in nodes if n is not leader)
         kept = next(n for n in nodes if n is not leader and n is not removed)
         recorder = recorders[nodes.index(kept)]
-        change = asyncio.ensure_future(leader.change_membership(tenure.Input.remove_member(removed.id)))
+        changing = asyncio.ensure_future(change(leader, tenure.Input.remove_member(removed.id)))
         await asyncio.wait_for(recorder.writing.wait(), 5)
         assert kept.status().membership == old, "acts on a membership not yet durable"
-        epoch = await change
+        epoch = await changing
         await until(lambda: kept.status().membership.epoch == epoch, "the follower acts on it")
 
     cluster_test(tmp_path, body)
@@ -652,7 +661,7 @@ def test_aio_membership_write_that_fails_stops_the_node_and_a_restart_catches_up
         config, listen = kept.config, kept.listen
         recorder = Recorder(kept, log, 0.05)
         recorder.fail_membership = True
-        change = asyncio.ensure_future(leader.change_membership(tenure.Input.remove_member(removed.id)))
+        changing = asyncio.ensure_future(change(leader, tenure.Input.remove_member(removed.id)))
         await until(lambda: kept._stopped is not None, "the node stops on the failed write")
         with pytest.raises(tenure.aio.NodeStopped, match="simulated"):
             kept.promote()
@@ -663,7 +672,7 @@ def test_aio_membership_write_that_fails_stops_the_node_and_a_restart_catches_up
         again = await tenure.aio.start(config, listen)
         nodes.append(again)
         assert again.status().membership == old
-        epoch = await change
+        epoch = await changing
         await until(lambda: again.status().membership.epoch == epoch, "the restarted node learns it")
         assert again.status().voters == sorted([leader.id, again.id])
 
@@ -678,7 +687,7 @@ def test_aio_close_during_a_membership_write_finishes_it_and_the_restart_is_on_i
         kept = next(n for n in nodes if n is not leader and n is not removed)
         config, listen = kept.config, kept.listen
         recorder = Recorder(kept, log, 0.3)
-        change = asyncio.ensure_future(leader.change_membership(tenure.Input.remove_member(removed.id)))
+        changing = asyncio.ensure_future(change(leader, tenure.Input.remove_member(removed.id)))
         await asyncio.wait_for(recorder.writing.wait(), 5)
         await kept.close(hand_over=False)
         mine = [what for id, what in log if id == kept.id]
@@ -690,7 +699,7 @@ def test_aio_close_during_a_membership_write_finishes_it_and_the_restart_is_on_i
         # The write closed on was the change's first (joint) membership.
         stored = again.status().membership
         assert stored.epoch > 0
-        epoch = await change
+        epoch = await changing
         left = sorted([leader.id, again.id])
         await until(lambda: again.status().voters == left, "the restarted node ends on the change")
         assert again.status().membership.epoch == epoch > stored.epoch

@@ -282,9 +282,7 @@ def test_membership_change_inputs_are_checked() -> None:
 def test_log_up_to_date_a_node_behind_never_wins_and_positions_need_log_positions() -> None:
     """With log positions, the voters ahead refuse the one behind: it
     cannot lead, however often it campaigns."""
-    net = Net(configs(3, log_positions=True))
-    for id, position in ((1, 5), (2, 10), (3, 10)):
-        net.feed(address(7000 + id), tenure.Input.log_position(position))
+    net = Net(configs(3, log_positions=True), positions={1: 5, 2: 10, 3: 10})
     for _ in range(5):
         net.feed(address(7001), tenure.Input.promote())
         leader = net.elect()
@@ -295,6 +293,10 @@ def test_log_up_to_date_a_node_behind_never_wins_and_positions_need_log_position
     plain = tenure.Node(configs(1)[0], tenure.HardState(), 0)
     with pytest.raises(ValueError, match="log_positions"):
         plain.step(0, tenure.Input.log_position(3))
+    with pytest.raises(ValueError, match="log_positions"):
+        tenure.Node(configs(1)[0], tenure.HardState(), 0, log_position=3)
+    with pytest.raises(ValueError, match="log_position="):
+        tenure.Node(configs(1, log_positions=True)[0], tenure.HardState(), 0)
     assert repr(tenure.Input.log_position(3)) == "Input.log_position(3)"
 
 
