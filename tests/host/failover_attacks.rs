@@ -164,13 +164,7 @@ fn quiet_failover_spread_holds_with_one_survivor_30_ms_farther() {
 /// Five voters on five hosts, strict: one failover spreads over four
 /// survivors (places 0 to 3).
 fn five_voters(host: NodeId, group: GroupId, _hosts: u64) -> Config {
-    Config::new(host, 1..=5)
-        .heartbeat_interval(ms(100))
-        .death_timeout(ms(400))
-        .election_timeout(ms(400))
-        .election_jitter(ms(40))
-        .rng_seed(group * 1000 + host)
-        .fencing(tenure::Fencing::Strict)
+    strict_group_config(host, group, 5)
 }
 
 /// Rule `quiet_failover_spread` with five voters: the leader host and one

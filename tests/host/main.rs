@@ -32,7 +32,12 @@ fn ms(v: u64) -> Duration {
 
 /// Heartbeat 100 ms, death and election timeouts 400 ms, jitter 40 ms.
 fn group_config(host: NodeId, group: GroupId, hosts: u64) -> Config {
-    Config::new(host, 1..=hosts)
+    timed(Config::new(host, 1..=hosts), host, group)
+}
+
+/// `config` with [`group_config`]'s timing and a seed of its own.
+fn timed(config: Config, host: NodeId, group: GroupId) -> Config {
+    config
         .heartbeat_interval(ms(100))
         .death_timeout(ms(400))
         .election_timeout(ms(400))

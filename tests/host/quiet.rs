@@ -30,13 +30,7 @@ pub(super) fn quiet_world(
 pub(super) fn three_of_four(host: NodeId, group: GroupId, _hosts: u64) -> Config {
     let out = group % 4 + 1;
     let voters: Vec<NodeId> = (1..=4).filter(|&h| h != out).collect();
-    Config::new(host, voters)
-        .heartbeat_interval(ms(100))
-        .death_timeout(ms(400))
-        .election_timeout(ms(400))
-        .election_jitter(ms(40))
-        .rng_seed(group * 1000 + host)
-        .fencing(tenure::Fencing::Strict)
+    timed(Config::new(host, voters), host, group).fencing(tenure::Fencing::Strict)
 }
 
 impl World {
