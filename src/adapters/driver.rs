@@ -380,11 +380,6 @@ impl Publisher {
     }
 
     /// Records that `from`'s message was accepted at `now`.
-    /// Counts a state write that took `took`.
-    pub(crate) fn wrote(&self, took: Duration) {
-        record_write(&self.shared, took);
-    }
-
     pub(crate) fn heard(&self, from: NodeId, now: Instant) {
         self.shared
             .lock()
@@ -510,7 +505,7 @@ impl<S: Storage, P: LogPosition> Effects<P> for SyncIo<'_, S, P> {
     fn persist(&mut self, state: &HardState) -> Result<Write, StorageError> {
         let started = std::time::Instant::now();
         self.storage.save(state)?;
-        self.publisher.wrote(started.elapsed());
+        record_write(&self.publisher.shared, started.elapsed());
         Ok(Write::Durable)
     }
 
