@@ -282,15 +282,7 @@ fn every_book_page_with_rust_examples_is_a_doctest() {
 /// outside code blocks and inline code.
 fn link_targets(markdown: &str) -> Vec<String> {
     let mut targets = Vec::new();
-    let mut fenced = false;
-    for line in markdown.lines() {
-        if line.trim_start().starts_with("```") {
-            fenced = !fenced;
-            continue;
-        }
-        if fenced {
-            continue;
-        }
+    for line in prose_lines(markdown) {
         // Inline code may hold `](` that is no link.
         let prose: String = line.split('`').step_by(2).collect::<Vec<_>>().join(" ");
         let mut rest = prose.as_str();
@@ -304,16 +296,25 @@ fn link_targets(markdown: &str) -> Vec<String> {
     targets
 }
 
+/// The lines of `markdown` outside fenced code blocks (and not the
+/// fences).
+fn prose_lines(markdown: &str) -> impl Iterator<Item = &str> {
+    let mut fenced = false;
+    markdown.lines().filter(move |line| {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            return false;
+        }
+        !fenced
+    })
+}
+
 /// The anchors mdBook gives the headings of `markdown`: lower case,
 /// spaces to `-`, other punctuation but `-` and `_` dropped.
 fn heading_anchors(markdown: &str) -> Vec<String> {
-    let mut fenced = false;
     let mut anchors = Vec::new();
-    for line in markdown.lines() {
-        if line.trim_start().starts_with("```") {
-            fenced = !fenced;
-        }
-        let Some(heading) = line.strip_prefix('#').filter(|_| !fenced) else {
+    for line in prose_lines(markdown) {
+        let Some(heading) = line.strip_prefix('#') else {
             continue;
         };
         let text = heading.trim_start_matches('#').trim();
