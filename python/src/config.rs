@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use pyo3::prelude::*;
 use tenure::adapters::auth::KeyRing;
-use tenure::adapters::storage::{StateOwner, decode_membership_record};
+use tenure::adapters::storage::StateOwner;
 use tenure::{Fencing, Mode, NodeId, RankPolicy, Setting};
 
 use crate::config_error;
@@ -312,19 +312,12 @@ fn with_membership(
     cluster: u64,
     bytes: &[u8],
 ) -> PyResult<tenure::Config> {
-    let (owner, membership) = decode_membership_record(bytes)
-        .map_err(|e| config_error(py, "membership", format!("membership record: {e}")))?;
-    let expected = StateOwner {
+    let owner = StateOwner {
         node: config.id(),
         cluster,
     };
-    if owner != expected {
-        return Err(config_error(
-            py,
-            "membership",
-            format!("membership record: it is {owner}'s, not {expected}'s"),
-        ));
-    }
+    let membership = crate::state::membership_of(owner, bytes)
+        .map_err(|message| config_error(py, "membership", message))?;
     Ok(config.membership(membership))
 }
 

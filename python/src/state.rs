@@ -6,6 +6,7 @@ use std::sync::Mutex;
 
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
+use tenure::Membership;
 use tenure::adapters::storage::{
     FileStorage, StateOwner, Storage, StorageError, decode_membership_record, decode_owned_record,
     encode_membership_record, encode_owned_record,
@@ -103,14 +104,7 @@ impl StateFile {
     /// the state. A damaged record or another node's raises `StateError`
     /// and writes nothing. Releases the GIL.
     fn save_membership(&self, py: Python<'_>, record: &[u8]) -> PyResult<()> {
-        let (owner, membership) = decode_membership_record(record)
-            .map_err(|e| StateError::new_err(format!("membership record: {e}")))?;
-        if owner != self.owner {
-            return Err(StateError::new_err(format!(
-                "membership record: it is {owner}'s, not {}'s",
-                self.owner
-            )));
-        }
+        let membership = membership_of(self.owner, record).map_err(StateError::new_err)?;
         py.detach(|| self.with(|s| s.save_membership(&membership).map_err(|e| failed(&e))))
     }
 
@@ -128,6 +122,17 @@ impl StateFile {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         *guard = None;
     }
+}
+
+/// The membership the record `bytes` holds, if it is `owner`'s; else what
+/// is wrong with it.
+pub(crate) fn membership_of(owner: StateOwner, bytes: &[u8]) -> Result<Membership, String> {
+    let (found, membership) =
+        decode_membership_record(bytes).map_err(|e| format!("membership record: {e}"))?;
+    if found != owner {
+        return Err(format!("membership record: it is {found}'s, not {owner}'s"));
+    }
+    Ok(membership)
 }
 
 /// A state record of `state` for node `node` of cluster `cluster`: the
