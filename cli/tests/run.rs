@@ -194,11 +194,14 @@ fn the_gated_command_sees_its_lease_is_restarted_and_stopped_in_order() {
     let d = dir("run-single");
     let config = write_config_with(&d, 1, 3, &[(1, port())], "fencing = \"strict\"\n");
     let p = d.display();
+    // The trap comes first: on a loaded machine a late renewal may stop
+    // a run and start another just before the SIGTERM below.
     let script = format!(
-        "env | grep ^TENURE_ | sort > {p}/env.$$; cat \"$TENURE_LEASE_FILE\" > {p}/lease.$$; \
+        "trap 'echo term > {p}/termed; exit 0' TERM; \
+         env | grep ^TENURE_ | sort > {p}/env.$$; cat \"$TENURE_LEASE_FILE\" > {p}/lease.$$; \
          n=$(cat {p}/count 2>/dev/null || echo 0); echo $((n+1)) > {p}/count; \
          [ \"$n\" = 0 ] && exit 3; \
-         trap 'echo term > {p}/termed; exit 0' TERM; while :; do sleep 0.01; done"
+         while :; do sleep 0.01; done"
     );
     let node = start_run(&config, &script, &["--restart-delay-ms", "200"]);
     let lines = json_lines(&node, Duration::from_millis(1500));
